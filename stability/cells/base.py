@@ -1,0 +1,168 @@
+"""What every recurrent cell shares: the whole-sequence forward, the initial
+hidden state, and the hooks the diagnostics read.
+
+The cell contract (``../shared/DESIGN.md``)::
+
+    outputs, h_last = cell(x, h0=None)        # x (B, T, input_size), batch-first
+    cell.recurrent_matrix()                   # dense current transition matrix (H, H)
+    cell.gate_values()                        # {name: float}, empty where there are no gates
+    cell.penalty()                            # soft-constraint term for the loss (0 where none)
+
+and, for the trainer's gradient probes::
+
+    cell(x, h0, state_probe=e)                # e: zeros (B, T, state_size), requires_grad
+    e.grad[:, t]  ==  dL/dh_t                 # the total derivative, through all later steps
+
+The probe is added to each state as it is produced (h_t <- h_t + e_t), so its
+gradient is exactly dL/dh_t; a probed forward always runs the reference loop.
+
+A subclass writes one step of its update (``_step``) and, where it has one,
+a fused whole-sequence path (``_forward_fast``); everything else is here.
+
+Initial hidden state (MASO paper §5.1, Thm. 3): ``h0="zero"`` (default),
+``"learned"`` (a trainable vector), or ``"noisy"`` — during training
+h0 ~ N(0, sigma^2 I) with sigma = ``h0_noise_std``, zero at evaluation.  The
+paper shows the noise acts as an explicit regulariser on dL/dh0 (§5.2).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor, nn
+
+H0_MODES = ("zero", "learned", "noisy")
+IMPLS = ("auto", "loop", "scan", "native")
+
+
+def check_choice(option: str, value: Any, choices: Sequence[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``, else a ValueError naming them."""
+    if value not in choices:
+        valid = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{option} must be one of {valid}; got {value!r}")
+    return value
+
+
+def check_positive_int(option: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{option} must be a positive integer; got {value!r}")
+    return value
+
+
+def check_nonnegative(option: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{option} must be a number >= 0; got {value!r}") from None
+    if not number >= 0.0:  # also rejects NaN
+        raise ValueError(f"{option} must be a number >= 0; got {value!r}")
+    return number
+
+
+class RecurrentCell(nn.Module):
+    """Base class of every cell in :mod:`stability.cells`.
+
+    Subclasses set ``state_size`` (default ``hidden_size``), ``output_size``
+    (features per step in ``outputs``; default ``hidden_size``) and
+    ``state_dtype_kind`` ("real" or "complex") before calling
+    :meth:`_init_initial_state`, and implement :meth:`_prepare` and
+    :meth:`_step`.
+    """
+
+    complex_state = False
+
+    def __init__(self, input_size: int, hidden_size: int, *, h0: str = "zero", h0_noise_std: float = 0.1):
+        super().__init__()
+        self.input_size = check_positive_int("input_size", input_size)
+        self.hidden_size = check_positive_int("hidden_size", hidden_size)
+        self.h0_mode = check_choice("h0", h0, H0_MODES)
+        self.h0_noise_std = check_nonnegative("h0_noise_std", h0_noise_std)
+        self.impl = "auto"
+        self.state_size = self.hidden_size
+        self.output_size = self.hidden_size
+
+    def _init_initial_state(self) -> None:
+        """Create the learned h0 once ``state_size`` is final."""
+        if self.h0_mode == "learned":
+            dtype = torch.complex64 if self.complex_state else torch.float32
+            self.h0_learned = nn.Parameter(torch.zeros(self.state_size, dtype=dtype))
+
+    # ------------------------------------------------------------------ state
+    def initial_state(self, batch_size: int, *, dtype: torch.dtype | None = None,
+                      device: torch.device | None = None) -> Tensor:
+        """h0 of shape (batch_size, state_size) following the cell's ``h0`` option."""
+        reference = next(self.parameters())
+        dtype = dtype or reference.dtype
+        device = device or reference.device
+        if self.complex_state and not dtype.is_complex:
+            dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+        if self.h0_mode == "learned":
+            return self.h0_learned.to(dtype).expand(batch_size, -1)
+        if self.h0_mode == "noisy" and self.training and self.h0_noise_std > 0:
+            return torch.randn(batch_size, self.state_size, dtype=dtype, device=device) * self.h0_noise_std
+        return torch.zeros(batch_size, self.state_size, dtype=dtype, device=device)
+
+    # ---------------------------------------------------------------- forward
+    def forward(self, x: Tensor, h0: Tensor | None = None, state_probe: Tensor | None = None):
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"expected input of shape (batch, time, {self.input_size}); got {tuple(x.shape)}")
+        if x.shape[1] == 0:
+            raise ValueError("expected at least one time step; got a sequence of length 0")
+        if h0 is None:
+            h0 = self.initial_state(x.shape[0], dtype=x.dtype, device=x.device)
+        impl = check_choice("impl", self.impl, IMPLS)
+        if state_probe is not None or impl == "loop":
+            return self._forward_loop(x, h0, state_probe)
+        return self._forward_fast(x, h0, impl)
+
+    def _forward_loop(self, x: Tensor, h0: Tensor, state_probe: Tensor | None):
+        """Reference path: one autograd step at a time (probes, tests, exotic cells)."""
+        with torch.nn.utils.parametrize.cached():
+            context = self._prepare(x)
+            steps = context["inputs"].unbind(0)  # time-major
+            probes = state_probe.unbind(1) if state_probe is not None else [None] * len(steps)
+            h = h0
+            outputs = []
+            for u_t, e_t in zip(steps, probes):
+                h = self._step(u_t, h, context)
+                if e_t is not None:
+                    h = h + e_t
+                outputs.append(self._emit(h))
+        return torch.stack(outputs, dim=1), h
+
+    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
+        """Fused path; cells without one fall back to the loop."""
+        return self._forward_loop(x, h0, None)
+
+    def _prepare(self, x: Tensor) -> dict:
+        """Everything that does not depend on the recursion, computed once.
+
+        Must contain ``"inputs"``: the projected inputs, time-major (T, B, *).
+        """
+        raise NotImplementedError
+
+    def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
+        raise NotImplementedError
+
+    def _emit(self, h: Tensor) -> Tensor:
+        """The per-step output features read from the state."""
+        return h
+
+    # ------------------------------------------------------------ diagnostics
+    def recurrent_matrix(self) -> Tensor:
+        raise NotImplementedError
+
+    def gate_values(self) -> dict[str, float]:
+        return {}
+
+    def penalty(self) -> Tensor:
+        reference = next(self.parameters())
+        return torch.zeros((), dtype=reference.real.dtype, device=reference.device)
+
+    def recurrent_parameter_count(self) -> int:
+        """Real numbers in the parameters that build the transition matrix."""
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"input_size={self.input_size}, hidden_size={self.hidden_size}, h0={self.h0_mode!r}"

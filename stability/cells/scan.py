@@ -1,0 +1,180 @@
+"""Fused time loop for Elman-type recurrences.
+
+Every real cell whose hidden state is updated by
+
+    a_t = u_t + W h_{t-1}                       u_t = W_in x_t + b (all t in one matmul)
+    h_t = alpha * f(a_t) + beta * h_{t-1}
+
+runs through :func:`elman_scan`.  Plain Elman cells (``rnn``, ``irnn``,
+``spectral``, ``orthogonal``, ``vprnn``; KRU paper eq. 1, spectral paper §4)
+are the case ``alpha = 1, beta = 0``; FastRNN and SGORNN (SGORNN paper eq. 1)
+pass their scalar gates.
+
+Note [Why a hand-written backward]
+----------------------------------
+Autograd over a Python time loop records several nodes per step, and its
+backward accumulates dL/dW as T small (B, H) x (B, H) products.  Here the
+forward is two kernels per step (one ``addmm`` into a preallocated buffer,
+one in-place activation) and the backward is two kernels per step (a
+multiply by the saved activation derivative and one ``addmm``).  Everything
+that does not depend on the recursion is done once, outside the loop:
+``f'`` for all steps from the saved states, dL/dW as a single
+(H, T*B) x (T*B, H) GEMM, dL/dalpha and dL/dbeta as two reductions.
+The derivative of tanh, relu and leaky_relu can be read off their outputs,
+so nothing but the states themselves (plus f(a_t) when gated) is saved.
+
+Layout: ``u`` and the returned states are time-major, (T, B, H), so that each
+step reads and writes one contiguous (B, H) block.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+ACTIVATIONS = ("tanh", "relu", "leaky_relu")
+
+
+def apply_activation(a: Tensor, activation: str, negative_slope: float) -> Tensor:
+    """f(a) out of place (used by the reference loops)."""
+    if activation == "tanh":
+        return torch.tanh(a)
+    if activation == "relu":
+        return torch.relu(a)
+    return torch.nn.functional.leaky_relu(a, negative_slope)
+
+
+def _activate_(a: Tensor, activation: str, negative_slope: float) -> None:
+    if activation == "tanh":
+        a.tanh_()
+    elif activation == "relu":
+        a.relu_()
+    else:
+        torch.nn.functional.leaky_relu_(a, negative_slope)
+
+
+def _derivative_from_output(s: Tensor, activation: str, negative_slope: float) -> Tensor:
+    """f'(a) written in terms of s = f(a), for all steps at once."""
+    if activation == "tanh":
+        return 1.0 - s * s
+    if activation == "relu":
+        return (s > 0).to(s.dtype)
+    one = torch.ones((), dtype=s.dtype, device=s.device)
+    return torch.where(s > 0, one, one * negative_slope)
+
+
+class _ElmanScan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, weight, h0, alpha, beta, activation, negative_slope):
+        gated = alpha is not None
+        states = torch.empty_like(u)  # (T, B, H)
+        weight_t = weight.t()
+        h = h0
+        if not gated:
+            for u_t, h_t in zip(u.unbind(0), states.unbind(0)):
+                torch.addmm(u_t, h, weight_t, out=h_t)
+                _activate_(h_t, activation, negative_slope)
+                h = h_t
+            ctx.save_for_backward(states, weight, h0)
+        else:
+            a, b = float(alpha), float(beta)
+            squashed = torch.empty_like(u)  # f(a_t), needed for f' and dL/dalpha
+            for u_t, s_t, h_t in zip(u.unbind(0), squashed.unbind(0), states.unbind(0)):
+                torch.addmm(u_t, h, weight_t, out=s_t)
+                _activate_(s_t, activation, negative_slope)
+                torch.mul(h, b, out=h_t)
+                h_t.add_(s_t, alpha=a)
+                h = h_t
+            ctx.save_for_backward(states, weight, h0, squashed, alpha, beta)
+        ctx.gated = gated
+        ctx.activation = activation
+        ctx.negative_slope = negative_slope
+        return states
+
+    @staticmethod
+    def backward(ctx, grad_states):
+        if ctx.gated:
+            states, weight, h0, squashed, alpha, beta = ctx.saved_tensors
+            a, b = float(alpha), float(beta)
+        else:
+            states, weight, h0 = ctx.saved_tensors
+            squashed, a, b = states, 1.0, 0.0
+        grad_states = grad_states.contiguous()
+        # delta_t = dL/da_t = alpha * f'(a_t) * dL/dh_t; start from alpha * f'.
+        delta = _derivative_from_output(squashed, ctx.activation, ctx.negative_slope)
+        if a != 1.0:
+            delta.mul_(a)
+        grad_h = torch.empty_like(grad_states)  # total dL/dh_t
+        g, dh, d = grad_states.unbind(0), grad_h.unbind(0), delta.unbind(0)
+        dh[-1].copy_(g[-1])
+        for t in range(len(g) - 1, 0, -1):
+            d[t].mul_(dh[t])
+            torch.addmm(g[t - 1], d[t], weight, out=dh[t - 1])
+            if b != 0.0:
+                dh[t - 1].add_(dh[t], alpha=b)
+        d[0].mul_(dh[0])
+        grad_h0 = d[0] @ weight
+        if b != 0.0:
+            grad_h0.add_(dh[0], alpha=b)
+
+        grad_weight = grad_alpha = grad_beta = None
+        hidden = weight.shape[0]
+        if ctx.needs_input_grad[1]:
+            grad_weight = d[0].t() @ h0
+            if len(d) > 1:
+                grad_weight.addmm_(delta[1:].reshape(-1, hidden).t(), states[:-1].reshape(-1, hidden))
+        if ctx.gated and ctx.needs_input_grad[3]:
+            grad_alpha = (grad_h * squashed).sum().reshape(alpha.shape)
+        if ctx.gated and ctx.needs_input_grad[4]:
+            grad_beta = ((grad_h[1:] * states[:-1]).sum() + (grad_h[0] * h0).sum()).reshape(beta.shape)
+        return delta, grad_weight, grad_h0, grad_alpha, grad_beta, None, None
+
+
+def elman_scan(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    activation: str = "tanh",
+    negative_slope: float = 0.01,
+    alpha: Tensor | None = None,
+    beta: Tensor | None = None,
+) -> Tensor:
+    """Run ``h_t = alpha f(u_t + W h_{t-1}) + beta h_{t-1}`` over all steps.
+
+    Args:
+        u: projected inputs, time-major (T, B, H).
+        weight: the recurrent matrix W (H, H), acting on column vectors.
+        h0: initial state (B, H).
+        activation: one of :data:`ACTIVATIONS`.
+        alpha, beta: 0-dim tensors for the scalar-gated update, or both None
+            for the plain Elman update.
+
+    Returns:
+        All states h_1..h_T, time-major (T, B, H).
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
+    if (alpha is None) != (beta is None):
+        raise ValueError("alpha and beta must be given together")
+    return _ElmanScan.apply(u.contiguous(), weight, h0, alpha, beta, activation, float(negative_slope))
+
+
+def elman_loop(
+    u: Tensor,
+    weight: Tensor,
+    h0: Tensor,
+    activation: str = "tanh",
+    negative_slope: float = 0.01,
+    alpha: Tensor | None = None,
+    beta: Tensor | None = None,
+) -> Tensor:
+    """The same recurrence as :func:`elman_scan`, step by step under autograd.
+
+    The independent reference the fused scan is tested against.
+    """
+    h = h0
+    states = []
+    for u_t in u.unbind(0):
+        s = apply_activation(u_t + h @ weight.t(), activation, negative_slope)
+        h = s if alpha is None else alpha * s + beta * h
+        states.append(h)
+    return torch.stack(states)
