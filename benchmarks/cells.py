@@ -1,0 +1,225 @@
+"""Training-step speed and memory of every cell against PyTorch's own kernels.
+
+    python benchmarks/cells.py                 # CPU, T = 100 784 1000
+    python benchmarks/cells.py --device cuda   # the same table against cuDNN
+    python benchmarks/cells.py --seq-lens 100 --reps 3 --cells spectral lstm
+
+One training step = forward over the whole sequence + a linear readout of
+the last step + backward.  Every configuration is timed in the same process,
+round-robin (one rep of each in turn), so drift on a busy machine hits all of
+them alike; the table shows the median ms per step and the ratio to the
+reference named in its row (``nn.RNN(relu)`` of the same size, or
+``nn.LSTM`` for the LSTMs).
+
+Memory: on CUDA the peak allocated during a step; on CPU the bytes autograd
+keeps for backward (saved tensors), which is what grows with T.
+
+``spectral-naive`` is the straightforward Spectral-RNN that applies its
+m1 + m2 Householder reflectors to the hidden state at every time step
+(spectral paper §4.1, Algorithm "Hprod"), written here as the reference the
+issue asks the built-matrix implementation to beat by 10x.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stability import cells  # noqa: E402
+
+INPUT = 2
+# name -> (cell options, reference, target ratio at T >= 784, target at T = 100)
+CONFIGS = {
+    "rnn(leaky_relu)": ("rnn", {"nonlinearity": "leaky_relu"}, "nn.RNN", 1.0, 1.25),
+    "spectral": ("spectral", {"m1": 16, "m2": 16}, "nn.RNN", 1.0, 1.25),
+    "orthogonal": ("orthogonal", {}, "nn.RNN", 1.0, 1.25),
+    "vprnn": ("vprnn", {}, "nn.RNN", 1.0, 1.25),
+    "fastrnn": ("fastrnn", {}, "nn.RNN", 1.25, 1.25),
+    "sgornn": ("sgornn", {}, "nn.RNN", 1.25, 1.25),
+    "lstm": ("lstm", {}, "nn.LSTM", 1.1, 1.1),
+    "kru": ("kru", {}, "nn.RNN", 3.0, 3.0),
+    "gru": ("gru", {}, None, None, None),
+    "irnn": ("irnn", {}, "nn.RNN", None, None),
+    "kru_lstm": ("kru_lstm", {}, "nn.LSTM", None, None),
+    "urnn": ("urnn", {}, "nn.RNN", None, None),
+    "exponential": ("exponential", {}, "nn.RNN", None, None),
+}
+
+
+class TorchRecurrent(nn.Module):
+    """nn.RNN / nn.LSTM behind the cell call convention."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+        self.output_size = module.hidden_size
+
+    def forward(self, x):
+        outputs, _ = self.module(x)
+        return outputs, None
+
+
+class NaiveSpectralRNN(nn.Module):
+    """Spectral-RNN applying each reflector to h at every step (no built W)."""
+
+    def __init__(self, input_size: int, hidden_size: int, m1: int = 16, m2: int = 16, r: float = 0.01):
+        super().__init__()
+        n = hidden_size
+        self.input_proj = nn.Linear(input_size, n)
+        self.u = nn.ParameterList([nn.Parameter(torch.randn(k)) for k in range(n, n - m1, -1)])
+        self.v = nn.ParameterList([nn.Parameter(torch.randn(k)) for k in range(n, n - m2, -1)])
+        self.sigma_hat = nn.Parameter(torch.zeros(n))
+        self.r = r
+        self.output_size = n
+
+    @staticmethod
+    def _reflect(h, u):
+        # H_k(u) h = h - 2 (u^T h_tail / u^T u) u on the last k coordinates (eq. 1).
+        k = u.shape[0]
+        tail = h[:, -k:]
+        tail = tail - 2 * (tail @ u)[:, None] * u / (u @ u)
+        return torch.cat([h[:, :-k], tail], dim=1)
+
+    def forward(self, x):
+        sigma = 2 * self.r * (torch.sigmoid(self.sigma_hat) - 0.5) + 1.0
+        u_all = self.input_proj(x.transpose(0, 1))
+        h = torch.zeros(x.shape[0], self.output_size, dtype=x.dtype, device=x.device)
+        outputs = []
+        for u_t in u_all.unbind(0):
+            # W h = H_n(u_n)..H_k1(u_k1) diag(sigma) H_k2(v_k2)..H_n(v_n) h, rightmost first.
+            w_h = h
+            for v in self.v:  # lengths n, n-1, ..., k2
+                w_h = self._reflect(w_h, v)
+            w_h = w_h * sigma
+            for u in reversed(self.u):  # lengths k1, ..., n
+                w_h = self._reflect(w_h, u)
+            h = torch.nn.functional.leaky_relu(u_t + w_h, 0.01)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), h
+
+
+def build(name: str, hidden: int, device: torch.device) -> nn.Module:
+    if name == "nn.RNN":
+        model = TorchRecurrent(nn.RNN(INPUT, hidden, nonlinearity="relu", batch_first=True))
+    elif name == "nn.LSTM":
+        model = TorchRecurrent(nn.LSTM(INPUT, hidden, batch_first=True))
+    elif name == "spectral-naive":
+        model = NaiveSpectralRNN(INPUT, hidden)
+    else:
+        cell_name, options = CONFIGS[name][:2]
+        model = cells.build(cell_name, INPUT, hidden, **options)
+    return model.to(device)
+
+
+def training_step(model, readout, x, y):
+    outputs, _ = model(x)
+    loss = ((readout(outputs[:, -1]) - y) ** 2).mean()
+    if hasattr(model, "penalty"):
+        loss = loss + model.penalty()
+    loss.backward()
+
+
+def saved_bytes(model, readout, x, y) -> int:
+    total = 0
+
+    def pack(tensor):
+        nonlocal total
+        total += tensor.numel() * tensor.element_size()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        outputs, _ = model(x)
+        loss = ((readout(outputs[:, -1]) - y) ** 2).mean()
+    loss.backward()
+    return total
+
+
+def measure(names, seq_len, batch, hidden, reps, device):
+    torch.manual_seed(0)
+    x = torch.randn(batch, seq_len, INPUT, device=device)
+    y = torch.randn(batch, 1, device=device)
+    models = {}
+    for name in names:
+        try:
+            model = build(name, hidden, device)
+        except (ImportError, AttributeError, KeyError) as error:  # a cell not written yet
+            print(f"  skipping {name}: {error}", file=sys.stderr)
+            continue
+        models[name] = (model, nn.Linear(model.output_size, 1).to(device))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    times = {name: [] for name in models}
+    for rep in range(reps + 1):  # rep 0 warms up
+        for name, (model, readout) in models.items():
+            model.zero_grad(set_to_none=True)
+            sync()
+            start = time.perf_counter()
+            training_step(model, readout, x, y)
+            sync()
+            if rep:
+                times[name].append((time.perf_counter() - start) * 1e3)
+    memory = {}
+    for name, (model, readout) in models.items():
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            training_step(model, readout, x, y)
+            memory[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+        else:
+            memory[name] = saved_bytes(model, readout, x, y) / 2 ** 20
+    return {name: statistics.median(t) for name, t in times.items()}, memory
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[100, 784, 1000])
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cells", nargs="+", default=list(CONFIGS))
+    parser.add_argument("--no-naive", action="store_true", help="skip the slow spectral-naive reference")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    unknown = sorted(set(args.cells) - set(CONFIGS))
+    if unknown:
+        parser.error(f"unknown cells {unknown}; choose from {', '.join(CONFIGS)}")
+    names = ["nn.RNN", "nn.LSTM"] + list(args.cells) + ([] if args.no_naive else ["spectral-naive"])
+    kernel = "cuDNN" if device.type == "cuda" else f"ATen CPU, {args.threads} threads"
+    print(f"# forward+backward per training step: hidden {args.hidden}, batch {args.batch}, "
+          f"input {INPUT}, {args.reps} reps (median), torch {torch.__version__}, {kernel}")
+    memory_label = "peak MiB" if device.type == "cuda" else "saved MiB"
+    print(f"| T | model | ms/step | ratio | reference | target | met | {memory_label} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for seq_len in args.seq_lens:
+        ms, memory = measure(names, seq_len, args.batch, args.hidden, args.reps, device)
+        for name in ms:
+            if name in CONFIGS:
+                reference, long_target, short_target = CONFIGS[name][2:]
+            elif name == "spectral-naive":
+                reference, long_target, short_target = "spectral", None, None
+            else:
+                reference, long_target, short_target = None, None, None
+            ratio = ms[name] / ms[reference] if reference in ms else None
+            if name == "spectral-naive" and ratio:
+                ratio_text, target_text = f"{ratio:.1f}x slower", ">= 10x slower"
+                met = "yes" if ratio >= 10 else "NO"
+            else:
+                target = long_target if seq_len >= 784 else short_target
+                ratio_text = f"{ratio:.2f}" if ratio else ""
+                target_text = f"<= {target:.2f}" if target else ""
+                met = ("yes" if ratio <= target else "NO") if (target and ratio) else ""
+            print(f"| {seq_len} | {name} | {ms[name]:.1f} | {ratio_text} | {reference or ''} | "
+                  f"{target_text} | {met} | {memory[name]:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
