@@ -1,0 +1,345 @@
+"""Kronecker Recurrent Units (Jose, Cissé & Fleuret, KRU paper).
+
+``kru`` — the complex Elman recurrence of eq. 1 with a Kronecker-factored
+recurrent matrix (§3, eq. 4)::
+
+    h_t = modReLU(W h_{t-1} + U x_t + b),     h_t in C^N
+    W   = W_0 ⊗ W_1 ⊗ … ⊗ W_{F-1},            W_f in C^{n_f x n_f}
+    modReLU(z) = relu(|z| + c) z / |z|         (c in R^N trainable; 0 at z = 0)
+
+modReLU is the complex rectified unit of Arjovsky et al. (2016) that the paper
+uses for KRU (§4, "complex rectified linear units").  ``U x_t + b`` is a real
+``nn.Linear`` to 2N features read as [Re | Im]: for a real input x that is
+exactly a complex U and complex b.  The outputs are the real features
+[Re h_t, Im h_t] (B, T, 2N), for a real readout as in eq. 2; the final state
+is complex.  ``penalty()`` is the soft unitary constraint of §3.1, eq. 7:
+``penalty_strength · Σ_f ‖W_fᴴ W_f − I‖²_F``.
+
+``kru_lstm`` — an LSTM (appendix B, eq. 15–20) whose four recurrent matrices
+W_i, W_f, W_c, W_o are Kronecker products (§1, §4.4–4.5)::
+
+    i, f, o = sigmoid(W_* h_{t-1} + U_* x_t + b_*),   ĉ = tanh(W_c h_{t-1} + U_c x_t + b_c)
+    c_t = f ⊙ c_{t-1} + i ⊙ ĉ,                        h_t = o ⊙ tanh(c_t)
+
+Note [Real factors for KRU-LSTM]
+--------------------------------
+The paper runs "KRU variants of real space RNN and LSTM" (§1) with tanh (§4)
+and does not say the LSTM's factors are complex.  Its parameter counts say
+they are real: Table 4's KRU-LSTM with N = 45 has 172 recurrent parameters,
+which is 4 gates × (3² + 3² + 5²) real numbers for factors 3 · 3 · 5, and
+Table 3's with N = 500 has ≈ 250K, e.g. 4 × (2² + 250²) real numbers for
+factors 2 · 250 (complex factors would double both counts).
+So ``kru_lstm`` is a real LSTM with real factors, four independent
+Kronecker products (one per gate) in PyTorch's gate order (i, f, g, o), and
+its penalty is off by default: "in case of LSTMs we do not need to
+explicitly enforce the approximate orthogonality constraints as the gating
+mechanism is designed to prevent vanishing and exploding gradients" (§1).
+
+Note [KRU fused scan]
+---------------------
+With h = x + i y and W = A + i B, the state s = [x, y] (2N real) obeys
+
+    [Re(W h); Im(W h)] = M s,     M = [[A, -B], [B, A]]
+
+so a step is one real ``addmm`` with Mᵀ and modReLU on the (x, y) pairs:
+a_t = u_t + M s_{t-1}, m = |a_t| per unit, s_t = g a_t with the gain
+g = relu(1 + c / m) (0 where m = 0).  Writing the Jacobian of modReLU with
+the output s = (x, y) instead of a (m and s are all that is saved):
+
+    J = g I − k s sᵀ,     g = (m + c) / m,   k = c / (m (m + c)²)
+
+where m > 0 and m + c > 0, and J = 0 elsewhere.  J is symmetric, so the
+backward precomputes its diagonal and off-diagonal for all steps at once and
+each step is one roll, two fused multiplies and one ``addmm``; dL/dM is one
+(2N, T B) x (T B, 2N) GEMM and dL/dc one reduction,
+
+    dL/dc = Σ_{t, batch} 1[active] (s_t · dL/ds_t) / (m_t + c).
+
+Autograd carries dL/dM back through the block form and the Kronecker
+product to the factors.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..parametrizations.kronecker import (check_factor_sizes, factor_parameter_count, kronecker,
+                                          kronecker_factors, unitarity_penalty)
+from .base import RecurrentCell, check_nonnegative
+
+# ---------------------------------------------------------------- modReLU scan
+
+
+def modrelu(z: Tensor, bias: Tensor) -> Tensor:
+    """relu(|z| + c) z / |z| for complex z, 0 (value and derivative) where z = 0."""
+    magnitude = z.abs()
+    nonzero = magnitude > 0
+    safe = torch.where(nonzero, magnitude, torch.ones_like(magnitude))
+    gain = torch.where(nonzero, torch.relu(magnitude + bias) / safe, torch.zeros_like(magnitude))
+    return gain * z
+
+
+def real_block_form(weight: Tensor) -> Tensor:
+    """M = [[Re W, -Im W], [Im W, Re W]] (2N, 2N), so that M [x; y] = [Re(W h); Im(W h)]."""
+    return torch.cat([torch.cat([weight.real, -weight.imag], dim=1),
+                      torch.cat([weight.imag, weight.real], dim=1)], dim=0)
+
+
+class _ModReLUScan(torch.autograd.Function):
+    """See Note [KRU fused scan]."""
+
+    @staticmethod
+    def forward(ctx, u, weight, s0, bias):
+        steps, batch, width = u.shape
+        n = width // 2
+        states = torch.empty_like(u)  # (T, B, 2N): s_t = [Re h_t, Im h_t]
+        moduli = u.new_empty(steps, batch, n)  # (T, B, N): m_t = |a_t|
+        pre = u.new_empty(batch, width)  # a_t, reused every step
+        gain = u.new_empty(batch, n)
+        one = torch.ones((), dtype=u.dtype, device=u.device)
+        pairs = pre.view(batch, 2, n)
+        weight_t = weight.t()
+        s = s0
+        for u_t, m_t, s_t in zip(u.unbind(0), moduli.unbind(0), states.unbind(0)):
+            torch.addmm(u_t, s, weight_t, out=pre)
+            torch.hypot(pairs[:, 0], pairs[:, 1], out=m_t)
+            torch.addcdiv(one, bias, m_t, out=gain)  # 1 + c / m: ±inf or nan where m = 0
+            gain.nan_to_num_(0.0, 0.0, 0.0).relu_()
+            torch.mul(pairs, gain.unsqueeze(1), out=s_t.view(batch, 2, n))
+            s = s_t
+        ctx.save_for_backward(states, moduli, weight, s0, bias)
+        return states
+
+    @staticmethod
+    def backward(ctx, grad_states):
+        states, moduli, weight, s0, bias = ctx.saved_tensors
+        n = bias.shape[0]
+        shifted = moduli + bias  # (T, B, N): m + c
+        active = (moduli > 0) & (shifted > 0)
+        safe_m = torch.where(active, moduli, torch.ones_like(moduli))
+        safe_shifted = torch.where(active, shifted, torch.ones_like(shifted))
+        gain = torch.where(active, shifted / safe_m, torch.zeros_like(moduli))
+        k = torch.where(active, bias / (safe_m * safe_shifted.square()), torch.zeros_like(moduli))
+        x, y = states[..., :n], states[..., n:]
+        delta = torch.cat([gain - k * x.square(), gain - k * y.square()], dim=-1)  # diag(J), then dL/da_t
+        off_diagonal = (-k * x * y).repeat(1, 1, 2)  # (T, B, 2N)
+
+        grad_states = grad_states.contiguous()
+        grad_s = torch.empty_like(grad_states)  # total dL/ds_t
+        g_in, gs, d, od = grad_states.unbind(0), grad_s.unbind(0), delta.unbind(0), off_diagonal.unbind(0)
+        gs[-1].copy_(g_in[-1])
+        for t in range(len(g_in) - 1, -1, -1):
+            swapped = gs[t].roll(n, dims=-1)  # [dL/dy, dL/dx]
+            d[t].mul_(gs[t]).addcmul_(od[t], swapped)
+            if t > 0:
+                torch.addmm(g_in[t - 1], d[t], weight, out=gs[t - 1])
+
+        grad_s0 = d[0] @ weight if ctx.needs_input_grad[2] else None
+        grad_weight = grad_bias = None
+        if ctx.needs_input_grad[1]:
+            grad_weight = d[0].t() @ s0
+            if len(d) > 1:
+                grad_weight.addmm_(delta[1:].reshape(-1, 2 * n).t(), states[:-1].reshape(-1, 2 * n))
+        if ctx.needs_input_grad[3]:
+            radial = x * grad_s[..., :n] + y * grad_s[..., n:]  # s_t · dL/ds_t per unit
+            grad_bias = torch.where(active, radial / safe_shifted, torch.zeros_like(radial)).sum(dim=(0, 1))
+        return delta, grad_weight, grad_s0, grad_bias
+
+
+def modrelu_scan(u: Tensor, weight: Tensor, s0: Tensor, bias: Tensor) -> Tensor:
+    """Run s_t = modReLU(u_t + M s_{t-1}) on the real form s = [Re h, Im h] of complex states.
+
+    Args:
+        u: projected inputs [Re | Im], time-major (T, B, 2N).
+        weight: M = :func:`real_block_form` (W), (2N, 2N).
+        s0: initial state [Re h0, Im h0], (B, 2N).
+        bias: modReLU bias c, (N,).
+
+    Returns:
+        All states [Re h_t, Im h_t], time-major (T, B, 2N).
+    """
+    return _ModReLUScan.apply(u.contiguous(), weight, s0, bias)
+
+
+# ----------------------------------------------------------------------- KRU
+
+
+class KRU(RecurrentCell):
+    """``kru``: complex modReLU RNN with W = W_0 ⊗ … ⊗ W_{F-1} (KRU paper §3).
+
+    Options:
+        factor_sizes: sizes n_f of the square complex factors, product N.
+            Default: all 2 (F = log2 N, 8 log2 N real recurrent parameters,
+            the paper's main setting, §3 and §4.1–4.3), which needs N a power
+            of two.  ``(N,)`` is a free complex recurrent matrix.
+        penalty_strength: weight of the soft unitary penalty (eq. 7).  The
+            paper cross-validates it over 1e-7 … 1e-1 and finds its best
+            values between 1e-5 (TIMIT) and 1e-1 (Piano-midi) (§4.7); the
+            default 1e-3 is the middle of that range on a log scale.
+
+    Initialisation: every factor Haar-random unitary, so W starts unitary
+    (§4.1: "We initialize it by random unitary matrix"); modReLU bias 0, so
+    the cell starts as a linear unitary recurrence; U as ``nn.Linear``, b = 0.
+    """
+
+    complex_state = True
+
+    def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
+                 penalty_strength: float = 1e-3, h0: str = "zero", h0_noise_std: float = 0.1):
+        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        self.factor_sizes = check_factor_sizes(factor_sizes, hidden_size)
+        self.penalty_strength = check_nonnegative("penalty_strength", penalty_strength)
+        self.output_size = 2 * hidden_size
+        self.input_proj = nn.Linear(input_size, 2 * hidden_size)  # [Re | Im] of U x + b
+        nn.init.zeros_(self.input_proj.bias)
+        self.modrelu_bias = nn.Parameter(torch.zeros(hidden_size))
+        kronecker(self, "weight_hh", self.factor_sizes, complex=True)
+        self._init_initial_state()
+
+    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
+        if impl == "native":
+            raise ValueError("impl='native' is not available for kru (PyTorch has no complex modReLU "
+                             "kernel); use 'auto', 'scan' or 'loop'")
+        n = self.hidden_size
+        u = self.input_proj(x.transpose(0, 1))  # (T, B, 2N)
+        s0 = torch.cat([h0.real, h0.imag], dim=-1)  # (B, 2N)
+        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias)
+        return states.transpose(0, 1), torch.complex(states[-1, :, :n], states[-1, :, n:])
+
+    def _prepare(self, x: Tensor) -> dict:
+        n = self.hidden_size
+        u = self.input_proj(x.transpose(0, 1))  # (T, B, 2N)
+        return {"inputs": torch.complex(u[..., :n], u[..., n:]),  # (T, B, N) complex
+                "weight_t": self.weight_hh.transpose(0, 1)}
+
+    def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
+        return modrelu(torch.addmm(u_t, h, context["weight_t"]), self.modrelu_bias)
+
+    def _emit(self, h: Tensor) -> Tensor:
+        return torch.cat([h.real, h.imag], dim=-1)  # (B, 2N)
+
+    def factors(self) -> list[Tensor]:
+        """The complex Kronecker factors W_0, …, W_{F-1}, each (n_f, n_f)."""
+        return [f[0] for f in kronecker_factors(self, "weight_hh")]
+
+    def recurrent_matrix(self) -> Tensor:
+        return self.weight_hh
+
+    def penalty(self) -> Tensor:
+        return self.penalty_strength * unitarity_penalty(self.factors())
+
+    def recurrent_parameter_count(self) -> int:
+        return factor_parameter_count(self, "weight_hh")
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
+                f"penalty_strength={self.penalty_strength:g}")
+
+
+# ------------------------------------------------------------------ KRU-LSTM
+
+
+class KRULSTM(RecurrentCell):
+    """``kru_lstm``: LSTM with four real Kronecker-factored recurrent matrices (KRU paper §4.4–4.5).
+
+    State [h, c] of size 2H, outputs h (the layout of the ``lstm`` cell).
+
+    Options:
+        factor_sizes: sizes of the square real factors of each of W_i, W_f,
+            W_c, W_o; default all 2 (H a power of two).
+        penalty_strength: weight of Σ_gates Σ_f ‖W_fᵀ W_f − I‖²_F; default 0,
+            see Note [Real factors for KRU-LSTM].
+        forget_bias: added to the forget gate's bias at initialisation
+            (Jozefowicz et al. 2015), as in the ``lstm`` cell.
+
+    Initialisation: every factor Haar-random orthogonal (each recurrent
+    matrix starts orthogonal, as KRU's starts unitary); input weights and
+    biases U(-1/√H, 1/√H), PyTorch's LSTM default.
+
+    ``recurrent_matrix()`` is W_c, the hidden-to-candidate matrix: the
+    plain Elman recurrence inside the cell that the gates modulate.
+    ``gate_values()`` recomputes the mean input, forget and output gate
+    activations of the last forward pass, under the current weights, in a
+    few batched matmuls, only when asked.  Training runs PyTorch's LSTM
+    kernel on the built matrices (``impl`` "auto", "scan" or "native").
+    """
+
+    candidate_block = 2  # (i, f, g, o)
+
+    def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
+                 penalty_strength: float = 0.0, forget_bias: float = 1.0, h0: str = "zero",
+                 h0_noise_std: float = 0.1):
+        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        self.factor_sizes = check_factor_sizes(factor_sizes, hidden_size)
+        self.penalty_strength = check_nonnegative("penalty_strength", penalty_strength)
+        if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float)):
+            raise ValueError(f"forget_bias must be a number; got {forget_bias!r}")
+        self.forget_bias = float(forget_bias)
+        self.input_proj = nn.Linear(input_size, 4 * hidden_size)  # U_i, U_f, U_c, U_o and b
+        bound = hidden_size ** -0.5
+        with torch.no_grad():
+            self.input_proj.weight.uniform_(-bound, bound)
+            self.input_proj.bias.uniform_(-bound, bound)
+            self.input_proj.bias[hidden_size:2 * hidden_size] += self.forget_bias
+        kronecker(self, "weight_hh", self.factor_sizes, complex=False, count=4)  # (4H, H)
+        self.state_size = 2 * hidden_size
+        self._init_initial_state()
+        self._last_forward: tuple[Tensor, Tensor, Tensor] | None = None
+
+    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
+        h, c = h0[:, :self.hidden_size], h0[:, self.hidden_size:]
+        bias = self.input_proj.bias
+        params = [self.input_proj.weight, self.weight_hh, bias, torch.zeros_like(bias)]
+        outputs, h_last, c_last = torch.lstm(x, (h.unsqueeze(0).contiguous(), c.unsqueeze(0).contiguous()),
+                                             params, True, 1, 0.0, self.training, False, True)
+        self._last_forward = (x.detach(), h0.detach(), outputs.detach())
+        return outputs, torch.cat([h_last[0], c_last[0]], dim=1)
+
+    def _forward_loop(self, x: Tensor, h0: Tensor, state_probe: Tensor | None):
+        outputs, state = super()._forward_loop(x, h0, state_probe)
+        self._last_forward = (x.detach(), h0.detach(), outputs.detach())
+        return outputs, state
+
+    def _prepare(self, x: Tensor) -> dict:
+        return {"inputs": self.input_proj(x.transpose(0, 1)),  # (T, B, 4H)
+                "weight_t": self.weight_hh.t()}
+
+    def _step(self, u_t: Tensor, state: Tensor, context: dict) -> Tensor:
+        h, c = state.chunk(2, dim=1)
+        i, f, g, o = torch.addmm(u_t, h, context["weight_t"]).chunk(4, dim=1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return torch.cat([h, c], dim=1)
+
+    def _emit(self, state: Tensor) -> Tensor:
+        return state[:, :self.hidden_size]
+
+    def gate_values(self) -> dict[str, float]:
+        if self._last_forward is None:
+            return {}
+        x, h0, outputs = self._last_forward
+        h_prev = torch.cat([h0[:, None, :self.hidden_size], outputs[:, :-1]], dim=1)  # (B, T, H)
+        with torch.no_grad():
+            gates = torch.sigmoid(self.input_proj(x) + h_prev @ self.weight_hh.t())  # (B, T, 4H)
+        i, f, _, o = gates.chunk(4, dim=-1)
+        return {"input": i.mean().item(), "forget": f.mean().item(), "output": o.mean().item()}
+
+    def factors(self) -> list[Tensor]:
+        """The real factors of W_i, W_f, W_c, W_o: one (4, n_f, n_f) tensor per position f."""
+        return kronecker_factors(self, "weight_hh")
+
+    def recurrent_matrix(self) -> Tensor:
+        h = self.hidden_size
+        return self.weight_hh[self.candidate_block * h:(self.candidate_block + 1) * h]
+
+    def penalty(self) -> Tensor:
+        if self.penalty_strength == 0.0:
+            return super().penalty()
+        return self.penalty_strength * unitarity_penalty(self.factors())
+
+    def recurrent_parameter_count(self) -> int:
+        return factor_parameter_count(self, "weight_hh")
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
+                f"penalty_strength={self.penalty_strength:g}, forget_bias={self.forget_bias:g}")
