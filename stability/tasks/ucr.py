@@ -135,7 +135,7 @@ def read_series(path: Path) -> tuple[np.ndarray, np.ndarray]:
         frame = pd.read_csv(path, sep=separator, header=None, dtype=str)
         labels_column, table = frame.iloc[:, 0], frame.iloc[:, 1:]
     try:
-        series = table.apply(pd.to_numeric).to_numpy(dtype=np.float32)
+        series = np.array(table.apply(pd.to_numeric), dtype=np.float32)
     except (ValueError, TypeError):
         raise DatasetUnavailable(f"{path} holds values that are not numbers.") from None
     if series.size == 0 or np.isnan(series).any():
