@@ -5,7 +5,6 @@ import gzip
 import io
 import math
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -282,7 +281,10 @@ def test_ptb_unigram_baseline_and_metric_conversions(ptb_data):
 def test_ptb_char_is_mikolovs_character_rewrite(ptb_data):
     # the first line of Mikolov's ptb.valid.txt and of ptb.char.valid.txt
     word_line = " consumers may want to move their telephones a little closer to the tv set \n"
-    char_line = "c o n s u m e r s _ m a y _ w a n t _ t o _ m o v e _ t h e i r _ t e l e p h o n e s _ a _ l i t t l e _ c l o s e r _ t o _ t h e _ t v _ s e t"
+    char_line = (
+        "c o n s u m e r s _ m a y _ w a n t _ t o _ m o v e _ t h e i r _ "
+        "t e l e p h o n e s _ a _ l i t t l e _ c l o s e r _ t o _ t h e _ t v _ s e t"
+    )
     assert ptb.char_tokens(word_line) == char_line.split() + ["<eos>"]
     task = build("ptb_char", data_dir=ptb_data, seq_len=4)
     assert task.metric == "bpc" and task.seq_len == 4
@@ -310,13 +312,14 @@ def write_ucr(root, name, train, test, extension):
     folder = root / "ucr" / name
     folder.mkdir(parents=True, exist_ok=True)
     for split, (labels, series) in (("TRAIN", train), ("TEST", test)):
-        if extension == ".tsv":
-            lines = ["\t".join([str(label), *(f"{v:.6f}" for v in row)]) for label, row in zip(labels, series)]
-        elif extension == ".txt":
-            lines = ["  " + "  ".join([f"{float(label):.7e}", *(f"{v:.7e}" for v in row)]) for label, row in zip(labels, series)]
-        else:
+        rows = list(zip(labels, series))
+        if extension == ".tsv":  # UCRArchive_2018
+            lines = ["\t".join([str(label), *(f"{v:.6f}" for v in row)]) for label, row in rows]
+        elif extension == ".txt":  # timeseriesclassification.com: padded, labels as floats
+            lines = ["  " + "  ".join([f"{label:.7e}", *(f"{v:.7e}" for v in row)]) for label, row in rows]
+        else:  # .ts
             lines = ["# comment", "@problemName x", "@univariate true", "@data"]
-            lines += [",".join(f"{v:.6f}" for v in row) + f":{label}" for label, row in zip(labels, series)]
+            lines += [",".join(f"{v:.6f}" for v in row) + f":{label}" for label, row in rows]
         (folder / f"{name}_{split}{extension}").write_text("\n".join(lines) + "\n")
 
 

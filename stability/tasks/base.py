@@ -276,6 +276,16 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
     return value  # type: ignore[return-value]
 
 
+def one_hot(ids: torch.Tensor, size: int) -> torch.Tensor:
+    """float32 one-hot vectors of int64 ``ids``: shape ``(*ids.shape, size)``.
+
+    Scatters into zeros rather than ``F.one_hot(...).float()``, which builds an
+    int64 tensor first (8x the memory, and slow for a 10k-word vocabulary).
+    """
+    out = torch.zeros(*ids.shape, size)
+    return out.scatter_(-1, ids.unsqueeze(-1), 1.0)
+
+
 def majority_baseline(train_labels: np.ndarray, test_labels: np.ndarray) -> float:
     """Test accuracy of always predicting the most frequent training class (a memoryless predictor)."""
     majority = np.bincount(train_labels).argmax()

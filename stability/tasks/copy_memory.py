@@ -38,9 +38,8 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .base import Arrays, Batch, check_count
+from .base import Arrays, Batch, check_count, one_hot
 from .synthetic import SyntheticTask
 
 BLANK, DELIMITER = 0, 9
@@ -100,5 +99,5 @@ class CopyTask(SyntheticTask):
         tokens[:, self.lag + COPY_LENGTH - 1] = DELIMITER
         targets = torch.full_like(tokens, BLANK)
         targets[:, -COPY_LENGTH:] = symbols
-        x = F.one_hot(tokens, ALPHABET).float()  # (B, T + 20, 10)
+        x = one_hot(tokens, ALPHABET)  # (B, T + 20, 10)
         return x, targets

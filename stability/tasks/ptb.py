@@ -39,22 +39,21 @@ where each target is scored once; ``train`` drops it and starts over from
 batch 0 after the last full window, an endless stream of epochs (the carried
 state then jumps from the end of the corpus to its start).
 
+The corpus order is fixed, so the seed does not change PTB batches.
 The memoryless baseline is the unigram model: training-set token
 frequencies (add-one smoothed) scored on the test split.
 """
 
 from __future__ import annotations
 
-import math
+import itertools
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .base import Batch, Task, check_count, check_split
+from .base import Batch, Task, check_count, check_split, one_hot
 from .download import DatasetUnavailable, Progress, Remote, data_root, fetch
 
 EOS = "<eos>"
@@ -104,9 +103,10 @@ class LanguageModelTask(Task):
         download: bool,
         progress: Progress | None,
     ):
+        seq_len = check_count("seq_len", seq_len)
         folder = data_root(data_dir) / "ptb"
         tokens = {
-            split: self.tokenize(read_text(fetch(remote, folder, download=download, progress=progress)))
+            split: self.tokenize(fetch(remote, folder, download=download, progress=progress).read_text("utf-8"))
             for split, remote in REMOTES.items()
         }
         self.vocab = sorted(set(tokens["train"]))
@@ -121,8 +121,9 @@ class LanguageModelTask(Task):
                 )
             self.ids[split] = np.fromiter((index[s] for s in symbols), dtype=np.int64, count=len(symbols))
         vocab_size = len(self.vocab)
-        super().__init__(seed=seed, input_size=vocab_size, output_size=vocab_size, seq_len=check_count("seq_len", seq_len))
-        self.baseline = self.metric_from_loss(unigram_cross_entropy(self.ids["train"], self.ids["test"], vocab_size))
+        super().__init__(seed=seed, input_size=vocab_size, output_size=vocab_size, seq_len=seq_len)
+        unigram = unigram_cross_entropy(self.ids["train"], self.ids["test"], vocab_size)
+        self.baseline = self.metric_from_loss(unigram)
         self.baseline_label = "unigram frequencies (memoryless)"
 
     tokenize = staticmethod(word_tokens)
@@ -132,45 +133,33 @@ class LanguageModelTask(Task):
         check_split(split)
         return len(self.ids[split])
 
-    def token_batches(self, split: str, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, split: str, batch_size: int) -> Iterator[Batch]:
+        """One-hot float x (B, T, vocab) and int64 next-token targets y (B, T); see the module docstring."""
+        return ((one_hot(x, self.input_size), y) for x, y in self.token_batches(split, batch_size))
+
+    def token_batches(self, split: str, batch_size: int) -> Iterator[Batch]:
         """The windows of :meth:`batches` as int64 token ids: x (B, T) and y (B, T)."""
         check_split(split)
         batch_size = check_count("batch_size", batch_size)
         ids = torch.from_numpy(self.ids[split])
         columns = len(ids) // batch_size
-        if columns < 2:
+        if columns - 1 < (self.seq_len if split == "train" else 1):
             raise ValueError(
-                f"{self.name}: batch_size {batch_size} leaves fewer than 2 tokens per row of the "
-                f"{split} split ({len(ids)} tokens)"
+                f"{self.name}: batch_size {batch_size} leaves {columns} tokens per row of the "
+                f"{split} split, too few for one window of seq_len {self.seq_len}"
             )
         rows = ids[: batch_size * columns].view(batch_size, columns)  # (B, N // B)
         if split != "train":
-            yield from self._windows(rows, drop_last=False)
-            return
-        if columns - 1 < self.seq_len:
-            raise ValueError(
-                f"{self.name}: batch_size {batch_size} leaves {columns} tokens per row of the "
-                f"training split, too few for one window of seq_len {self.seq_len}"
-            )
-        while True:
-            yield from self._windows(rows, drop_last=True)
+            return self._windows(rows, drop_last=False)
+        return itertools.chain.from_iterable(self._windows(rows, drop_last=True) for _ in itertools.count())
 
-    def _windows(self, rows: torch.Tensor, drop_last: bool) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _windows(self, rows: torch.Tensor, drop_last: bool) -> Iterator[Batch]:
         last_input = rows.shape[1] - 1  # the final column is only ever a target
         for start in range(0, last_input, self.seq_len):
             stop = min(start + self.seq_len, last_input)
             if drop_last and stop - start < self.seq_len:
                 return
             yield rows[:, start:stop], rows[:, start + 1 : stop + 1]
-
-    def batches(self, split: str, batch_size: int) -> Iterator[Batch]:
-        """One-hot float x (B, T, vocab) and int64 next-token targets y (B, T); see the module docstring."""
-        for x, y in self.token_batches(split, batch_size):
-            yield F.one_hot(x, self.input_size).float(), y
-
-
-def read_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
 
 
 class PtbWordTask(LanguageModelTask):
