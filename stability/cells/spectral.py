@@ -1,0 +1,107 @@
+"""Spectral-RNN and oRNN: Elman cells whose transition matrix is built from Householder reflectors.
+
+Both run the plain Elman update (spectral paper §4, eq. 10)
+
+    h_t = f(W_in x_t + b + W h_{t-1})
+
+and differ only in ``W`` (see :mod:`stability.parametrizations.householder`):
+
+* ``spectral`` (Zhang, Lei & Dhillon 2018, §3-4)::
+
+      W = H_n(u_n) ... H_{k1}(u_{k1}) diag(sigma) H_{k2}(v_{k2}) ... H_n(v_n),
+      k1 = n - m1 + 1,  k2 = n - m2 + 1,
+      sigma_i = 2 r (sigmoid(sigma_hat_i) - 0.5) + sigma_star          (eq. 4)
+
+  so the singular values of ``W`` never leave ``[sigma_star - r, sigma_star + r]``;
+* ``orthogonal`` (oRNN, Mhammedi et al. 2017)::
+
+      W = H_n(u_n) ... H_{n-m+1}(u_{n-m+1}),
+
+  the spectral cell with ``sigma = 1`` and one side only: ``W^T W = I``.
+
+``W`` is built densely once per forward pass (compact WY form) and the time
+loop is ElmanCell's fused scan, one (B, n) x (n, n) product per step.
+"""
+from __future__ import annotations
+
+from torch import Tensor
+
+from ..parametrizations.householder import register_householder_product, register_householder_svd
+from .base import check_nonnegative, check_positive_int
+from .elman import ElmanCell
+
+
+class SpectralRNN(ElmanCell):
+    """``spectral``: Spectral-RNN, ``W = U diag(sigma) V^T`` by Householder reflectors.
+
+    Options (spectral paper names):
+
+    * ``m1``, ``m2`` (16, 16) — reflectors in ``U`` and ``V``; §7 uses 16 each
+      at ``n = 128``.  Values above ``hidden_size`` are capped at it (there are
+      only ``n`` reflector lengths, and ``n`` already reach every matrix,
+      Thm. 2); the cell's ``m1``/``m2`` attributes hold the capped values.
+    * ``r`` (0.01), ``sigma_star`` (1.0) — singular values in
+      ``[sigma_star - r, sigma_star + r]`` (eq. 4; "sigma* is usually set to 1
+      and r << 1", §4).  ``r <= sigma_star`` so that the range stays >= 0.
+    * ``nonlinearity`` ("leaky_relu", as in most of §7; also "relu", "tanh"),
+      ``negative_slope`` (0.01), ``h0``, ``h0_noise_std`` (see ElmanCell).
+
+    Initialisation: each reflector a random unit vector (the reference code
+    keeps them unit length), ``sigma_hat = 0`` so every singular value is
+    ``sigma_star`` and ``W`` starts as ``sigma_star`` times an orthogonal matrix.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, *, m1: int = 16, m2: int = 16,
+                 r: float = 0.01, sigma_star: float = 1.0, nonlinearity: str = "leaky_relu",
+                 negative_slope: float = 0.01, h0: str = "zero", h0_noise_std: float = 0.1):
+        super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
+                         negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
+        self.m1 = min(check_positive_int("m1", m1), hidden_size)
+        self.m2 = min(check_positive_int("m2", m2), hidden_size)
+        self.r = check_nonnegative("r", r)
+        self.sigma_star = check_nonnegative("sigma_star", sigma_star)
+        if self.r > self.sigma_star:
+            raise ValueError(f"r must be <= sigma_star so that the singular values "
+                             f"[sigma_star - r, sigma_star + r] stay >= 0; got r={r!r}, sigma_star={sigma_star!r}")
+        register_householder_svd(self, "weight_hh", hidden_size, self.m1, self.m2, self.r, self.sigma_star)
+
+    def singular_values(self) -> Tensor:
+        """sigma of eq. 4, the diagonal of ``W = U diag(sigma) V^T`` (not sorted)."""
+        weight = self.parametrizations.weight_hh
+        return weight[0].singular_values(weight.original)
+
+    def recurrent_parameter_count(self) -> int:
+        return self.parametrizations.weight_hh[0].parameter_count
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, m1={self.m1}, m2={self.m2}, r={self.r}, sigma_star={self.sigma_star}"
+
+
+class OrthogonalRNN(ElmanCell):
+    """``orthogonal``: oRNN, ``W`` a product of the ``m`` longest Householder reflectors.
+
+    Options:
+
+    * ``m`` (16) — reflectors; the spectral paper runs oRNN with 16 at n = 32
+      (App. C.1) and 32 at n = 256 (Table 2), i.e. ``n/8``, which at the usual
+      n = 128 is 16 and matches ``spectral``'s default budget per side.
+      Capped at ``hidden_size``; ``m = n`` reaches every orthogonal matrix (Thm. 1).
+    * ``nonlinearity`` ("leaky_relu", as the spectral paper runs oRNN in §7),
+      ``negative_slope`` (0.01), ``h0``, ``h0_noise_std``.
+
+    Initialisation: each reflector a random unit vector, as in ``spectral``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, *, m: int = 16,
+                 nonlinearity: str = "leaky_relu", negative_slope: float = 0.01,
+                 h0: str = "zero", h0_noise_std: float = 0.1):
+        super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
+                         negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
+        self.m = min(check_positive_int("m", m), hidden_size)
+        register_householder_product(self, "weight_hh", hidden_size, self.m)
+
+    def recurrent_parameter_count(self) -> int:
+        return self.parametrizations.weight_hh[0].parameter_count
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, m={self.m}"

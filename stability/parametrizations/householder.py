@@ -1,0 +1,204 @@
+"""Products of Householder reflectors, and the SVD parametrization built on them.
+
+A reflector acts on the last ``k`` of ``n`` coordinates only (spectral paper
+§3, eq. 1)::
+
+    H_k(u) = diag(I_{n-k}, I_k - 2 u u^T / ||u||^2),   u in R^k;   H_k(0) = I_n.
+
+A product of the ``m`` longest ones (eq. 2, with ``k = n - m + 1``)::
+
+    M_k(u_k, ..., u_n) = H_n(u_n) H_{n-1}(u_{n-1}) ... H_k(u_k)
+
+is orthogonal; with all ``n`` of them it reaches every orthogonal matrix
+(Thm. 1).  This is the oRNN transition of Mhammedi et al. (2017).  The SVD
+parametrization of Spectral-RNN (§3, §4) puts one such product on each side
+of a diagonal::
+
+    W = H_n(u_n) ... H_{k1}(u_{k1}) diag(sigma) H_{k2}(v_{k2}) ... H_n(v_n)
+      = U diag(sigma) V^T,     k1 = n - m1 + 1,  k2 = n - m2 + 1,
+    sigma_i = 2 r (sigmoid(sigma_hat_i) - 0.5) + sigma_star       (eq. 4)
+
+so every singular value of ``W`` lies in ``[sigma_star - r, sigma_star + r]``
+whatever the free parameters are, and with ``m1 = m2 = n`` (and a wide enough
+range) ``W`` can be any matrix (Thm. 2).
+
+Storage: reflector ``j`` of a product (``j = 0 .. m-1``) is ``u_{n-j}``, padded
+with ``j`` leading zeros to length ``n``; stacked, they fill the upper
+trapezoid of an (m, n) matrix, and only those entries are stored (flat, row
+by row), so the free parameters number exactly ``sum_j (n - j)``::
+
+    j = 0   [ x x x x x x ]   u_n       acts on all n coordinates
+    j = 1   [ 0 x x x x x ]   u_{n-1}
+    j = 2   [ 0 0 x x x x ]   u_{n-2}
+            ...                          product = H(row 0) H(row 1) ... H(row m-1)
+
+Note [Compact WY form]
+----------------------
+The dense product is built in one go, never reflector by reflector: for the
+rows ``y_1..y_m`` of the padded matrix ``Y`` (m, n),
+
+    H(y_1) H(y_2) ... H(y_m) = I - Y^T S^{-1} Y,
+    S = strict_upper(Y Y^T) + diag(||y_i||^2 / 2)
+
+(the "UT transform" of Joffrain et al., 2006; Schreiber & Van Loan's compact
+WY representation).  That is one (m, m) Gram matrix, one triangular solve
+with n right-hand sides and one (n, m) x (m, n) product: O(n^2 m) flops and a
+handful of autograd nodes, which differentiate through the solve.  A zero
+row (``H(0) = I``, eq. 1) has a zero row and column in the strict upper part
+of ``S``; giving it pivot 1 instead of 0 keeps ``S`` invertible and leaves the
+other rows' terms unchanged, while its own term ``y_i (.) y_i^T`` is zero.
+
+Note [No right_inverse]
+-----------------------
+Neither map has one, so ``module.weight = A`` is not supported and the
+``register_*`` functions put the free parameters in place from the start.
+For a product of ``m < n`` reflectors the image is a thin subset of O(n); for
+the SVD form, the SVD factors of a matrix (defined only up to column signs
+and order) need not be products of ``m1``/``m2`` reflectors.  Even where an
+inverse exists (``m = n``), Householder QR with positive pivots (Prop. 1)
+is ill-conditioned: a reflector nearly orthogonal to ``e_j`` is fixed by
+column ``j`` only up to ``eps / ||x - e_j||``, and the errors compound.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize
+
+
+def compact_wy(vectors: Tensor) -> Tensor:
+    """``S^{-1} Y`` (m, n) for the rows ``Y`` = ``vectors`` (m, n), so that
+    ``H(y_1) ... H(y_m) = I - Y^T S^{-1} Y``; see Note [Compact WY form]."""
+    gram = vectors @ vectors.t()  # (m, m)
+    half_norms = gram.diagonal() / 2
+    pivots = torch.where(half_norms > 0, half_norms, torch.ones_like(half_norms))
+    s = gram.triu(diagonal=1) + torch.diag_embed(pivots)
+    return torch.linalg.solve_triangular(s, vectors, upper=True)
+
+
+def householder_product(vectors: Tensor) -> Tensor:
+    """``H(y_1) ... H(y_m)`` for the rows ``y_i`` of ``vectors`` (m, n), as a dense (n, n) matrix.
+
+    ``H(y) = I - 2 y y^T / ||y||^2`` and ``H(0) = I`` (eq. 1).
+    """
+    eye = torch.eye(vectors.shape[1], dtype=vectors.dtype, device=vectors.device)
+    return eye - vectors.t() @ compact_wy(vectors)
+
+
+class HouseholderProduct(nn.Module):
+    """``forward(vectors) = H_n(u_n) ... H_{n-m+1}(u_{n-m+1})``, (n, n) orthogonal (eqs. 1-2).
+
+    ``vectors`` is the flat concatenation ``(u_n, u_{n-1}, ..., u_{n-m+1})`` of
+    ``sum_{k=n-m+1}^{n} k`` numbers (see the module docstring for the layout).
+    No ``right_inverse``: see Note [No right_inverse].
+    """
+
+    def __init__(self, size: int, reflectors: int):
+        super().__init__()
+        if not 1 <= reflectors <= size:
+            raise ValueError(f"the number of reflectors must be between 1 and the size {size}; got {reflectors}")
+        self.size = size
+        self.reflectors = reflectors
+        self.register_buffer("mask", torch.ones(reflectors, size, dtype=torch.bool).triu(), persistent=False)
+
+    @property
+    def parameter_count(self) -> int:
+        """``n + (n-1) + ... + (n-m+1)``: the reflector lengths."""
+        return self.reflectors * self.size - self.reflectors * (self.reflectors - 1) // 2
+
+    def pad(self, vectors: Tensor) -> Tensor:
+        """Flat reflectors -> the zero-padded (m, n) matrix of rows ``(0_j, u_{n-j})``."""
+        if vectors.shape != (self.parameter_count,):
+            raise ValueError(f"expected {self.parameter_count} reflector entries; got shape {tuple(vectors.shape)}")
+        return vectors.new_zeros(self.reflectors, self.size).masked_scatter(self.mask, vectors)
+
+    def forward(self, vectors: Tensor) -> Tensor:
+        return householder_product(self.pad(vectors))
+
+    def sample(self, dtype: torch.dtype | None = None) -> Tensor:
+        """Random flat reflectors: each ``u_k`` of unit length, direction uniform on the sphere."""
+        rows = torch.randn(self.reflectors, self.size, dtype=dtype) * self.mask
+        return (rows / rows.norm(dim=1, keepdim=True))[self.mask]
+
+    def extra_repr(self) -> str:
+        return f"size={self.size}, reflectors={self.reflectors}"
+
+
+class HouseholderSVD(nn.Module):
+    """``forward(theta) = U diag(sigma) V^T`` of Spectral-RNN (spectral paper §4, eq. 4).
+
+    ``U = H_n(u_n) ... H_{k1}(u_{k1})`` with ``m1`` reflectors, ``V`` the same
+    with ``m2``, ``sigma`` from eq. 4.  ``theta`` is the flat concatenation
+    ``(u, v, sigma_hat)`` of :attr:`parameter_count` numbers, exactly the
+    recurrent parameters the paper counts (§4).  No ``right_inverse``: see
+    Note [No right_inverse].
+    """
+
+    def __init__(self, size: int, m1: int, m2: int, r: float, sigma_star: float):
+        super().__init__()
+        self.size = size
+        self.left = HouseholderProduct(size, m1)
+        self.right = HouseholderProduct(size, m2)
+        self.r = float(r)
+        self.sigma_star = float(sigma_star)
+
+    @property
+    def parameter_count(self) -> int:
+        """``sum_{k=k1}^n k + sum_{k=k2}^n k + n`` (spectral paper §4)."""
+        return self.left.parameter_count + self.right.parameter_count + self.size
+
+    def split(self, theta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``theta`` -> ``(u, v, sigma_hat)``, flat reflectors of ``U`` and ``V`` and eq. 4's ``sigma_hat``."""
+        if theta.shape != (self.parameter_count,):
+            raise ValueError(f"expected {self.parameter_count} parameters; got shape {tuple(theta.shape)}")
+        return theta.split([self.left.parameter_count, self.right.parameter_count, self.size])
+
+    def singular_values(self, theta: Tensor) -> Tensor:
+        """``sigma_i = 2 r (sigmoid(sigma_hat_i) - 0.5) + sigma_star`` (eq. 4), in the diagonal's order."""
+        sigma_hat = self.split(theta)[2]
+        return 2 * self.r * (torch.sigmoid(sigma_hat) - 0.5) + self.sigma_star
+
+    def forward(self, theta: Tensor) -> Tensor:
+        u, v, _ = self.split(theta)
+        scaled_left = self.left(u) * self.singular_values(theta)  # U diag(sigma)
+        # V^T = I - (S^{-1} Y)^T Y for V's padded reflectors Y: two thin products, no n^3 one.
+        right = self.right.pad(v)
+        return torch.addmm(scaled_left, scaled_left @ compact_wy(right).t(), right, alpha=-1)
+
+    def sample(self, dtype: torch.dtype | None = None) -> Tensor:
+        """Random unit reflectors on both sides and ``sigma_hat = 0``, i.e. ``sigma = sigma_star``."""
+        sigma_hat = torch.zeros(self.size, dtype=dtype)
+        return torch.cat([self.left.sample(dtype), self.right.sample(dtype), sigma_hat])
+
+    def extra_repr(self) -> str:
+        return (f"size={self.size}, m1={self.left.reflectors}, m2={self.right.reflectors}, "
+                f"r={self.r}, sigma_star={self.sigma_star}")
+
+
+def register_householder_product(module: nn.Module, tensor_name: str, size: int,
+                                 reflectors: int) -> HouseholderProduct:
+    """Make ``module.<tensor_name>`` the orthogonal (size, size) ``H_n(u_n) ... H_{n-m+1}(u_{n-m+1})``.
+
+    The reflectors start as :meth:`HouseholderProduct.sample` (random unit
+    vectors) and live, flat, in ``module.parametrizations.<tensor_name>.original``.
+    ``module`` must not already have ``tensor_name``.
+    """
+    product = HouseholderProduct(size, reflectors)
+    module.register_parameter(tensor_name, nn.Parameter(product.sample()))
+    parametrize.register_parametrization(module, tensor_name, product, unsafe=True)
+    return product
+
+
+def register_householder_svd(module: nn.Module, tensor_name: str, size: int, m1: int, m2: int,
+                             r: float, sigma_star: float) -> HouseholderSVD:
+    """Make ``module.<tensor_name>`` the (size, size) ``U diag(sigma) V^T`` of Spectral-RNN.
+
+    Free parameters start as :meth:`HouseholderSVD.sample` (random unit
+    reflectors, ``sigma = sigma_star``) and live, flat, in
+    ``module.parametrizations.<tensor_name>.original``.
+    ``module`` must not already have ``tensor_name``.
+    """
+    svd = HouseholderSVD(size, m1, m2, r, sigma_star)
+    module.register_parameter(tensor_name, nn.Parameter(svd.sample()))
+    parametrize.register_parametrization(module, tensor_name, svd, unsafe=True)
+    return svd
