@@ -404,3 +404,11 @@ def test_input_size_rule_reproduces_table_4(dataset, length, depth):
 
 def test_input_size_rule_exception_50words():
     assert 270 // ucr.paper_input_size(270) == 18  # Table 4 lists 27: the one row the rule misses
+
+
+def test_ucr_download_that_is_not_a_zip_is_removed(tmp_path):
+    (tmp_path / "ucr").mkdir()
+    (tmp_path / "ucr" / "Nope.zip").write_text("<html>no such dataset</html>")
+    with pytest.raises(DatasetUnavailable, match="did not serve a zip archive: check that 'Nope' is a UCR"):
+        build("ucr", dataset="Nope", data_dir=tmp_path)
+    assert not (tmp_path / "ucr" / "Nope.zip").exists()

@@ -1,6 +1,7 @@
 """The registry: names, options, errors, and the contract every generated task keeps."""
 
 import inspect
+import json
 
 import pytest
 import torch
@@ -57,6 +58,8 @@ def test_missing_required_option_is_named():
     with pytest.raises(ValueError, match="needs the option dataset"):
         build("ucr")
     assert tasks.options("ucr")["dataset"] is inspect.Parameter.empty
+    assert describe("ucr")["required_options"] == ["dataset"] and describe("adding")["required_options"] == []
+    json.dumps(describe("ucr"))  # the CLI can print it
 
 
 @pytest.mark.parametrize(

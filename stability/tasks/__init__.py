@@ -67,8 +67,12 @@ def options(name: str) -> dict[str, object]:
 
 
 def describe(name: str) -> dict[str, object]:
-    """What the dashboard shows before building (nothing is generated or downloaded)."""
+    """What the dashboard shows before building (nothing is generated or downloaded).
+
+    ``options`` maps each option to its default (None for the ``required_options``).
+    """
     cls = _task_class(name)
+    defaults = options(name)
     return {
         "name": cls.name,
         "paper": cls.paper,
@@ -76,7 +80,8 @@ def describe(name: str) -> dict[str, object]:
         "metric": cls.metric,
         "target_mode": cls.target_mode,
         "stateful": cls.stateful,
-        "options": options(name),
+        "options": {key: None if value is inspect.Parameter.empty else value for key, value in defaults.items()},
+        "required_options": [key for key, value in defaults.items() if value is inspect.Parameter.empty],
     }
 
 

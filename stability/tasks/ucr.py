@@ -60,7 +60,7 @@ FORMATS = (".tsv", ".txt", ".ts")
 NAME = re.compile(r"[A-Za-z0-9_-]+")
 MIRRORS = (
     "https://www.timeseriesclassification.com/aeon-toolkit/{name}.zip",
-    "https://timeseriesclassification.com/ClassificationDownloads/{name}.zip",
+    "https://www.timeseriesclassification.com/ClassificationDownloads/{name}.zip",
 )
 
 
@@ -90,7 +90,14 @@ def ensure_ucr_files(name: str, root: Path, download: bool, progress: Progress |
         raise DatasetUnavailable(
             f"{error} Or put {name}_TRAIN.tsv and {name}_TEST.tsv from UCRArchive_2018 in {folder}."
         ) from None
-    members = {Path(member).name: read for member, read in zip_members(archive).items()}
+    try:
+        members = {Path(member).name: read for member, read in zip_members(archive).items()}
+    except DatasetUnavailable:
+        archive.unlink()  # an error page rather than a zip: is there a dataset of that name?
+        raise DatasetUnavailable(
+            f"{remote.urls[0]} did not serve a zip archive: check that {name!r} is a UCR "
+            f"dataset name, or put {name}_TRAIN.tsv and {name}_TEST.tsv in {folder}."
+        ) from None
     for split in ("TRAIN", "TEST"):
         found = [f"{name}_{split}{ext}" for ext in FORMATS if f"{name}_{split}{ext}" in members]
         if not found:
