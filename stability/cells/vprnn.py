@@ -1,0 +1,52 @@
+"""VPRNN: an Elman RNN whose recurrent matrix is a product of plane rotations
+and fixed permutations (Taylor-Melanson et al., 2021).
+
+    h_t = f(W_in x_t + b + W h_{t-1}),    W = R_1 Q_1 ... R_k Q_k      (SGORNN paper §2, eq. 2)
+
+``W`` is orthogonal by construction (:mod:`stability.parametrizations.rotations`),
+so ``||W h|| = ||h||`` for every state and the linear part of the recursion
+can neither blow up nor shrink gradients.  The SGORNN paper's VPRNN has
+hidden size 128, ``k = 14`` rotational sublayers (``2 ceil(log2 128)``, the
+most the VPRNN construction uses) and ReLU (§3.1, §3.2); it has no parameters
+besides the angles, ``W_in`` and ``b`` (1,409 on the addition problem, Table 1).
+"""
+from __future__ import annotations
+
+from ..parametrizations.rotations import register_plane_rotations
+from .base import check_nonnegative, check_positive_int
+from .elman import ElmanCell
+
+
+def check_even_hidden_size(hidden_size: int) -> None:
+    if hidden_size % 2:
+        raise ValueError(f"hidden_size must be even for the VPRNN rotations, which turn coordinate pairs; "
+                         f"got {hidden_size} (use {hidden_size + 1})")
+
+
+class VPRNN(ElmanCell):
+    """``vprnn``: ``W = R_1 Q_1 ... R_k Q_k`` with ``k * hidden_size / 2`` trainable angles.
+
+    Options:
+        k: rotational sublayers (SGORNN paper §3.1: 14 at hidden size 128).
+        angle_init: angles start uniform in ``[-angle_init, angle_init]``.  The
+            default 0.05 is the range of the reference VPNN/VPRNN Keras code
+            ("uniform" initializer), which starts ``W`` near a random
+            permutation matrix; ``angle_init = pi`` starts it well mixed.
+        nonlinearity: ReLU by default, as in all SGORNN paper experiments (§3).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, *, k: int = 14, angle_init: float = 0.05,
+                 nonlinearity: str = "relu", negative_slope: float = 0.01, h0: str = "zero",
+                 h0_noise_std: float = 0.1):
+        super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
+                         negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
+        check_even_hidden_size(hidden_size)
+        self.k = check_positive_int("k", k)
+        self.angle_init = check_nonnegative("angle_init", angle_init)
+        register_plane_rotations(self, "weight_hh", hidden_size, self.k, self.angle_init)
+
+    def recurrent_parameter_count(self) -> int:
+        return self.k * self.hidden_size // 2
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, k={self.k}"
