@@ -1,0 +1,353 @@
+"""urnn (Arjovsky et al. 2016) and exponential (expRNN) cells, and their parametrizations."""
+import math
+
+import pytest
+import torch
+from torch.func import functional_call
+
+from stability import cells
+from stability.cells.unitary import URNN, ExponentialRNN, modrelu, modrelu_scan
+from stability.parametrizations.exponential import skew_block_init
+
+F64 = torch.float64
+
+
+def _grads(cell, x, h0, weights):
+    """Outputs, h_last and the gradients of a fixed loss w.r.t. h0 and every parameter."""
+    outputs, h_last = cell(x, h0)
+    loss = (outputs * weights).sum() + h_last.abs().square().sum()
+    params = [h0] + list(cell.parameters())
+    return outputs.detach(), h_last.detach(), torch.autograd.grad(loss, params)
+
+
+def _large_steps(cell, steps=5, lr=1.0):
+    """A few Adam steps at a learning rate far above any sane one."""
+    optimizer = torch.optim.Adam(cell.parameters(), lr=lr)
+    x = torch.randn(3, 6, cell.input_size)
+    for _ in range(steps):
+        outputs, _ = cell(x)
+        optimizer.zero_grad()
+        (outputs.square().sum() + outputs.sum()).backward()
+        optimizer.step()
+
+
+# ------------------------------------------------------------------- urnn
+
+def _dense_urnn_matrix(cell):
+    """W = D3 R2 F^-1 D2 Pi R1 F D1 from explicit dense matrices (uRNN paper §3)."""
+    factors = cell.parametrizations.weight_hh.original.detach().to(F64)
+    n = factors.shape[1]
+    j = torch.arange(n, dtype=F64)
+    dft = torch.exp(-2j * math.pi * torch.outer(j, j) / n) / math.sqrt(n)
+    diag = [torch.diag(torch.exp(1j * factors[k])) for k in range(3)]
+
+    def reflection(re, im):
+        v = torch.complex(re, im)[:, None]
+        return torch.eye(n, dtype=torch.complex128) - 2 * (v @ v.conj().T) / (v.conj().T @ v)
+
+    r1 = reflection(factors[3], factors[4])
+    r2 = reflection(factors[5], factors[6])
+    perm = torch.eye(n, dtype=torch.complex128)[cell.parametrizations.weight_hh[0].permutation]
+    return diag[2] @ r2 @ dft.conj().T @ diag[1] @ perm @ r1 @ dft @ diag[0]
+
+
+def test_urnn_shapes_and_dtypes():
+    cell = cells.build("urnn", input_size=3, hidden_size=8)
+    assert isinstance(cell, URNN)
+    assert (cell.state_size, cell.output_size) == (8, 16)
+    h0 = cell.initial_state(5)
+    assert h0.dtype == torch.complex64 and h0.shape == (5, 8) and not h0.abs().any()
+    for impl in ("auto", "scan", "loop"):
+        cell.impl = impl
+        outputs, h_last = cell(torch.randn(5, 4, 3))
+        assert outputs.shape == (5, 4, 16) and outputs.dtype == torch.float32
+        assert h_last.shape == (5, 8) and h_last.dtype == torch.complex64
+        torch.testing.assert_close(outputs[:, -1], torch.cat([h_last.real, h_last.imag], dim=-1))
+    assert cell.recurrent_matrix().shape == (8, 8) and cell.recurrent_matrix().is_complex()
+
+
+def test_urnn_matrix_equals_explicit_dense_product():
+    cell = cells.build("urnn", input_size=2, hidden_size=12).double()
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), _dense_urnn_matrix(cell),
+                               rtol=0, atol=1e-12)
+
+
+def test_urnn_parameter_count_is_7n():
+    cell = cells.build("urnn", input_size=2, hidden_size=10)
+    assert cell.recurrent_parameter_count() == 70
+    assert cell.parametrizations.weight_hh.original.shape == (7, 10)
+
+
+def test_urnn_initialisation_follows_the_paper():
+    factors = cells.build("urnn", input_size=2, hidden_size=500).parametrizations.weight_hh.original
+    phases, reflections = factors[:3], factors[3:]
+    assert phases.abs().max() <= math.pi and phases.abs().max() > 3.0
+    assert reflections.abs().max() <= 1.0 and reflections.abs().max() > 0.99
+    assert not cells.build("urnn", input_size=2, hidden_size=4).modrelu_bias.any()
+
+
+def test_urnn_stays_unitary_after_large_steps():
+    cell = cells.build("urnn", input_size=2, hidden_size=16)
+    before = cell.recurrent_matrix().detach().clone()
+    _large_steps(cell)
+    w = cell.recurrent_matrix().detach()
+    assert (w - before).abs().max() > 0.1  # the steps did move W
+    torch.testing.assert_close(w.mH @ w, torch.eye(16, dtype=w.dtype), rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.linalg.svdvals(w.to(torch.complex128)),
+                               torch.ones(16, dtype=F64), rtol=0, atol=1e-5)
+
+
+def test_modrelu_matches_polar_form_and_is_finite_at_zero():
+    z = torch.randn(50, dtype=torch.complex128)
+    b = torch.randn(50, dtype=F64)
+    expected = torch.relu(z.abs() + b) * torch.exp(1j * torch.angle(z))
+    torch.testing.assert_close(modrelu(z, b), expected)
+
+    zero = torch.zeros(3, dtype=torch.complex128, requires_grad=True)
+    bias = torch.tensor([0.5, -0.5, 0.0], dtype=F64, requires_grad=True)
+    out = modrelu(zero, bias)
+    assert not out.abs().any()
+    out.real.sum().backward()
+    assert torch.isfinite(zero.grad).all() and torch.isfinite(bias.grad).all()
+
+
+def test_modrelu_scan_gradcheck():
+    steps, batch, n = 4, 2, 3
+    u = torch.randn(steps, batch, 2 * n, dtype=F64, requires_grad=True)
+    weight = torch.randn(2 * n, 2 * n, dtype=F64, requires_grad=True)
+    s0 = torch.randn(batch, 2 * n, dtype=F64, requires_grad=True)
+    bias = (torch.rand(n, dtype=F64) - 0.5).requires_grad_()
+    assert torch.autograd.gradcheck(modrelu_scan, (u, weight, s0, bias))
+
+
+def test_urnn_scan_and_loop_agree_in_float64():
+    cell = cells.build("urnn", input_size=3, hidden_size=6).double()
+    with torch.no_grad():
+        cell.modrelu_bias.uniform_(-1.0, 0.5)  # some units switched off
+    x = torch.randn(4, 9, 3, dtype=F64)
+    h0 = torch.randn(4, 6, dtype=torch.complex128, requires_grad=True)
+    weights = torch.randn(4, 9, 12, dtype=F64)
+    cell.impl = "loop"
+    reference = _grads(cell, x, h0, weights)
+    for impl in ("auto", "scan"):
+        cell.impl = impl
+        fused = _grads(cell, x, h0, weights)
+        torch.testing.assert_close(fused[0], reference[0], rtol=0, atol=1e-10)
+        torch.testing.assert_close(fused[1], reference[1], rtol=0, atol=1e-10)
+        for got, want in zip(fused[2], reference[2]):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+def test_urnn_gradcheck(impl):
+    """Through the inputs, h0, the 7N factors and the modReLU bias."""
+    cell = cells.build("urnn", input_size=2, hidden_size=3).double()
+    cell.impl = impl
+    x = torch.randn(1, 3, 2, dtype=F64, requires_grad=True)
+    h0 = torch.randn(1, 3, dtype=torch.complex128, requires_grad=True)
+    factors = torch.randn(7, 3, dtype=F64, requires_grad=True)
+    bias = (torch.rand(3, dtype=F64) - 0.5).requires_grad_()
+
+    def run(x, h0, factors, bias):
+        params = {"parametrizations.weight_hh.original": factors, "modrelu_bias": bias}
+        return functional_call(cell, params, (x, h0))[0]
+
+    assert torch.autograd.gradcheck(run, (x, h0, factors, bias))
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+def test_urnn_gradients_reach_every_parameter_and_h0(impl):
+    cell = cells.build("urnn", input_size=3, hidden_size=5, h0="learned")
+    cell.impl = impl
+    h0 = (cell.initial_state(2) + 0.1).detach().requires_grad_()
+    outputs, h_last = cell(torch.randn(2, 4, 3), h0)
+    (outputs.sum() + h_last.abs().sum()).backward()
+    assert h0.grad is not None and h0.grad.abs().sum() > 0
+    for name, param in cell.named_parameters():
+        if name == "h0_learned":  # an explicit h0 replaces it
+            continue
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+    cell.zero_grad()
+    cell(torch.randn(2, 4, 3))[0].sum().backward()
+    assert cell.h0_learned.grad.abs().sum() > 0
+
+
+def test_urnn_float64():
+    cell = cells.build("urnn", input_size=2, hidden_size=4).double()
+    outputs, h_last = cell(torch.randn(3, 5, 2, dtype=F64))
+    assert outputs.dtype == F64 and h_last.dtype == torch.complex128
+    assert cell.recurrent_matrix().dtype == torch.complex128
+
+
+def test_urnn_same_seed_same_output():
+    x = torch.randn(2, 5, 3)
+    results = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        cell = cells.build("urnn", input_size=3, hidden_size=6)
+        results.append(cell(x)[0])
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+def test_urnn_state_probe_is_complex():
+    cell = cells.build("urnn", input_size=2, hidden_size=4)
+    probe = torch.zeros(3, 5, 4, dtype=torch.complex64, requires_grad=True)
+    outputs, h_last = cell(torch.randn(3, 5, 2), state_probe=probe)
+    h_last.abs().square().sum().backward()
+    # The loss depends only on h_T, so dL/dh_T = 2 h_T (PyTorch's conjugate convention).
+    torch.testing.assert_close(probe.grad[:, -1], 2 * h_last.detach())
+
+
+def test_urnn_bad_options():
+    with pytest.raises(ValueError, match="h0"):
+        cells.build("urnn", input_size=2, hidden_size=4, h0="bogus")
+    with pytest.raises(ValueError, match="unknown option"):
+        cells.build("urnn", input_size=2, hidden_size=4, nonlinearity="relu")
+    with pytest.raises(ValueError, match="hidden_size"):
+        cells.build("urnn", input_size=2, hidden_size=0)
+    cell = cells.build("urnn", input_size=2, hidden_size=4)
+    cell.impl = "native"
+    with pytest.raises(ValueError, match="native"):
+        cell(torch.randn(1, 2, 2))
+
+
+# ------------------------------------------------------------ exponential
+
+def _expm_skew_by_eigh(skew):
+    """exp(S) for real skew-symmetric S from the eigendecomposition of the Hermitian -iS."""
+    eigenvalues, vectors = torch.linalg.eigh(-1j * skew.to(torch.complex128))
+    return (vectors @ torch.diag(torch.exp(1j * eigenvalues)) @ vectors.mH).real
+
+
+def test_exponential_shapes():
+    cell = cells.build("exponential", input_size=3, hidden_size=8)
+    assert isinstance(cell, ExponentialRNN) and cell.nonlinearity == "relu"
+    outputs, h_last = cell(torch.randn(5, 4, 3))
+    assert outputs.shape == (5, 4, 8) and h_last.shape == (5, 8)
+    assert cell.recurrent_matrix().shape == (8, 8)
+
+
+def test_exponential_matrix_equals_independent_exponential():
+    cell = cells.build("exponential", input_size=2, hidden_size=9).double()
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.normal_()
+    free = cell.parametrizations.weight_hh.original.detach()
+    upper = torch.triu(free, diagonal=1)
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), _expm_skew_by_eigh(upper - upper.T),
+                               rtol=0, atol=1e-10)
+
+
+def test_exponential_ignores_the_lower_triangle():
+    cell = cells.build("exponential", input_size=2, hidden_size=6)
+    before = cell.recurrent_matrix().detach().clone()
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.add_(torch.randn(6, 6).tril())
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), before, rtol=0, atol=0)
+    assert cell.recurrent_parameter_count() == 15
+
+
+def test_exponential_stays_orthogonal_after_large_steps():
+    cell = cells.build("exponential", input_size=2, hidden_size=16)
+    before = cell.recurrent_matrix().detach().clone()
+    _large_steps(cell)
+    w = cell.recurrent_matrix().detach()
+    assert (w - before).abs().max() > 0.1
+    torch.testing.assert_close(w.T @ w, torch.eye(16), rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.linalg.svdvals(w.double()), torch.ones(16, dtype=F64), rtol=0, atol=1e-5)
+    assert torch.linalg.det(w.double()).item() == pytest.approx(1.0, abs=1e-4)  # SO(N), not O(N)
+
+
+@pytest.mark.parametrize("init", ["henaff", "cayley"])
+def test_exponential_init_is_a_block_diagonal_of_rotations(init):
+    n = 7
+    free = skew_block_init(n, init, dtype=F64)
+    cell = cells.build("exponential", input_size=2, hidden_size=n, init=init).double()
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.copy_(free)
+    w = cell.recurrent_matrix().detach()
+    expected = torch.zeros(n, n, dtype=F64)
+    for k in range(n // 2):
+        a = free[2 * k, 2 * k + 1]
+        expected[2 * k:2 * k + 2, 2 * k:2 * k + 2] = torch.tensor(
+            [[torch.cos(a), torch.sin(a)], [-torch.sin(a), torch.cos(a)]])
+    expected[-1, -1] = 1.0  # odd N: the last coordinate is left alone
+    torch.testing.assert_close(w, expected, rtol=0, atol=1e-12)
+    angles = skew_block_init(2000, init).diagonal(1)[::2]
+    if init == "henaff":
+        assert angles.abs().max() <= math.pi and angles.abs().max() > 3.0
+    else:  # -tan(theta / 2), theta ~ U[0, pi/2]
+        assert angles.max() <= 0 and angles.min() >= -1.0 and angles.min() < -0.99
+
+
+def test_exponential_scan_and_loop_agree_in_float64():
+    cell = cells.build("exponential", input_size=3, hidden_size=6).double()
+    x = torch.randn(4, 9, 3, dtype=F64)
+    h0 = torch.randn(4, 6, dtype=F64, requires_grad=True)
+    weights = torch.randn(4, 9, 6, dtype=F64)
+    cell.impl = "loop"
+    reference = _grads(cell, x, h0, weights)
+    for impl in ("auto", "scan", "native"):
+        cell.impl = impl
+        fused = _grads(cell, x, h0, weights)
+        for got, want in zip([*fused[:2], *fused[2]], [*reference[:2], *reference[2]]):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+def test_exponential_gradcheck(impl):
+    """Through the inputs, h0 and the free matrix behind the parametrization."""
+    cell = cells.build("exponential", input_size=2, hidden_size=3, nonlinearity="tanh").double()
+    cell.impl = impl
+    x = torch.randn(2, 3, 2, dtype=F64, requires_grad=True)
+    h0 = torch.randn(2, 3, dtype=F64, requires_grad=True)
+    free = torch.randn(3, 3, dtype=F64, requires_grad=True)
+
+    def run(x, h0, free):
+        return functional_call(cell, {"parametrizations.weight_hh.original": free}, (x, h0))[0]
+
+    assert torch.autograd.gradcheck(run, (x, h0, free))
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+def test_exponential_gradients_reach_every_parameter_and_h0(impl):
+    cell = cells.build("exponential", input_size=3, hidden_size=5, nonlinearity="leaky_relu")
+    cell.impl = impl
+    h0 = torch.randn(2, 5, requires_grad=True)
+    cell(torch.randn(2, 4, 3), h0)[0].sum().backward()
+    assert h0.grad.abs().sum() > 0
+    for name, param in cell.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def test_exponential_float64_and_seed():
+    x = torch.randn(2, 5, 3, dtype=F64)
+    results = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        cell = cells.build("exponential", input_size=3, hidden_size=6).double()
+        outputs, _ = cell(x)
+        assert outputs.dtype == F64 and cell.recurrent_matrix().dtype == F64
+        results.append(outputs)
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+def test_exponential_bad_options():
+    with pytest.raises(ValueError, match="init"):
+        cells.build("exponential", input_size=2, hidden_size=4, init="haar")
+    with pytest.raises(ValueError, match="nonlinearity"):
+        cells.build("exponential", input_size=2, hidden_size=4, nonlinearity="modrelu")
+    with pytest.raises(ValueError, match="h0"):
+        cells.build("exponential", input_size=2, hidden_size=4, h0="bogus")
+
+
+# ------------------------------------------------------------------- both
+
+@pytest.mark.parametrize("name", ["urnn", "exponential"])
+def test_thousand_steps_stay_finite(name):
+    cell = cells.build(name, input_size=2, hidden_size=16)
+    h0 = cell.initial_state(4).requires_grad_()
+    outputs, _ = cell(torch.randn(4, 1000, 2), h0)
+    outputs[:, -1].sum().backward()
+    assert torch.isfinite(outputs).all() and torch.isfinite(h0.grad).all()
+    for param in cell.parameters():
+        assert torch.isfinite(param.grad).all()
