@@ -208,7 +208,7 @@ class MnistRowsTask(MnistTask):
         "reasonable recurrent network learns it, so differences between cells show up as "
         "speed and stability rather than success or failure. The ICLR 2018 review version "
         "of the Spectral-RNN paper (§7.2, Fig. 2(a)) trains 28-layer networks with 20 hidden "
-        "units on it; svdRNN learns fastest and the choice of the singular-value margin r "
+        "units on it; svdRNN performs best and the choice of the singular-value margin r "
         "hardly changes the final accuracy."
     )
 
