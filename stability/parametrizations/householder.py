@@ -72,7 +72,8 @@ def compact_wy(vectors: Tensor) -> Tensor:
     gram = vectors @ vectors.t()  # (m, m)
     half_norms = gram.diagonal() / 2
     pivots = torch.where(half_norms > 0, half_norms, torch.ones_like(half_norms))
-    s = gram.triu(diagonal=1) + torch.diag_embed(pivots)
+    index = torch.arange(len(gram), device=gram.device)
+    s = torch.where(index[:, None] < index[None, :], gram, torch.diag_embed(pivots))
     return torch.linalg.solve_triangular(s, vectors, upper=True)
 
 
