@@ -26,16 +26,18 @@ real numbers: with h = x + i y and W = A + i B, the state s = [x, y] and
 
 so one step is one real ``addmm`` with M^T plus modReLU on the (x, y) pairs.
 :func:`modrelu_scan` runs all steps with a hand-written backward, like
-:mod:`stability.cells.scan`: modReLU's Jacobian at each unit is the
-symmetric 2 x 2 block
+:mod:`stability.cells.scan`.  With a = (x, y) one unit's pre-activation,
+e = a / |a| and s = relu(|a| + b) e, modReLU's Jacobian is the symmetric
+2 x 2 block
 
-    J = g I + k a a^T,   a = (x, y),  r = |a|,  g = relu(r + b) / r,
-                         k = (1[r + b > 0] - g) / r^2
+    J = g I + c e e^T,   g = relu(|a| + b) / |a|,   c = 1[|a| + b > 0] - g
 
-(g = relu(b), k = 0 where r = 0, the same choice as :func:`modrelu`), so the
-backward precomputes J for all steps at once and each step is two fused
-multiplies and one ``addmm``; dL/dM is one (2N, T B) x (T B, 2N) GEMM and
-dL/db one reduction.  Autograd carries dL/dM back to W and its factors.
+(the tangential part is scaled by g, the radial part passed or stopped);
+where a = 0 it is e = 0, g = relu(b), the same choice as :func:`modrelu`.
+The forward saves e, relu(|a| + b) and |a| per step; the backward builds
+all J at once, then each step is one multiply, two ``addcmul`` and one
+``addmm``; dL/dM is one (2N, T B) x (T B, 2N) GEMM and dL/db one reduction.
+Autograd carries dL/dM back to W and its factors.
 """
 from __future__ import annotations
 
@@ -67,50 +69,56 @@ class _ModReLUScan(torch.autograd.Function):
     def forward(ctx, u, weight, s0, bias):
         steps, batch, width = u.shape
         n = width // 2
-        pre = torch.empty_like(u)  # (T, B, 2N): a_t = u_t + M s_{t-1}
         states = torch.empty_like(u)  # (T, B, 2N): s_t = [Re h_t, Im h_t]
+        unit = torch.empty_like(u)  # (T, B, 2N): a_t / |a_t| per unit, 0 where |a_t| = 0
+        magnitude = u.new_empty(steps, batch, n)  # relu(|a_t| + b)
+        radius = u.new_empty(steps, batch, n)  # |a_t|, with 0 -> 1
+        a = u.new_empty(batch, width)  # a_t = u_t + M s_{t-1}
+        r = u.new_empty(batch, n)
         weight_t = weight.t()
         one = torch.ones((), dtype=u.dtype, device=u.device)
         s = s0
-        for u_t, a_t, s_t in zip(u.unbind(0), pre.unbind(0), states.unbind(0)):
-            torch.addmm(u_t, s, weight_t, out=a_t)
-            pairs = a_t.view(batch, 2, n)
-            r = torch.hypot(pairs[:, 0], pairs[:, 1])  # (B, N)
-            gain = torch.add(r, bias).relu_().div_(torch.where(r > 0, r, one))
-            torch.mul(pairs, gain.unsqueeze(1), out=s_t.view(batch, 2, n))
-            s = s_t
-        ctx.save_for_backward(pre, states, weight, s0, bias)
+        for t in range(steps):
+            torch.addmm(u[t], s, weight_t, out=a)
+            torch.hypot(a[:, :n], a[:, n:], out=r)
+            torch.where(r > 0, r, one, out=radius[t])
+            torch.add(r, bias, out=magnitude[t]).relu_()
+            unit_t = unit[t].view(batch, 2, n)
+            torch.div(a.view(batch, 2, n), radius[t].unsqueeze(1), out=unit_t)
+            torch.mul(unit_t, magnitude[t].unsqueeze(1), out=states[t].view(batch, 2, n))
+            s = states[t]
+        ctx.save_for_backward(states, unit, magnitude, radius, weight, s0)
         return states
 
     @staticmethod
     def backward(ctx, grad_states):
-        pre, states, weight, s0, bias = ctx.saved_tensors
-        n = bias.shape[0]
-        x, y = pre[..., :n], pre[..., n:]  # (T, B, N) each
-        r = torch.hypot(x, y)
-        r_safe = torch.where(r > 0, r, torch.ones_like(r))
-        active = r + bias > 0
-        g = torch.relu(r + bias) / r_safe
-        k = torch.where(r > 0, (active.to(g.dtype) - g) / r_safe.square(), torch.zeros_like(g))
-        diagonal = torch.cat([g + k * x.square(), g + k * y.square()], dim=-1)  # (T, B, 2N)
-        off_diagonal = (k * x * y).repeat(1, 1, 2)  # (T, B, 2N)
+        states, unit, magnitude, radius, weight, s0 = ctx.saved_tensors
+        steps, batch, width = states.shape
+        n = width // 2
+        # J = g I + c e e^T with e = a / |a|, g = relu(|a| + b) / |a|, c = 1[|a| + b > 0] - g;
+        # where a = 0: e = 0 and g = relu(b), as in modrelu().
+        gain = magnitude / radius  # (T, B, N)
+        coupling = (magnitude > 0).to(gain.dtype).sub_(gain)
+        pairs = unit.view(steps, batch, 2, n)
+        diagonal = pairs.square().mul_(coupling.unsqueeze(2)).add_(gain.unsqueeze(2)).view(steps, batch, width)
+        off_diagonal = (pairs[:, :, 0] * pairs[:, :, 1]).mul_(coupling)  # (T, B, N)
         grad_states = grad_states.contiguous()
         grad_s = torch.empty_like(grad_states)  # total dL/ds_t
         delta = diagonal  # becomes dL/da_t = J_t dL/ds_t, in place
-        g_in, gs, d, od = grad_states.unbind(0), grad_s.unbind(0), delta.unbind(0), off_diagonal.unbind(0)
-        gs[-1].copy_(g_in[-1])
-        for t in range(len(g_in) - 1, -1, -1):
-            swapped = gs[t].roll(n, dims=-1)  # [dL/dy, dL/dx]
-            d[t].mul_(gs[t]).addcmul_(od[t], swapped)
+        grad_s[-1].copy_(grad_states[-1])
+        for t in range(steps - 1, -1, -1):
+            d, g = delta[t], grad_s[t]
+            d.mul_(g)
+            d[:, :n].addcmul_(off_diagonal[t], g[:, n:])
+            d[:, n:].addcmul_(off_diagonal[t], g[:, :n])
             if t > 0:
-                torch.addmm(g_in[t - 1], d[t], weight, out=gs[t - 1])
-        grad_s0 = d[0] @ weight
-        grad_weight = d[0].t() @ s0
-        if len(d) > 1:
-            width = 2 * n
+                torch.addmm(grad_states[t - 1], d, weight, out=grad_s[t - 1])
+        grad_s0 = delta[0] @ weight
+        grad_weight = delta[0].t() @ s0
+        if steps > 1:
             grad_weight.addmm_(delta[1:].reshape(-1, width).t(), states[:-1].reshape(-1, width))
-        radial = (x * grad_s[..., :n] + y * grad_s[..., n:]) / r_safe
-        grad_bias = torch.where(active, radial, torch.zeros_like(radial)).sum(dim=(0, 1))
+        radial = (pairs * grad_s.view(steps, batch, 2, n)).sum(dim=2)  # e . dL/ds_t
+        grad_bias = radial.masked_fill_(magnitude == 0, 0.0).sum(dim=(0, 1))
         return delta, grad_weight, grad_s0, grad_bias
 
 
