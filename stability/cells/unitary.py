@@ -150,6 +150,8 @@ class URNN(RecurrentCell):
     linear unitary map plus input), V Glorot-uniform
     U[-sqrt(6 / (n_in + N)), +sqrt(6 / (n_in + N))] for each of Re V and Im V.
     The permutation Pi is drawn once at construction and kept as a buffer.
+
+    ``h0``, like every state, is complex (B, N); ``outputs`` are real (B, T, 2N).
     """
 
     complex_state = True
