@@ -1,6 +1,6 @@
 """Spectral-RNN and oRNN: Elman cells whose transition matrix is built from Householder reflectors.
 
-Both run the plain Elman update (spectral paper §4, eq. 10)
+Both run the plain Elman update (spectral paper §4; eq. 10 of §6.1)
 
     h_t = f(W_in x_t + b + W h_{t-1})
 
@@ -21,6 +21,13 @@ and differ only in ``W`` (see :mod:`stability.parametrizations.householder`):
 
 ``W`` is built densely once per forward pass (compact WY form) and the time
 loop is ElmanCell's fused scan, one (B, n) x (n, n) product per step.
+
+Every nonzero reflector has determinant -1, and only a vector that lands
+exactly on zero stops being one (the loss is invariant to a reflector's
+scale, so its gradient is orthogonal to it and plain gradient steps only
+lengthen it).  So training keeps the sign of det W where it starts:
+``(-1)^(m1 + m2)`` for ``spectral``, ``(-1)^m`` for ``orthogonal``.  With
+``m = n`` the length-1 reflector is a constant ``-1``.
 """
 from __future__ import annotations
 
