@@ -78,6 +78,15 @@ def test_urnn_parameter_count_is_7n():
     assert cell.parametrizations.weight_hh.original.shape == (7, 10)
 
 
+def test_urnn_parameter_counts_match_the_kru_paper():
+    """KRU paper Table 2, pixel MNIST: RC uRNN, n = 512, ~16K parameters, ~3.6K recurrent."""
+    cell = cells.build("urnn", input_size=1, hidden_size=512, h0="learned")
+    assert round(cell.recurrent_parameter_count() / 100) == 36
+    real_numbers = sum(p.numel() * (2 if p.is_complex() else 1) for p in cell.parameters())
+    readout = 2 * 512 * 10 + 10  # o_t = U [Re h; Im h] + b_o, 10 classes
+    assert round((real_numbers + readout) / 1000) == 16
+
+
 def test_urnn_initialisation_follows_the_paper():
     factors = cells.build("urnn", input_size=2, hidden_size=500).parametrizations.weight_hh.original
     phases, reflections = factors[:3], factors[3:]
