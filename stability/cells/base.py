@@ -63,9 +63,9 @@ class RecurrentCell(nn.Module):
     """Base class of every cell in :mod:`stability.cells`.
 
     Subclasses set ``state_size`` (default ``hidden_size``), ``output_size``
-    (features per step in ``outputs``; default ``hidden_size``) and
-    ``state_dtype_kind`` ("real" or "complex") before calling
-    :meth:`_init_initial_state`, and implement :meth:`_prepare` and
+    (features per step in ``outputs``; default ``hidden_size``) and the class
+    attribute ``complex_state`` (complex hidden state, e.g. KRU) before
+    calling :meth:`_init_initial_state`, and implement :meth:`_prepare` and
     :meth:`_step`.
     """
 
