@@ -88,12 +88,22 @@ def kron_chain(factors: Sequence[Tensor]) -> Tensor:
 
 
 def unitarity_penalty(factors: Sequence[Tensor]) -> Tensor:
-    """Σ_f ‖W_fᴴ W_f − I‖²_F over all factors (and all stacked matrices), KRU paper eq. 7."""
-    total = factors[0].real.new_zeros(())
+    """Σ_f ‖W_fᴴ W_f − I‖²_F over all factors (and all stacked matrices), KRU paper eq. 7.
+
+    Factors of equal size are stacked and handled in one batched product.
+    """
+    by_size: dict[int, list[Tensor]] = {}
     for factor in factors:
-        gram = factor.mH @ factor  # (..., n, n)
-        eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-        total = total + (gram - eye).abs().square().sum()
+        by_size.setdefault(factor.shape[-1], []).append(factor)
+    total = factors[0].real.new_zeros(())
+    for size, group in by_size.items():
+        stacked = torch.stack(group)  # (G, ..., n, n)
+        gram = stacked.mH @ stacked
+        eye = torch.eye(size, dtype=gram.dtype, device=gram.device)
+        residual = gram - eye
+        if residual.is_complex():
+            residual = torch.view_as_real(residual)
+        total = total + residual.square().sum()
     return total
 
 
