@@ -315,6 +315,37 @@ def test_kru_lstm_is_an_lstm_with_the_built_matrices(impl):
     torch.testing.assert_close(state, torch.cat([h_n[0], c_n[0]], dim=1))
 
 
+def test_kru_lstm_fused_path_matches_loop_with_gradients():
+    cell = kru_lstm(penalty_strength=0.1).double()
+    perturb_factors(cell)
+    x = torch.randn(3, 7, 3, dtype=torch.float64)
+    h0 = torch.randn(3, 16, dtype=torch.float64)
+    results = {}
+    for impl in ("auto", "loop"):
+        cell.impl = impl
+        cell.zero_grad()
+        outputs, state = cell(x, h0)
+        (outputs.sin().sum() + state.square().sum() + cell.penalty()).backward()
+        results[impl] = outputs.detach(), {n: p.grad.clone() for n, p in cell.named_parameters()}
+    torch.testing.assert_close(results["auto"][0], results["loop"][0], rtol=1e-10, atol=1e-12)
+    for name, grad in results["auto"][1].items():
+        torch.testing.assert_close(grad, results["loop"][1][name], rtol=1e-9, atol=1e-11, msg=name)
+
+
+@pytest.mark.parametrize("name", ["kru", "kru_lstm"])
+def test_gradients_reach_every_parameter_and_an_explicit_h0(name):
+    torch.manual_seed(0)
+    cell = cells.build(name, 3, 8).double()
+    perturb_factors(cell)
+    x = torch.randn(2, 6, 3, dtype=torch.float64)
+    h0 = (complex_state(2, 8) if cell.complex_state else torch.randn(2, 16, dtype=torch.float64)).requires_grad_()
+    outputs, _ = cell(x, h0)
+    (outputs.sin().sum() + cell.penalty()).backward()
+    assert h0.grad.abs().sum() > 0
+    for param_name, param in cell.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, param_name
+
+
 def test_kru_lstm_gate_values_are_the_mean_gates_of_the_last_forward():
     cell = kru_lstm().double()
     assert cell.gate_values() == {}
