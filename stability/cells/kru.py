@@ -228,7 +228,7 @@ def kronecker_step_operands(left_factor: Tensor, right_factor: Tensor) -> tuple[
 
 
 def modrelu_scan(u: Tensor, weight: Tensor, s0: Tensor, bias: Tensor,
-                 kronecker: tuple[Tensor, Tensor] | None = None) -> Tensor:
+                 two_factors: tuple[Tensor, Tensor] | None = None) -> Tensor:
     """Run s_t = modReLU(u_t + M s_{t-1}) on the real form s = [Re h, Im h] of complex states.
 
     Args:
@@ -236,7 +236,7 @@ def modrelu_scan(u: Tensor, weight: Tensor, s0: Tensor, bias: Tensor,
         weight: M = :func:`real_block_form` (W), (2N, 2N).
         s0: initial state [Re h0, Im h0], (B, 2N).
         bias: modReLU bias c, (N,).
-        kronecker: optionally (P, Q) with W = P ⊗ Q (complex, p x p and q x q):
+        two_factors: optionally (P, Q) with W = P ⊗ Q (complex, p x p and q x q):
             each step then multiplies by the two small factors instead of M
             (Note [Two-factor step]).  Gradients flow to ``weight`` only.
 
@@ -244,9 +244,9 @@ def modrelu_scan(u: Tensor, weight: Tensor, s0: Tensor, bias: Tensor,
         All states [Re h_t, Im h_t], time-major (T, B, 2N).
     """
     left = right = None
-    if kronecker is not None:
+    if two_factors is not None:
         with torch.no_grad():
-            left, right = kronecker_step_operands(*kronecker)
+            left, right = kronecker_step_operands(*two_factors)
     return _ModReLUScan.apply(u.contiguous(), weight, s0.contiguous(), bias, left, right)
 
 
@@ -276,8 +276,6 @@ def two_factor_split(factor_sizes: tuple[int, ...]) -> int | None:
     return best[1]
 
 
-
-
 class KRU(RecurrentCell):
     """``kru``: complex modReLU RNN with W = W_0 ⊗ … ⊗ W_{F-1} (KRU paper §3).
 
@@ -294,6 +292,10 @@ class KRU(RecurrentCell):
     Initialisation: every factor Haar-random unitary, so W starts unitary
     (§4.1: "We initialize it by random unitary matrix"); modReLU bias 0, so
     the cell starts as a linear unitary recurrence; U as ``nn.Linear``, b = 0.
+
+    ``kronecker_split`` (an attribute, not an option) is where the fused path
+    cuts the factors for its two-factor step, None for dense steps; see
+    :func:`two_factor_split` and Note [Two-factor step].
     """
 
     complex_state = True
@@ -318,11 +320,12 @@ class KRU(RecurrentCell):
         n = self.hidden_size
         u = self._project(x)  # (T, B, 2N)
         s0 = torch.cat([h0.real, h0.imag], dim=-1)  # (B, 2N)
-        kronecker = None
+        two_factors = None
         if self.kronecker_split is not None:
-            factors = self.factors()
-            kronecker = (kron_chain(factors[:self.kronecker_split]), kron_chain(factors[self.kronecker_split:]))
-        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias, kronecker)
+            with torch.no_grad():
+                factors, cut = self.factors(), self.kronecker_split
+                two_factors = (kron_chain(factors[:cut]), kron_chain(factors[cut:]))
+        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias, two_factors)
         return states.transpose(0, 1), torch.complex(states[-1, :, :n], states[-1, :, n:])
 
     def _project(self, x: Tensor) -> Tensor:
