@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from stability import cells
-from stability.cells.kru import (kronecker_step_operands, modrelu, modrelu_scan, real_block_form,
-                                 two_factor_split)
+from stability.cells.kru import two_factor_split
+from stability.cells.modrelu import kronecker_step_operands, modrelu, modrelu_scan, real_block_form
 
 
 def kru(hidden=8, input_size=3, **options):

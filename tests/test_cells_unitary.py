@@ -6,7 +6,8 @@ import torch
 from torch.func import functional_call
 
 from stability import cells
-from stability.cells.unitary import URNN, ExponentialRNN, modrelu, modrelu_scan
+from stability.cells.modrelu import modrelu, modrelu_scan
+from stability.cells.unitary import URNN, ExponentialRNN
 from stability.parametrizations.exponential import skew_block_init
 
 F64 = torch.float64
