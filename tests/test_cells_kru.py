@@ -303,10 +303,10 @@ def test_kru_lstm_is_an_lstm_with_the_built_matrices(impl):
     cell.impl = impl
     reference = nn.LSTM(3, 8, batch_first=True).double()
     with torch.no_grad():
-        reference.weight_ih_l0.copy_(cell.input_proj.weight)
+        reference.weight_ih_l0.copy_(cell.weight_ih)
         reference.weight_hh_l0.copy_(cell.weight_hh)
-        reference.bias_ih_l0.copy_(cell.input_proj.bias)
-        reference.bias_hh_l0.zero_()
+        reference.bias_ih_l0.copy_(cell.bias_ih)
+        reference.bias_hh_l0.copy_(cell.bias_hh)
     x = torch.randn(2, 6, 3, dtype=torch.float64)
     h0 = torch.randn(2, 16, dtype=torch.float64)
     outputs, state = cell(x, h0)
@@ -357,7 +357,7 @@ def test_kru_lstm_gate_values_are_the_mean_gates_of_the_last_forward():
     sums = {"input": 0.0, "forget": 0.0, "output": 0.0}
     with torch.no_grad():
         for t in range(5):
-            pre = x[:, t] @ cell.input_proj.weight.T + cell.input_proj.bias + h @ cell.weight_hh.T
+            pre = x[:, t] @ cell.weight_ih.T + cell.bias_ih + cell.bias_hh + h @ cell.weight_hh.T
             i, f, g, o = pre.split(8, dim=1)
             for name, gate in (("input", i), ("forget", f), ("output", o)):
                 sums[name] += torch.sigmoid(gate).mean().item() / 5
@@ -371,7 +371,7 @@ def test_kru_lstm_gate_values_are_the_mean_gates_of_the_last_forward():
 def test_kru_lstm_forget_bias_and_penalty():
     assert kru_lstm().penalty().item() == 0.0  # off by default (KRU paper §1)
     cell = kru_lstm(penalty_strength=0.5, forget_bias=2.0).double()
-    bias = cell.input_proj.bias.detach()
+    bias = cell.bias_ih.detach()
     assert bias[8:16].min() > 2.0 - 8 ** -0.5 - 1e-12 and bias[:8].max() < 8 ** -0.5
     perturb_factors(cell)
     expected = sum(((f.detach().transpose(-1, -2) @ f.detach() - torch.eye(f.shape[-1], dtype=f.dtype)) ** 2).sum()

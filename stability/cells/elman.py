@@ -25,7 +25,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .base import RecurrentCell, check_choice, check_nonnegative
+from .base import RecurrentCell, check_choice, check_nonnegative, project_time_major
 from .scan import ACTIVATIONS, apply_activation, elman_scan
 
 # cuDNN asks for one flat weight buffer; ours is rebuilt each forward pass.
@@ -46,24 +46,13 @@ class ElmanCell(RecurrentCell):
         nn.init.zeros_(self.input_proj.bias)
         self._init_initial_state()
 
-    def project_inputs(self, x: Tensor) -> Tensor:
-        """W_in x_t + b for all steps in one GEMM, time-major (T, B, H).
-
-        Flattening (T, B) into rows before the matmul keeps dL/dW_in a plain
-        (H, T*B) x (T*B, I) GEMM; a batched matmul on the transposed view is
-        several times slower for the small input sizes of these tasks.
-        """
-        steps, batch = x.shape[1], x.shape[0]
-        rows = x.transpose(0, 1).reshape(steps * batch, self.input_size)  # (T*B, I)
-        return torch.addmm(self.input_proj.bias, rows, self.input_proj.weight.t()).view(steps, batch, -1)
-
     # alpha and beta of the scalar-gated update; None for the plain Elman step.
     def scalar_gates(self) -> tuple[Tensor | None, Tensor | None]:
         return None, None
 
     def _prepare(self, x: Tensor) -> dict:
         alpha, beta = self.scalar_gates()
-        return {"inputs": self.project_inputs(x), "weight": self.weight_hh, "alpha": alpha, "beta": beta}
+        return {"inputs": project_time_major(x, self.input_proj), "weight": self.weight_hh, "alpha": alpha, "beta": beta}
 
     def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
         s = apply_activation(u_t + h @ context["weight"].t(), self.nonlinearity, self.negative_slope)
@@ -83,7 +72,7 @@ class ElmanCell(RecurrentCell):
             return self._forward_native(x, h0)
         weight = self.weight_hh
         alpha, beta = self.scalar_gates()
-        u = self.project_inputs(x)
+        u = project_time_major(x, self.input_proj)
         states = elman_scan(u, weight, h0, self.nonlinearity, self.negative_slope, alpha, beta)
         return states.transpose(0, 1), states[-1]
 

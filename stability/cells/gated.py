@@ -85,6 +85,8 @@ class LSTM(_GatedCell):
     def __init__(self, input_size: int, hidden_size: int, *, forget_bias: float = 1.0,
                  h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float)):
+            raise ValueError(f"forget_bias must be a number; got {forget_bias!r}")
         self.forget_bias = float(forget_bias)
         with torch.no_grad():  # Jozefowicz et al. 2015: start by remembering
             self.bias_ih[hidden_size:2 * hidden_size] += self.forget_bias

@@ -47,8 +47,9 @@ from torch import Tensor, nn
 
 from ..parametrizations.kronecker import (check_factor_sizes, factor_parameter_count, kron_chain, kronecker,
                                           kronecker_factors, unitarity_penalty)
-from .base import RecurrentCell, check_nonnegative
-from .modrelu import modrelu, modrelu_scan, real_block_form
+from .base import check_nonnegative
+from .gated import LSTM
+from .modrelu import ModReLUCell
 
 # ----------------------------------------------------------------------- KRU
 
@@ -76,7 +77,7 @@ def two_factor_split(factor_sizes: tuple[int, ...]) -> int | None:
     return best[1]
 
 
-class KRU(RecurrentCell):
+class KRU(ModReLUCell):
     """``kru``: complex modReLU RNN with W = W_0 ⊗ … ⊗ W_{F-1} (KRU paper §3).
 
     Options:
@@ -98,60 +99,22 @@ class KRU(RecurrentCell):
     :func:`two_factor_split` and Note [Two-factor step].
     """
 
-    complex_state = True
-
     def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
                  penalty_strength: float = 1e-3, h0: str = "zero", h0_noise_std: float = 0.1):
-        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        super().__init__(input_size, hidden_size, input_bias=True, h0=h0, h0_noise_std=h0_noise_std)
         self.factor_sizes = check_factor_sizes(factor_sizes, hidden_size)
         self.penalty_strength = check_nonnegative("penalty_strength", penalty_strength)
-        self.output_size = 2 * hidden_size
-        self.input_proj = nn.Linear(input_size, 2 * hidden_size)  # [Re | Im] of U x + b
         nn.init.zeros_(self.input_proj.bias)
-        self.modrelu_bias = nn.Parameter(torch.zeros(hidden_size))
         kronecker(self, "weight_hh", self.factor_sizes, complex=True)
         self.kronecker_split = two_factor_split(self.factor_sizes)
         self._init_initial_state()
 
-    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
-        if impl == "native":
-            raise ValueError("impl='native' is not available for kru (PyTorch has no complex modReLU "
-                             "kernel); use 'auto', 'scan' or 'loop'")
-        n = self.hidden_size
-        u = self._project(x)  # (T, B, 2N)
-        s0 = torch.cat([h0.real, h0.imag], dim=-1)  # (B, 2N)
-        two_factors = None
-        if self.kronecker_split is not None:
-            with torch.no_grad():
-                factors, cut = self.factors(), self.kronecker_split
-                two_factors = (kron_chain(factors[:cut]), kron_chain(factors[cut:]))
-        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias, two_factors)
-        return states.transpose(0, 1), torch.complex(states[-1, :, :n], states[-1, :, n:])
-
-    def _project(self, x: Tensor) -> Tensor:
-        """[Re | Im] of U x_t + b for all steps, time-major (T, B, 2N).
-
-        One ``addmm`` with a row-major (D, 2N) copy of Uᵀ: autograd then forms
-        dL/dU as xᵀ (dL/du), (D, T B) x (T B, 2N), the fast layout for small
-        D (the (2N, T B) x (T B, D) product ``nn.Linear`` uses is ~5x slower
-        on CPU at T B = 50K, D = 2).
-        """
-        batch, steps, _ = x.shape
-        inputs = x.transpose(0, 1).reshape(steps * batch, self.input_size)  # (T B, D)
-        u = torch.addmm(self.input_proj.bias, inputs, self.input_proj.weight.t().contiguous())
-        return u.view(steps, batch, 2 * self.hidden_size)
-
-    def _prepare(self, x: Tensor) -> dict:
-        n = self.hidden_size
-        u = self._project(x)  # (T, B, 2N)
-        return {"inputs": torch.complex(u[..., :n], u[..., n:]),  # (T, B, N) complex
-                "weight_t": self.weight_hh.transpose(0, 1)}
-
-    def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
-        return modrelu(torch.addmm(u_t, h, context["weight_t"]), self.modrelu_bias)
-
-    def _emit(self, h: Tensor) -> Tensor:
-        return torch.cat([h.real, h.imag], dim=-1)  # (B, 2N)
+    def two_factors(self) -> tuple[Tensor, Tensor] | None:
+        if self.kronecker_split is None:
+            return None
+        with torch.no_grad():
+            factors, cut = self.factors(), self.kronecker_split
+            return kron_chain(factors[:cut]), kron_chain(factors[cut:])
 
     def factors(self) -> list[Tensor]:
         """The complex Kronecker factors W_0, …, W_{F-1}, each (n_f, n_f)."""
@@ -174,98 +137,37 @@ class KRU(RecurrentCell):
 # ------------------------------------------------------------------ KRU-LSTM
 
 
-class KRULSTM(RecurrentCell):
+class KRULSTM(LSTM):
     """``kru_lstm``: LSTM with four real Kronecker-factored recurrent matrices (KRU paper §4.4–4.5).
 
-    State [h, c] of size 2H, outputs h (the layout of the ``lstm`` cell).
+    The ``lstm`` cell (state [h, c] of size 2H, outputs h, PyTorch's kernel
+    for training, gate statistics on demand) with its stacked recurrent
+    matrix [W_i; W_f; W_c; W_o] behind a Kronecker parametrization.
 
     Options:
         factor_sizes: sizes of the square real factors of each of W_i, W_f,
             W_c, W_o; default all 2 (H a power of two).
         penalty_strength: weight of Σ_gates Σ_f ‖W_fᵀ W_f − I‖²_F; default 0,
             see Note [Real factors for KRU-LSTM].
-        forget_bias: added to the forget gate's bias at initialisation
-            (Jozefowicz et al. 2015), as in the ``lstm`` cell.
+        forget_bias: as in the ``lstm`` cell.
 
     Initialisation: every factor Haar-random orthogonal (each recurrent
     matrix starts orthogonal, as KRU's starts unitary); input weights and
-    biases U(-1/√H, 1/√H), PyTorch's LSTM default.
-
-    ``recurrent_matrix()`` is W_c, the hidden-to-candidate matrix: the
-    plain Elman recurrence inside the cell that the gates modulate.
-    ``gate_values()`` recomputes the mean input, forget and output gate
-    activations of the last forward pass, under the current weights, in a
-    few batched matmuls, only when asked.  Training runs PyTorch's LSTM
-    kernel on the built matrices (``impl`` "auto", "scan" or "native").
+    biases as in ``lstm``.  ``recurrent_matrix()`` is W_c, as for ``lstm``.
     """
-
-    candidate_block = 2  # (i, f, g, o)
 
     def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
                  penalty_strength: float = 0.0, forget_bias: float = 1.0, h0: str = "zero",
                  h0_noise_std: float = 0.1):
-        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        super().__init__(input_size, hidden_size, forget_bias=forget_bias, h0=h0, h0_noise_std=h0_noise_std)
         self.factor_sizes = check_factor_sizes(factor_sizes, hidden_size)
         self.penalty_strength = check_nonnegative("penalty_strength", penalty_strength)
-        if isinstance(forget_bias, bool) or not isinstance(forget_bias, (int, float)):
-            raise ValueError(f"forget_bias must be a number; got {forget_bias!r}")
-        self.forget_bias = float(forget_bias)
-        self.input_proj = nn.Linear(input_size, 4 * hidden_size)  # U_i, U_f, U_c, U_o and b
-        bound = hidden_size ** -0.5
-        with torch.no_grad():
-            self.input_proj.weight.uniform_(-bound, bound)
-            self.input_proj.bias.uniform_(-bound, bound)
-            self.input_proj.bias[hidden_size:2 * hidden_size] += self.forget_bias
+        del self.weight_hh
         kronecker(self, "weight_hh", self.factor_sizes, complex=False, count=4)  # (4H, H)
-        self.state_size = 2 * hidden_size
-        self._init_initial_state()
-        self._last_forward: tuple[Tensor, Tensor, Tensor] | None = None
-
-    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
-        h, c = h0[:, :self.hidden_size], h0[:, self.hidden_size:]
-        bias = self.input_proj.bias
-        params = [self.input_proj.weight, self.weight_hh, bias, torch.zeros_like(bias)]
-        outputs, h_last, c_last = torch.lstm(x, (h.unsqueeze(0).contiguous(), c.unsqueeze(0).contiguous()),
-                                             params, True, 1, 0.0, self.training, False, True)
-        self._last_forward = (x.detach(), h0.detach(), outputs.detach())
-        return outputs, torch.cat([h_last[0], c_last[0]], dim=1)
-
-    def _forward_loop(self, x: Tensor, h0: Tensor, state_probe: Tensor | None):
-        outputs, state = super()._forward_loop(x, h0, state_probe)
-        self._last_forward = (x.detach(), h0.detach(), outputs.detach())
-        return outputs, state
-
-    def _prepare(self, x: Tensor) -> dict:
-        return {"inputs": self.input_proj(x.transpose(0, 1)),  # (T, B, 4H)
-                "weight_t": self.weight_hh.t()}
-
-    def _step(self, u_t: Tensor, state: Tensor, context: dict) -> Tensor:
-        h, c = state.chunk(2, dim=1)
-        i, f, g, o = torch.addmm(u_t, h, context["weight_t"]).chunk(4, dim=1)
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
-        return torch.cat([h, c], dim=1)
-
-    def _emit(self, state: Tensor) -> Tensor:
-        return state[:, :self.hidden_size]
-
-    def gate_values(self) -> dict[str, float]:
-        if self._last_forward is None:
-            return {}
-        x, h0, outputs = self._last_forward
-        h_prev = torch.cat([h0[:, None, :self.hidden_size], outputs[:, :-1]], dim=1)  # (B, T, H)
-        with torch.no_grad():
-            gates = torch.sigmoid(self.input_proj(x) + h_prev @ self.weight_hh.t())  # (B, T, 4H)
-        i, f, _, o = gates.chunk(4, dim=-1)
-        return {"input": i.mean().item(), "forget": f.mean().item(), "output": o.mean().item()}
 
     def factors(self) -> list[Tensor]:
         """The real factors of W_i, W_f, W_c, W_o: one (4, n_f, n_f) tensor per position f."""
         return kronecker_factors(self, "weight_hh")
-
-    def recurrent_matrix(self) -> Tensor:
-        h = self.hidden_size
-        return self.weight_hh[self.candidate_block * h:(self.candidate_block + 1) * h]
 
     def penalty(self) -> Tensor:
         if self.penalty_strength == 0.0:
@@ -277,4 +179,4 @@ class KRULSTM(RecurrentCell):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
-                f"penalty_strength={self.penalty_strength:g}, forget_bias={self.forget_bias:g}")
+                f"penalty_strength={self.penalty_strength:g}")

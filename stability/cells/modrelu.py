@@ -55,7 +55,9 @@ dense GEMM above, so gradients reach the factors exactly as in the dense path.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from .base import RecurrentCell, project_time_major
 
 def modrelu(z: Tensor, bias: Tensor) -> Tensor:
     """relu(|z| + c) z / |z| for complex z, 0 (value and derivative) where z = 0."""
@@ -210,3 +212,51 @@ def modrelu_scan(u: Tensor, weight: Tensor, s0: Tensor, bias: Tensor,
         with torch.no_grad():
             left, right = kronecker_step_operands(*two_factors)
     return _ModReLUScan.apply(u.contiguous(), weight, s0.contiguous(), bias, left, right)
+
+
+class ModReLUCell(RecurrentCell):
+    """Shared machinery of the complex modReLU cells (``kru``, ``urnn``); not registered.
+
+    The state h is complex (B, N); ``outputs`` are the real features
+    [Re h_t, Im h_t] (B, T, 2N) for a real readout.  The input map is a real
+    ``nn.Linear`` to 2N features read as [Re | Im]: for a real x that is
+    exactly a complex U x (+ b).  Subclasses make ``weight_hh`` the complex
+    (N, N) recurrent matrix and may override :meth:`two_factors`.
+    """
+
+    complex_state = True
+
+    def __init__(self, input_size: int, hidden_size: int, *, input_bias: bool, h0: str, h0_noise_std: float):
+        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
+        self.output_size = 2 * hidden_size
+        self.input_proj = nn.Linear(input_size, 2 * hidden_size, bias=input_bias)
+        self.modrelu_bias = nn.Parameter(torch.zeros(hidden_size))
+
+    def two_factors(self) -> tuple[Tensor, Tensor] | None:
+        """(P, Q) with W = P ⊗ Q for the two-factor step, or None for dense steps."""
+        return None
+
+    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
+        if impl == "native":
+            raise ValueError(f"impl='native' is not available for {type(self).__name__} (PyTorch has "
+                             "no complex modReLU kernel); use 'auto', 'scan' or 'loop'")
+        n = self.hidden_size
+        u = project_time_major(x, self.input_proj)  # (T, B, 2N)
+        s0 = torch.cat([h0.real, h0.imag], dim=-1)  # (B, 2N)
+        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias, self.two_factors())
+        return states.transpose(0, 1), torch.complex(states[-1, :, :n], states[-1, :, n:])
+
+    def _prepare(self, x: Tensor) -> dict:
+        n = self.hidden_size
+        u = project_time_major(x, self.input_proj)  # (T, B, 2N)
+        return {"inputs": torch.complex(u[..., :n], u[..., n:]),  # (T, B, N) complex
+                "weight_t": self.weight_hh.transpose(0, 1)}
+
+    def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
+        return modrelu(torch.addmm(u_t, h, context["weight_t"]), self.modrelu_bias)
+
+    def _emit(self, h: Tensor) -> Tensor:
+        return torch.cat([h.real, h.imag], dim=-1)  # (B, 2N)
+
+    def recurrent_matrix(self) -> Tensor:
+        return self.weight_hh

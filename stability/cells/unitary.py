@@ -27,17 +27,17 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor, nn
+from torch import nn
 from torch.nn.utils import parametrize
 
 from ..parametrizations.exponential import SKEW_INITS, SkewExponential, skew_block_init
 from ..parametrizations.unitary import RestrictedUnitary, initial_factors
-from .base import RecurrentCell, check_choice
+from .base import check_choice
 from .elman import ElmanCell
-from .modrelu import modrelu, modrelu_scan, real_block_form
+from .modrelu import ModReLUCell
 
 
-class URNN(RecurrentCell):
+class URNN(ModReLUCell):
     """``urnn``: restricted-capacity unitary RNN with modReLU (Arjovsky et al. 2016).
 
     Initialisation (uRNN paper §4, "Initialization"): phases U[-pi, pi],
@@ -49,44 +49,14 @@ class URNN(RecurrentCell):
     ``h0``, like every state, is complex (B, N); ``outputs`` are real (B, T, 2N).
     """
 
-    complex_state = True
-
     def __init__(self, input_size: int, hidden_size: int, *, h0: str = "zero", h0_noise_std: float = 0.1):
-        super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
-        self.output_size = 2 * hidden_size
-        self.input_proj = nn.Linear(input_size, 2 * hidden_size, bias=False)
+        super().__init__(input_size, hidden_size, input_bias=False, h0=h0, h0_noise_std=h0_noise_std)
         bound = math.sqrt(6.0 / (input_size + hidden_size))
         nn.init.uniform_(self.input_proj.weight, -bound, bound)
-        self.modrelu_bias = nn.Parameter(torch.zeros(hidden_size))
         self.weight_hh = nn.Parameter(initial_factors(hidden_size))
         parametrize.register_parametrization(
             self, "weight_hh", RestrictedUnitary(torch.randperm(hidden_size)), unsafe=True)
         self._init_initial_state()
-
-    def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
-        if impl == "native":
-            raise ValueError("impl='native' is not available for urnn (no PyTorch kernel for "
-                             "modReLU); use 'auto', 'scan' or 'loop'")
-        n = self.hidden_size
-        u = self.input_proj(x.transpose(0, 1))  # (T, B, 2N)
-        s0 = torch.cat([h0.real, h0.imag], dim=-1)  # (B, 2N)
-        states = modrelu_scan(u, real_block_form(self.weight_hh), s0, self.modrelu_bias)
-        return states.transpose(0, 1), torch.complex(states[-1, :, :n], states[-1, :, n:])
-
-    def _prepare(self, x: Tensor) -> dict:
-        u = self.input_proj(x.transpose(0, 1))  # (T, B, 2N)
-        n = self.hidden_size
-        return {"inputs": torch.complex(u[..., :n], u[..., n:]),  # (T, B, N) complex
-                "weight_t": self.weight_hh.transpose(0, 1)}
-
-    def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
-        return modrelu(torch.addmm(u_t, h, context["weight_t"]), self.modrelu_bias)
-
-    def _emit(self, h: Tensor) -> Tensor:
-        return torch.cat([h.real, h.imag], dim=-1)  # (B, 2N)
-
-    def recurrent_matrix(self) -> Tensor:
-        return self.weight_hh
 
     def recurrent_parameter_count(self) -> int:
         return self.parametrizations.weight_hh.original.numel()  # 7N
