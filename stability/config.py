@@ -1,0 +1,194 @@
+"""One typed configuration for a run, from the page or the CLI to the worker and the store.
+
+    config = RunConfig(cell=CellConfig("spectral", 128, {"m1": 16}),
+                       task=TaskConfig("adding", {"seq_len": 200}),
+                       train=TrainConfig(steps=2000, lr=1e-3))
+    config.validate()                      # ConfigError: one line, what and what is allowed
+    RunConfig.from_json(config.to_json()) == config
+
+Nothing re-parses it along the way: the worker receives exactly what the
+page built, and the store keeps ``to_dict()``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+OPTIMIZERS = ("adam", "rmsprop", "sgd")
+# none; step: lr *= lr_gamma every lr_step_size steps; linear: to zero at the last step
+# (SGORNN §3.1); plateau: lr *= lr_gamma when the validation loss stops improving.
+LR_SCHEDULES = ("none", "step", "linear", "plateau")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("float32", "float64")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message says which, and what is allowed."""
+
+
+@dataclass
+class CellConfig:
+    """Which recurrent cell (``stability.cells.build(name, input_size, hidden_size, **options)``)."""
+
+    name: str = "spectral"
+    hidden_size: int = 128
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TaskConfig:
+    """Which task (``stability.tasks.build(name, seed, **options)``); ``options`` carries e.g. ``seq_len``."""
+
+    name: str = "adding"
+    options: dict[str, Any] = field(default_factory=lambda: {"seq_len": 100})
+
+
+@dataclass
+class TrainConfig:
+    """How to train.  ``None`` for the ``*_every`` fields means "choose from ``steps``":
+    ``log_every`` so a run logs about 200 points, ``eval_every`` 20 evaluations,
+    ``probe_every`` 20 gradient-through-time probes."""
+
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    lr_schedule: str = "none"
+    lr_step_size: int = 1000
+    lr_gamma: float = 0.5
+    batch_size: int = 64
+    steps: int = 2000
+    clip_grad_norm: float | None = None  # off by default: the point is to see explosions
+    weight_decay: float = 0.0
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"
+    log_every: int | None = None
+    eval_every: int | None = None
+    probe_every: int | None = None
+    eval_examples: int = 1000  # examples of each fixed set used for val/train-gap evaluation
+    probe_examples: int = 32  # the fixed probe batch for dL/dh_t
+
+    def resolved_log_every(self) -> int:
+        return self.log_every or max(1, self.steps // 200)
+
+    def resolved_eval_every(self) -> int:
+        return self.eval_every or max(1, self.steps // 20)
+
+    def resolved_probe_every(self) -> int:
+        return self.probe_every or max(1, self.steps // 20)
+
+
+@dataclass
+class RunConfig:
+    cell: CellConfig = field(default_factory=CellConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    name: str = ""
+
+    # ------------------------------------------------------------ (de)serialise
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"a run configuration must be a JSON object; got {type(data).__name__}")
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown configuration section(s) {', '.join(sorted(unknown))}; "
+                              f"valid: cell, task, train, name")
+        return cls(cell=_section(CellConfig, data.get("cell", {}), "cell"),
+                   task=_section(TaskConfig, data.get("task", {}), "task"),
+                   train=_section(TrainConfig, data.get("train", {}), "train"),
+                   name=str(data.get("name", "")))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"the run configuration is not valid JSON: {error}") from None
+        return cls.from_dict(data)
+
+    # ---------------------------------------------------------------- validate
+    def validate(self) -> RunConfig:
+        """Check every field; raise :class:`ConfigError` on the first problem. Returns self."""
+        from . import cells, tasks  # the registries know the valid names and options
+
+        _check_choice("cell", self.cell.name, cells.available())
+        _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1)
+        _check_options("cell", self.cell.name, self.cell.options, cells.options(self.cell.name))
+        _check_choice("task", self.task.name, tasks.available())
+        _check_options("task", self.task.name, self.task.options, tasks.options(self.task.name))
+
+        train = self.train
+        _check_choice("optimizer", train.optimizer, OPTIMIZERS)
+        _check_number("lr", train.lr, positive=True)
+        _check_choice("lr_schedule", train.lr_schedule, LR_SCHEDULES)
+        _check_int("lr_step_size", train.lr_step_size, minimum=1)
+        _check_number("lr_gamma", train.lr_gamma, positive=True)
+        _check_int("batch_size", train.batch_size, minimum=1)
+        _check_int("steps", train.steps, minimum=1)
+        if train.clip_grad_norm is not None:
+            _check_number("clip_grad_norm", train.clip_grad_norm, positive=True)
+        _check_number("weight_decay", train.weight_decay)
+        _check_int("seed", train.seed, minimum=0)
+        _check_choice("device", train.device, DEVICES)
+        _check_choice("dtype", train.dtype, DTYPES)
+        for name in ("log_every", "eval_every", "probe_every"):
+            if getattr(train, name) is not None:
+                _check_int(name, getattr(train, name), minimum=1)
+        _check_int("eval_examples", train.eval_examples, minimum=1)
+        _check_int("probe_examples", train.probe_examples, minimum=1)
+        return self
+
+    def check_buildable(self) -> None:
+        """Build the cell once on the CPU, so that option values (not just names) are checked:
+        an odd hidden size for vprnn, r > sigma_star for spectral, ..."""
+        from . import cells, tasks
+
+        description = tasks.describe(self.task.name)
+        input_size = description.get("input_size") or 1
+        try:
+            cells.build(self.cell.name, int(input_size), self.cell.hidden_size, **self.cell.options)
+        except ValueError as error:
+            raise ConfigError(f"cell {self.cell.name!r}: {error}") from None
+
+
+def _section(kind, data, label):
+    if not isinstance(data, dict):
+        raise ConfigError(f"'{label}' must be an object with fields {', '.join(f.name for f in fields(kind))}")
+    valid = {f.name for f in fields(kind)}
+    unknown = set(data) - valid
+    if unknown:
+        raise ConfigError(f"unknown {label} field(s) {', '.join(sorted(unknown))}; valid: {', '.join(sorted(valid))}")
+    return kind(**data)
+
+
+def _check_choice(label, value, choices):
+    if value not in choices:
+        raise ConfigError(f"{label} must be one of {', '.join(map(str, choices))}; got {value!r}")
+
+
+def _check_int(label, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{label} must be an integer >= {minimum}; got {value!r}")
+
+
+def _check_number(label, value, positive=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (positive and value == 0):
+        raise ConfigError(f"{label} must be a {'positive' if positive else 'non-negative'} number; got {value!r}")
+
+
+def _check_options(kind, name, given, valid):
+    if not isinstance(given, dict):
+        raise ConfigError(f"{kind} options must be a mapping of option names to values; got {given!r}")
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown {kind} option(s) {', '.join(unknown)} for {kind} {name!r}; "
+                          f"valid options: {', '.join(valid) or 'none'}")
