@@ -66,7 +66,7 @@ class TrainConfig:
     log_every: int | None = None
     eval_every: int | None = None
     probe_every: int | None = None
-    eval_examples: int = 1000  # examples of each fixed set used for val/train-gap evaluation
+    eval_examples: int = 512  # examples of each fixed set used for val/train-gap evaluation
     probe_examples: int = 32  # the fixed probe batch for dL/dh_t
 
     def resolved_log_every(self) -> int:
