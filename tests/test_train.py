@@ -1,0 +1,157 @@
+"""The trainer, with a real SQLite store: metrics, divergence, stop, schedules, checkpoints."""
+import math
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from stability import tasks
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.store import RunStore
+from stability.train import build_model, load_checkpoint, train_run
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = RunStore(tmp_path / "runs.db")
+    yield store
+    store.close()
+
+
+def tiny(cell="spectral", task="adding", task_options=None, **train):
+    defaults = dict(steps=30, batch_size=16, log_every=5, eval_every=10, probe_every=15, eval_examples=64,
+                    probe_examples=8)
+    defaults.update(train)
+    return RunConfig(cell=CellConfig(cell, 8), task=TaskConfig(task, task_options or {"seq_len": 12}),
+                     train=TrainConfig(**defaults))
+
+
+def run(store, config):
+    run_id = store.create_run(config.to_dict())
+    return run_id, train_run(config, store, run_id)
+
+
+def test_completed_run_logs_every_diagnostic(store):
+    run_id, status = run(store, tiny(cell="sgornn"))
+    assert status == "completed"
+    info = store.run(run_id)
+    assert info["status"] == "completed" and info["finished_at"] >= info["started_at"]
+    assert info["baseline"] == pytest.approx(1 / 6) and info["metric"] == "mse"
+    assert info["total_steps"] == 30 and info["recurrent_params"] == 14 * 4  # k = 14 sublayers of 8/2 angles
+    names = set(store.metrics(run_id)["name"])
+    expected = {"train/loss", "train/mse", "val/loss", "val/mse", "test/loss", "test/mse", "gap/loss", "gap/mse",
+                "grad/h0_norm", "grad/recurrent_norm", "grad/total_norm", "sv/min", "sv/max", "sv/margin",
+                "sv/spectral_radius", "sv/condition", "gate/alpha", "gate/beta", "speed/steps_per_s",
+                "progress/examples", "progress/elapsed_s", "progress/eta_s", "train/lr"}
+    assert expected <= names
+    metrics = store.metrics(run_id)
+    assert sorted(metrics[metrics.name == "train/loss"].step) == [5, 10, 15, 20, 25, 30]
+    assert sorted(metrics[metrics.name == "val/loss"].step) == [0, 10, 20, 30]
+    gates = store.latest(run_id)
+    assert gates["gate/beta"] <= 1 - 2 * gates["gate/alpha"] + 1e-6  # SGORNN eq. 3, as logged
+    assert gates["sv/margin"] < 1e-4  # orthogonal U
+    flow = store.series(run_id, "grad/h_t_norm")
+    assert sorted(set(flow.step)) == [0, 15, 30]
+    assert len(flow[flow.step == 30]) == 13  # t = 0..T
+    assert len(store.series(run_id, "sv/spectrum").query("step == 0")) == 8
+
+
+def test_gap_is_held_out_minus_fixed_training_set(store):
+    """Recompute the final gap independently from the checkpoint: loss on the first
+    64 validation examples minus loss on the whole fixed 16-example training pool."""
+    config = tiny(cell="lstm", task_options={"seq_len": 6, "train_size": 16}, steps=60, lr=3e-2, eval_every=60,
+                  dtype="float64")
+    run_id, _ = run(store, config)
+    logged = store.metrics(run_id, ["gap/loss"]).set_index("step")["value"][60]
+    task = tasks.build("adding", seed=0, seq_len=6, train_size=16)
+    model = build_model(config, task).double()
+    model.load_state_dict(load_checkpoint(store.checkpoint_path(run_id))["model"])
+    model.eval()
+    val_x, val_y = next(iter(task.batches("val", 64)))
+    train_x, train_y = task.encode(task.fixed_split("train"))
+    with torch.no_grad():
+        val_loss = task.loss(model(val_x.double())[0], val_y.double()).item()
+        train_loss = task.loss(model(train_x.double())[0], train_y.double()).item()
+    assert logged == pytest.approx(val_loss - train_loss, rel=1e-9, abs=1e-12)
+    assert val_loss != pytest.approx(train_loss)  # different sets, so the gap is not trivially 0
+
+
+def test_vanishing_gradient_through_time_reads_below_float32_range(store):
+    config = tiny(cell="rnn", task_options={"seq_len": 300}, steps=5, log_every=5, probe_every=5)
+    config.cell.options = {"nonlinearity": "tanh", "init": "orthogonal", "init_gain": 0.3}
+    run_id, _ = run(store, config)
+    flow = store.series(run_id, "grad/h_t_norm").query("step == 0").sort_values("index")
+    first = flow["value"].iloc[0]
+    assert 0 < first < 1e-45  # ~0.3^300: zero in float32, visible in float64
+    assert flow["value"].iloc[-1] > 1e-3
+
+
+class NaNAfter:
+    """Wraps a task so that its loss turns NaN from the given call on."""
+
+    def __init__(self, task, after):
+        self.task, self.after, self.calls = task, after, 0
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def loss(self, pred, y):
+        self.calls += 1
+        value = self.task.loss(pred, y)
+        return value * math.nan if self.calls > self.after else value
+
+
+def test_nan_loss_ends_the_run_as_diverged_keeping_earlier_rows(store, monkeypatch):
+    real_build = tasks.build
+    monkeypatch.setattr(tasks, "build", lambda *a, **k: NaNAfter(real_build(*a, **k), after=40))
+    run_id, status = run(store, tiny(steps=1000, eval_every=1000, probe_every=1000))
+    assert status == "diverged"
+    info = store.run(run_id)
+    assert info["status"] == "diverged" and "non-finite" in info["error"]
+    losses = store.metrics(run_id, ["train/loss"])
+    assert (losses.step < 40).sum() >= 5  # rows logged before the NaN are kept
+    assert math.isnan(losses.value.iloc[-1])
+
+
+def test_stop_request_ends_the_run_as_stopped(store):
+    config = tiny(steps=10_000_000, log_every=50, eval_every=10_000, probe_every=10_000)
+    run_id = store.create_run(config.to_dict())
+    timer = threading.Timer(1.0, lambda: RunStore(store.path).request_stop(run_id))
+    timer.start()
+    status = train_run(config, store, run_id)
+    timer.join()
+    assert status == "stopped" and store.run(run_id)["status"] == "stopped"
+    assert 0 < store.run(run_id)["step"] < 10_000_000
+
+
+@pytest.mark.parametrize("schedule,check", [
+    ("linear", lambda lr: lr[-1] == pytest.approx(0.0, abs=1e-12) and lr[0] < 1e-2),
+    ("step", lambda lr: lr[-1] == pytest.approx(1e-2 * 0.5 ** 3)),
+])
+def test_learning_rate_schedules(store, schedule, check):
+    config = tiny(lr=1e-2, lr_schedule=schedule, lr_step_size=10, steps=30, log_every=10)
+    run_id, _ = run(store, config)
+    lrs = store.metrics(run_id, ["train/lr"]).sort_values("step")["value"].tolist()
+    assert check(lrs), lrs
+
+
+def test_checkpoint_restores_the_trained_model(store):
+    config = tiny(cell="kru", dtype="float64")
+    run_id, _ = run(store, config)
+    checkpoint = load_checkpoint(store.checkpoint_path(run_id))
+    assert checkpoint["step"] == 30 and RunConfig.from_dict(checkpoint["config"]) == config
+    task = tasks.build("adding", seed=0, seq_len=12)
+    model = build_model(config, task).double()
+    model.load_state_dict(checkpoint["model"])
+    x, y = next(iter(task.batches("test", 1000)))  # the whole test set, as test/loss is
+    model.eval()
+    with torch.no_grad():
+        mse = task.loss(model(x.double())[0], y.double()).item()
+    assert mse == pytest.approx(store.latest(run_id)["test/loss"], rel=1e-6)
+
+
+def test_float64_and_penalty_are_logged(store):
+    run_id, _ = run(store, tiny(cell="kru", dtype="float64", steps=10))
+    latest = store.latest(run_id)
+    assert latest["train/penalty"] > 0 and np.isfinite(latest["train/loss"])
