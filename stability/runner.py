@@ -1,0 +1,306 @@
+"""Background training runs: one detached worker process per run, a queue, stop, reconcile.
+
+    run_id = start_run(config)        # stored as 'queued'; a worker starts if a slot is free
+    stop_run(run_id)                  # flag in the store, then SIGTERM/SIGKILL if it lingers
+    reconcile()                       # dead workers -> 'interrupted'; queued runs -> free slots
+
+A worker is a fresh interpreter (``python -m stability.runner --worker ID
+--store PATH``), never a fork, so it is safe for CUDA; it runs in its own
+session, so it outlives the Streamlit script, server or shell that started
+it. Its output goes to ``<store dir>/logs/run-<id>.log``.
+
+The queue lives in the store itself: a run is *unclaimed* while it is
+'queued' with no pid. Scheduling (mark dead workers, count busy slots,
+launch the oldest unclaimed runs) happens under an exclusive lock on
+``<store dir>/runner.lock``, so two processes looking at the same store
+never launch the same run twice. A slot is busy while a 'running' run, or a
+claimed 'queued' run whose worker is still starting, has a live pid.
+At most ``STABILITY_MAX_RUNS`` (default 1) runs train at once.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from .config import RunConfig
+from .store import TERMINAL, RunStore
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; scheduling is then best effort
+    fcntl = None
+
+MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
+INTERRUPTED_ERROR = "worker process ended without a final status"
+STALE_HEARTBEAT_S = 60.0
+TERMINATE_GRACE_S = 3.0
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds stability/
+
+_launched: list[subprocess.Popen] = []  # workers this process started, reaped when they end
+
+
+def max_concurrent_runs(max_concurrent: int | None = None) -> int:
+    """``max_concurrent`` if given, else ``$STABILITY_MAX_RUNS``, else 1."""
+    if max_concurrent is None:
+        text = os.environ.get(MAX_RUNS_ENV, "1")
+        try:
+            max_concurrent = int(text)
+        except ValueError:
+            raise ValueError(f"{MAX_RUNS_ENV} must be an integer >= 1; got {text!r}") from None
+    if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be an integer >= 1; got {max_concurrent!r}")
+    return max_concurrent
+
+
+def is_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited, unreaped child)."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS): our own children are reaped by _reap_launched
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"  # the state follows "(command)"
+
+
+@contextlib.contextmanager
+def scheduling_lock(store: RunStore):
+    """Hold the store's scheduling lock (between processes) for the ``with`` block."""
+    path = Path(store.path).parent / "runner.lock"
+    with open(path, "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def start_run(config: RunConfig, store_path=None, name: str | None = None,
+              max_concurrent: int | None = None) -> int:
+    """Store ``config`` as a new run and start a worker for it if a slot is free; return its id.
+
+    Raises :class:`stability.config.ConfigError` (nothing is stored) when the
+    configuration is invalid or its cell cannot be built. With every slot
+    busy the run stays 'queued' until a finishing worker or :func:`reconcile`
+    launches it.
+    """
+    config.validate()
+    config.check_buildable()
+    limit = max_concurrent_runs(max_concurrent)
+    store = RunStore(store_path)
+    try:
+        with scheduling_lock(store):
+            run_id = store.create_run(config.to_dict(), name or config.name or None)
+            _schedule(store, limit)
+        return run_id
+    finally:
+        store.close()
+
+
+def create_attached_run(store: RunStore, config: RunConfig, name: str | None = None) -> int:
+    """Store a run that the calling process trains itself (the CLI's foreground ``train``).
+
+    The run is claimed with this process's pid at creation, so the queue
+    never hands it to a worker as well.
+    """
+    with scheduling_lock(store):
+        run_id = store.create_run(config.to_dict(), name or config.name or None)
+        store.update_run(run_id, pid=os.getpid())
+    return run_id
+
+
+def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
+    """Stop run ``run_id`` and return its final status.
+
+    A queued run that no worker has claimed is 'stopped' at once. Otherwise
+    the stop flag is set and the worker, which checks it every step, ends the
+    run itself; if it has not within ``timeout`` seconds, its process group
+    gets SIGTERM, then SIGKILL, and the run is marked 'stopped'.
+    """
+    store = RunStore(store_path)
+    try:
+        store.request_stop(run_id)
+        with scheduling_lock(store):
+            run = store.run(run_id)
+            if run["status"] == "queued" and run["pid"] is None:
+                store.set_status(run_id, "stopped")
+        deadline = time.monotonic() + timeout
+        while store.run(run_id)["status"] not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run = store.run(run_id)
+        if run["status"] in TERMINAL:
+            return run["status"]
+        _terminate(run["pid"])
+        with scheduling_lock(store):
+            if store.run(run_id)["status"] not in TERMINAL:
+                store.set_status(run_id, "stopped", error=f"terminated after not stopping within {timeout:g} s")
+        return store.run(run_id)["status"]
+    finally:
+        store.close()
+
+
+def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
+    """Mark runs whose worker is gone 'interrupted', start queued runs in free slots.
+
+    Returns the ids newly marked 'interrupted'. Cheap; call it whenever runs are listed.
+    """
+    limit = max_concurrent_runs(max_concurrent)
+    store = RunStore(store_path)
+    try:
+        with scheduling_lock(store):
+            return _schedule(store, limit)
+    finally:
+        store.close()
+
+
+def run_worker(run_id: int, store_path) -> str:
+    """Train run ``run_id`` in this process (the worker's entry point); return its final status.
+
+    Any exception marks the run 'failed' with ``"ExceptionType: message"``;
+    the run is never left 'running'. Before returning, the next queued run
+    is launched into the slot this one frees.
+    """
+    import torch
+
+    from .train import train_run
+
+    limit = max_concurrent_runs()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // limit))
+    store = RunStore(store_path)
+    try:
+        try:
+            config = RunConfig.from_dict(store.run(run_id)["config"])
+            train_run(config, store, run_id)
+            status = store.run(run_id)["status"]
+            if status not in TERMINAL:
+                store.set_status(run_id, "failed", error=f"the trainer returned with the run still {status!r}")
+        except BaseException as error:
+            traceback.print_exc()
+            store.set_status(run_id, "failed", error=describe_error(error))
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            with scheduling_lock(store):
+                _schedule(store, limit)
+        return store.run(run_id)["status"]
+    finally:
+        store.close()
+
+
+def describe_error(error: BaseException) -> str:
+    """``"ExceptionType: first line of the message"`` (just the type when there is no message)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+
+
+# ------------------------------------------------------------------ scheduling
+def _schedule(store: RunStore, limit: int) -> list[int]:
+    """Under the scheduling lock: mark dead workers, then fill free slots oldest first."""
+    _reap_launched()
+    interrupted, busy, unclaimed = [], 0, []
+    for run in _open_runs(store):
+        pid = run["pid"]
+        if run["status"] == "queued" and pid is None:
+            unclaimed.append(run["id"])
+        elif is_alive(pid) or (pid is None and _heartbeat_age(run) <= STALE_HEARTBEAT_S):
+            busy += 1
+        elif store.run(run["id"])["status"] in ("queued", "running"):
+            # the process is gone and can no longer write, so the status just read is its last
+            store.set_status(run["id"], "interrupted", error=INTERRUPTED_ERROR)
+            interrupted.append(run["id"])
+    for run_id in sorted(unclaimed)[:max(0, limit - busy)]:
+        _launch(store, run_id, limit)
+    return interrupted
+
+
+def _open_runs(store: RunStore) -> list[dict]:
+    """The 'queued' and 'running' runs, with ``pid`` an int or None."""
+    table = store.runs()
+    table = table[table["status"].isin(["queued", "running"])]
+    runs = table.to_dict("records")
+    for run in runs:
+        run["pid"] = None if pd.isna(run["pid"]) else int(run["pid"])
+    return runs
+
+
+def _heartbeat_age(run: dict) -> float:
+    beats = [t for t in (run["heartbeat"], run["started_at"], run["created_at"]) if pd.notna(t)]
+    return time.time() - max(beats) if beats else float("inf")
+
+
+def _launch(store: RunStore, run_id: int, limit: int) -> None:
+    """Start a detached worker for ``run_id`` and record its pid (the claim)."""
+    logs = Path(store.path).parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env[MAX_RUNS_ENV] = str(limit)
+    command = [sys.executable, "-m", "stability.runner", "--worker", str(run_id), "--store", str(store.path)]
+    with open(logs / f"run-{run_id}.log", "ab") as log:
+        process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _launched.append(process)
+    store.update_run(run_id, pid=process.pid)
+
+
+def _reap_launched() -> None:
+    """Collect the exit status of finished workers this process started (no zombies)."""
+    _launched[:] = [process for process in _launched if process.poll() is None]
+
+
+def _terminate(pid: int | None) -> None:
+    """SIGTERM the worker (its whole process group when it leads one), then SIGKILL if it stays."""
+    if not is_alive(pid) or not _is_stability_process(pid):
+        return
+    for sig, grace in ((signal.SIGTERM, TERMINATE_GRACE_S), (getattr(signal, "SIGKILL", signal.SIGTERM), 1.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if hasattr(os, "killpg") and os.getpgid(pid) == pid:  # a worker leads its own session
+                os.killpg(pid, sig)
+            else:  # e.g. a foreground CLI run: leave the rest of its shell job alone
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            _reap_launched()
+            if not is_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _is_stability_process(pid: int) -> bool:
+    """Guard against a recycled pid: the process must be one of ours (where /proc can tell)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return b"stability" in command
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stability.runner", description="A run's worker process.")
+    parser.add_argument("--worker", type=int, required=True, metavar="RUN_ID")
+    parser.add_argument("--store", required=True, metavar="PATH")
+    args = parser.parse_args(argv)
+    status = run_worker(args.worker, args.store)
+    print(f"run {args.worker}: {status}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

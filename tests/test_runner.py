@@ -1,0 +1,224 @@
+"""Background workers: real worker processes on a tiny adding problem, each test with its own store."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from stability import runner
+from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.store import TERMINAL, RunStore
+
+LONG = 100_000  # steps: a run that only ends when stopped or killed
+WAIT_S = 60.0  # generous: a worker's start (fresh interpreter, torch import) on a loaded machine
+
+
+def tiny(steps: int = 30, cell: str = "rnn", cell_options=None, task: str = "adding",
+         task_options=None, **train) -> RunConfig:
+    return RunConfig(cell=CellConfig(cell, 8, dict(cell_options or {})),
+                     task=TaskConfig(task, {"seq_len": 10} if task_options is None else task_options),
+                     train=TrainConfig(steps=steps, log_every=5, batch_size=16, eval_examples=32,
+                                       probe_examples=4, **train))
+
+
+def wait_until(predicate, timeout: float = WAIT_S, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value is not None and value is not False:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    """A fresh store; at teardown every worker still alive in it is killed."""
+    path = tmp_path / "runs.db"
+    yield path
+    if not path.exists():
+        return
+    with RunStore(path) as store:
+        for run in store.runs().to_dict("records"):
+            pid = store.run(run["id"])["pid"]
+            if run["status"] not in TERMINAL and pid is not None and runner.is_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def store(store_path):
+    with RunStore(store_path) as opened:
+        yield opened
+
+
+def status_of(store, run_id):
+    return store.run(run_id)["status"]
+
+
+def wait_for_status(store, run_id, statuses, timeout: float = WAIT_S) -> str:
+    return wait_until(lambda: status_of(store, run_id) in statuses and status_of(store, run_id),
+                      timeout, f"run {run_id} to reach {statuses} (it is {status_of(store, run_id)!r})")
+
+
+def wait_for_rows(store, run_id, steps: int = 2):
+    """Wait until the worker has committed rows at ``steps`` distinct logged steps after step 0."""
+    def enough():
+        frame = store.metrics(run_id, since_step=0)
+        return frame if frame["step"].nunique() >= steps else None
+
+    return wait_until(enough, what=f"metric rows of run {run_id}")
+
+
+def test_background_run_completes_and_logs(store_path, store):
+    run_id = runner.start_run(tiny(), store_path, name="tiny")
+    assert wait_for_status(store, run_id, TERMINAL) == "completed"
+    run = store.run(run_id)
+    assert run["name"] == "tiny" and run["error"] is None and run["step"] == 30
+    metrics = store.metrics(run_id)
+    assert {"train/loss", "val/loss", "test/mse", "grad/h0_norm"} <= set(metrics["name"])
+    assert metrics["step"].max() == 30
+    wait_until(lambda: not runner.is_alive(run["pid"]), what="the worker to exit")
+    log = store_path.parent / "logs" / f"run-{run_id}.log"
+    assert f"run {run_id}: completed" in log.read_text()
+
+
+def test_start_run_rejects_a_bad_config_and_stores_nothing(store_path, store):
+    with pytest.raises(ConfigError, match="lr"):
+        runner.start_run(tiny(lr=-1.0), store_path)
+    with pytest.raises(ConfigError, match="vprnn"):
+        runner.start_run(RunConfig(cell=CellConfig("vprnn", 7)), store_path)
+    assert store.runs().empty
+
+
+def test_two_runs_train_at_once(store_path, store):
+    first = runner.start_run(tiny(LONG), store_path, max_concurrent=2)
+    second = runner.start_run(tiny(LONG, seed=1), store_path, max_concurrent=2)
+    wait_until(lambda: status_of(store, first) == status_of(store, second) == "running", what="both running")
+    pids = {store.run(first)["pid"], store.run(second)["pid"]}
+    assert len(pids) == 2 and all(runner.is_alive(pid) for pid in pids)
+    wait_for_rows(store, first)
+    wait_for_rows(store, second)
+    assert runner.stop_run(first, store_path) == runner.stop_run(second, store_path) == "stopped"
+
+
+def test_a_full_slot_queues_the_next_run_until_it_frees(store_path, store):
+    first = runner.start_run(tiny(LONG), store_path, max_concurrent=1)
+    second = runner.start_run(tiny(20), store_path, max_concurrent=1)
+    wait_for_status(store, first, ["running"])
+    assert runner.reconcile(store_path, max_concurrent=1) == []
+    time.sleep(1.0)
+    assert status_of(store, second) == "queued" and store.run(second)["pid"] is None
+    assert runner.stop_run(first, store_path) == "stopped"
+    # the first worker launches the queued run as it exits
+    assert wait_for_status(store, second, TERMINAL) == "completed"
+    assert store.run(second)["started_at"] >= store.run(first)["finished_at"]
+
+
+def test_concurrent_schedulers_never_launch_a_run_twice(store_path, store):
+    run_ids = [store.create_run(tiny(LONG).to_dict()) for _ in range(3)]
+    threads = [threading.Thread(target=runner.reconcile, args=(store_path, 1)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    claimed = [run_id for run_id in run_ids if store.run(run_id)["pid"] is not None]
+    assert claimed == [run_ids[0]]  # the oldest, once
+    assert runner.stop_run(run_ids[0], store_path) == "stopped"
+
+
+def test_sigkilled_worker_is_interrupted_and_keeps_its_rows(store_path, store):
+    run_id = runner.start_run(tiny(LONG), store_path)
+    wait_for_status(store, run_id, ["running"])
+    before = wait_for_rows(store, run_id, steps=3)
+    pid = store.run(run_id)["pid"]
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not runner.is_alive(pid), what="the killed worker to be gone")
+    assert status_of(store, run_id) == "running"  # nobody has looked yet
+    assert runner.reconcile(store_path) == [run_id]
+    run = store.run(run_id)
+    assert run["status"] == "interrupted" and run["error"] == runner.INTERRUPTED_ERROR
+    after = store.metrics(run_id)
+    seen = set(map(tuple, before[["step", "name", "value"]].values.tolist()))
+    assert seen <= set(map(tuple, after[["step", "name", "value"]].values.tolist()))
+    assert runner.reconcile(store_path) == []
+
+
+def test_stop_ends_a_running_run_within_seconds(store_path, store):
+    run_id = runner.start_run(tiny(LONG), store_path)
+    wait_for_status(store, run_id, ["running"])
+    wait_for_rows(store, run_id)
+    started = time.monotonic()
+    assert runner.stop_run(run_id, store_path, timeout=5.0) == "stopped"
+    assert time.monotonic() - started < 5.0
+    run = store.run(run_id)
+    assert run["error"] is None  # the worker saw the flag and ended the run itself
+    assert store.checkpoint_path(run_id).exists()
+
+
+def test_stop_terminates_a_worker_that_does_not_stop_in_time(store_path, store):
+    run_id = runner.start_run(tiny(LONG), store_path)
+    wait_for_status(store, run_id, ["running"])
+    pid = store.run(run_id)["pid"]
+    assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
+    assert not runner.is_alive(pid)
+    assert "terminated" in store.run(run_id)["error"]
+
+
+def test_stop_of_a_queued_run_is_immediate(store_path, store):
+    first = runner.start_run(tiny(LONG), store_path, max_concurrent=1)
+    second = runner.start_run(tiny(LONG), store_path, max_concurrent=1)
+    assert runner.stop_run(second, store_path, timeout=0.0) == "stopped"
+    assert store.run(second)["started_at"] is None and store.run(second)["pid"] is None
+    assert runner.stop_run(first, store_path) == "stopped"
+
+
+def test_a_failing_task_marks_the_run_failed_with_its_message(store_path, store, tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_OFFLINE", "1")  # inherited by the worker
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    config = tiny(task="mnist", task_options={"data_dir": str(empty)})
+    run_id = runner.start_run(config, store_path)
+    assert wait_for_status(store, run_id, TERMINAL) == "failed"
+    error = store.run(run_id)["error"]
+    assert error.startswith("DatasetUnavailable: ") and str(empty) in error and "\n" not in error
+
+
+def test_a_nan_ends_the_run_as_diverged(store_path, store):
+    config = tiny(200, cell_options={"nonlinearity": "relu"}, lr=1e6)
+    run_id = runner.start_run(config, store_path)
+    assert wait_for_status(store, run_id, TERMINAL) == "diverged"
+    run = store.run(run_id)
+    assert run["step"] < 200 and "non-finite" in run["error"]
+
+
+def test_is_alive_treats_exited_children_as_dead():
+    assert runner.is_alive(os.getpid())
+    assert not runner.is_alive(None)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    pid = child.pid
+    wait_until(lambda: not runner.is_alive(pid), timeout=10, what="the exited (zombie) child to read as dead")
+    child.wait()
+    assert not runner.is_alive(pid)
+
+
+def test_describe_error_is_one_line():
+    assert runner.describe_error(ValueError("bad value\nmore detail")) == "ValueError: bad value"
+    assert runner.describe_error(KeyboardInterrupt()) == "KeyboardInterrupt"
+
+
+def test_max_concurrent_from_the_environment(monkeypatch):
+    monkeypatch.setenv(runner.MAX_RUNS_ENV, "3")
+    assert runner.max_concurrent_runs() == 3
+    assert runner.max_concurrent_runs(2) == 2
+    monkeypatch.setenv(runner.MAX_RUNS_ENV, "many")
+    with pytest.raises(ValueError, match=runner.MAX_RUNS_ENV):
+        runner.max_concurrent_runs()
+    with pytest.raises(ValueError, match="max_concurrent"):
+        runner.max_concurrent_runs(0)
