@@ -1,0 +1,418 @@
+"""The run store: runs, scalar metric rows and vector series in one SQLite file.
+
+    store = RunStore()                      # $STABILITY_STORE, else ~/.stability/runs.db
+    run_id = store.create_run(config.to_dict())
+    store.flush(run_id, [(step, time.time(), "train/loss", 0.12)],
+                [(step, time.time(), "grad/h_t_norm", t, g) for t, g in enumerate(norms)],
+                heartbeat_step=step)
+    store.metrics(run_id, since_step=last_seen)   # DataFrame run_id,step,wall_time,name,value
+
+Note [concurrency]
+    WAL journal mode: readers never block the writer and never see half a
+    transaction. ``busy_timeout`` (10 s) makes a second writer wait instead of
+    failing with "database is locked". Every write is one ``BEGIN IMMEDIATE``
+    transaction, so the write lock is taken up front (no deferred read-to-write
+    upgrade that could fail with SQLITE_BUSY). Reads run outside any
+    transaction, so no reader holds an old snapshot that stops the WAL from
+    being checkpointed. One connection per ``RunStore``, guarded by a lock so a
+    store may be shared between the threads of one process; each process opens
+    its own ``RunStore``.
+
+Note [durability]
+    With WAL, ``synchronous=NORMAL`` loses no committed transaction when the
+    writing *process* dies (SIGKILL included); only a power cut can drop the
+    last few. ``flush`` writes a log interval's scalars, series and heartbeat in
+    one transaction, so a killed worker leaves whole log intervals or nothing.
+
+Note [NaN]
+    SQLite stores a float NaN as NULL (infinities are kept as REAL), so a NULL
+    ``value`` is read back as NaN: a diverging run's last rows survive the round
+    trip.
+
+Note [since_step]
+    ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
+    polling is exact when every step's rows are committed in one transaction
+    (``flush`` does this); rows added later to an already-seen step are only
+    picked up by a full read.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted")
+TERMINAL = ("completed", "stopped", "diverged", "failed", "interrupted")
+DEFAULT_PATH = Path("~/.stability/runs.db")
+ENV_VAR = "STABILITY_STORE"
+BUSY_TIMEOUT_MS = 10_000
+
+# Fields update_run may set, with the Python type each value is coerced to
+# (numpy/torch scalars would otherwise fail to bind).
+_UPDATABLE = {
+    "name": str, "status": str, "started_at": float, "finished_at": float, "device": str,
+    "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
+    "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
+}
+METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
+SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
+RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at", "device", "pid",
+                "heartbeat", "error", "total_params", "recurrent_params", "step", "total_steps"]
+_NULLABLE_INTS = ["pid", "total_params", "recurrent_params", "step", "total_steps"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    device TEXT,
+    pid INTEGER,
+    heartbeat REAL,
+    error TEXT,
+    total_params INTEGER,
+    recurrent_params INTEGER,
+    baseline REAL,
+    baseline_label TEXT,
+    metric TEXT,
+    step INTEGER,
+    total_steps INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
+    name TEXT NOT NULL, value REAL
+);
+CREATE INDEX IF NOT EXISTS metrics_run_name_step ON metrics (run_id, name, step);
+CREATE INDEX IF NOT EXISTS metrics_run_step ON metrics (run_id, step);
+CREATE TABLE IF NOT EXISTS series (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
+    name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
+);
+CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
+"""
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used (a directory, unwritable, not a database, a newer schema)."""
+
+
+class RunNotFound(ValueError):
+    """No run with the given id."""
+
+
+def default_path() -> Path:
+    """``$STABILITY_STORE`` if set, else ``~/.stability/runs.db``."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
+
+
+class RunStore:
+    """Runs, metric rows and series rows in one SQLite file (see the notes in the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path if path is not None else default_path()).expanduser().absolute()
+        self._lock = threading.RLock()
+        self._conn = self._open()
+
+    # ------------------------------------------------------------------ connection
+    def _open(self) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise StoreError(f"run store {self.path} is a directory; "
+                             f"give a file path such as {self.path / 'runs.db'}")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot create the run store's folder {self.path.parent}: {error.strerror}") from None
+        conn = None
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            version = _create_schema(conn)
+        except sqlite3.Error as error:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"cannot use run store {self.path}: {error}") from None
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise StoreError(f"run store {self.path} has schema version {version}, newer than the "
+                             f"{SCHEMA_VERSION} this version of stability reads; "
+                             "upgrade stability or use another store")
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, the write lock taken at BEGIN (Note [concurrency])."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def _require(self, conn: sqlite3.Connection, run_id: int) -> None:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+
+    # ------------------------------------------------------------------------ runs
+    def create_run(self, config: dict, name: str | None = None) -> int:
+        """A new run in status 'queued'; ``name`` defaults to ``config['name']``. Returns its id."""
+        if not isinstance(config, dict):
+            raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
+        name = name if name is not None else str(config.get("name") or "")
+        text = json.dumps(config)
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO runs (name, config, status, created_at) VALUES (?, ?, 'queued', ?)",
+                                  (name, text, time.time()))
+            return int(cursor.lastrowid)
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        """Set any of the columns in ``_UPDATABLE``; ``None`` clears a column."""
+        unknown = sorted(set(fields) - set(_UPDATABLE))
+        if unknown:
+            raise ValueError(f"unknown run field(s) {', '.join(unknown)}; valid: {', '.join(_UPDATABLE)}")
+        if "status" in fields:
+            _check_status(fields["status"])
+        if not fields:
+            return
+        values = [None if value is None else _UPDATABLE[key](value) for key, value in fields.items()]
+        assignments = ", ".join(f"{key} = ?" for key in fields)
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values, run_id))
+
+    def set_status(self, run_id: int, status: str, error: str | None = None) -> None:
+        """Set the status (and error, if given); terminal statuses set ``finished_at``,
+        'running' sets ``started_at`` unless already set."""
+        _check_status(status)
+        now = time.time()
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET status = ?, error = COALESCE(?, error),"
+                " finished_at = CASE WHEN ? THEN ? ELSE finished_at END,"
+                " started_at = CASE WHEN ? = 'running' THEN COALESCE(started_at, ?) ELSE started_at END"
+                " WHERE id = ?",
+                (status, error, status in TERMINAL, now, status, now, run_id))
+
+    def heartbeat(self, run_id: int, step: int | None = None) -> None:
+        """``heartbeat = time.time()``, and the run's current ``step`` if given."""
+        with self._write() as conn:
+            self._heartbeat(conn, run_id, step)
+
+    def _heartbeat(self, conn: sqlite3.Connection, run_id: int, step: int | None) -> None:
+        cursor = conn.execute("UPDATE runs SET heartbeat = ?, step = COALESCE(?, step) WHERE id = ?",
+                              (time.time(), None if step is None else int(step), run_id))
+        if cursor.rowcount == 0:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+
+    def request_stop(self, run_id: int) -> None:
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute("UPDATE runs SET stop_requested = 1 WHERE id = ?", (run_id,))
+
+    def stop_requested(self, run_id: int) -> bool:
+        rows = self._query("SELECT stop_requested FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return bool(rows[0][0])
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        """Every column of the run, ``config`` parsed back to a dict."""
+        with self._lock:
+            cursor = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,))
+            row = cursor.fetchone()
+            columns = [description[0] for description in cursor.description]
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        run = dict(zip(columns, row))
+        run["config"] = json.loads(run["config"])
+        run["stop_requested"] = bool(run["stop_requested"])
+        return run
+
+    def runs(self) -> pd.DataFrame:
+        """One row per run, newest first; ``cell`` and ``task`` are the config's cell and task names."""
+        rows = self._query(f"SELECT {', '.join(RUNS_COLUMNS)}, config FROM runs ORDER BY id DESC")
+        frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
+        configs = [json.loads(row[-1]) for row in rows]
+        frame["cell"] = pd.Series([_section_name(config, "cell") for config in configs], dtype=object)
+        frame["task"] = pd.Series([_section_name(config, "task") for config in configs], dtype=object)
+        float_columns = ["created_at", "started_at", "finished_at", "heartbeat"]
+        return frame.astype({"id": "int64", **{c: "Int64" for c in _NULLABLE_INTS},
+                             **{c: "float64" for c in float_columns}})
+
+    def delete_run(self, run_id: int) -> None:
+        """Remove the run, its metric and series rows, and its checkpoint file if there is one."""
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute("DELETE FROM metrics WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM series WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self.checkpoint_path(run_id).unlink(missing_ok=True)
+
+    def checkpoint_path(self, run_id: int) -> Path:
+        """``<store dir>/checkpoints/run-<id>.pt`` (the folder is created)."""
+        folder = self.path.parent / "checkpoints"
+        folder.mkdir(exist_ok=True)
+        return folder / f"run-{int(run_id)}.pt"
+
+    # --------------------------------------------------------------------- writes
+    def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:
+        """Scalar rows ``(step, wall_time, name, value)``, in one transaction."""
+        with self._write() as conn:
+            self._require(conn, run_id)
+            self._insert_scalars(conn, run_id, rows)
+
+    def log_series(self, run_id: int, rows: Iterable[tuple[int, float, str, int, float]]) -> None:
+        """Vector rows ``(step, wall_time, name, index, value)``, in one transaction."""
+        with self._write() as conn:
+            self._require(conn, run_id)
+            self._insert_series(conn, run_id, rows)
+
+    def flush(self, run_id: int, scalars: Iterable[tuple], series: Iterable[tuple],
+              heartbeat_step: int | None = None) -> None:
+        """Scalar rows, series rows and the heartbeat (and ``step``, if given) in one transaction."""
+        with self._write() as conn:
+            self._heartbeat(conn, run_id, heartbeat_step)
+            self._insert_scalars(conn, run_id, scalars)
+            self._insert_series(conn, run_id, series)
+
+    @staticmethod
+    def _insert_scalars(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
+        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+                         ((run_id, int(step), float(wall), str(name), float(value))
+                          for step, wall, name, value in rows))
+
+    @staticmethod
+    def _insert_series(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
+        conn.executemany("INSERT INTO series VALUES (?, ?, ?, ?, ?, ?)",
+                         ((run_id, int(step), float(wall), str(name), int(index), float(value))
+                          for step, wall, name, index, value in rows))
+
+    # ---------------------------------------------------------------------- reads
+    def metrics(self, run_id: int, names: list[str] | None = None,
+                since_step: int | None = None) -> pd.DataFrame:
+        """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
+        where, params = ["run_id = ?"], [run_id]
+        _filter_names(where, params, names)
+        if since_step is not None:
+            where.append("step > ?")
+            params.append(int(since_step))
+        with self._lock:
+            self._require(self._conn, run_id)
+            rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
+                               " ORDER BY step, rowid", params)
+        return _metric_frame(rows)
+
+    def metrics_many(self, run_ids: Iterable[int], names: list[str] | None = None) -> pd.DataFrame:
+        """Scalar rows of several runs (ids that do not exist contribute no rows), ordered by run and step."""
+        run_ids = [int(run_id) for run_id in run_ids]
+        where, params = [f"run_id IN ({', '.join('?' * len(run_ids))})"], list(run_ids)
+        _filter_names(where, params, names)
+        rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
+                           " ORDER BY run_id, step, rowid", params) if run_ids else []
+        return _metric_frame(rows)
+
+    def series(self, run_id: int, name: str, since_step: int | None = None) -> pd.DataFrame:
+        """Rows of one vector diagnostic with ``step > since_step``: run_id,step,wall_time,name,index,value."""
+        where, params = ["run_id = ?", "name = ?"], [run_id, name]
+        if since_step is not None:
+            where.append("step > ?")
+            params.append(int(since_step))
+        with self._lock:
+            self._require(self._conn, run_id)
+            rows = self._query("SELECT run_id, step, wall_time, name, idx, value FROM series"
+                               f" WHERE {' AND '.join(where)} ORDER BY step, idx", params)
+        frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
+        return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64",
+                             "index": "int64", "value": "float64"})
+
+    def latest(self, run_id: int) -> dict[str, float]:
+        """The value at the highest step of every scalar name (a run's 'final' metrics)."""
+        with self._lock:
+            self._require(self._conn, run_id)
+            # SQLite's bare-column rule: with MAX(step), `value` comes from the row holding the maximum.
+            rows = self._query("SELECT name, value, MAX(step) FROM metrics WHERE run_id = ? GROUP BY name",
+                               (run_id,))
+        return {name: math.nan if value is None else float(value) for name, value, _ in rows}
+
+    def export_csv(self, run_id: int, path_or_buffer) -> None:
+        """Write the run's scalar rows as CSV with columns exactly run_id,step,wall_time,name,value."""
+        self.metrics(run_id).to_csv(path_or_buffer, index=False)
+
+
+def _create_schema(conn: sqlite3.Connection) -> int:
+    """Create the tables of a new store in one transaction; return the file's schema version
+    (a newer one is left untouched)."""
+    conn.execute("BEGIN IMMEDIATE")  # not executescript: it would COMMIT on its own
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = SCHEMA_VERSION if row is None else int(row[0])
+        if version <= SCHEMA_VERSION:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return version
+
+
+def _check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise ValueError(f"unknown run status {status!r}; valid: {', '.join(STATUSES)}")
+
+
+def _section_name(config: dict, section: str) -> str | None:
+    value = config.get(section)
+    return value.get("name") if isinstance(value, dict) else None
+
+
+def _filter_names(where: list[str], params: list, names: list[str] | None) -> None:
+    if names is None:
+        return
+    names = [names] if isinstance(names, str) else list(names)
+    where.append(f"name IN ({', '.join('?' * len(names))})")
+    params.extend(names)
+
+
+def _metric_frame(rows: list[tuple]) -> pd.DataFrame:
+    """Scalar rows as a DataFrame; NULL values (stored NaNs, Note [NaN]) come back as NaN."""
+    frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64", "value": "float64"})

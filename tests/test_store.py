@@ -1,0 +1,366 @@
+import io
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stability.store import STATUSES, TERMINAL, RunNotFound, RunStore, StoreError
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = {"cell": {"name": "spectral", "hidden_size": 8, "options": {}},
+          "task": {"name": "adding", "options": {"seq_len": 10}},
+          "train": {"steps": 5}, "name": "tiny"}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with RunStore(tmp_path / "runs.db") as store:
+        yield store
+
+
+def raw_count(path, table, run_id):
+    with sqlite3.connect(path) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (run_id,)).fetchone()[0]
+
+
+def start_writer(db, run_id, body):
+    """A separate Python process that opens its own RunStore on ``db`` and runs ``body``."""
+    code = f"from stability.store import RunStore\nstore = RunStore({str(db)!r})\nrun_id = {run_id}\n"
+    code += textwrap.dedent(body)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+
+
+# ----------------------------------------------------------------------------- runs
+def test_create_and_read_run(store):
+    run_id = store.create_run(CONFIG)
+    run = store.run(run_id)
+    assert run["config"] == CONFIG
+    assert run["name"] == "tiny" and run["status"] == "queued"
+    assert abs(run["created_at"] - time.time()) < 60
+    assert run["stop_requested"] is False
+    assert {"started_at", "finished_at", "device", "pid", "heartbeat", "error", "total_params",
+            "recurrent_params", "baseline", "baseline_label", "metric", "step", "total_steps"} <= set(run)
+    assert store.run(store.create_run(CONFIG, name="other"))["name"] == "other"
+
+
+def test_update_run_coerces_numpy_and_rejects_unknown_fields(store):
+    run_id = store.create_run(CONFIG)
+    store.update_run(run_id, pid=np.int64(123), total_params=np.int32(456), baseline=np.float32(0.5),
+                     device="cpu", metric="mse", baseline_label="predict 1")
+    run = store.run(run_id)
+    assert (run["pid"], run["total_params"], run["baseline"], run["device"]) == (123, 456, 0.5, "cpu")
+    assert type(run["pid"]) is int
+    with pytest.raises(ValueError, match="unknown run field.*colour.*valid: name"):
+        store.update_run(run_id, colour="red")
+    with pytest.raises(ValueError, match="unknown run status 'done'; valid: queued"):
+        store.update_run(run_id, status="done")
+
+
+def test_status_transitions_set_timestamps(store):
+    run_id = store.create_run(CONFIG)
+    store.set_status(run_id, "running")
+    run = store.run(run_id)
+    assert run["status"] == "running" and run["started_at"] is not None and run["finished_at"] is None
+    started = run["started_at"]
+    store.set_status(run_id, "failed", error="ValueError: boom")
+    run = store.run(run_id)
+    assert run["status"] == "failed" and run["error"] == "ValueError: boom"
+    assert run["finished_at"] >= started and run["started_at"] == started
+    for status in TERMINAL:
+        other = store.create_run(CONFIG)
+        store.set_status(other, status)
+        assert store.run(other)["finished_at"] is not None
+    assert set(STATUSES) - set(TERMINAL) == {"queued", "running"}
+    with pytest.raises(ValueError, match="unknown run status 'finished'"):
+        store.set_status(run_id, "finished")
+
+
+def test_stop_flag_and_heartbeat(store):
+    run_id, other = store.create_run(CONFIG), store.create_run(CONFIG)
+    assert store.stop_requested(run_id) is False
+    store.request_stop(run_id)
+    assert store.stop_requested(run_id) is True and store.stop_requested(other) is False
+    before = time.time()
+    store.heartbeat(run_id, step=7)
+    run = store.run(run_id)
+    assert run["heartbeat"] >= before and run["step"] == 7
+    store.heartbeat(run_id)
+    assert store.run(run_id)["step"] == 7
+
+
+def test_runs_frame_newest_first_with_cell_and_task(store):
+    first = store.create_run(CONFIG)
+    second = store.create_run({**CONFIG, "cell": {"name": "rnn"}, "task": {"name": "copy"}})
+    store.update_run(first, pid=42, total_steps=5)
+    frame = store.runs()
+    assert list(frame.columns) == ["id", "name", "status", "created_at", "started_at", "finished_at", "device",
+                                   "pid", "heartbeat", "error", "total_params", "recurrent_params", "step",
+                                   "total_steps", "cell", "task"]
+    assert list(frame["id"]) == [second, first]
+    assert list(frame["cell"]) == ["rnn", "spectral"] and list(frame["task"]) == ["copy", "adding"]
+    assert frame.loc[frame["id"] == first, "pid"].item() == 42
+    assert pd.isna(frame.loc[frame["id"] == second, "pid"].item())
+
+
+def test_empty_store_reads(store):
+    assert store.runs().empty and "cell" in store.runs().columns
+    run_id = store.create_run(CONFIG)
+    assert store.metrics(run_id).empty and list(store.metrics(run_id).columns) == [
+        "run_id", "step", "wall_time", "name", "value"]
+    assert store.series(run_id, "sv/spectrum").empty
+    assert store.latest(run_id) == {}
+    assert store.metrics_many([]).empty
+
+
+# -------------------------------------------------------------------------- metrics
+def test_metrics_round_trip_and_filters(store):
+    run_id, other = store.create_run(CONFIG), store.create_run(CONFIG)
+    rows = [(step, 100.0 + step, name, step * 10 + k) for step in range(5)
+            for k, name in enumerate(["train/loss", "grad/h0_norm"])]
+    store.log(run_id, rows)
+    store.log(other, [(0, 1.0, "train/loss", -1.0)])
+    frame = store.metrics(run_id)
+    assert list(frame.itertuples(index=False, name=None)) == [(run_id, *row) for row in rows]
+    assert frame["step"].is_monotonic_increasing
+    loss = store.metrics(run_id, names=["train/loss"])
+    assert list(loss["value"]) == [0.0, 10.0, 20.0, 30.0, 40.0]
+    both = store.metrics_many([run_id, other], names=["train/loss"])
+    assert list(both["run_id"]) == [run_id] * 5 + [other] and both["value"].iloc[-1] == -1.0
+    assert store.latest(run_id) == {"train/loss": 40.0, "grad/h0_norm": 41.0}
+    store.log(run_id, [(2, 0.0, "grad/h0_norm", -5.0)])  # written last, but not the highest step
+    assert store.latest(run_id)["grad/h0_norm"] == 41.0
+
+
+def test_since_step_returns_only_new_rows(store):
+    run_id = store.create_run(CONFIG)
+    store.log(run_id, [(step, 0.0, "train/loss", step) for step in range(3)])
+    seen = store.metrics(run_id)
+    last = int(seen["step"].max())
+    assert store.metrics(run_id, since_step=last).empty
+    store.log(run_id, [(step, 0.0, "train/loss", step) for step in range(3, 6)])
+    new = store.metrics(run_id, since_step=last)
+    assert list(new["step"]) == [3, 4, 5]
+    assert list(store.metrics(run_id, names=["train/loss"], since_step=4)["step"]) == [5]
+    store.log_series(run_id, [(step, 0.0, "sv/spectrum", i, i) for step in range(4) for i in range(2)])
+    assert list(store.series(run_id, "sv/spectrum", since_step=2)["step"]) == [3, 3]
+
+
+def test_nan_and_inf_round_trip(store):
+    run_id = store.create_run(CONFIG)
+    values = [math.nan, math.inf, -math.inf, 1e-300, 0.5]
+    store.log(run_id, [(i, 0.0, "train/loss", v) for i, v in enumerate(values)])
+    store.log_series(run_id, [(0, 0.0, "grad/h_t_norm", i, v) for i, v in enumerate(values)])
+    np.testing.assert_array_equal(store.metrics(run_id)["value"].to_numpy(), values)
+    np.testing.assert_array_equal(store.series(run_id, "grad/h_t_norm")["value"].to_numpy(), values)
+    store.log(run_id, [(9, 0.0, "val/loss", math.nan)])
+    only_nan = store.metrics(run_id, names=["val/loss"])["value"]  # all NULL: still a float column
+    assert only_nan.dtype == np.float64 and only_nan.isna().all()
+    latest = store.latest(run_id)
+    assert math.isnan(latest["val/loss"]) and latest["train/loss"] == 0.5
+
+
+def test_series_round_trip(store):
+    run_id = store.create_run(CONFIG)
+    rows = [(step, 1.0 + step, "grad/h_t_norm", t, 10.0 ** -t) for step in (0, 5) for t in range(4)]
+    store.log_series(run_id, rows)
+    store.log_series(run_id, [(0, 1.0, "sv/spectrum", 0, 1.0)])
+    frame = store.series(run_id, "grad/h_t_norm")
+    assert list(frame.columns) == ["run_id", "step", "wall_time", "name", "index", "value"]
+    assert list(frame.itertuples(index=False, name=None)) == [(run_id, *row) for row in rows]
+
+
+def test_flush_writes_scalars_series_and_heartbeat_together(store):
+    run_id = store.create_run(CONFIG)
+    store.flush(run_id, [(3, 1.0, "train/loss", 0.1)], [(3, 1.0, "sv/spectrum", 0, 1.0)], heartbeat_step=3)
+    assert len(store.metrics(run_id)) == 1 and len(store.series(run_id, "sv/spectrum")) == 1
+    run = store.run(run_id)
+    assert run["step"] == 3 and run["heartbeat"] is not None
+    with pytest.raises(ValueError):  # a bad row rolls the whole flush back
+        store.flush(run_id, [(4, 1.0, "train/loss", 0.2)], [(4, 1.0, "sv/spectrum", 0, "not a number")], 4)
+    assert len(store.metrics(run_id)) == 1 and store.run(run_id)["step"] == 3
+
+
+def test_unknown_run_raises_one_line(store, tmp_path):
+    store.create_run(CONFIG)
+    calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1), lambda: store.set_status(99, "running"),
+             lambda: store.heartbeat(99), lambda: store.request_stop(99), lambda: store.stop_requested(99),
+             lambda: store.log(99, []), lambda: store.log_series(99, []), lambda: store.flush(99, [], []),
+             lambda: store.metrics(99), lambda: store.series(99, "x"), lambda: store.latest(99),
+             lambda: store.delete_run(99), lambda: store.export_csv(99, io.StringIO())]
+    for call in calls:
+        with pytest.raises(RunNotFound) as info:
+            call()
+        assert str(info.value) == f"no run with id 99 in {tmp_path / 'runs.db'}"
+    assert issubclass(RunNotFound, ValueError)
+
+
+# ------------------------------------------------------------------ delete / export
+def test_delete_run_removes_rows_and_checkpoint(store):
+    run_id, keep = store.create_run(CONFIG), store.create_run(CONFIG)
+    for rid in (run_id, keep):
+        store.flush(rid, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "sv/spectrum", 0, 1.0)])
+    checkpoint = store.checkpoint_path(run_id)
+    assert checkpoint == store.path.parent / "checkpoints" / f"run-{run_id}.pt" and checkpoint.parent.is_dir()
+    checkpoint.write_bytes(b"weights")
+    store.delete_run(run_id)
+    assert not checkpoint.exists()
+    with pytest.raises(RunNotFound):
+        store.run(run_id)
+    assert raw_count(store.path, "metrics", run_id) == 0 and raw_count(store.path, "series", run_id) == 0
+    assert raw_count(store.path, "metrics", keep) == 1 and raw_count(store.path, "series", keep) == 1
+    assert list(store.runs()["id"]) == [keep]
+    store.delete_run(keep)  # no checkpoint file: fine
+
+
+def test_export_csv_to_path_and_buffer(store, tmp_path):
+    run_id = store.create_run(CONFIG)
+    rows = [(0, 10.5, "train/loss", 0.25), (0, 10.5, "sv/max", math.inf), (1, 11.5, "train/loss", math.nan)]
+    store.log(run_id, rows)
+    store.log_series(run_id, [(0, 10.5, "sv/spectrum", 0, 3.0)])  # not part of the scalar export
+    buffer = io.StringIO()
+    store.export_csv(run_id, buffer)
+    assert buffer.getvalue().splitlines()[0] == "run_id,step,wall_time,name,value"
+    store.export_csv(run_id, tmp_path / "run.csv")
+    for source in (io.StringIO(buffer.getvalue()), tmp_path / "run.csv"):
+        frame = pd.read_csv(source)
+        assert list(frame.columns) == ["run_id", "step", "wall_time", "name", "value"]
+        assert list(frame["run_id"]) == [run_id] * 3 and list(frame["step"]) == [0, 0, 1]
+        assert list(frame["wall_time"]) == [10.5, 10.5, 11.5]
+        assert list(frame["name"]) == ["train/loss", "sv/max", "train/loss"]
+        np.testing.assert_array_equal(frame["value"].to_numpy(), [0.25, math.inf, math.nan])
+
+
+# --------------------------------------------------------------------- file / path
+def test_default_path_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_STORE", str(tmp_path / "nested" / "dir" / "env.db"))
+    with RunStore() as store:
+        assert store.path == tmp_path / "nested" / "dir" / "env.db" and store.path.is_file()
+    monkeypatch.delenv("STABILITY_STORE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with RunStore() as store:
+        assert store.path == tmp_path / "home" / ".stability" / "runs.db"
+
+
+def test_wal_mode_and_schema_version(store):
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+    run_id = store.create_run(CONFIG)
+    with RunStore(store.path) as again:  # reopening keeps the data
+        assert again.run(run_id)["config"] == CONFIG
+
+
+def test_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "runs.db"
+    RunStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError) as info:
+        RunStore(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and "schema version 2" in message
+
+
+@pytest.mark.parametrize("kind", ["directory", "not a database", "parent is a file"])
+def test_unusable_path_raises_store_error(tmp_path, kind):
+    if kind == "directory":
+        path = tmp_path
+    elif kind == "not a database":
+        path = tmp_path / "runs.db"
+        path.write_bytes(b"this is not sqlite" * 100)
+    else:
+        (tmp_path / "file").write_text("x")
+        path = tmp_path / "file" / "runs.db"
+    with pytest.raises(StoreError) as info:
+        RunStore(path)
+    assert "\n" not in str(info.value) and str(path.parent if kind == "parent is a file" else path) in str(info.value)
+
+
+# --------------------------------------------------------------------- concurrency
+def test_threads_share_one_store(store):
+    run_ids = [store.create_run(CONFIG) for _ in range(4)]
+
+    def work(run_id):
+        for step in range(25):
+            store.flush(run_id, [(step, 0.0, "train/loss", step)], [(step, 0.0, "v", 0, step)], step)
+            store.metrics(run_id, since_step=step - 1)
+
+    with ThreadPoolExecutor(len(run_ids)) as pool:
+        for future in [pool.submit(work, run_id) for run_id in run_ids]:
+            future.result()  # re-raises a worker thread's error
+    for run_id in run_ids:
+        assert list(store.metrics(run_id)["step"]) == list(range(25))
+
+
+def test_reader_polls_while_another_process_writes(store):
+    batches, per_batch, series_per_batch = 150, 8, 16
+    run_id, busy = store.create_run(CONFIG), store.create_run(CONFIG)
+    writer = start_writer(store.path, run_id, f"""
+        import time
+        for step in range({batches}):
+            time.sleep(0.005)  # a training step; without it the writer may finish between two polls
+            now = time.time()
+            store.flush(run_id, [(step, now, f"m{{k}}", step + k / 10) for k in range({per_batch})],
+                        [(step, now, "vec", i, i) for i in range({series_per_batch})], heartbeat_step=step)
+    """)
+    frames, last, polls = [], None, 0
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        done = writer.poll() is not None
+        new = store.metrics(run_id, since_step=last)
+        store.heartbeat(busy, step=polls)  # this process writes too: writer/writer contention
+        polls += 1
+        if not new.empty:
+            frames.append(new)
+            last = int(new["step"].max())
+            assert len(new) % per_batch == 0  # a poll never sees half a flush
+        if done and new.empty:
+            break
+    assert writer.wait() == 0, writer.stderr.read()
+    assert "locked" not in writer.stderr.read()
+    rows = pd.concat(frames)
+    assert len(rows) == batches * per_batch and not rows.duplicated(["step", "name"]).any()
+    assert sorted(set(rows["step"])) == list(range(batches))
+    assert len(store.series(run_id, "vec")) == batches * series_per_batch
+    assert len(frames) > 1 and polls > 2  # it really was incremental
+
+
+def test_sigkilled_writer_keeps_every_completed_flush(store):
+    per_flush, series_per_flush, min_flushes = 20, 300, 30
+    run_id = store.create_run(CONFIG)
+    writer = start_writer(store.path, run_id, f"""
+        import time
+        step = 0
+        while True:
+            now = time.time()
+            store.flush(run_id, [(step, now, f"m{{k}}", k) for k in range({per_flush})],
+                        [(step, now, "vec", i, i) for i in range({series_per_flush})], heartbeat_step=step)
+            step += 1
+    """)
+    deadline = time.time() + 60
+    while len(store.metrics(run_id, names=["m0"])) < min_flushes and time.time() < deadline:
+        assert writer.poll() is None, writer.stderr.read()
+        time.sleep(0.01)
+    writer.send_signal(signal.SIGKILL)
+    assert writer.wait() == -signal.SIGKILL
+    with RunStore(store.path) as after:  # a fresh connection recovers the WAL
+        metrics = after.metrics(run_id)
+        series = after.series(run_id, "vec")
+        steps = int(metrics["step"].max()) + 1
+        assert steps >= min_flushes
+        assert len(metrics) == steps * per_flush and len(series) == steps * series_per_flush
+        assert sorted(set(metrics["step"])) == sorted(set(series["step"])) == list(range(steps))
+        assert after.run(run_id)["step"] == steps - 1  # heartbeat committed with its rows
+    with sqlite3.connect(store.path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
