@@ -385,6 +385,9 @@ def train_run(config: RunConfig, store, run_id: int, *,
             if is_probe_step:
                 probe_through_time()
                 next_probe = (step // probe_every + 1) * probe_every
+            if last_step:  # in the same transaction as the step's other rows, for since_step pollers
+                for key, value in evaluator.split(model, "test", whole=True).items():
+                    record(f"test/{key}", value)
             if progress is not None:
                 latest = {name: value for _, _, name, value in scalars}
                 progress({"step": step, "total_steps": train.steps, "elapsed_s": elapsed, "eta_s": eta,
@@ -404,10 +407,7 @@ def train_run(config: RunConfig, store, run_id: int, *,
             _save_checkpoint(store.checkpoint_path(run_id), config, model, optimizer, step)
             last_checkpoint = now
 
-    if status == "completed":
-        for key, value in evaluator.split(model, "test", whole=True).items():
-            record(f"test/{key}", value)
-    flush()
+    flush()  # the rows of a diverged step
     if status != "diverged":
         _save_checkpoint(store.checkpoint_path(run_id), config, model, optimizer, step)
     error = f"loss or gradient became non-finite at step {step}" if status == "diverged" else None
