@@ -1,0 +1,336 @@
+"""The command line: ``python -m stability <command>``.
+
+    python -m stability train --cell spectral --task adding --seq-len 100
+    python -m stability train --cell rnn --steps 500 --background
+    python -m stability runs | show ID | export ID [--output FILE] | stop ID
+    python -m stability cells | tasks
+
+``train`` takes the :class:`~stability.config.RunConfig` fields as flags
+(``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
+``--task-option K=V``). In the foreground it trains in this process with a
+progress line on stderr and ends with a summary; ``--background`` hands the
+run to a worker (:mod:`stability.runner`) and prints its id; ``--json`` ends
+with exactly one JSON object on stdout,
+``{"run_id": ..., "status": ..., "final": {name: value}}``.
+
+Exit status: 0 completed or stopped, 1 diverged or failed, 2 bad input
+(one line on stderr, ``stability: error: ...``, never a traceback).
+The store is ``--store PATH``, else ``$STABILITY_STORE``, else ``~/.stability/runs.db``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import fields
+
+import pandas as pd
+
+from . import runner
+from .config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from .store import RunStore, StoreError
+
+# cells, tasks and the trainer (torch) are imported by the commands that use them,
+# so that `runs`, `show`, `export`, `stop` and usage errors answer at once.
+
+PROG = "stability"
+# ConfigError and RunNotFound are ValueErrors; OSError: e.g. an export file that cannot be written
+BAD_INPUT = (ValueError, StoreError, OSError)
+EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
+_FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``stability: error: ...`` and exit 2, no usage dump."""
+
+    def error(self, message: str):
+        _print_error(message)
+        sys.exit(2)
+
+
+def _print_error(message) -> None:
+    print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def _key_value(text: str) -> tuple[str, object]:
+    """``KEY=VALUE``, the value parsed as JSON where it is JSON (``3``, ``0.5``, ``true``), else a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Train recurrent cells and watch their gradients.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store = _Parser(add_help=False)
+    store.add_argument("--store", metavar="PATH", help="run store (default: $STABILITY_STORE, else ~/.stability/runs.db)")
+
+    train = commands.add_parser("train", parents=[store], help="train a cell on a task")
+    train.set_defaults(handler=cmd_train)
+    cell, task = CellConfig(), TaskConfig()
+    train.add_argument("--cell", default=cell.name, help=f"cell name (default: {cell.name}; see `cells`)")
+    train.add_argument("--hidden-size", type=int, default=cell.hidden_size, help=f"default: {cell.hidden_size}")
+    train.add_argument("--cell-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="a cell option, e.g. m1=16 or nonlinearity=relu (repeatable)")
+    train.add_argument("--task", default=task.name, help=f"task name (default: {task.name}; see `tasks`)")
+    train.add_argument("--seq-len", type=int, help="the task's sequence length (its seq_len option)")
+    train.add_argument("--task-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                       help="a task option, e.g. dataset=ECG200 (repeatable)")
+    train.add_argument("--data-dir", metavar="PATH", help="dataset cache folder of real-data tasks")
+    defaults = TrainConfig()
+    for field in fields(TrainConfig):
+        default = getattr(defaults, field.name)
+        train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=_FLAG_TYPES[field.type],
+                           help=f"default: {'from --steps' if field.name.endswith('_every') else default}")
+    train.add_argument("--name", default="", help="a label for the run")
+    train.add_argument("--background", action="store_true", help="train in a worker process; print the run id")
+    train.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+
+    runs = commands.add_parser("runs", parents=[store], help="list the runs in the store")
+    runs.set_defaults(handler=cmd_runs)
+    for name, handler, text in (("show", cmd_show, "a run's config, status and final metrics"),
+                                ("stop", cmd_stop, "stop a running or queued run")):
+        command = commands.add_parser(name, parents=[store], help=text)
+        command.add_argument("run_id", type=int, metavar="ID")
+        command.set_defaults(handler=handler)
+    export = commands.add_parser("export", parents=[store], help="a run's metric rows as CSV")
+    export.add_argument("run_id", type=int, metavar="ID")
+    export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
+    export.set_defaults(handler=cmd_export)
+    commands.add_parser("cells", help="the recurrent cells").set_defaults(handler=cmd_cells)
+    commands.add_parser("tasks", help="the sequence tasks").set_defaults(handler=cmd_tasks)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig the ``train`` flags describe; unset flags keep the dataclass defaults."""
+    task_options = dict(TaskConfig().options) if args.task == TaskConfig.name else {}
+    if args.seq_len is not None:
+        task_options["seq_len"] = args.seq_len
+    task_options.update(args.task_option)
+    if args.data_dir is not None:
+        task_options["data_dir"] = args.data_dir
+    train = {field.name: getattr(args, field.name) for field in fields(TrainConfig)
+             if getattr(args, field.name) is not None}
+    return RunConfig(cell=CellConfig(args.cell, args.hidden_size, dict(args.cell_option)),
+                     task=TaskConfig(args.task, task_options), train=TrainConfig(**train), name=args.name)
+
+
+# ------------------------------------------------------------------- commands
+def cmd_train(args) -> int:
+    from . import tasks
+    from .train import resolve_device, train_run
+
+    config = config_from_args(args)
+    config.validate()
+    config.check_buildable()
+    resolve_device(config.train.device)  # a missing GPU is bad input, before any run is stored
+    if args.background:
+        run_id = runner.start_run(config, args.store)
+        print(json.dumps({"run_id": run_id, "status": "queued", "final": {}}) if args.json else run_id)
+        print(f"run {run_id} handed to a background worker; watch it with `python -m stability show {run_id}`",
+              file=sys.stderr)
+        return 0
+
+    with RunStore(args.store) as store:
+        run_id = runner.create_attached_run(store, config)
+        progress = ProgressLine(tasks.describe(config.task.name)["metric"])
+        try:
+            status = train_run(config, store, run_id, progress=progress)
+        except KeyboardInterrupt:
+            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
+            status = "stopped"
+        except Exception as error:
+            store.set_status(run_id, "failed", error=runner.describe_error(error))
+            if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
+                _print_error(error)
+                return 2
+            status = "failed"
+        finally:
+            progress.finish()
+        if args.json:
+            final = {name: (value if math.isfinite(value) else None) for name, value in store.latest(run_id).items()}
+            print(json.dumps({"run_id": run_id, "status": status, "final": final}))
+        else:
+            print_summary(store, run_id)
+        if status == "failed":
+            _print_error(f"run {run_id} failed: {store.run(run_id)['error']}")
+    return EXIT_CODES.get(status, 1)
+
+
+def cmd_runs(args) -> int:
+    runner.reconcile(args.store)
+    with RunStore(args.store) as store:
+        table = store.runs()
+        if table.empty:
+            print(f"no runs in {store.path}")
+            return 0
+        header = ("id", "name", "status", "cell", "task", "step", "final", "created")
+        rows = [header]
+        for run in table.to_dict("records"):
+            rows.append((str(run["id"]), run["name"] or "", run["status"], run["cell"] or "?", run["task"] or "?",
+                         f"{_or_blank(run['step'])}/{_or_blank(run['total_steps'])}",
+                         _final_metric(store, run["id"]),
+                         time.strftime("%Y-%m-%d %H:%M", time.localtime(run["created_at"]))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def cmd_show(args) -> int:
+    runner.reconcile(args.store)
+    with RunStore(args.store) as store:
+        run = store.run(args.run_id)
+        latest = store.latest(args.run_id)
+    print(f"run {run['id']}{' ' + repr(run['name']) if run['name'] else ''}: {run['status']}")
+    for label in ("error", "device", "pid", "step", "total_steps", "total_params", "recurrent_params"):
+        if run[label] is not None:
+            print(f"{label}: {run[label]}")
+    if run["baseline"] is not None:
+        print(f"baseline: {run['metric']} {run['baseline']:.4g} ({run['baseline_label'] or 'memoryless'})")
+    print("config:")
+    print(json.dumps(run["config"], indent=2, sort_keys=True))
+    if latest:
+        print("latest metrics:")
+        width = max(map(len, latest))
+        for name in sorted(latest):
+            print(f"  {name.ljust(width)}  {latest[name]:.6g}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    with RunStore(args.store) as store:
+        if args.output is None:
+            store.export_csv(args.run_id, sys.stdout)
+        else:
+            store.export_csv(args.run_id, args.output)
+    return 0
+
+
+def cmd_stop(args) -> int:
+    print(runner.stop_run(args.run_id, args.store))
+    return 0
+
+
+def cmd_cells(args) -> int:
+    from . import cells
+
+    width = max(map(len, cells.available()))
+    for name in cells.available():
+        print(f"{name.ljust(width)}  {cells.DESCRIPTIONS.get(name, '')}")
+    return 0
+
+
+def cmd_tasks(args) -> int:
+    from . import tasks
+
+    described = [tasks.describe(name) for name in tasks.available()]
+    width = max(len(task["name"]) for task in described)
+    metric_width = max(len(task["metric"]) for task in described)
+    for task in described:
+        print(f"{task['name'].ljust(width)}  {task['metric'].ljust(metric_width)}  {task['paper']}")
+    return 0
+
+
+# ------------------------------------------------------------------ rendering
+class ProgressLine:
+    """The trainer's ``progress`` callback: one line on stderr, rewritten in place on a
+    terminal (``\\r``), else printed every 10% of the steps."""
+
+    def __init__(self, metric: str, stream=None):
+        self.metric = metric
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.next_fraction = 0.0
+        self.width = 0
+        self.val = None
+
+    def __call__(self, info: dict) -> None:
+        step, total = info["step"], info["total_steps"]
+        self.val = info.get(f"val/{self.metric}", self.val)
+        if not self.tty:
+            if step < total and step / total < self.next_fraction:
+                return
+            self.next_fraction = math.floor(step / total * 10 + 1) / 10
+        parts = [f"step {step}/{total}", f"loss {info.get('train/loss', math.nan):.4g}",
+                 f"{self.metric} {info.get(f'train/{self.metric}', math.nan):.4g}"]
+        if self.val is not None:
+            parts.append(f"val {self.metric} {self.val:.4g}")
+        parts += [f"{info['steps_per_s']:.1f} steps/s", f"ETA {_duration(info['eta_s'])}"]
+        text = "  ".join(parts)
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self.width))
+            self.width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def print_summary(store: RunStore, run_id: int) -> None:
+    run = store.run(run_id)
+    latest = store.latest(run_id)
+    took = (run["finished_at"] or time.time()) - (run["started_at"] or run["created_at"])
+    print(f"run {run_id} {run['status']} at step {_or_blank(run['step'])}/{_or_blank(run['total_steps'])} "
+          f"in {_duration(took)}")
+    if run["error"]:
+        print(f"  {run['error']}")
+    finals = {name: value for name, value in sorted(latest.items()) if name.startswith("test/")}
+    for name, value in finals.items():
+        line = f"  {name} {value:.4g}"
+        if run["baseline"] is not None and name == f"test/{run['metric']}":
+            line += f"  (baseline {run['baseline']:.4g}: {run['baseline_label'] or 'memoryless'})"
+        print(line)
+    print(f"  store: {store.path}  (python -m stability show {run_id})")
+
+
+def _final_metric(store: RunStore, run_id: int) -> str:
+    """``test <metric> value`` once the run has one, else the latest validation value."""
+    metric = store.run(run_id)["metric"]
+    latest = store.latest(run_id)
+    for split in ("test", "val"):
+        if f"{split}/{metric}" in latest:
+            return f"{split} {metric} {latest[f'{split}/{metric}']:.4g}"
+    return ""
+
+
+def _or_blank(value) -> str:
+    return "-" if value is None or pd.isna(value) else str(value)
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except BrokenPipeError:  # e.g. `python -m stability export 3 | head`: the reader has gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+    except BAD_INPUT as error:
+        _print_error(error)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
