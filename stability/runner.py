@@ -186,8 +186,10 @@ def run_worker(run_id: int, store_path) -> str:
     store = RunStore(store_path)
     try:
         try:
-            config = RunConfig.from_dict(store.run(run_id)["config"])
-            train_run(config, store, run_id)
+            run = store.run(run_id)
+            if run["status"] in TERMINAL:  # stopped or interrupted before this worker got to it
+                return run["status"]
+            train_run(RunConfig.from_dict(run["config"]), store, run_id)
             status = store.run(run_id)["status"]
             if status not in TERMINAL:
                 store.set_status(run_id, "failed", error=f"the trainer returned with the run still {status!r}")
