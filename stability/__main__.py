@@ -30,7 +30,7 @@ from dataclasses import fields
 import pandas as pd
 
 from . import runner
-from .config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from .config import DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, RunConfig, TaskConfig, TrainConfig
 from .store import RunStore, StoreError
 
 # cells, tasks and the trainer (torch) are imported by the commands that use them,
@@ -40,6 +40,7 @@ PROG = "stability"
 # ConfigError and RunNotFound are ValueErrors; OSError: e.g. an export file that cannot be written
 BAD_INPUT = (ValueError, StoreError, OSError)
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
+_CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "device": DEVICES, "dtype": DTYPES}
 _FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float}
 
 
@@ -75,20 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", parents=[store], help="train a cell on a task")
     train.set_defaults(handler=cmd_train)
     cell, task = CellConfig(), TaskConfig()
-    train.add_argument("--cell", default=cell.name, help=f"cell name (default: {cell.name}; see `cells`)")
-    train.add_argument("--hidden-size", type=int, default=cell.hidden_size, help=f"default: {cell.hidden_size}")
+    train.add_argument("--cell", default=cell.name, metavar="NAME", help=f"cell name (default: {cell.name}; see `cells`)")
+    train.add_argument("--hidden-size", type=int, default=cell.hidden_size, metavar="N",
+                       help=f"default: {cell.hidden_size}")
     train.add_argument("--cell-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a cell option, e.g. m1=16 or nonlinearity=relu (repeatable)")
-    train.add_argument("--task", default=task.name, help=f"task name (default: {task.name}; see `tasks`)")
-    train.add_argument("--seq-len", type=int, help="the task's sequence length (its seq_len option)")
+    train.add_argument("--task", default=task.name, metavar="NAME", help=f"task name (default: {task.name}; see `tasks`)")
+    train.add_argument("--seq-len", type=int, metavar="T", help="the task's sequence length (its seq_len option)")
     train.add_argument("--task-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a task option, e.g. dataset=ECG200 (repeatable)")
     train.add_argument("--data-dir", metavar="PATH", help="dataset cache folder of real-data tasks")
     defaults = TrainConfig()
     for field in fields(TrainConfig):
+        kind = _FLAG_TYPES[field.type]
         default = getattr(defaults, field.name)
-        train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=_FLAG_TYPES[field.type],
-                           help=f"default: {'from --steps' if field.name.endswith('_every') else default}")
+        if field.name.endswith("_every"):
+            default = "from --steps"
+        text = f"default: {'off' if default is None else default}"
+        if field.name in _CHOICES:
+            text = f"one of {', '.join(_CHOICES[field.name])}; {text}"
+        train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind,
+                           metavar={int: "N", float: "X", str: "NAME"}[kind], help=text)
     train.add_argument("--name", default="", help="a label for the run")
     train.add_argument("--background", action="store_true", help="train in a worker process; print the run id")
     train.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
