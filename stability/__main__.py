@@ -142,7 +142,11 @@ def cmd_train(args) -> int:
     resolve_device(config.train.device)  # a missing GPU is bad input, before any run is stored
     if args.background:
         run_id = runner.start_run(config, args.store)
-        print(json.dumps({"run_id": run_id, "status": "queued", "final": {}}) if args.json else run_id)
+        if args.json:
+            with RunStore(args.store) as store:
+                print(json.dumps({"run_id": run_id, "status": store.run(run_id)["status"], "final": {}}))
+        else:
+            print(run_id)
         print(f"run {run_id} handed to a background worker; watch it with `python -m stability show {run_id}`",
               file=sys.stderr)
         return 0
