@@ -147,16 +147,17 @@ class RunConfig:
         return self
 
     def check_buildable(self) -> None:
-        """Build the cell once on the CPU, so that option values (not just names) are checked:
-        an odd hidden size for vprnn, r > sigma_star for spectral, ..."""
-        from . import cells, tasks
+        """Check values that only a build can: the cell's option values (an odd hidden size
+        for vprnn, r > sigma_star for spectral, ...; the input width never matters, so it is
+        built with 1) and that a forced device exists."""
+        from . import cells
+        from .train import resolve_device
 
-        description = tasks.describe(self.task.name)
-        input_size = description.get("input_size") or 1
         try:
-            cells.build(self.cell.name, int(input_size), self.cell.hidden_size, **self.cell.options)
+            cells.build(self.cell.name, 1, self.cell.hidden_size, **self.cell.options)
         except ValueError as error:
             raise ConfigError(f"cell {self.cell.name!r}: {error}") from None
+        resolve_device(self.train.device)
 
 
 def _section(kind, data, label):

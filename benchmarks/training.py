@@ -1,0 +1,90 @@
+"""What the diagnostics and the run store cost: a default run against a bare loop.
+
+    python benchmarks/training.py                      # spectral on adding, T = 100, 2000 steps
+    python benchmarks/training.py --cell lstm --steps 1000 --reps 3
+
+``bare``: the same model, optimizer and batches, forward + backward + step,
+nothing else.  ``train_run``: :func:`stability.train.train_run` at its
+default settings (log every steps/200, evaluate and probe gradients through
+time every steps/20, the test set at the end) writing into a fresh SQLite
+store.  The two alternate, ``--reps`` times each, in one process; the table
+gives the median wall time of each and their ratio.  The issue's target is
+diagnostics + storage <= 10 % of training time.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stability import tasks  # noqa: E402
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
+from stability.store import RunStore  # noqa: E402
+from stability.train import build_model, build_optimizer, train_run  # noqa: E402
+
+
+def bare_loop(config: RunConfig) -> float:
+    torch.manual_seed(config.train.seed)
+    task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
+    model = build_model(config, task)
+    optimizer = build_optimizer(model, config)
+    batches = task.batches("train", config.train.batch_size)
+    start = time.perf_counter()
+    for _ in range(config.train.steps):
+        x, y = next(batches)
+        pred, _ = model(x)
+        loss = task.loss(pred, y) + model.cell.penalty()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return time.perf_counter() - start
+
+
+def full_run(config: RunConfig) -> float:
+    with tempfile.TemporaryDirectory() as directory:
+        store = RunStore(Path(directory) / "runs.db")
+        run_id = store.create_run(config.to_dict())
+        start = time.perf_counter()
+        status = train_run(config, store, run_id)
+        elapsed = time.perf_counter() - start
+        store.close()
+    assert status == "completed", status
+    return elapsed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cell", default="spectral")
+    parser.add_argument("--task", default="adding")
+    parser.add_argument("--seq-len", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = RunConfig(cell=CellConfig(args.cell), task=TaskConfig(args.task, {"seq_len": args.seq_len}),
+                       train=TrainConfig(steps=args.steps))
+    config.validate()
+    times = {"bare": [], "train_run": []}
+    for _ in range(args.reps):
+        times["bare"].append(bare_loop(config))
+        times["train_run"].append(full_run(config))
+    bare, full = statistics.median(times["bare"]), statistics.median(times["train_run"])
+    print(f"# {args.cell} on {args.task} (T = {args.seq_len}), {args.steps} steps, default diagnostics, "
+          f"{args.reps} reps each, {args.threads} threads, torch {torch.__version__}")
+    print("| loop | wall s (median) | per step ms |")
+    print("|---|---|---|")
+    print(f"| bare training | {bare:.2f} | {bare / args.steps * 1e3:.2f} |")
+    print(f"| train_run with diagnostics + store | {full:.2f} | {full / args.steps * 1e3:.2f} |")
+    print(f"\noverhead: {100 * (full / bare - 1):.1f} % (target <= 10 %)")
+
+
+if __name__ == "__main__":
+    main()
