@@ -42,6 +42,7 @@ BAD_INPUT = (ValueError, StoreError, OSError)
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
 _CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "device": DEVICES, "dtype": DTYPES}
 _FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float}
+_FLAG_NOTES = {"epochs": "passes over a fixed training set, instead of --steps"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         if field.name.endswith("_every"):
             default = "from --steps"
         text = f"default: {'off' if default is None else default}"
+        if field.name in _FLAG_NOTES:
+            text = f"{_FLAG_NOTES[field.name]}; {text}"
         if field.name in _CHOICES:
             text = f"one of {', '.join(_CHOICES[field.name])}; {text}"
         train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 OPTIMIZERS = ("adam", "rmsprop", "sgd")
@@ -58,6 +58,7 @@ class TrainConfig:
     lr_gamma: float = 0.5
     batch_size: int = 64
     steps: int = 2000
+    epochs: float | None = None  # if set: passes over a fixed training set, instead of steps
     clip_grad_norm: float | None = None  # off by default: the point is to see explosions
     weight_decay: float = 0.0
     seed: int = 0
@@ -68,6 +69,15 @@ class TrainConfig:
     probe_every: int | None = None
     eval_examples: int = 512  # examples of each fixed set used for val/train-gap evaluation
     probe_examples: int = 32  # the fixed probe batch for dL/dh_t
+
+    def with_epochs_as_steps(self, train_size: int | None) -> TrainConfig:
+        """This config with ``steps`` = ceil(epochs * train_size / batch_size) when ``epochs`` is set."""
+        if self.epochs is None:
+            return self
+        if train_size is None:
+            raise ConfigError("epochs needs a fixed training set; this task draws fresh examples every step "
+                              "(give it a train_size, or use steps)")
+        return replace(self, steps=max(1, math.ceil(self.epochs * train_size / self.batch_size)))
 
     def resolved_log_every(self) -> int:
         return self.log_every or max(1, self.steps // 200)
@@ -133,6 +143,8 @@ class RunConfig:
         _check_number("lr_gamma", train.lr_gamma, positive=True)
         _check_int("batch_size", train.batch_size, minimum=1)
         _check_int("steps", train.steps, minimum=1)
+        if train.epochs is not None:
+            _check_number("epochs", train.epochs, positive=True)
         if train.clip_grad_norm is not None:
             _check_number("clip_grad_norm", train.clip_grad_norm, positive=True)
         _check_number("weight_decay", train.weight_decay)

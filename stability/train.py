@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from . import cells, tasks
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, TrainConfig
 from .diagnostics import singular_values
 
 CHECKPOINT_EVERY_S = 300.0
@@ -97,9 +97,9 @@ def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimize
 class LearningRate:
     """The schedules of :data:`stability.config.LR_SCHEDULES`, stepped once per training step."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, config: RunConfig):
+    def __init__(self, optimizer: torch.optim.Optimizer, train: TrainConfig):
         self.optimizer = optimizer
-        self.train = config.train
+        self.train = train
         self.best_val = math.inf
         self.bad_evals = 0
 
@@ -254,14 +254,14 @@ def train_run(config: RunConfig, store, run_id: int, *,
     the store); raises on any other problem, leaving the status to the caller.
     """
     config.validate()
-    train = config.train
-    torch.manual_seed(train.seed)
-    device = resolve_device(train.device)
-    dtype = torch.float64 if train.dtype == "float64" else torch.float32
-    task = tasks.build(config.task.name, seed=train.seed, **config.task.options)
+    torch.manual_seed(config.train.seed)
+    device = resolve_device(config.train.device)
+    dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
+    task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
+    train = config.train.with_epochs_as_steps(task.split_size("train"))
     model = build_model(config, task).to(device=device, dtype=dtype)
     optimizer = build_optimizer(model, config)
-    schedule = LearningRate(optimizer, config)
+    schedule = LearningRate(optimizer, train)
     evaluator = Evaluator(task, config, device, dtype)
     stateful = getattr(task, "stateful", False)
     probe_x, probe_y = next(iter(task.batches("val", train.probe_examples)))

@@ -155,3 +155,17 @@ def test_float64_and_penalty_are_logged(store):
     run_id, _ = run(store, tiny(cell="kru", dtype="float64", steps=10))
     latest = store.latest(run_id)
     assert latest["train/penalty"] > 0 and np.isfinite(latest["train/loss"])
+
+
+def test_epochs_become_steps_over_the_fixed_training_set(store):
+    config = tiny(task_options={"seq_len": 8, "train_size": 40}, epochs=2.0, batch_size=16, log_every=1)
+    run_id, status = run(store, config)
+    assert status == "completed"
+    assert store.run(run_id)["total_steps"] == 5  # ceil(2 * 40 / 16)
+    assert store.metrics(run_id, ["train/loss"]).step.max() == 5
+
+
+def test_epochs_on_an_endless_stream_is_a_config_error(store):
+    from stability.config import ConfigError
+    with pytest.raises(ConfigError, match="epochs needs a fixed training set"):
+        run(store, tiny(epochs=1.0))
