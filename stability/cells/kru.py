@@ -77,7 +77,24 @@ def two_factor_split(factor_sizes: tuple[int, ...]) -> int | None:
     return best[1]
 
 
-class KRU(ModReLUCell):
+class KroneckerFactored:
+    """What ``kru`` and ``kru_lstm`` share: ``weight_hh`` is a Kronecker parametrization
+    with ``factor_sizes``, softly pulled towards unitary by ``penalty_strength`` (eq. 7)."""
+
+    def penalty(self) -> Tensor:
+        if self.penalty_strength == 0.0:
+            return super().penalty()
+        return self.penalty_strength * unitarity_penalty(self.factors())
+
+    def recurrent_parameter_count(self) -> int:
+        return factor_parameter_count(self, "weight_hh")
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
+                f"penalty_strength={self.penalty_strength:g}")
+
+
+class KRU(KroneckerFactored, ModReLUCell):
     """``kru``: complex modReLU RNN with W = W_0 ⊗ … ⊗ W_{F-1} (KRU paper §3).
 
     Options:
@@ -123,21 +140,11 @@ class KRU(ModReLUCell):
     def recurrent_matrix(self) -> Tensor:
         return self.weight_hh
 
-    def penalty(self) -> Tensor:
-        return self.penalty_strength * unitarity_penalty(self.factors())
-
-    def recurrent_parameter_count(self) -> int:
-        return factor_parameter_count(self, "weight_hh")
-
-    def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
-                f"penalty_strength={self.penalty_strength:g}")
-
 
 # ------------------------------------------------------------------ KRU-LSTM
 
 
-class KRULSTM(LSTM):
+class KRULSTM(KroneckerFactored, LSTM):
     """``kru_lstm``: LSTM with four real Kronecker-factored recurrent matrices (KRU paper §4.4–4.5).
 
     The ``lstm`` cell (state [h, c] of size 2H, outputs h, PyTorch's kernel
@@ -169,14 +176,3 @@ class KRULSTM(LSTM):
         """The real factors of W_i, W_f, W_c, W_o: one (4, n_f, n_f) tensor per position f."""
         return kronecker_factors(self, "weight_hh")
 
-    def penalty(self) -> Tensor:
-        if self.penalty_strength == 0.0:
-            return super().penalty()
-        return self.penalty_strength * unitarity_penalty(self.factors())
-
-    def recurrent_parameter_count(self) -> int:
-        return factor_parameter_count(self, "weight_hh")
-
-    def extra_repr(self) -> str:
-        return (f"{super().extra_repr()}, factor_sizes={self.factor_sizes}, "
-                f"penalty_strength={self.penalty_strength:g}")
