@@ -59,7 +59,24 @@ def test_other_cells_render(name):
     assert len(app.get("vega_lite_chart")) == 2
 
 
-def test_app_frame_shows_the_device_in_the_sidebar():
+def test_app_frame_shows_the_device_and_runs_in_progress(tmp_path, monkeypatch):
+    from stability.store import RunStore
+
+    monkeypatch.setenv("STABILITY_STORE", str(tmp_path / "runs.db"))
     app = run(ROOT / "app.py")
     assert not app.exception
     assert any("Device:" in caption.value for caption in app.sidebar.caption)
+    assert any("No runs in progress" in caption.value for caption in app.sidebar.caption)
+    store = RunStore(tmp_path / "runs.db")
+    run_id = store.create_run({"cell": {"name": "spectral"}, "task": {"name": "adding"}})
+    import os
+    store.update_run(run_id, status="running", pid=os.getpid(), step=50, total_steps=200)
+    app = run(ROOT / "app.py")
+    assert not app.exception
+    assert any("1** run in progress" in caption.value for caption in app.sidebar.caption)
+    assert app.sidebar.get("progress")[0].proto.text == f"#{run_id} spectral on adding · running"
+    queued = store.create_run({"cell": {"name": "lstm"}, "task": {"name": "copy"}})  # no step counts yet
+    store.update_run(queued, pid=os.getpid())  # claimed, so reconcile leaves it alone
+    app = run(ROOT / "app.py")
+    assert not app.exception
+    assert any("2** runs in progress" in caption.value for caption in app.sidebar.caption)
