@@ -7,6 +7,8 @@ edge of the plot and says so in its tooltip instead of disappearing.
 """
 from __future__ import annotations
 
+import math
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -75,3 +77,270 @@ def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
     reference = alt.Chart(pd.DataFrame({"sigma": [1.0]})).mark_rule(strokeDash=[4, 4], color="#555").encode(
         y="sigma:Q")
     return (points + reference).properties(title=title, height=320)
+
+
+# --- Training dashboards: metric curves, singular-value bands, gradient-flow heatmaps ---------------------
+
+X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
+PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
+MAX_SMOOTHING = 0.99
+NOTE_NAN = "not a number"
+HEATMAP_MAX_STEPS = 40
+HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
+
+
+def _check_x(x: str) -> None:
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+
+
+def _check_smoothing(smoothing: float) -> None:
+    if not 0.0 <= float(smoothing) <= MAX_SMOOTHING:
+        raise ValueError(f"smoothing must be in [0, {MAX_SMOOTHING}], got {smoothing!r}")
+
+
+def _check_max_points(max_points: int) -> None:
+    if isinstance(max_points, bool) or not isinstance(max_points, (int, np.integer)) or max_points < 4:
+        raise ValueError(f"max_points must be an integer >= 4 (first, last, one bucket's min and max), "
+                         f"got {max_points!r}")
+
+
+def ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's debiased exponential moving average.
+
+    s_k = w s_{k−1} + (1 − w) v_k with s_0 = 0, reported as s_k / (1 − w^n_k) where n_k counts the finite
+    values so far, so the first point is not dragged towards zero. Non-finite values (a diverged NaN/inf)
+    are passed through unsmoothed and skipped by the average, as TensorBoard does.
+    """
+    out = np.array(values, dtype=float)
+    if weight == 0.0:
+        return out
+    last, count = 0.0, 0
+    for k, value in enumerate(out.tolist()):
+        if math.isfinite(value):
+            last = weight * last + (1.0 - weight) * value
+            count += 1
+            out[k] = last / (1.0 - weight ** count)
+    return out
+
+
+def downsample_indices(columns: list[np.ndarray], max_points: int) -> np.ndarray:
+    """Sorted row indices keeping at most ``max_points`` rows: first, last, and per bucket the argmin and
+    argmax of every column, so spikes survive (min-max decimation over equal-count buckets).
+
+    NaN counts as neither small nor large; infinities are kept as extremes.
+    """
+    n = len(columns[0]) if columns else 0
+    if n <= max_points:
+        return np.arange(n)
+    buckets = max(1, (max_points - 2) // (2 * len(columns)))
+    inner = np.arange(1, n - 1)
+    bucket = (inner - 1) * buckets // (n - 2)  # equal-count buckets over the interior rows
+    keep = [np.array([0, n - 1])]
+    for column in columns:
+        values = np.asarray(column, dtype=float)[inner]
+        for key in (np.where(np.isnan(values), np.inf, values), -np.where(np.isnan(values), -np.inf, values)):
+            order = np.lexsort((key, bucket))  # by bucket, then by key: the first of each bucket is its extreme
+            first = np.r_[True, bucket[order][1:] != bucket[order][:-1]]
+            keep.append(inner[order[first]])
+    return np.unique(np.concatenate(keep))
+
+
+def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    data = frame.copy()
+    data["run"] = data["run"].astype(str) if "run" in data else data["run_id"].astype(str)
+    data["time_s"] = data["wall_time"] - data.groupby("run_id")["wall_time"].transform("min")
+    return data
+
+
+def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max_points: int = 2000) -> pd.DataFrame:
+    """Metric rows ready to plot: one series per (run, name), ordered along ``x``, smoothed and decimated.
+
+    ``frame`` has columns run_id, step, wall_time, name, value and optionally ``run`` (a display label,
+    default ``str(run_id)``). Returns columns run_id, run, name, step, wall_time, time_s (seconds since the
+    run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, computed on
+    the full series before decimation), at most ``max_points`` rows per series (:func:`downsample_indices` on
+    the raw values, so the first, last, smallest and largest rows always survive). Idempotent: preparing a
+    prepared frame again with the same arguments changes nothing.
+    """
+    _check_x(x)
+    _check_smoothing(smoothing)
+    _check_max_points(max_points)
+    if frame.empty:
+        return pd.DataFrame({column: pd.Series(dtype=object if column in ("run", "name") else float)
+                             for column in PREPARED_COLUMNS})
+    data = _with_labels(frame).sort_values(["run_id", "run", "name", X_AXES[x][0]], kind="stable")
+    pieces = []
+    for _, series in data.groupby(["run_id", "run", "name"], sort=False):
+        values = series["value"].to_numpy(dtype=float)
+        series = series.assign(smoothed=ema(values, float(smoothing)))
+        pieces.append(series.iloc[downsample_indices([values], max_points)])
+    return pd.concat(pieces)[PREPARED_COLUMNS].reset_index(drop=True)
+
+
+def _log_clip(values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """:func:`clip_for_log`, except that NaN stays NaN (a gap) and is noted as such."""
+    clipped, note = clip_for_log(values)
+    missing = pd.to_numeric(values, errors="coerce").isna()
+    return clipped.mask(missing), note.mask(missing, NOTE_NAN)
+
+
+def _finite_or_nan(values: pd.Series) -> pd.Series:
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    return numbers.where(np.isfinite(numbers))
+
+
+def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
+                 log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
+                 height: int = 260) -> alt.LayerChart:
+    """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
+
+    Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
+    smoothed curve is drawn over the faint raw one. Clicking a run in the legend highlights it; hovering
+    shows the nearest points' values. On a log y scale zeros and infinities are clipped
+    (:func:`clip_for_log`) and marked with a triangle. ``baseline`` (e.g. the task's chance-level loss)
+    is a dashed rule labelled ``baseline_label``.
+    """
+    names = list(names)
+    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x)
+    x_field, x_title = X_AXES[x]
+    shown = "smoothed" if smoothing > 0 else "value"
+    if log_y:
+        data["y"], data["note"] = _log_clip(data[shown])
+        data["y_raw"], _ = _log_clip(data["value"])
+    else:
+        data["y"], data["y_raw"] = _finite_or_nan(data[shown]), _finite_or_nan(data["value"])
+        data["note"] = np.where(data["y"].isna(), NOTE_NAN, "")
+        data.loc[np.isinf(data[shown].astype(float)), "note"] = "overflow"
+    y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
+    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+
+    legend_pick = alt.selection_point(name="legend_run", fields=["run"], bind="legend")
+    hover = alt.selection_point(name="hover", fields=[x_field], nearest=True, on="pointerover",
+                                clear="pointerout", empty=False)
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"))}
+    if len(names) > 1:
+        encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
+    base = alt.Chart(data).encode(**encoding)
+    y = alt.Y("y:Q", title=y_title, scale=y_scale)
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("name:N", title="metric"), alt.Tooltip("step:Q"),
+               alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
+               alt.Tooltip("value:Q", title="raw", format=".4g")]
+    if smoothing > 0:
+        tooltip.append(alt.Tooltip("smoothed:Q", format=".4g"))
+    tooltip.append(alt.Tooltip("note:N"))
+
+    layers = []
+    if smoothing > 0:
+        layers.append(base.mark_line(strokeWidth=1).encode(
+            y=alt.Y("y_raw:Q", title=y_title, scale=y_scale),
+            opacity=alt.condition(legend_pick, alt.value(0.25), alt.value(0.04))))
+    layers.append(base.mark_line(strokeWidth=2).encode(
+        y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
+    layers.append(base.mark_point(size=40, filled=True).encode(
+        y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
+    if log_y:
+        layers.append(base.transform_filter(alt.datum.note != "").mark_point(
+            shape="triangle-down", size=50, filled=True).encode(y=y, tooltip=tooltip))
+    if baseline is not None:
+        label = baseline_label or "baseline"
+        value = float(_log_clip(pd.Series([baseline]))[0].iloc[0]) if log_y else float(baseline)
+        reference = alt.Chart(pd.DataFrame({"baseline": [value], "label": [label]}))
+        layers.append(reference.mark_rule(strokeDash=[6, 4], color="#666").encode(
+            y=alt.Y("baseline:Q", title=y_title, scale=y_scale),
+            tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]))
+        layers.append(reference.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
+            x=alt.value(0), y=alt.Y("baseline:Q", title=y_title, scale=y_scale), text="label:N"))
+    return alt.layer(*layers).properties(title=title, height=height)
+
+
+SV_NAMES = {"sv/min": "sv_min", "sv/max": "sv_max", "sv/margin": "sv_margin"}
+
+
+def _singular_value_rows(frame: pd.DataFrame, x: str, max_points: int = 2000) -> pd.DataFrame:
+    """One row per (run, step) with sv_min, sv_max, sv_margin, decimated per run."""
+    columns = ["run_id", "run", "step", "wall_time", "time_s", *SV_NAMES.values()]
+    data = frame[frame["name"].isin(list(SV_NAMES))]
+    if data.empty:
+        return pd.DataFrame({column: pd.Series(dtype=object if column == "run" else float) for column in columns})
+    data = _with_labels(data)
+    wide = data.pivot_table(index=["run_id", "run", "step"], columns="name", values="value", aggfunc="last",
+                            dropna=False)
+    wide = wide.rename(columns=SV_NAMES).reindex(columns=list(SV_NAMES.values()))
+    times = data.groupby(["run_id", "run", "step"])[["wall_time", "time_s"]].min()
+    wide = wide.join(times).reset_index().sort_values(["run_id", "run", X_AXES[x][0]], kind="stable")
+    pieces = []
+    for _, run in wide.groupby(["run_id", "run"], sort=False):
+        extremes = [run[column].to_numpy(dtype=float) for column in SV_NAMES.values()]
+        pieces.append(run.iloc[downsample_indices(extremes, max_points)])
+    return pd.concat(pieces)[columns].reset_index(drop=True)
+
+
+def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: str = "",
+                              height: int = 260) -> alt.LayerChart:
+    """σ_min..σ_max of the recurrent matrix as a band per run over training, the orthogonal reference σ = 1,
+    and the margin max_i |σ_i − 1| (spectral paper Fig. 4) as a line on its own right-hand axis.
+
+    ``frame`` holds long metric rows (see :func:`prepare`); only sv/min, sv/max and sv/margin are used.
+    """
+    _check_x(x)
+    data = _singular_value_rows(frame, x)
+    x_field, x_title = X_AXES[x]
+    legend_pick = alt.selection_point(name="legend_run", fields=["run"], bind="legend")
+    base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),
+                                  color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top")))
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("step:Q"), alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
+               alt.Tooltip("sv_min:Q", title="σ_min", format=".4g"), alt.Tooltip("sv_max:Q", title="σ_max", format=".4g"),
+               alt.Tooltip("sv_margin:Q", title="max|σ − 1|", format=".3g")]
+    sigma = alt.Y("sv_min:Q", title="singular values σ_min..σ_max", scale=alt.Scale(zero=False))
+    band = base.mark_area(line={"strokeWidth": 1}).encode(
+        y=sigma, y2="sv_max:Q", opacity=alt.condition(legend_pick, alt.value(0.35), alt.value(0.05)),
+        tooltip=tooltip).add_params(legend_pick)
+    unit = alt.Chart(pd.DataFrame({"sigma": [1.0]})).mark_rule(strokeDash=[4, 4], color="#555").encode(
+        y=alt.Y("sigma:Q", title="singular values σ_min..σ_max"))
+    margin = base.mark_line(strokeDash=[2, 2], strokeWidth=1.5).encode(
+        y=alt.Y("sv_margin:Q", title="margin max|σ − 1|", axis=alt.Axis(orient="right")),
+        opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12)), tooltip=tooltip)
+    return alt.layer(alt.layer(band, unit), margin).resolve_scale(y="independent").properties(
+        title=title, height=height)
+
+
+def _evenly(values: np.ndarray, limit: int) -> np.ndarray:
+    """At most ``limit`` of the sorted distinct ``values``, evenly spaced, always with the first and last."""
+    distinct = np.unique(values)
+    if len(distinct) <= limit:
+        return distinct
+    return distinct[np.unique(np.linspace(0, len(distinct) - 1, limit).round().astype(int))]
+
+
+def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 260) -> alt.LayerChart:
+    """‖∂L/∂h_t‖ over time step t (x) and training step (y, newest on top), coloured by log10 of the norm.
+
+    ``series_frame`` holds rows of the 'grad/h_t_norm' series (run_id, step, wall_time, name, index, value; one
+    run). Zeros (underflow), infinities and NaNs are clipped (:func:`clip_for_log`) and drawn grey, with a
+    note in the tooltip; the colour scale spans the finite positive values only. At most
+    ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` time steps are drawn, evenly spaced.
+    """
+    data = series_frame
+    if "name" in data:
+        data = data[data["name"] == "grad/h_t_norm"]
+    data = data[data["step"].isin(_evenly(data["step"].to_numpy(), HEATMAP_MAX_STEPS))
+                & data["index"].isin(_evenly(data["index"].to_numpy(), HEATMAP_MAX_T))].copy()
+    clipped, data["note"] = _log_clip(data["value"])
+    data["log10"] = np.log10(clipped)
+    data["note"] = data["note"].fillna("")
+    finite = data.loc[data["note"] == "", "log10"]
+    domain = [float(finite.min()), float(finite.max())] if len(finite) else [-1.0, 0.0]
+    base = alt.Chart(data).encode(
+        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelOverlap=True)),
+        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap=True)),
+        tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
+                 alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
+                 alt.Tooltip("note:N")])
+    cells = base.mark_rect().encode(color=alt.Color(
+        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis", domain=domain, clamp=True)))
+    flagged = base.transform_filter(alt.datum.note != "").mark_rect().encode(color=alt.Color(
+        "note:N", title=None, scale=alt.Scale(domain=["underflow (0 in float64)", "overflow", NOTE_NAN],
+                                              range=["#d9d9d9", "#636363", "#f4a6a6"])))
+    return alt.layer(cells, flagged).resolve_scale(color="independent").properties(title=title, height=height)
