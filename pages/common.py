@@ -1,0 +1,419 @@
+"""What the Train, Race, Compare and Runs pages share: the run configuration form, a run's status
+line, the store they read, and incremental reads of a run's rows for live panels.
+
+    config = config_form("train", defaults=RunConfig())   # a validated RunConfig, or None (error shown)
+    run_status_panel(open_store(), run_id)                # badge, progress with ETA, steps/s, device, error
+    rows = run_rows(store, run_id, status, flow=True)     # this session's cache, topped up with since_step
+
+Streamlit only: every rule about what is valid lives in ``stability.config`` and the registries.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from stability import cells, tasks
+from stability.cells.base import H0_MODES
+from stability.cells.rnn import RECURRENT_INITS
+from stability.cells.scan import ACTIVATIONS
+from stability.config import (DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, ConfigError, RunConfig,
+                              TaskConfig, TrainConfig)
+from stability.parametrizations.exponential import SKEW_INITS
+from stability.store import ENV_VAR, TERMINAL, RunNotFound, RunStore, StoreError, default_path
+
+# The update equation of each cell and where it comes from (the papers in ../shared/papers and their sources).
+CELL_EQUATIONS = {
+    "rnn": (r"h_t = \phi(W h_{t-1} + U x_t + b)", "Elman 1990; the RNN of the spectral paper §4"),
+    "irnn": (r"h_t = \operatorname{relu}(W h_{t-1} + U x_t + b), \quad W_0 = I",
+             "Le et al. 2015; spectral paper §7"),
+    "lstm": (r"c_t = f_t \odot c_{t-1} + i_t \odot \tanh(W_c h_{t-1} + U_c x_t + b_c), \quad "
+             r"h_t = o_t \odot \tanh(c_t)", "Hochreiter & Schmidhuber 1997"),
+    "gru": (r"n_t = \tanh(U_n x_t + r_t \odot (W_n h_{t-1} + b_n)), \quad "
+            r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}", "Cho et al. 2014"),
+    "spectral": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad "
+                 r"W = \mathcal{H}_n(u_n) \cdots \mathcal{H}_{k_1}(u_{k_1}) \, \operatorname{diag}(\sigma) \, "
+                 r"\mathcal{H}_{k_2}(v_{k_2}) \cdots \mathcal{H}_n(v_n), \quad "
+                 r"\sigma_i = \sigma^* + 2r \left(\operatorname{sigmoid}(\hat\sigma_i) - \tfrac12\right)",
+                 "Zhang et al. 2018 (Spectral-RNN) §4, eqs. (1), (4)"),
+    "orthogonal": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = \mathcal{H}_n(u_n) \cdots "
+                   r"\mathcal{H}_{n-m+1}(u_{n-m+1})", "Mhammedi et al. 2017 (oRNN); spectral paper eq. (2)"),
+    "vprnn": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = R_1 Q_1 \cdots R_k Q_k",
+              "SGORNN paper eq. (2): plane rotations R_i, permutations Q_i"),
+    "fastrnn": (r"h_t = \alpha \, \phi(U x_t + W h_{t-1} + b) + \beta \, h_{t-1}",
+                "Kusupati et al. 2018; SGORNN paper eq. (1)"),
+    "sgornn": (r"h_t = \alpha \, \phi(U x_t + W h_{t-1} + b) + \beta \, h_{t-1}, \quad "
+               r"W = R_1 Q_1 \cdots R_k Q_k, \quad \beta \le 1 - 2\alpha", "SGORNN paper eqs. (1)-(3)"),
+    "kru": (r"h_t = \operatorname{modReLU}(W h_{t-1} + U x_t + b), \quad W = W_0 \otimes \cdots \otimes W_{F-1}, "
+            r"\quad \text{penalty } \lambda \textstyle\sum_f \lVert W_f^H W_f - I \rVert^2",
+            "KRU paper §3, eqs. (4), (7)"),
+    "kru_lstm": (r"c_t = f_t \odot c_{t-1} + i_t \odot g_t, \quad h_t = o_t \odot \tanh(c_t), \quad "
+                 r"W_{i,f,g,o} = W^{(0)} \otimes \cdots \otimes W^{(F-1)}", "KRU paper §4.4"),
+    "urnn": (r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b), \quad "
+             r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1", "Arjovsky et al. 2016"),
+    "exponential": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = \exp(A - A^\top)",
+                    "Lezcano-Casado & Martínez-Rubio 2019 (expRNN)"),
+}
+
+CELL_CHOICES = {"nonlinearity": ACTIVATIONS, "h0": H0_MODES}
+INIT_CHOICES = {"rnn": RECURRENT_INITS, "exponential": SKEW_INITS}
+TASK_CHOICES = {"normalize": ("unit", "standard")}
+TASK_HIDDEN_OPTIONS = ("data_dir", "download", "progress", "input_size")  # paths, callbacks, derived sizes
+OPTIONAL_COUNTS = {"train_size": "Training set size (0 = fresh examples every step)"}
+
+STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "stopped": "orange",
+                  "diverged": "red", "failed": "red", "interrupted": "orange"}
+FLOW = "grad/h_t_norm"
+
+
+# ------------------------------------------------------------------------------------------ store
+def store_path() -> str | None:
+    """The run store this session reads: ``st.session_state['store_path']``, else the ``store``
+    query parameter, else ``$STABILITY_STORE``; None means the default (``~/.stability/runs.db``)."""
+    return st.session_state.get("store_path") or st.query_params.get("store") or os.environ.get(ENV_VAR) or None
+
+
+@st.cache_resource(show_spinner=False)
+def _open_store(path: str) -> RunStore:
+    return RunStore(path)  # one connection per store file and server process; RunStore is thread-safe
+
+
+def open_store() -> RunStore:
+    """The store at :func:`store_path`, opened once per server process; a bad path stops the page with
+    a one-line error."""
+    path = store_path()
+    resolved = Path(path).expanduser().absolute() if path else default_path().absolute()
+    try:
+        return _open_store(str(resolved))
+    except StoreError as error:
+        st.error(str(error))
+        st.stop()
+
+
+# ------------------------------------------------------------------------------------------- form
+def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_multi: bool = False,
+                cells_default: list[str] | None = None) -> RunConfig | list[RunConfig] | None:
+    """Widgets for a whole run configuration, starting from ``defaults``; every key starts with ``key_prefix``.
+
+    Returns the validated :class:`RunConfig` (with ``cells_multi``: one per chosen cell, sharing task and
+    training settings; ``cells_default`` preselects cells), or None after showing the problem as one
+    ``st.error`` line.
+    """
+    defaults = defaults or RunConfig()
+    names = cells.available()
+    st.markdown("**Model**")
+    if cells_multi:
+        chosen = st.multiselect("Cells", names, default=[n for n in cells_default or [defaults.cell.name]
+                                                         if n in names],
+                                key=f"{key_prefix}_cells", help=_cell_help(names))
+    else:
+        chosen = [st.selectbox("Cell", names, index=_index(names, defaults.cell.name),
+                               key=f"{key_prefix}_cell", help=_cell_help(names))]
+    hidden = int(st.number_input("Hidden size", value=defaults.cell.hidden_size, step=8,
+                                 key=f"{key_prefix}_hidden",
+                                 help="Units in the recurrent state (the spectral paper uses 128)."))
+    cell_options = {}
+    for name in chosen:
+        with st.expander(f"{name}: equation and options" if cells_multi else "Equation and options",
+                         expanded=False):
+            st.caption(cells.DESCRIPTIONS[name])
+            cell_options[name] = _cell_options(key_prefix, name, defaults)
+    if not cells_multi:
+        st.caption(cells.DESCRIPTIONS[chosen[0]])
+
+    st.markdown("**Task**")
+    task_names = tasks.available()
+    task = st.selectbox("Task", task_names, index=_index(task_names, defaults.task.name), key=f"{key_prefix}_task")
+    about = tasks.describe(task)
+    task_options = _task_options(key_prefix, task, about, defaults)
+    st.caption(_first_sentence(about["description"]))
+    with st.expander("About this task"):
+        st.markdown(about["description"])
+        st.caption(f"Paper: {about['paper']} · metric: {about['metric']}")
+
+    st.markdown("**Training**")
+    train = _train_settings(key_prefix, defaults.train)
+
+    configs = [RunConfig(cell=CellConfig(name, hidden, cell_options[name]),
+                         task=TaskConfig(task, dict(task_options)), train=train) for name in chosen]
+    try:
+        if not configs:
+            raise ConfigError("pick at least one cell")
+        missing = [option for option in about["required_options"] if not task_options.get(option)]
+        if missing:
+            raise ConfigError(f"task {task!r} needs the option {', '.join(missing)}")
+        for config in configs:
+            config.validate()
+            config.check_buildable()
+    except ConfigError as error:
+        st.error(str(error))
+        return None
+    return configs if cells_multi else configs[0]
+
+
+def _cell_help(names: list[str]) -> str:
+    return "\n".join(f"**{name}**: {cells.DESCRIPTIONS[name]}" for name in names)
+
+
+def _index(options: list[str], value: str) -> int:
+    return options.index(value) if value in options else 0
+
+
+def _first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(". ")
+    return head + dot.strip()
+
+
+def _cell_options(key_prefix: str, name: str, defaults: RunConfig) -> dict:
+    """The equation, then one widget per option typed from its default (tuples and None stay default)."""
+    equation, source = CELL_EQUATIONS[name]
+    st.latex(equation)
+    st.caption(source)
+    given = defaults.cell.options if defaults.cell.name == name else {}
+    chosen = {}
+    for option, default in cells.options(name).items():
+        value = given.get(option, default)
+        key = f"{key_prefix}_{name}_{option}"
+        choices = INIT_CHOICES.get(name) if option == "init" else CELL_CHOICES.get(option)
+        if choices:
+            chosen[option] = st.selectbox(option, choices, index=_index(list(choices), value), key=key)
+        elif isinstance(default, bool):
+            chosen[option] = st.checkbox(option, value=bool(value), key=key)
+        elif isinstance(default, int):
+            chosen[option] = int(st.number_input(option, value=int(value), step=1, key=key))
+        elif isinstance(default, float):
+            chosen[option] = float(st.number_input(option, value=float(value), format="%.4g", key=key))
+        elif option in given:
+            chosen[option] = value  # e.g. factor_sizes from a stored config: kept, not editable here
+    return chosen
+
+
+def _task_options(key_prefix: str, task: str, about: dict, defaults: RunConfig) -> dict:
+    """seq_len first (where the task has it), the rest in an expander; None-valued options are left out."""
+    given = defaults.task.options if defaults.task.name == task else {}
+    shown = {option: given.get(option, default) for option, default in about["options"].items()
+             if option not in TASK_HIDDEN_OPTIONS}
+    chosen = {}
+    if "seq_len" in shown:
+        chosen["seq_len"] = int(st.number_input(
+            "Sequence length T", value=int(shown.pop("seq_len")), step=10, key=f"{key_prefix}_{task}_seq_len",
+            help="Steps the network must carry information across; longer is harder."))
+    for option in about["required_options"]:
+        chosen[option] = st.text_input(option, value=str(shown.pop(option) or ""),
+                                       key=f"{key_prefix}_{task}_{option}", help="required").strip()
+    if shown:
+        with st.expander("Task options"):
+            for option, value in shown.items():
+                chosen[option] = _task_option_widget(f"{key_prefix}_{task}_{option}", option, value,
+                                                     about["options"][option])
+    return {option: value for option, value in chosen.items() if value is not None}
+
+
+def _task_option_widget(key: str, option: str, value, default):
+    if option in TASK_CHOICES:
+        return st.selectbox(option, TASK_CHOICES[option], index=_index(list(TASK_CHOICES[option]), value), key=key)
+    if option in OPTIONAL_COUNTS:
+        count = int(st.number_input(OPTIONAL_COUNTS[option], value=int(value or 0), step=100, key=key))
+        return count or None
+    if isinstance(default, bool):
+        return st.checkbox(option, value=bool(value), key=key)
+    if isinstance(default, int):
+        return int(st.number_input(option, value=int(value), step=1, key=key))
+    if isinstance(default, float):
+        return float(st.number_input(option, value=float(value), format="%.4g", key=key))
+    if isinstance(default, str):
+        return st.text_input(option, value=str(value), key=key)
+    return value
+
+
+def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
+    left, right = st.columns(2)
+    optimizer = left.selectbox("Optimizer", OPTIMIZERS, index=_index(list(OPTIMIZERS), train.optimizer),
+                               key=f"{key_prefix}_optimizer")
+    lr = right.number_input("Learning rate", value=float(train.lr), step=1e-4, format="%.2e",
+                            key=f"{key_prefix}_lr", help="Adam at 1e-3 is the papers' usual choice.")
+    steps = int(left.number_input("Steps", value=int(train.steps), step=100, key=f"{key_prefix}_steps",
+                                  help="Optimizer steps (batches) to train for."))
+    batch = int(right.number_input("Batch size", value=int(train.batch_size), step=8, key=f"{key_prefix}_batch"))
+    seed = int(left.number_input("Seed", value=int(train.seed), step=1, key=f"{key_prefix}_seed",
+                                 help="Same seed, same config: the same run."))
+    clip = right.number_input("Clip grad norm (0 = off)", value=float(train.clip_grad_norm or 0.0), step=0.5,
+                              key=f"{key_prefix}_clip", help="Off by default: the point is to see explosions.")
+    with st.expander("More training settings"):
+        schedule = st.selectbox("Learning-rate schedule", LR_SCHEDULES,
+                                index=_index(list(LR_SCHEDULES), train.lr_schedule), key=f"{key_prefix}_schedule",
+                                help="step: × gamma every N steps; linear: to zero at the end; "
+                                     "plateau: × gamma when validation loss stalls.")
+        gamma = st.number_input("Schedule gamma", value=float(train.lr_gamma), format="%.3g",
+                                key=f"{key_prefix}_gamma")
+        step_size = int(st.number_input("Schedule step size", value=int(train.lr_step_size), step=100,
+                                        key=f"{key_prefix}_step_size"))
+        decay = st.number_input("Weight decay", value=float(train.weight_decay), format="%.2e",
+                                key=f"{key_prefix}_weight_decay")
+        dtype = st.selectbox("Precision", DTYPES, index=_index(list(DTYPES), train.dtype), key=f"{key_prefix}_dtype")
+        device = st.selectbox("Device", DEVICES, index=_index(list(DEVICES), train.device),
+                              key=f"{key_prefix}_device", help="auto: CUDA, then MPS, then CPU.")
+    return TrainConfig(optimizer=optimizer, lr=float(lr), lr_schedule=schedule, lr_step_size=step_size,
+                       lr_gamma=float(gamma), batch_size=batch, steps=steps, clip_grad_norm=float(clip) or None,
+                       weight_decay=float(decay), seed=seed, device=device, dtype=dtype,
+                       log_every=train.log_every, eval_every=train.eval_every, probe_every=train.probe_every,
+                       eval_examples=train.eval_examples, probe_examples=train.probe_examples)
+
+
+# ------------------------------------------------------------------------------ query parameters
+def query_int(key: str, default: int) -> int:
+    try:
+        return int(st.query_params.get(key, default))
+    except ValueError:
+        return default
+
+
+def config_from_query(base: RunConfig) -> RunConfig:
+    """``base`` with what the URL names: ?cell=, ?hidden=, ?task=, ?seq_len=, ?steps=, ?lr=, ?seed=."""
+    params = st.query_params
+    cell = params.get("cell", base.cell.name)
+    task = params.get("task", base.task.name)
+    task_options = dict(base.task.options) if task == base.task.name else {}
+    if "seq_len" in params:
+        task_options["seq_len"] = query_int("seq_len", 100)
+    try:
+        lr = float(params.get("lr", base.train.lr))
+    except ValueError:
+        lr = base.train.lr
+    train = replace(base.train, steps=query_int("steps", base.train.steps), seed=query_int("seed", base.train.seed),
+                    lr=lr)
+    return RunConfig(cell=CellConfig(cell, query_int("hidden", base.cell.hidden_size),
+                                     dict(base.cell.options) if cell == base.cell.name else {}),
+                     task=TaskConfig(task, task_options), train=train, name=base.name)
+
+
+def config_to_query(config: RunConfig) -> dict[str, str]:
+    """The query parameters :func:`config_from_query` reads, for ``st.query_params.update``."""
+    params = {"cell": config.cell.name, "hidden": str(config.cell.hidden_size), "task": config.task.name,
+              "steps": str(config.train.steps), "lr": f"{config.train.lr:g}", "seed": str(config.train.seed)}
+    if "seq_len" in config.task.options:
+        params["seq_len"] = str(config.task.options["seq_len"])
+    return params
+
+
+# ---------------------------------------------------------------------------------------- status
+def format_duration(seconds: float | None) -> str:
+    """``"45 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``; an em dash when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "—"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def describe_config(config: dict) -> str:
+    """One line: ``spectral (128) on adding T=200 · adam lr 0.001 · 2000 steps · seed 0``."""
+    cell, task, train = config.get("cell", {}), config.get("task", {}), config.get("train", {})
+    length = task.get("options", {}).get("seq_len")
+    return (f"{cell.get('name')} ({cell.get('hidden_size')}) on {task.get('name')}"
+            f"{f' T={length}' if length else ''} · {train.get('optimizer')} lr {train.get('lr'):g} · "
+            f"{train.get('steps')} steps · seed {train.get('seed')}")
+
+
+def run_status_panel(store: RunStore, run_id: int) -> None:
+    """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
+    run's error as a plain message."""
+    try:
+        run = store.run(run_id)
+    except RunNotFound:
+        st.warning(f"Run {run_id} is not in the store {store.path}.")
+        return
+    status, step, total = run["status"], run["step"] or 0, run["total_steps"] or run["config"]["train"]["steps"]
+    latest = store.latest(run_id) if status == "running" else {}
+    if status in TERMINAL and run["started_at"] and run["finished_at"]:
+        elapsed = run["finished_at"] - run["started_at"]
+        speed, timing = (step / elapsed if elapsed > 0 else math.nan), f"took {format_duration(elapsed)}"
+    else:
+        speed = latest.get("speed/steps_per_s", math.nan)
+        timing = f"ETA {format_duration(latest.get('progress/eta_s'))}" if status == "running" else ""
+    head = st.container(horizontal=True, vertical_alignment="center")
+    head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
+    head.markdown(f"**Run {run_id}** · {describe_config(run['config'])}")
+    parts = [f"step {step:,} / {total:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
+             run["device"] or ""]
+    st.progress(min(1.0, step / total) if total else 0.0, text=" · ".join(part for part in parts if part))
+    error = run["error"] or "no error message was recorded"
+    if status == "diverged":
+        st.error(f"Run {run_id} diverged: {error}. Try a lower learning rate, gradient clipping, "
+                 "or a cell that bounds its spectrum.")
+    elif status == "failed":
+        st.error(f"Run {run_id} failed: {error} (log: {Path(store.path).parent / 'logs' / f'run-{run_id}.log'})")
+    elif status == "interrupted":
+        st.warning(f"Run {run_id} was interrupted: {error}")
+    elif status == "stopped":
+        st.info(f"Run {run_id} was stopped at step {step:,}.")
+    elif status == "queued":
+        st.info(f"Run {run_id} is queued: it starts when a worker slot is free.")
+
+
+# --------------------------------------------------------------------------------- live reading
+@dataclass
+class RunRows:
+    """A run's rows as read so far in this session: metric rows, and the 'grad/h_t_norm' series if asked.
+
+    ``final``: read in full after the run ended, so never read again. ``just_finished``: the run ended
+    since the previous look (a page reruns itself once, to stop polling and update its buttons).
+    """
+
+    metrics: pd.DataFrame
+    flow: pd.DataFrame | None = None
+    final: bool = False
+    just_finished: bool = False
+    read_at: float = field(default_factory=time.time)
+
+
+def run_rows(store: RunStore, run_id: int, status: str, *, flow: bool = False) -> RunRows:
+    """This session's cached rows of ``run_id``, topped up with the rows logged since the last look.
+
+    ``status`` must be read before calling, so a terminal status means every row is already stored: then
+    everything is read once more in full (rows a worker added to an already-seen step included) and the
+    cache is final.
+    """
+    cache = st.session_state.setdefault("_run_rows", {})
+    key = (str(store.path), int(run_id))
+    rows, terminal = cache.get(key), status in TERMINAL
+    if rows is None or (terminal and not rows.final):
+        was_live = rows is not None
+        rows = RunRows(store.metrics(run_id), store.series(run_id, FLOW) if flow else None, final=terminal,
+                       just_finished=was_live and terminal)
+    elif not rows.final:
+        rows.metrics = _appended(rows.metrics, store.metrics(run_id, since_step=_last_step(rows.metrics)))
+        if flow and rows.flow is not None:
+            rows.flow = _appended(rows.flow, store.series(run_id, FLOW, since_step=_last_step(rows.flow)))
+        rows.read_at = time.time()
+    if flow and rows.flow is None:
+        rows.flow = store.series(run_id, FLOW)
+    cache[key] = rows
+    return rows
+
+
+def _last_step(frame: pd.DataFrame) -> int | None:
+    return int(frame["step"].max()) if len(frame) else None
+
+
+def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([old, new], ignore_index=True) if len(new) else old
+
+
+def latest_value(frame: pd.DataFrame, name: str) -> float:
+    """The last logged value of metric ``name`` in long rows, NaN if there is none."""
+    values = frame.loc[frame["name"] == name, "value"]
+    return float(values.iloc[-1]) if len(values) else math.nan
+
+
+__all__ = ["CELL_EQUATIONS", "RunRows", "config_form", "config_from_query", "config_to_query", "describe_config",
+           "format_duration", "latest_value", "open_store", "run_rows", "run_status_panel", "store_path",
+           "query_int"]
