@@ -84,6 +84,7 @@ def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
 MAX_SMOOTHING = 0.99
+NOTE_UNDERFLOW, NOTE_OVERFLOW = "underflow (0 in float64)", "overflow"  # the notes of clip_for_log
 NOTE_NAN = "not a number"
 HEATMAP_MAX_STEPS = 40
 HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
@@ -185,6 +186,24 @@ def _log_clip(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     return clipped.mask(missing), note.mask(missing, NOTE_NAN)
 
 
+def _log_edges(values: pd.Series) -> tuple[float, float]:
+    """Where a log axis draws what it cannot show: a decade below the smallest positive finite value
+    (underflow) and a decade above the largest (overflow), so one zero does not stretch the axis to 1e-308."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    shown = numbers[np.isfinite(numbers) & (numbers > 0)]
+    if shown.empty:
+        return 0.1, 10.0
+    return float(shown.min()) / 10.0, float(shown.max()) * 10.0
+
+
+def _on_log_axis(values: pd.Series, edges: tuple[float, float]) -> tuple[pd.Series, pd.Series]:
+    """(y, note): positive finite values as they are, flagged ones (:func:`clip_for_log`) at the axis
+    ``edges``, NaN as a gap."""
+    clipped, note = _log_clip(values)
+    y = clipped.mask(note == NOTE_UNDERFLOW, edges[0]).mask(note == NOTE_OVERFLOW, edges[1])
+    return y, note
+
+
 def _finite_or_nan(values: pd.Series) -> pd.Series:
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     return numbers.where(np.isfinite(numbers))
@@ -197,26 +216,27 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
     smoothed curve is drawn over the faint raw one. Clicking a run in the legend highlights it; hovering
-    shows the nearest points' values. On a log y scale zeros and infinities are clipped
-    (:func:`clip_for_log`) and marked with a triangle. ``baseline`` (e.g. the task's chance-level loss)
-    is a dashed rule labelled ``baseline_label``.
+    shows the nearest points' values. On a log y scale zeros and infinities are flagged
+    (:func:`clip_for_log`), drawn a decade beyond the data (:func:`_log_edges`) and marked with a triangle. ``baseline`` (e.g. the task's chance-level loss)
+    is a dashed rule labelled ``baseline_label``; on a log scale a baseline <= 0 has no place and is left out.
     """
-    names = list(names)
+    names = [names] if isinstance(names, str) else list(names)
     data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x)
     x_field, x_title = X_AXES[x]
     shown = "smoothed" if smoothing > 0 else "value"
     if log_y:
-        data["y"], data["note"] = _log_clip(data[shown])
-        data["y_raw"], _ = _log_clip(data["value"])
+        edges = _log_edges(pd.concat([data[shown], data["value"]]))
+        data["y"], _ = _on_log_axis(data[shown], edges)
+        data["y_raw"], data["note"] = _on_log_axis(data["value"], edges)
     else:
         data["y"], data["y_raw"] = _finite_or_nan(data[shown]), _finite_or_nan(data["value"])
-        data["note"] = np.where(data["y"].isna(), NOTE_NAN, "")
-        data.loc[np.isinf(data[shown].astype(float)), "note"] = "overflow"
+        data["note"] = np.where(data["y_raw"].isna(), NOTE_NAN, "")
+        data.loc[np.isinf(data["value"].astype(float)), "note"] = NOTE_OVERFLOW
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
 
-    legend_pick = alt.selection_point(name="legend_run", fields=["run"], bind="legend")
-    hover = alt.selection_point(name="hover", fields=[x_field], nearest=True, on="pointerover",
+    legend_pick = alt.selection_point(fields=["run"], bind="legend")
+    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
                                 clear="pointerout", empty=False)
     encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
                 "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"))}
@@ -242,11 +262,11 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
     if log_y:
         layers.append(base.transform_filter(alt.datum.note != "").mark_point(
-            shape="triangle-down", size=50, filled=True).encode(y=y, tooltip=tooltip))
-    if baseline is not None:
+            shape="triangle-down", size=50, filled=True).encode(
+            y=alt.Y("y_raw:Q", title=y_title, scale=y_scale), tooltip=tooltip))
+    if baseline is not None and not (log_y and baseline <= 0):
         label = baseline_label or "baseline"
-        value = float(_log_clip(pd.Series([baseline]))[0].iloc[0]) if log_y else float(baseline)
-        reference = alt.Chart(pd.DataFrame({"baseline": [value], "label": [label]}))
+        reference = alt.Chart(pd.DataFrame({"baseline": [float(baseline)], "label": [label]}))
         layers.append(reference.mark_rule(strokeDash=[6, 4], color="#666").encode(
             y=alt.Y("baseline:Q", title=y_title, scale=y_scale),
             tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]))
@@ -265,10 +285,10 @@ def _singular_value_rows(frame: pd.DataFrame, x: str, max_points: int = 2000) ->
     if data.empty:
         return pd.DataFrame({column: pd.Series(dtype=object if column == "run" else float) for column in columns})
     data = _with_labels(data)
-    wide = data.pivot_table(index=["run_id", "run", "step"], columns="name", values="value", aggfunc="last",
-                            dropna=False)
+    keys = ["run_id", "run", "step"]
+    wide = data.drop_duplicates([*keys, "name"], keep="last").set_index([*keys, "name"])["value"].unstack("name")
     wide = wide.rename(columns=SV_NAMES).reindex(columns=list(SV_NAMES.values()))
-    times = data.groupby(["run_id", "run", "step"])[["wall_time", "time_s"]].min()
+    times = data.groupby(keys)[["wall_time", "time_s"]].min()
     wide = wide.join(times).reset_index().sort_values(["run_id", "run", X_AXES[x][0]], kind="stable")
     pieces = []
     for _, run in wide.groupby(["run_id", "run"], sort=False):
@@ -287,7 +307,7 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
     _check_x(x)
     data = _singular_value_rows(frame, x)
     x_field, x_title = X_AXES[x]
-    legend_pick = alt.selection_point(name="legend_run", fields=["run"], bind="legend")
+    legend_pick = alt.selection_point(fields=["run"], bind="legend")
     base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),
                                   color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top")))
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("step:Q"), alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
@@ -331,16 +351,19 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
     data["log10"] = np.log10(clipped)
     data["note"] = data["note"].fillna("")
     finite = data.loc[data["note"] == "", "log10"]
-    domain = [float(finite.min()), float(finite.max())] if len(finite) else [-1.0, 0.0]
+    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (-1.0, 0.0)
+    domain = [low, high] if high > low else [low - 0.5, high + 0.5]
+    ticks = {column: [int(value) for value in _evenly(data[column].to_numpy(), count)]
+             for column, count in (("index", 12), ("step", 8))}  # a label on every band would overlap
     base = alt.Chart(data).encode(
-        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelOverlap=True)),
-        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap=True)),
+        x=alt.X("index:O", title="time step t", axis=alt.Axis(values=ticks["index"], labelAngle=0)),
+        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(values=ticks["step"])),
         tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
                  alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
                  alt.Tooltip("note:N")])
     cells = base.mark_rect().encode(color=alt.Color(
         "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis", domain=domain, clamp=True)))
     flagged = base.transform_filter(alt.datum.note != "").mark_rect().encode(color=alt.Color(
-        "note:N", title=None, scale=alt.Scale(domain=["underflow (0 in float64)", "overflow", NOTE_NAN],
-                                              range=["#d9d9d9", "#636363", "#f4a6a6"])))
+        "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
+        scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
     return alt.layer(cells, flagged).resolve_scale(color="independent").properties(title=title, height=height)
