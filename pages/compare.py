@@ -4,18 +4,12 @@ Run table (select rows) -> metric rows from the store -> charts.metric_chart per
 exactly what is drawn. The selection and every control are mirrored in the URL
 (``?runs=1,2,3&metrics=val/loss,grad/h0_norm&smooth=0.6&log=1&x=wall_time``), so a link reproduces the view.
 """
-import pandas as pd
 import streamlit as st
 
+from pages.common import open_store
+from pages.run_selection import final_columns, query_ids, run_selection
 from stability import charts
 from stability.run_table import run_table
-from stability.store import RunStore, StoreError
-
-try:
-    from pages.common import store_path
-except ImportError:  # pages/common.py (helper A) not there yet: the default store ($STABILITY_STORE)
-    def store_path():
-        return None
 
 DEFAULT_RUNS = 5  # newest runs selected when the URL names none
 LOSS_METRICS = ("mse", "cross_entropy")  # tasks whose loss is their metric, so the baseline fits */loss too
@@ -23,11 +17,6 @@ ACTIVE = ("queued", "running")
 METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "progress")
 X_LABELS = {"step": "step", "wall_time": "wall time"}
 TABLE_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed"]
-
-
-def query_ids(text):
-    """Run ids from '1,2,3' (anything that is not an integer is ignored)."""
-    return [int(token) for token in text.split(",") if token.strip().isdigit()]
 
 
 def query_float(key, default, low, high):
@@ -61,31 +50,6 @@ def baseline_applies(name, metric):
                                                   (measured == "loss" and metric in LOSS_METRICS))
 
 
-def select_runs(table):
-    """The run table with multi-row selection; returns the selected rows, oldest first.
-
-    Streamlit's selection is by row position, so when runs appear or disappear between reruns the
-    selection is moved to follow the same run ids.
-    """
-    ids = table["id"].tolist()
-    previous = st.session_state.get("cmp_table_ids")
-    if previous is not None and previous != ids and "cmp_table" in st.session_state:
-        rows = st.session_state["cmp_table"]["selection"]["rows"]
-        kept = {previous[row] for row in rows if row < len(previous)}
-        st.session_state["cmp_table"] = {"selection": {"rows": [i for i, run_id in enumerate(ids) if run_id in kept]}}
-    st.session_state["cmp_table_ids"] = ids
-    wanted = query_ids(st.query_params["runs"]) if "runs" in st.query_params else ids[:DEFAULT_RUNS]
-    finals = [column for column in table.columns if column.startswith(("val/", "test/"))]
-    event = st.dataframe(
-        table[TABLE_COLUMNS + finals], key="cmp_table", on_select="rerun", selection_mode="multi-row",
-        selection_default={"selection": {"rows": [i for i, run_id in enumerate(ids) if run_id in wanted]}},
-        hide_index=True, width="stretch", placeholder="—",
-        column_config={"id": st.column_config.NumberColumn("id", format="%d"),
-                       "lr": st.column_config.NumberColumn("lr", format="%.0e"),
-                       **{column: st.column_config.NumberColumn(column, format="%.4g") for column in finals}})
-    return table.iloc[event.selection.rows].sort_values("id")
-
-
 def init_state(key, value):
     """Seed a widget from the URL the first time it is drawn (afterwards the widget owns its value)."""
     if key not in st.session_state:
@@ -100,8 +64,7 @@ def shown_rows(prepared, x, smoothing):
 
 def draw_charts(selected, names, smoothing, log_y, x):
     """One chart per metric, then the CSV download of the same rows; refreshes while a selected run trains."""
-    with RunStore(store_path()) as store:
-        rows = store.metrics_many(selected["id"].tolist(), names=names)
+    rows = open_store().metrics_many(selected["id"].tolist(), names=names)
     rows["run"] = rows["run_id"].map(dict(zip(selected["id"], (label(run) for run in selected.itertuples()))))
     metrics, baselines = set(selected["metric"]), set(selected["baseline"].dropna())
     shared_metric = metrics.pop() if len(metrics) == 1 else None
@@ -124,25 +87,24 @@ st.title("Compare")
 st.caption("Select runs in the table (click the row checkboxes) to overlay their curves. "
            "Click a run in a chart's legend to highlight it; the URL keeps the view.")
 
-try:
-    with RunStore(store_path()) as store:
-        table = run_table(store)
-except StoreError as error:
-    st.error(str(error))
-    st.stop()
+store = open_store()
+table = run_table(store)
 if table.empty:
     st.info("No runs stored yet. Start one on the **Train** page (or race several cells on **Race**), "
             "then come back to compare them.")
     st.stop()
 
-selected = select_runs(table)
+ids = table["id"].tolist()
+selected = run_selection(
+    table, key="cmp_table", columns=TABLE_COLUMNS + final_columns(table),
+    default_ids=query_ids(st.query_params["runs"]) if "runs" in st.query_params else ids[:DEFAULT_RUNS],
+    column_config={"lr": st.column_config.NumberColumn("lr", format="%.0e")})
 st.query_params["runs"] = ",".join(map(str, selected["id"]))
 if selected.empty:
     st.info("Select one or more runs in the table to draw their curves.")
     st.stop()
 
-with RunStore(store_path()) as store:
-    available = sorted(set(store.metrics_many(selected["id"].tolist())["name"]), key=metric_order)
+available = sorted(set(store.metrics_many(selected["id"].tolist())["name"]), key=metric_order)
 if not available:
     st.info("The selected runs have not logged any metrics yet.")
     st.stop()

@@ -1,0 +1,40 @@
+"""The run table with multi-row selection, shared by the Compare and Runs pages.
+
+Streamlit selects table rows by position. Between reruns runs appear (a new run is the top row) and
+disappear (deleted), so before drawing, the stored selection is moved to follow the same run ids.
+"""
+import streamlit as st
+
+FINAL_FORMAT = "%.4g"
+
+
+def final_columns(table):
+    """The final held-out metric columns of :func:`stability.run_table.run_table` (val/..., test/...)."""
+    return [column for column in table.columns if column.startswith(("val/", "test/"))]
+
+
+def run_selection(table, *, key, columns, default_ids=(), column_config=None):
+    """Draw ``table[columns]`` with row selection; return the selected rows of ``table``, oldest first.
+
+    ``default_ids`` are selected the first time the table is drawn in a session (e.g. from the URL).
+    """
+    ids = table["id"].tolist()
+    ids_key = f"{key}_ids"
+    previous = st.session_state.get(ids_key)
+    if previous is not None and previous != ids and key in st.session_state:
+        kept = {previous[row] for row in st.session_state[key]["selection"]["rows"] if row < len(previous)}
+        st.session_state[key] = {"selection": {"rows": [row for row, run_id in enumerate(ids) if run_id in kept]}}
+    st.session_state[ids_key] = ids
+    config = {"id": st.column_config.NumberColumn("id", format="%d"),
+              **{column: st.column_config.NumberColumn(column, format=FINAL_FORMAT) for column in final_columns(table)},
+              **(column_config or {})}
+    event = st.dataframe(
+        table[columns], key=key, on_select="rerun", selection_mode="multi-row",
+        selection_default={"selection": {"rows": [row for row, run_id in enumerate(ids) if run_id in default_ids]}},
+        hide_index=True, width="stretch", placeholder="—", column_config=config)
+    return table.iloc[event.selection.rows].sort_values("id")
+
+
+def query_ids(text):
+    """Run ids from '1,2,3' (anything that is not an integer is ignored)."""
+    return [int(token) for token in text.split(",") if token.strip().isdigit()]
