@@ -180,7 +180,7 @@ def test_smoothing_adds_the_faint_raw_layer_and_smooths_the_drawn_values(three_r
     assert len(layers(smooth)) == len(layers(plain)) + 1
     raw = chart_rows(plain).dropna(subset=["run"]).drop_duplicates("step")["y"].to_numpy()
     smoothed = chart_rows(smooth).dropna(subset=["run"]).drop_duplicates("step")["y"].to_numpy()
-    assert smoothed[0] == pytest.approx(raw[0]) and not (smoothed[1:] == pytest.approx(raw[1:]))
+    assert smoothed[0] == pytest.approx(raw[0]) and (smoothed[1:] > raw[1:]).all()  # the average lags a fall
     assert param(app, "smooth") == "0.9"
 
 
