@@ -7,8 +7,6 @@ edge of the plot and says so in its tooltip instead of disappearing.
 """
 from __future__ import annotations
 
-import math
-
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -106,22 +104,37 @@ def _check_max_points(max_points: int) -> None:
                          f"got {max_points!r}")
 
 
+EMA_BLOCK = 128
+
+
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
     """TensorBoard's debiased exponential moving average.
 
     s_k = w s_{k−1} + (1 − w) v_k with s_0 = 0, reported as s_k / (1 − w^n_k) where n_k counts the finite
     values so far, so the first point is not dragged towards zero. Non-finite values (a diverged NaN/inf)
     are passed through unsmoothed and skipped by the average, as TensorBoard does.
+
+    Vectorised in blocks of ``EMA_BLOCK``: inside a block s = (1 − w) L v + w^(i+1) s_start with the
+    lower-triangular L_ij = w^(i−j), so only the blocks' start values are carried in a Python loop and no
+    power of w exceeds 1.
     """
     out = np.array(values, dtype=float)
-    if weight == 0.0:
+    finite = np.isfinite(out)
+    if weight == 0.0 or not finite.any():
         return out
-    last, count = 0.0, 0
-    for k, value in enumerate(out.tolist()):
-        if math.isfinite(value):
-            last = weight * last + (1.0 - weight) * value
-            count += 1
-            out[k] = last / (1.0 - weight ** count)
+    v = out[finite]
+    n, block = len(v), EMA_BLOCK
+    padded = np.zeros(-(-n // block) * block)
+    padded[:n] = v
+    lag = np.arange(block)[:, None] - np.arange(block)[None, :]
+    decay = np.where(lag >= 0, weight ** np.maximum(lag, 0), 0.0)  # (B, B): L_ij = w^(i−j), j ≤ i
+    decay[decay < TINY] = 0.0  # subnormal powers of a small w only slow the product down
+    local = (1.0 - weight) * padded.reshape(-1, block) @ decay.T  # (n_blocks, B): each block started from 0
+    starts = np.zeros(len(local))
+    for m in range(1, len(local)):
+        starts[m] = local[m - 1, -1] + weight ** block * starts[m - 1]
+    smoothed = (local + starts[:, None] * weight ** np.arange(1, block + 1)).ravel()[:n]
+    out[finite] = smoothed / -np.expm1(np.arange(1, n + 1) * np.log(weight))  # 1 − w^n_k
     return out
 
 
@@ -136,20 +149,26 @@ def downsample_indices(columns: list[np.ndarray], max_points: int) -> np.ndarray
         return np.arange(n)
     buckets = max(1, (max_points - 2) // (2 * len(columns)))
     inner = np.arange(1, n - 1)
-    bucket = (inner - 1) * buckets // (n - 2)  # equal-count buckets over the interior rows
+    bucket = (inner - 1) * buckets // (n - 2)  # equal-count, contiguous buckets over the interior rows
+    starts = np.searchsorted(bucket, np.arange(buckets))
     keep = [np.array([0, n - 1])]
     for column in columns:
         values = np.asarray(column, dtype=float)[inner]
         for key in (np.where(np.isnan(values), np.inf, values), -np.where(np.isnan(values), -np.inf, values)):
-            order = np.lexsort((key, bucket))  # by bucket, then by key: the first of each bucket is its extreme
-            first = np.r_[True, bucket[order][1:] != bucket[order][:-1]]
-            keep.append(inner[order[first]])
+            hits = np.flatnonzero(key == np.minimum.reduceat(key, starts)[bucket])
+            first = np.unique(bucket[hits], return_index=True)[1]  # the first extreme of each bucket
+            keep.append(inner[hits[first]])
     return np.unique(np.concatenate(keep))
 
 
 def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
-    data = frame.copy()
-    data["run"] = data["run"].astype(str) if "run" in data else data["run_id"].astype(str)
+    """``frame`` (reindexed 0..n−1) with the display label ``run`` and ``time_s``."""
+    data = frame.reset_index(drop=True)
+    if "run" in data:
+        data["run"] = data["run"].astype(str)
+    else:
+        codes, ids = pd.factorize(data["run_id"])
+        data["run"] = np.array([str(run_id) for run_id in ids], dtype=object)[codes]
     data["time_s"] = data["wall_time"] - data.groupby("run_id")["wall_time"].transform("min")
     return data
 
@@ -160,9 +179,8 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
     ``frame`` has columns run_id, step, wall_time, name, value and optionally ``run`` (a display label,
     default ``str(run_id)``). Returns columns run_id, run, name, step, wall_time, time_s (seconds since the
     run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, computed on
-    the full series before decimation), at most ``max_points`` rows per series (:func:`downsample_indices` on
-    the raw values, so the first, last, smallest and largest rows always survive). Idempotent: preparing a
-    prepared frame again with the same arguments changes nothing.
+    the full series before decimation), sorted by run, name and ``x``, at most ``max_points`` rows per series
+    (:func:`downsample_indices` on the raw values, so the first, last, smallest and largest rows survive).
     """
     _check_x(x)
     _check_smoothing(smoothing)
@@ -170,13 +188,17 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
     if frame.empty:
         return pd.DataFrame({column: pd.Series(dtype=object if column in ("run", "name") else float)
                              for column in PREPARED_COLUMNS})
-    data = _with_labels(frame).sort_values(["run_id", "run", "name", X_AXES[x][0]], kind="stable")
-    pieces = []
-    for _, series in data.groupby(["run_id", "run", "name"], sort=False):
-        values = series["value"].to_numpy(dtype=float)
-        series = series.assign(smoothed=ema(values, float(smoothing)))
-        pieces.append(series.iloc[downsample_indices([values], max_points)])
-    return pd.concat(pieces)[PREPARED_COLUMNS].reset_index(drop=True)
+    data = _with_labels(frame)
+    along, values = data[X_AXES[x][0]].to_numpy(), data["value"].to_numpy(dtype=float)
+    rows, smoothed = [], []
+    for positions in data.groupby(["run_id", "run", "name"], sort=True).indices.values():
+        positions = positions[np.argsort(along[positions], kind="stable")]
+        keep = downsample_indices([values[positions]], max_points)
+        rows.append(positions[keep])
+        smoothed.append(ema(values[positions], float(smoothing))[keep])
+    out = data.iloc[np.concatenate(rows)][PREPARED_COLUMNS[:-1]].reset_index(drop=True)
+    out["smoothed"] = np.concatenate(smoothed)
+    return out
 
 
 def _log_clip(values: pd.Series) -> tuple[pd.Series, pd.Series]:

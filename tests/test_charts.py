@@ -47,3 +47,314 @@ def test_singular_values_chart_has_bars_and_the_unit_reference():
 def test_singular_values_colour_ignores_rounding_noise():
     spec = charts.singular_values_chart(np.array([1.0 + 1e-15, 1.0])).to_dict()
     assert layers(spec)[0]["encoding"]["color"]["scale"]["domain"] == [0.0, 0.05]
+
+
+# --- dashboards: prepare, metric_chart, singular_value_band_chart, gradient_flow_heatmap --------------------
+
+def flat_layers(spec):
+    """Unit layers of a (possibly nested) layer spec, depth first."""
+    if "layer" not in spec:
+        return [spec]
+    return [unit for layer in spec["layer"] for unit in flat_layers(layer)]
+
+
+def mark_type(layer):
+    return layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+
+
+def rows_of(spec, layer):
+    """The rows a unit layer draws (altair hoists data shared by every layer to the top)."""
+    return pd.DataFrame(spec["datasets"][layer.get("data", spec.get("data"))["name"]])
+
+
+def reference_ema(values, weight):
+    """TensorBoard's debiased EMA written out plainly; non-finite values pass through and are skipped."""
+    out, last, count = [], 0.0, 0
+    for value in values:
+        if np.isfinite(value):
+            last = weight * last + (1 - weight) * value
+            count += 1
+            out.append(last / (1 - weight ** count))
+        else:
+            out.append(value)
+    return np.array(out)
+
+
+def metric_rows(series: dict, steps=range(5), runs=(1,), wall_start=None):
+    """Long metric rows: series maps name -> f(run_id, step) -> value; run r's wall clock starts at 100 r."""
+    rows = [(run, step, (wall_start or {}).get(run, 100.0 * run) + 2.0 * step, name, float(value(run, step)))
+            for run in runs for name, value in series.items() for step in steps]
+    return pd.DataFrame(rows, columns=["run_id", "step", "wall_time", "name", "value"])
+
+
+def test_notes_match_clip_for_log():
+    _, flags = charts.clip_for_log(pd.Series([0.0, np.inf]))
+    assert flags.tolist() == [charts.NOTE_UNDERFLOW, charts.NOTE_OVERFLOW]
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.01, 0.6, 0.9, 0.99])
+def test_ema_matches_tensorboard_debiased_average(weight):
+    values = np.random.default_rng(0).normal(5.0, 2.0, size=300)  # crosses several blocks of the vectorised form
+    values[[7, 150]] = [np.nan, np.inf]
+    expected = reference_ema(values, weight)
+    smoothed = charts.ema(values, weight)
+    np.testing.assert_allclose(smoothed, expected, rtol=1e-12, atol=1e-12)
+    assert smoothed[0] == pytest.approx(values[0])  # debiased: the first point is not pulled towards 0
+
+
+def test_prepare_smooths_each_series_on_its_own_in_step_order():
+    frame = metric_rows({"train/loss": lambda run, step: (step * 7 % 5) + run,
+                         "val/loss": lambda run, step: 10.0 - step}, steps=range(40), runs=(1, 2))
+    shuffled = frame.sample(frac=1.0, random_state=0)
+    prepared = charts.prepare(shuffled, smoothing=0.8)
+    assert list(prepared.columns) == charts.PREPARED_COLUMNS
+    assert len(prepared) == len(frame)
+    for (run_id, name), series in prepared.groupby(["run_id", "name"]):
+        assert series["step"].tolist() == list(range(40))
+        raw = frame[(frame.run_id == run_id) & (frame.name == name)].sort_values("step")["value"].to_numpy()
+        np.testing.assert_allclose(series["value"], raw)
+        np.testing.assert_allclose(series["smoothed"], reference_ema(raw, 0.8), rtol=1e-12)
+
+
+def test_prepare_without_smoothing_keeps_the_raw_values():
+    frame = metric_rows({"train/loss": lambda run, step: step ** 2})
+    prepared = charts.prepare(frame)
+    np.testing.assert_array_equal(prepared["smoothed"], prepared["value"])
+
+
+def test_prepare_wall_time_is_seconds_since_each_runs_first_row():
+    frame = metric_rows({"a": lambda run, step: 1.0, "b": lambda run, step: 2.0}, runs=(1, 2),
+                        wall_start={1: 1000.0, 2: 5000.0})
+    frame.loc[(frame.run_id == 2) & (frame.name == "b"), "wall_time"] += 3.0  # b starts later in run 2
+    prepared = charts.prepare(frame, x="wall_time")
+    by_run = prepared.groupby("run_id")["time_s"]
+    assert by_run.min().tolist() == [0.0, 0.0]
+    run2_b = prepared[(prepared.run_id == 2) & (prepared.name == "b")]
+    assert run2_b["time_s"].tolist() == [3.0, 5.0, 7.0, 9.0, 11.0]
+    np.testing.assert_allclose(prepared["time_s"], prepared["wall_time"] - prepared["run_id"].map({1: 1000.0, 2: 5000.0}))
+
+
+def test_prepare_run_labels_default_to_the_id_and_keep_given_ones():
+    frame = metric_rows({"a": lambda run, step: 1.0}, runs=(3, 4))
+    assert set(charts.prepare(frame)["run"]) == {"3", "4"}
+    labelled = frame.assign(run=frame["run_id"].map({3: "#3 lstm", 4: "#4 spectral"}))
+    assert set(charts.prepare(labelled)["run"]) == {"#3 lstm", "#4 spectral"}
+
+
+def test_prepare_downsamples_keeping_ends_and_extremes():
+    steps = np.arange(10_000)
+    values = np.sin(steps / 300.0)
+    values[1234], values[8765] = 50.0, -50.0  # one-step spikes that plain striding would miss
+    values[4321] = np.nan
+    frame = pd.DataFrame({"run_id": 1, "step": steps, "wall_time": steps * 0.1, "name": "train/loss",
+                          "value": values})
+    other = frame.assign(run_id=2, value=np.cos(steps / 100.0))
+    prepared = charts.prepare(pd.concat([frame, other]), smoothing=0.9, max_points=100)
+    for run_id, series in prepared.groupby("run_id"):
+        assert 50 <= len(series) <= 100
+        assert series["step"].iloc[0] == 0 and series["step"].iloc[-1] == 9_999
+        assert series["step"].is_monotonic_increasing
+    run1 = prepared[prepared.run_id == 1].set_index("step")
+    assert run1.loc[1234, "value"] == 50.0 and run1.loc[8765, "value"] == -50.0
+    expected = reference_ema(values, 0.9)[run1.index]  # smoothed before decimation, on the full series
+    np.testing.assert_allclose(run1["smoothed"], expected, rtol=1e-12)
+    run2 = prepared[prepared.run_id == 2]
+    assert run2["value"].max() == pytest.approx(1.0) and run2["value"].min() == pytest.approx(-1.0)
+
+
+def test_downsample_indices_keeps_the_extremes_of_every_column():
+    first = np.zeros(1000)
+    second = np.zeros(1000)
+    first[500], second[501] = 9.0, -9.0
+    keep = charts.downsample_indices([first, second], 20)
+    assert len(keep) <= 20 and {0, 999, 500, 501} <= set(keep.tolist())
+    assert np.all(np.diff(keep) > 0)
+    np.testing.assert_array_equal(charts.downsample_indices([first[:20]], 20), np.arange(20))
+
+
+def test_prepare_of_nothing_has_the_columns():
+    empty = pd.DataFrame(columns=["run_id", "step", "wall_time", "name", "value"])
+    prepared = charts.prepare(empty)
+    assert prepared.empty and list(prepared.columns) == charts.PREPARED_COLUMNS
+
+
+@pytest.mark.parametrize("kwargs, word", [({"smoothing": 1.0}, "smoothing"), ({"smoothing": -0.1}, "smoothing"),
+                                          ({"x": "time"}, "x must be one of step, wall_time"),
+                                          ({"max_points": 3}, "max_points"), ({"max_points": 10.5}, "max_points")])
+def test_prepare_rejects_bad_options(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        charts.prepare(metric_rows({"a": lambda run, step: 1.0}), **kwargs)
+
+
+def legend_param(spec):
+    (param,) = [p for p in spec["params"] if p.get("bind") == "legend"]
+    assert param["select"] == {"type": "point", "fields": ["run"]}
+    return param
+
+
+def test_metric_chart_one_metric_lines_coloured_by_run_with_legend_highlight():
+    frame = metric_rows({"train/loss": lambda run, step: 2.0 - step / 10 + run, "val/loss": lambda run, step: 9.0},
+                        runs=(1, 2))
+    spec = charts.metric_chart(frame, names="train/loss", title="loss", height=200).to_dict()
+    units = flat_layers(spec)
+    assert [mark_type(layer) for layer in units] == ["line", "point"]  # curves, hover points
+    line, hover = units
+    assert line["encoding"]["x"] == {"field": "step", "title": "step", "type": "quantitative"}
+    assert line["encoding"]["y"]["field"] == "y" and line["encoding"]["y"]["scale"] == {"zero": False}
+    assert line["encoding"]["color"]["field"] == "run" and line["encoding"]["color"]["type"] == "nominal"
+    assert "strokeDash" not in line["encoding"]
+    param = legend_param(spec)
+    assert line["encoding"]["opacity"]["condition"]["param"] == param["name"]
+    assert {tip["field"] for tip in hover["encoding"]["tooltip"]} >= {"run", "name", "step", "value", "note"}
+    hover_param = next(p for p in spec["params"] if p is not param)
+    assert hover_param["select"]["nearest"] is True and hover_param["select"]["fields"] == ["step"]
+    data = rows_of(spec, line)
+    assert set(data["name"]) == {"train/loss"} and set(data["run"]) == {"1", "2"}
+    np.testing.assert_allclose(data["y"], data["value"])
+    assert spec["title"] == "loss" and spec["height"] == 200
+
+
+def test_metric_chart_several_metrics_are_told_apart_by_dash():
+    frame = metric_rows({"train/loss": lambda run, step: 1.0, "val/loss": lambda run, step: 2.0})
+    spec = charts.metric_chart(frame, names=["train/loss", "val/loss"]).to_dict()
+    encoding = flat_layers(spec)[0]["encoding"]
+    assert encoding["strokeDash"]["field"] == "name" and encoding["strokeDash"]["type"] == "nominal"
+    assert set(rows_of(spec, flat_layers(spec)[0])["name"]) == {"train/loss", "val/loss"}
+
+
+def test_metric_chart_smoothing_draws_the_raw_curve_faintly_behind():
+    frame = metric_rows({"train/loss": lambda run, step: (-1.0) ** step + 3}, steps=range(30))
+    spec = charts.metric_chart(frame, names=["train/loss"], smoothing=0.7).to_dict()
+    units = flat_layers(spec)
+    assert [mark_type(layer) for layer in units] == ["line", "line", "point"]
+    raw, smooth = units[0], units[1]
+    assert raw["encoding"]["y"]["field"] == "y_raw" and smooth["encoding"]["y"]["field"] == "y"
+    assert raw["encoding"]["opacity"]["condition"]["value"] < smooth["encoding"]["opacity"]["condition"]["value"]
+    data = rows_of(spec, smooth)
+    np.testing.assert_allclose(data["y"], reference_ema(data["value"].to_numpy(), 0.7), rtol=1e-12)
+    np.testing.assert_allclose(data["y_raw"], data["value"])
+
+
+def test_metric_chart_x_can_be_wall_time():
+    frame = metric_rows({"train/loss": lambda run, step: 1.0})
+    spec = charts.metric_chart(frame, names=["train/loss"], x="wall_time").to_dict()
+    assert flat_layers(spec)[0]["encoding"]["x"]["field"] == "time_s"
+    assert rows_of(spec, flat_layers(spec)[0])["time_s"].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+
+
+def test_metric_chart_log_scale_flags_zero_and_infinity_at_the_axis_edges():
+    values = {0: 1.0, 1: 0.1, 2: 0.0, 3: np.inf, 4: 0.01}
+    frame = metric_rows({"grad/h0_norm": lambda run, step: values[step]})
+    spec = charts.metric_chart(frame, names=["grad/h0_norm"], log_y=True).to_dict()
+    units = flat_layers(spec)
+    assert [mark_type(layer) for layer in units] == ["line", "point", "point"]
+    assert all(layer["encoding"]["y"]["scale"]["type"] == "log" for layer in units)
+    flagged = units[2]
+    assert flagged["mark"]["shape"] == "triangle-down" and "datum.note !== ''" in flagged["transform"][0]["filter"]
+    data = rows_of(spec, units[0]).set_index("step")
+    assert data.loc[2, "note"] == charts.NOTE_UNDERFLOW and data.loc[3, "note"] == charts.NOTE_OVERFLOW
+    assert data.loc[2, "y"] == pytest.approx(0.001) and data.loc[3, "y"] == pytest.approx(10.0)  # a decade out
+    assert (data.loc[[0, 1, 4], "note"] == "").all()
+    np.testing.assert_allclose(data.loc[[0, 1, 4], "y"], [1.0, 0.1, 0.01])
+
+
+def test_metric_chart_baseline_is_a_labelled_dashed_rule():
+    frame = metric_rows({"val/loss": lambda run, step: 1.0 + step})
+    spec = charts.metric_chart(frame, names=["val/loss"], baseline=2.3, baseline_label="chance (ln 10)").to_dict()
+    units = flat_layers(spec)
+    assert [mark_type(layer) for layer in units] == ["line", "point", "rule", "text"]
+    rule, text = units[2], units[3]
+    assert rule["mark"]["strokeDash"] and rule["encoding"]["y"]["field"] == "baseline"
+    assert rows_of(spec, rule).to_dict("records") == [{"baseline": 2.3, "label": "chance (ln 10)"}]
+    assert text["encoding"]["text"]["field"] == "label"
+    unlabelled = charts.metric_chart(frame, names=["val/loss"], baseline=1.0).to_dict()
+    assert rows_of(unlabelled, flat_layers(unlabelled)[2])["label"].tolist() == ["baseline"]
+    on_log = charts.metric_chart(frame, names=["val/loss"], baseline=0.0, log_y=True).to_dict()
+    assert "rule" not in [mark_type(layer) for layer in flat_layers(on_log)]
+
+
+def test_metric_chart_of_no_rows_still_draws():
+    frame = metric_rows({"a": lambda run, step: 1.0})
+    spec = charts.metric_chart(frame, names=["missing"], log_y=True, smoothing=0.5, baseline=1.0).to_dict()
+    assert rows_of(spec, flat_layers(spec)[0]).empty
+
+
+def sv_rows():
+    """Run 1 logs steps 0..4, run 2 steps 0, 10, 20: the pivot must not mix them."""
+    frame = metric_rows({"sv/min": lambda run, step: 0.5 + step / 100, "sv/max": lambda run, step: 2.0 * run,
+                         "sv/margin": lambda run, step: 2.0 * run - 1, "train/loss": lambda run, step: 7.0})
+    late = metric_rows({"sv/min": lambda run, step: 0.1, "sv/max": lambda run, step: 1.0,
+                        "sv/margin": lambda run, step: 0.9}, steps=(0, 10, 20), runs=(2,))
+    return pd.concat([frame[frame.run_id == 1], late], ignore_index=True)
+
+
+def test_singular_value_band_chart_band_unit_rule_and_margin_axis():
+    spec = charts.singular_value_band_chart(sv_rows(), title="σ").to_dict()
+    assert spec["resolve"] == {"scale": {"y": "independent"}}
+    assert len(spec["layer"]) == 2 and len(spec["layer"][0]["layer"]) == 2
+    band, unit, margin = flat_layers(spec)
+    assert [mark_type(layer) for layer in (band, unit, margin)] == ["area", "rule", "line"]
+    assert band["encoding"]["y"]["field"] == "sv_min" and band["encoding"]["y2"]["field"] == "sv_max"
+    assert band["encoding"]["color"]["field"] == "run"
+    assert rows_of(spec, unit).to_dict("records") == [{"sigma": 1.0}]
+    assert margin["encoding"]["y"]["field"] == "sv_margin" and margin["encoding"]["y"]["axis"]["orient"] == "right"
+    assert band["encoding"]["opacity"]["condition"]["param"] == legend_param(spec)["name"]
+    data = rows_of(spec, band)
+    assert len(data) == 5 + 3
+    run1 = data[data.run_id == 1].set_index("step")
+    np.testing.assert_allclose(run1["sv_min"], 0.5 + np.arange(5) / 100)
+    assert (run1["sv_max"] == 2.0).all() and (run1["sv_margin"] == 1.0).all()
+    run2 = data[data.run_id == 2]
+    assert run2["step"].tolist() == [0, 10, 20] and (run2["sv_min"] == 0.1).all()
+
+
+def test_singular_value_band_chart_over_wall_time_and_empty():
+    spec = charts.singular_value_band_chart(sv_rows(), x="wall_time").to_dict()
+    assert all(layer["encoding"]["x"]["field"] == "time_s" for layer in flat_layers(spec) if "x" in layer["encoding"])
+    empty = charts.singular_value_band_chart(sv_rows().iloc[:0]).to_dict()
+    assert rows_of(empty, flat_layers(empty)[0]).empty
+    with pytest.raises(ValueError, match="x must be one of"):
+        charts.singular_value_band_chart(sv_rows(), x="epoch")
+
+
+def h_t_rows(steps, length, value):
+    return pd.DataFrame([(1, step, float(step), "grad/h_t_norm", t, value(step, t))
+                         for step in steps for t in range(length)],
+                        columns=["run_id", "step", "wall_time", "name", "index", "value"])
+
+
+def test_gradient_flow_heatmap_colours_log10_and_flags_what_a_log_cannot_show():
+    frame = h_t_rows([0, 10], 6, lambda step, t: {0: 0.0, 1: np.nan}.get(t, 10.0 ** (t - step / 10)))
+    other = frame.assign(name="sv/spectrum")
+    spec = charts.gradient_flow_heatmap(pd.concat([frame, other]), title="flow").to_dict()
+    cells, flagged = flat_layers(spec)
+    assert mark_type(cells) == "rect" and mark_type(flagged) == "rect"
+    assert cells["encoding"]["x"]["field"] == "index" and cells["encoding"]["x"]["type"] == "ordinal"
+    assert cells["encoding"]["y"]["field"] == "step" and cells["encoding"]["y"]["type"] == "ordinal"
+    assert cells["encoding"]["color"]["field"] == "log10" and cells["encoding"]["color"]["type"] == "quantitative"
+    assert {tip["field"] for tip in cells["encoding"]["tooltip"]} >= {"value", "step", "index", "note"}
+    data = rows_of(spec, cells)
+    assert len(data) == 12 and set(data["name"]) == {"grad/h_t_norm"}
+    finite = data[data["index"] >= 2]
+    np.testing.assert_allclose(finite["log10"], finite["index"] - finite["step"] / 10)
+    assert (finite["note"] == "").all()
+    zeros = data[data["index"] == 0]
+    assert (zeros["note"] == charts.NOTE_UNDERFLOW).all()
+    np.testing.assert_allclose(zeros["log10"], np.log10(charts.TINY))
+    assert (data.loc[data["index"] == 1, "note"] == charts.NOTE_NAN).all()
+    # The colour scale spans the finite values only; clipped cells are clamped to its ends.
+    assert cells["encoding"]["color"]["scale"]["domain"] == pytest.approx([1.0, 5.0])
+    assert cells["encoding"]["color"]["scale"]["clamp"] is True
+    assert flagged["encoding"]["color"]["field"] == "note"
+    assert "datum.note !== ''" in flagged["transform"][0]["filter"]
+    assert spec["resolve"] == {"scale": {"color": "independent"}}
+
+
+def test_gradient_flow_heatmap_thins_long_histories_keeping_first_and_last():
+    steps = list(range(0, 1000, 5))
+    spec = charts.gradient_flow_heatmap(h_t_rows(steps, 300, lambda step, t: 1.0)).to_dict()
+    data = rows_of(spec, flat_layers(spec)[0])
+    shown_steps, shown_t = sorted(set(data["step"])), sorted(set(data["index"]))
+    assert len(shown_steps) == charts.HEATMAP_MAX_STEPS and len(shown_t) == charts.HEATMAP_MAX_T
+    assert shown_steps[0] == 0 and shown_steps[-1] == 995 and shown_t[0] == 0 and shown_t[-1] == 299
+    assert len(data) == len(shown_steps) * len(shown_t)
