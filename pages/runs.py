@@ -1,0 +1,141 @@
+"""Runs: every stored run with its status, config and final metrics; open, stop, delete, export.
+
+runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
+While a run is queued or training the table refreshes itself in place.
+"""
+import io
+
+import streamlit as st
+
+from pages.common import open_store
+from pages.run_selection import final_columns, run_selection
+from stability import runner
+from stability.run_table import run_table
+
+ACTIVE = ("queued", "running")
+TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done", "created", "error"]
+REFRESH_S = 3.0
+
+
+def export_csv(store, run_ids):
+    """Metric rows of the runs, one after another, as ``python -m stability export`` writes them."""
+    buffer = io.StringIO()
+    for position, run_id in enumerate(run_ids):
+        part = io.StringIO()
+        store.export_csv(run_id, part)
+        buffer.write(part.getvalue() if position == 0 else part.getvalue().split("\n", 1)[1])
+    return buffer.getvalue().encode()
+
+
+def id_list(run_ids):
+    return ", ".join(f"#{run_id}" for run_id in run_ids)
+
+
+def runs_table(store):
+    """The run table with a 'steps_done' text column, after marking runs whose worker died."""
+    runner.reconcile(store.path)
+    table = run_table(store)
+    table["steps_done"] = [f"{step:,} / {total:,}" for step, total in
+                           zip(table["step"].fillna(0).astype(int), table["total_steps"].fillna(0).astype(int))]
+    return table
+
+
+def ask_to_delete(run_ids):
+    st.session_state["runs_pending_delete"] = list(run_ids)
+
+
+def delete_runs(store, run_ids):
+    """Delete the runs (callback of the confirm button, so the table redraws without them)."""
+    for run_id in run_ids:
+        store.delete_run(run_id)
+    st.session_state.pop("runs_pending_delete", None)
+    st.session_state["runs_notice"] = f"Deleted {id_list(run_ids)}."
+
+
+def cancel_delete():
+    st.session_state.pop("runs_pending_delete", None)
+
+
+def confirm_delete(store, selected):
+    """The second step of Delete: names the runs, refuses those still training."""
+    pending = st.session_state.get("runs_pending_delete")
+    if not pending:
+        return
+    if pending != selected["id"].tolist():  # the selection changed since Delete was clicked
+        cancel_delete()
+        return
+    active = selected.loc[selected["status"].isin(ACTIVE), "id"].tolist()
+    finished = selected.loc[~selected["status"].isin(ACTIVE), "id"].tolist()
+    with st.container(border=True):
+        if active:
+            st.warning(f"{id_list(active)} still training: stop {'it' if len(active) == 1 else 'them'} first.")
+        if finished:
+            st.warning(f"Delete {id_list(finished)} with every metric row and checkpoint? This cannot be undone.")
+        yes, no = st.columns(2)
+        yes.button(f"Delete {len(finished)} run{'s' if len(finished) != 1 else ''}", key="runs_delete_confirm",
+                   type="primary", disabled=not finished, on_click=delete_runs, args=(store, finished))
+        no.button("Cancel", key="runs_delete_cancel", on_click=cancel_delete)
+
+
+def stop_runs(store, selected):
+    active = selected.loc[selected["status"].isin(ACTIVE), "id"].tolist()
+    with st.spinner(f"Stopping {id_list(active)}…"):
+        outcome = {run_id: runner.stop_run(run_id, store.path) for run_id in active}
+    st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
+
+
+def actions(store, selected):
+    """Open in Compare, Stop, Delete (with a confirm step), Export CSV: on the selected runs."""
+    ids = selected["id"].tolist()
+    training = selected["status"].isin(ACTIVE).any()
+    row = st.container(horizontal=True)
+    if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
+        params = {"runs": ",".join(map(str, ids))}
+        if "store" in st.query_params:
+            params["store"] = st.query_params["store"]
+        st.switch_page("pages/compare.py", query_params=params)
+    if row.button("Stop", key="runs_stop", icon=":material/stop_circle:", disabled=not training,
+                  help="Stop the selected runs that are queued or training."):
+        stop_runs(store, selected)
+        st.rerun()
+    row.button("Delete", key="runs_delete", icon=":material/delete:", disabled=not ids,
+               on_click=ask_to_delete, args=(ids,))
+    row.download_button("Export CSV", lambda: export_csv(store, ids), key="runs_export",
+                        file_name=f"runs-{'-'.join(map(str, ids))}.csv", mime="text/csv",
+                        icon=":material/download:", disabled=not ids,
+                        help="Every metric row of the selected runs: run_id, step, wall_time, name, value.")
+    confirm_delete(store, selected)
+
+
+def runs_panel(polling):
+    """The table and the actions; redrawn every REFRESH_S seconds while ``polling``."""
+    store = open_store()
+    table = runs_table(store)
+    if table.empty:
+        st.info("No runs stored yet. Start one on the **Train** page, or race several cells on **Race**.")
+        return
+    training = table["status"].isin(ACTIVE).any()
+    if polling != training:  # a run started or ended elsewhere: poll, or stop polling
+        st.rerun()
+    counts = table["status"].value_counts()
+    st.caption(" · ".join([f"{len(table)} runs"] + [f"{count} {status}" for status, count in counts.items()]))
+    selected = run_selection(
+        table, key="runs_table", columns=TABLE_COLUMNS + final_columns(table),
+        column_config={
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "steps_done": st.column_config.TextColumn("steps"),
+            "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
+            "error": st.column_config.TextColumn("error", width="medium")})
+    if "runs_notice" in st.session_state:
+        st.success(st.session_state.pop("runs_notice"))
+    actions(store, selected)
+    for run in selected[selected["error"] != ""].itertuples():
+        st.caption(f"#{run.id} {run.status}: {run.error}")
+
+
+st.title("Runs")
+st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
+store = open_store()
+runner.reconcile(store.path)
+polling = store.runs()["status"].isin(ACTIVE).any()
+st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)

@@ -1,0 +1,177 @@
+"""The Runs page through Streamlit's AppTest, on a temp store filled directly through RunStore.
+
+No worker process is ever started: every 'running' run has a pid (so reconcile never launches a
+worker for it), and Stop goes to a fake runner.stop_run.
+"""
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.testing.v1 import AppTest
+
+from stability import runner
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.store import RunStore
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "pages" / "runs.py"
+
+
+def add_run(store, cell, status, pid=None, step=40):
+    config = RunConfig(cell=CellConfig(cell, 16), task=TaskConfig("adding", {"seq_len": 30}),
+                       train=TrainConfig(steps=100))
+    run_id = store.create_run(config.to_dict())
+    store.update_run(run_id, pid=pid, step=step, total_steps=100, metric="mse")
+    store.set_status(run_id, status)
+    store.log(run_id, [(s, 100.0 + s, name, 1.0 / (1 + s)) for s in range(0, step + 1, 10)
+                       for name in ("train/loss", "val/loss")])
+    return run_id
+
+
+def dead_pid():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = tmp_path / "runs.db"
+    monkeypatch.setenv("STABILITY_STORE", str(path))
+    with RunStore(path) as store:
+        yield store
+
+
+@pytest.fixture
+def three_runs(store):
+    """#1 completed, #2 'running' but its worker is gone, #3 running in a live process (this one)."""
+    completed = add_run(store, "rnn", "completed", step=100)
+    lost = add_run(store, "lstm", "running", pid=dead_pid())
+    live = add_run(store, "spectral", "running", pid=os.getpid())
+    return completed, lost, live
+
+
+def run(page=PAGE, **query):
+    app = AppTest.from_file(str(page), default_timeout=30)
+    for key, value in query.items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def select(app, *run_ids):
+    """Select rows the way a click does: by position in the table."""
+    ids = app.dataframe[0].value["id"].tolist()
+    app.session_state["runs_table"] = {"selection": {"rows": [ids.index(run_id) for run_id in run_ids]}}
+    return app.run()
+
+
+def button(app, key):
+    return next(b for b in app.button if b.key == key)
+
+
+def test_table_lists_every_run_and_a_dead_worker_shows_interrupted(store, three_runs):
+    app = run()
+    assert not app.exception and not app.error
+    table = app.dataframe[0].value
+    assert table["id"].tolist() == [3, 2, 1]
+    assert table["status"].tolist() == ["running", "interrupted", "completed"]
+    assert store.run(2)["status"] == "interrupted" and store.run(2)["error"] == runner.INTERRUPTED_ERROR
+    assert table["cell"].tolist() == ["spectral", "lstm", "rnn"] and set(table["task"]) == {"adding"}
+    assert table["progress"].tolist() == [0.4, 0.4, 1.0]
+    assert table["steps_done"].tolist() == ["40 / 100", "40 / 100", "100 / 100"]
+    assert table.loc[table["id"] == 1, "val/loss"].item() == pytest.approx(1 / 101)
+    assert table.loc[table["id"] == 2, "error"].item() == runner.INTERRUPTED_ERROR
+
+
+def test_empty_store_points_to_train(store):
+    app = run()
+    assert not app.exception and not app.error
+    assert "Train" in app.info[0].value
+    assert not app.dataframe
+
+
+def test_delete_needs_the_confirm_step(store, three_runs):
+    app = select(run(), 1)
+    button(app, "runs_delete").click().run()
+    assert not app.exception
+    assert 1 in store.runs()["id"].tolist()  # only asked
+    assert any("Delete #1" in warning.value for warning in app.warning)
+    button(app, "runs_delete_confirm").click().run()
+    assert not app.exception
+    assert store.runs()["id"].tolist() == [3, 2]
+    assert app.dataframe[0].value["id"].tolist() == [3, 2]
+    assert "Deleted #1" in app.success[0].value
+    assert store.metrics(2).shape[0] > 0  # the other runs keep their rows
+
+
+def test_cancel_keeps_the_runs(store, three_runs):
+    app = select(run(), 1, 2)
+    button(app, "runs_delete").click().run()
+    button(app, "runs_delete_cancel").click().run()
+    assert not app.exception
+    assert store.runs()["id"].tolist() == [3, 2, 1]
+    assert not [b for b in app.button if b.key == "runs_delete_confirm"]
+
+
+def test_a_training_run_is_not_deleted(store, three_runs):
+    app = select(run(), 3)
+    button(app, "runs_delete").click().run()
+    assert any("still training" in warning.value for warning in app.warning)
+    assert button(app, "runs_delete_confirm").disabled
+    assert 3 in store.runs()["id"].tolist()
+
+
+def test_stop_calls_the_runner_for_the_selected_active_runs(store, three_runs, monkeypatch):
+    stopped = []
+
+    def fake_stop(run_id, store_path=None, timeout=5.0):
+        stopped.append((run_id, Path(store_path)))
+        return "stopped"
+
+    monkeypatch.setattr(runner, "stop_run", fake_stop)
+    app = run()
+    assert button(app, "runs_stop").disabled  # nothing selected
+    app = select(app, 1)
+    assert button(app, "runs_stop").disabled  # a finished run cannot be stopped
+    app = select(app, 1, 3)
+    button(app, "runs_stop").click().run()
+    assert not app.exception
+    assert stopped == [(3, store.path)]
+    assert "#3 stopped" in app.success[0].value
+
+
+def test_export_csv_holds_every_metric_row_of_the_selected_runs(store, three_runs, monkeypatch):
+    downloads = []
+    original = DeltaGenerator.download_button
+
+    def recording(self, label, data, *args, **kwargs):
+        downloads.append(data)
+        return original(self, label, data, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", recording)  # the page draws it in a row container
+    app = select(run(), 1, 3)
+    assert not app.exception
+    csv = pd.read_csv(io.BytesIO(downloads[-1]()))
+    expected = pd.concat([store.metrics(1), store.metrics(3)], ignore_index=True)
+    assert list(csv.columns) == ["run_id", "step", "wall_time", "name", "value"]
+    pd.testing.assert_frame_equal(csv, expected, check_dtype=False)
+
+
+def test_open_in_compare_switches_page_with_the_selection(store, three_runs, tmp_path):
+    """Through a two-page app like app.py's (st.switch_page needs st.navigation)."""
+    (tmp_path / "pages").symlink_to(ROOT / "pages")
+    (tmp_path / "app.py").write_text(
+        "import streamlit as st\n"
+        "st.navigation([st.Page('pages/runs.py', title='Runs'), st.Page('pages/compare.py', title='Compare')]).run()\n")
+    app = select(run(tmp_path / "app.py"), 1, 3)
+    button(app, "runs_compare").click().run()
+    assert not app.exception
+    assert app.title[0].value == "Compare"
+    assert app.query_params["runs"] in ("1,3", ["1,3"])
+    assert app.dataframe[0].value["id"].tolist() == [3, 2, 1]
+    assert len(app.get("vega_lite_chart")) >= 1
