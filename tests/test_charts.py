@@ -277,6 +277,10 @@ def test_metric_chart_of_no_rows_still_draws():
     frame = metric_rows({"a": lambda run, step: 1.0})
     spec = charts.metric_chart(frame, names=["missing"], log_y=True, smoothing=0.5, baseline=1.0).to_dict()
     assert rows_of(spec, flat_layers(spec)[0]).empty
+    zeros = metric_rows({"grad/h0_norm": lambda run, step: 0.0})  # a vanished gradient from the start
+    spec = charts.metric_chart(zeros, names=["grad/h0_norm"], log_y=True).to_dict()
+    data = rows_of(spec, flat_layers(spec)[0])
+    assert (data["note"] == charts.NOTE_UNDERFLOW).all() and np.all((data["y"] > 0) & (data["y"] < 1))
 
 
 def sv_rows():
