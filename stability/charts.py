@@ -4,6 +4,10 @@ Log scales never choke: values at or below zero are clipped to the smallest
 positive float64 and flagged as underflow, and infinities to the largest,
 flagged as overflow, so a vanished or exploded gradient is drawn at the
 edge of the plot and says so in its tooltip instead of disappearing.
+
+The training dashboards (:func:`metric_chart`, :func:`singular_value_band_chart`,
+:func:`gradient_flow_heatmap`) read the store's long metric rows; :func:`prepare`
+smooths them like TensorBoard and decimates them so a long run stays cheap to draw.
 """
 from __future__ import annotations
 
@@ -86,6 +90,7 @@ NOTE_UNDERFLOW, NOTE_OVERFLOW = "underflow (0 in float64)", "overflow"  # the no
 NOTE_NAN = "not a number"
 HEATMAP_MAX_STEPS = 40
 HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
+EMA_BLOCK = 128
 
 
 def _check_x(x: str) -> None:
@@ -103,8 +108,6 @@ def _check_max_points(max_points: int) -> None:
         raise ValueError(f"max_points must be an integer >= 4 (first, last, one bucket's min and max), "
                          f"got {max_points!r}")
 
-
-EMA_BLOCK = 128
 
 
 def ema(values: np.ndarray, weight: float) -> np.ndarray:
