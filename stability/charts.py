@@ -20,13 +20,16 @@ HUGE = float(np.finfo(np.float64).max)
 
 
 def clip_for_log(values: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """(values clipped into [TINY, HUGE], a label: '', 'underflow' or 'overflow')."""
+    """(values clipped into [TINY, HUGE], a label: '', 'underflow', 'overflow' or 'not a number').
+
+    NaN (a diverged value) stays NaN, a gap in the line, and is labelled.
+    """
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     label = pd.Series("", index=numbers.index)
     label[numbers <= 0] = "underflow (0 in float64)"
-    label[~np.isfinite(numbers) & numbers.notna()] = "overflow"
-    label[numbers >= HUGE] = "overflow"
-    clipped = numbers.where(np.isfinite(numbers), HUGE).clip(lower=TINY, upper=HUGE)
+    label[np.isinf(numbers) | (numbers >= HUGE)] = "overflow"
+    label[numbers.isna()] = "not a number"
+    clipped = numbers.where(~np.isinf(numbers), HUGE).clip(lower=TINY, upper=HUGE)
     return clipped, label
 
 

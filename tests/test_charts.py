@@ -11,11 +11,13 @@ def layers(spec):
 
 
 def test_clip_for_log_flags_zero_and_infinity():
-    values, flags = charts.clip_for_log(pd.Series([0.0, 1e-300, 2.0, np.inf, -1.0]))
+    values, flags = charts.clip_for_log(pd.Series([0.0, 1e-300, 2.0, np.inf, -1.0, np.nan]))
     assert values.tolist()[2] == 2.0 and values.tolist()[1] == 1e-300
     assert values.iloc[0] == charts.TINY and values.iloc[4] == charts.TINY
     assert values.iloc[3] == charts.HUGE
-    assert flags.tolist() == ["underflow (0 in float64)", "", "", "overflow", "underflow (0 in float64)"]
+    assert np.isnan(values.iloc[5])  # a diverged value is a gap, not a point at the edge
+    assert flags.tolist() == ["underflow (0 in float64)", "", "", "overflow", "underflow (0 in float64)",
+                              "not a number"]
 
 
 def test_gradient_flow_chart_is_log_y_with_measured_and_bound():
