@@ -27,36 +27,34 @@ from stability.config import (DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellCon
 from stability.parametrizations.exponential import SKEW_INITS
 from stability.store import ENV_VAR, TERMINAL, RunNotFound, RunStore, StoreError, default_path
 
-# The update equation of each cell and where it comes from (the papers in ../shared/papers and their sources).
+# The update equation of each cell, one line per KaTeX row, and where it comes from
+# (the papers in ../shared/papers and their sources).
 CELL_EQUATIONS = {
-    "rnn": (r"h_t = \phi(W h_{t-1} + U x_t + b)", "Elman 1990; the RNN of the spectral paper §4"),
-    "irnn": (r"h_t = \operatorname{relu}(W h_{t-1} + U x_t + b), \quad W_0 = I",
-             "Le et al. 2015; spectral paper §7"),
-    "lstm": (r"c_t = f_t \odot c_{t-1} + i_t \odot \tanh(W_c h_{t-1} + U_c x_t + b_c), \quad "
-             r"h_t = o_t \odot \tanh(c_t)", "Hochreiter & Schmidhuber 1997"),
-    "gru": (r"n_t = \tanh(U_n x_t + r_t \odot (W_n h_{t-1} + b_n)), \quad "
-            r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}", "Cho et al. 2014"),
-    "spectral": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad "
-                 r"W = \mathcal{H}_n(u_n) \cdots \mathcal{H}_{k_1}(u_{k_1}) \, \operatorname{diag}(\sigma) \, "
-                 r"\mathcal{H}_{k_2}(v_{k_2}) \cdots \mathcal{H}_n(v_n), \quad "
-                 r"\sigma_i = \sigma^* + 2r \left(\operatorname{sigmoid}(\hat\sigma_i) - \tfrac12\right)",
+    "rnn": ([r"h_t = \phi(W h_{t-1} + U x_t + b)"], "Elman 1990; the RNN of the spectral paper §4"),
+    "irnn": ([r"h_t = \operatorname{relu}(W h_{t-1} + U x_t + b)", r"W_0 = I"], "Le et al. 2015; spectral paper §7"),
+    "lstm": ([r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"g_t = \tanh(W_g h_{t-1} + U_g x_t + b_g)",
+              r"h_t = o_t \odot \tanh(c_t)"], "Hochreiter & Schmidhuber 1997"),
+    "gru": ([r"n_t = \tanh(U_n x_t + r_t \odot (W_n h_{t-1} + b_n))", r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}"],
+            "Cho et al. 2014"),
+    "spectral": ([r"h_t = \phi(W h_{t-1} + U x_t + b)",
+                  r"W = \mathcal{H}_n \cdots \mathcal{H}_{k_1} \, \Sigma \, \mathcal{H}_{k_2} \cdots \mathcal{H}_n",
+                  r"\sigma_i = \sigma^* + 2r \left(\operatorname{sigmoid}(\hat\sigma_i) - \tfrac12\right)"],
                  "Zhang et al. 2018 (Spectral-RNN) §4, eqs. (1), (4)"),
-    "orthogonal": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = \mathcal{H}_n(u_n) \cdots "
-                   r"\mathcal{H}_{n-m+1}(u_{n-m+1})", "Mhammedi et al. 2017 (oRNN); spectral paper eq. (2)"),
-    "vprnn": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = R_1 Q_1 \cdots R_k Q_k",
+    "orthogonal": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \mathcal{H}_n \cdots \mathcal{H}_{n-m+1}"],
+                   "Mhammedi et al. 2017 (oRNN); spectral paper eq. (2)"),
+    "vprnn": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = R_1 Q_1 \cdots R_k Q_k"],
               "SGORNN paper eq. (2): plane rotations R_i, permutations Q_i"),
-    "fastrnn": (r"h_t = \alpha \, \phi(U x_t + W h_{t-1} + b) + \beta \, h_{t-1}",
+    "fastrnn": ([r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b"],
                 "Kusupati et al. 2018; SGORNN paper eq. (1)"),
-    "sgornn": (r"h_t = \alpha \, \phi(U x_t + W h_{t-1} + b) + \beta \, h_{t-1}, \quad "
-               r"W = R_1 Q_1 \cdots R_k Q_k, \quad \beta \le 1 - 2\alpha", "SGORNN paper eqs. (1)-(3)"),
-    "kru": (r"h_t = \operatorname{modReLU}(W h_{t-1} + U x_t + b), \quad W = W_0 \otimes \cdots \otimes W_{F-1}, "
-            r"\quad \text{penalty } \lambda \textstyle\sum_f \lVert W_f^H W_f - I \rVert^2",
-            "KRU paper §3, eqs. (4), (7)"),
-    "kru_lstm": (r"c_t = f_t \odot c_{t-1} + i_t \odot g_t, \quad h_t = o_t \odot \tanh(c_t), \quad "
-                 r"W_{i,f,g,o} = W^{(0)} \otimes \cdots \otimes W^{(F-1)}", "KRU paper §4.4"),
-    "urnn": (r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b), \quad "
-             r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1", "Arjovsky et al. 2016"),
-    "exponential": (r"h_t = \phi(W h_{t-1} + U x_t + b), \quad W = \exp(A - A^\top)",
+    "sgornn": ([r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b", r"W = R_1 Q_1 \cdots R_k Q_k",
+                r"\beta \le 1 - 2\alpha"], "SGORNN paper eqs. (1)-(3)"),
+    "kru": ([r"h_t = \operatorname{modReLU}(W h_{t-1} + U x_t + b)", r"W = W_0 \otimes \cdots \otimes W_{F-1}",
+             r"\text{penalty } \lambda \textstyle\sum_f \lVert W_f^H W_f - I \rVert^2"], "KRU paper §3, eqs. (4), (7)"),
+    "kru_lstm": ([r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"h_t = o_t \odot \tanh(c_t)",
+                  r"W_{i,f,g,o} = W^{(0)} \otimes \cdots \otimes W^{(F-1)}"], "KRU paper §4.4"),
+    "urnn": ([r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b)",
+              r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1"], "Arjovsky et al. 2016"),
+    "exponential": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \exp(A - A^\top)"],
                     "Lezcano-Casado & Martínez-Rubio 2019 (expRNN)"),
 }
 
@@ -119,12 +117,14 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
                                  help="Units in the recurrent state (the spectral paper uses 128)."))
     cell_options = {}
     for name in chosen:
-        with st.expander(f"{name}: equation and options" if cells_multi else "Equation and options",
-                         expanded=False):
-            st.caption(cells.DESCRIPTIONS[name])
-            cell_options[name] = _cell_options(key_prefix, name, defaults)
-    if not cells_multi:
-        st.caption(cells.DESCRIPTIONS[chosen[0]])
+        if cells_multi:
+            with st.expander(f"{name}: equation and options"):
+                _cell_about(name)
+                cell_options[name] = _cell_options(key_prefix, name, defaults)
+        else:
+            _cell_about(name)
+            with st.expander("Cell options"):
+                cell_options[name] = _cell_options(key_prefix, name, defaults)
 
     st.markdown("**Task**")
     task_names = tasks.available()
@@ -169,11 +169,15 @@ def _first_sentence(text: str) -> str:
     return head + dot.strip()
 
 
+def _cell_about(name: str) -> None:
+    lines, source = CELL_EQUATIONS[name]
+    st.caption(cells.DESCRIPTIONS[name])
+    st.latex(r"\small\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}")
+    st.caption(f"Source: {source}")
+
+
 def _cell_options(key_prefix: str, name: str, defaults: RunConfig) -> dict:
-    """The equation, then one widget per option typed from its default (tuples and None stay default)."""
-    equation, source = CELL_EQUATIONS[name]
-    st.latex(equation)
-    st.caption(source)
+    """One widget per option, typed from its default (tuple and None defaults stay as they are)."""
     given = defaults.cell.options if defaults.cell.name == name else {}
     chosen = {}
     for option, default in cells.options(name).items():

@@ -1,0 +1,156 @@
+"""Race: one task, several cells, the same seed and budget, started with one click; curves overlaid live.
+
+The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200, where the plain RNN's
+gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
+their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
+slots as cells -> a fragment that reads every run's new rows once a second. ``?runs=1,2,3`` reopens a race.
+"""
+import pandas as pd
+import streamlit as st
+
+from pages.common import (config_form, config_from_query, config_to_query, latest_value, open_store, run_rows,
+                          store_path)
+from stability import charts, runner
+from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.store import TERMINAL, RunNotFound
+
+RACE_CELLS = ["rnn", "lstm", "spectral", "sgornn"]
+# Small enough to finish in minutes on a laptop CPU with four runs sharing it; the spectral paper races at
+# n = 128 for many more steps (raise both for a real comparison).
+RACE_DEFAULTS = RunConfig(cell=CellConfig("rnn", 64), task=TaskConfig("adding", {"seq_len": 200}),
+                          train=TrainConfig(steps=1000, lr=1e-3, batch_size=64, seed=0))
+LOSS_UNITS = ("mse", "cross_entropy")
+
+
+def query_ids(key: str) -> list[int]:
+    try:
+        return [int(part) for part in st.query_params.get(key, "").split(",") if part.strip()]
+    except ValueError:
+        return []
+
+
+def query_cells() -> list[str]:
+    given = [name.strip() for name in st.query_params.get("cells", "").split(",") if name.strip()]
+    return given or RACE_CELLS
+
+
+def labels_for(runs: dict[int, dict]) -> dict[int, str]:
+    """The cell's name, with the run id where two runs share a cell."""
+    names = {run_id: run["config"]["cell"]["name"] for run_id, run in runs.items()}
+    repeated = {name for name in names.values() if list(names.values()).count(name) > 1}
+    return {run_id: f"{name} #{run_id}" if name in repeated else name for run_id, name in names.items()}
+
+
+def standings(runs: dict[int, dict], rows: dict, labels: dict[int, str]) -> pd.DataFrame:
+    table = []
+    for run_id, run in runs.items():
+        metrics, metric = rows[run_id].metrics, run["metric"] or "loss"
+        total = run["total_steps"] or run["config"]["train"]["steps"]
+        entry = {"run": labels[run_id], "id": run_id, "status": run["status"],
+                 "progress": (run["step"] or 0) / total if total else 0.0, "step": run["step"] or 0,
+                 "val loss": latest_value(metrics, "val/loss")}
+        if metric not in LOSS_UNITS:
+            entry[f"val {metric}"] = latest_value(metrics, f"val/{metric}")
+        table.append({**entry, "‖∂L/∂h₀‖": latest_value(metrics, "grad/h0_norm"),
+                      "σ margin": latest_value(metrics, "sv/margin"),
+                      "steps/s": latest_value(metrics, "speed/steps_per_s"), "error": run["error"] or ""})
+    frame = pd.DataFrame(table)
+    return frame if frame["error"].any() else frame.drop(columns="error")
+
+
+def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
+    store = open_store()
+    runs = {}
+    for run_id in run_ids:
+        try:
+            runs[run_id] = store.run(run_id)
+        except RunNotFound:
+            st.warning(f"Run {run_id} is not in the store {store.path}.")
+    if not runs:
+        return
+    rows = {run_id: run_rows(store, run_id, run["status"]) for run_id, run in runs.items()}
+    if any(row.just_finished for row in rows.values()):  # a full rerun updates the buttons, stops polling at the end
+        for row in rows.values():
+            row.just_finished = False
+        st.rerun()
+    labels = labels_for(runs)
+    st.dataframe(standings(runs, rows, labels), hide_index=True, width="stretch", column_config={
+        "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+        "‖∂L/∂h₀‖": st.column_config.NumberColumn(format="%.2e"),
+        "σ margin": st.column_config.NumberColumn(format="%.3g"),
+        "steps/s": st.column_config.NumberColumn(format="%.1f")})
+    for run_id, run in runs.items():
+        if run["status"] in ("diverged", "failed"):
+            st.error(f"{labels[run_id]} (run {run_id}) {run['status']}: {run['error'] or 'no error message'}")
+    frame = pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs], ignore_index=True)
+    if frame.empty:
+        st.info("Waiting for the first rows from the workers…")
+        return
+    first = next(iter(runs.values()))
+    metric = first["metric"]
+    baseline = {"baseline": first["baseline"], "baseline_label": first["baseline_label"]}
+    loss_baseline = baseline if metric in LOSS_UNITS else {}
+    panels = [charts.metric_chart(frame, names=["val/loss"], log_y=log_loss, title="Validation loss",
+                                  **loss_baseline),
+              charts.metric_chart(frame, names=["train/loss"], log_y=log_loss, smoothing=smoothing,
+                                  title="Training loss", **loss_baseline),
+              charts.metric_chart(frame, names=["grad/h0_norm"], log_y=True, smoothing=smoothing,
+                                  title="‖∂L/∂h₀‖, gradient at the first step (log)"),
+              charts.singular_value_band_chart(frame, title="Singular values of W (band) and margin")]
+    if metric and metric not in LOSS_UNITS:
+        panels.insert(1, charts.metric_chart(frame, names=[f"val/{metric}"], title=f"Validation {metric}",
+                                             **baseline))
+    for start in range(0, len(panels), 2):
+        for column, chart in zip(st.columns(2), panels[start:start + 2]):
+            column.altair_chart(chart, width="stretch")
+
+
+st.title("Race")
+st.caption("One task, several cells, the same seed, data and budget: one click starts them all at once. "
+           "Watch which cells beat the task's memoryless baseline, and whose gradient at the first step vanishes.")
+
+store = open_store()
+form, live = st.columns([1, 2.6], gap="large")
+with form:
+    configs = config_form("race", defaults=config_from_query(RACE_DEFAULTS), cells_multi=True,
+                          cells_default=query_cells())
+    start_column, stop_column = st.columns(2)
+    if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
+                           width="stretch"):
+        started = []
+        try:
+            for config in configs:
+                started.append(runner.start_run(config, store_path(), max_concurrent=len(configs)))
+        except ConfigError as error:
+            st.error(str(error))
+        if started:
+            st.query_params["runs"] = ",".join(map(str, started))
+if configs:
+    st.query_params.update({key: value for key, value in config_to_query(configs[0]).items() if key != "cell"})
+    st.query_params["cells"] = ",".join(config.cell.name for config in configs)
+
+race = query_ids("runs")
+with live:
+    if not race:
+        st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
+                "seed and budget, and their curves appear here.")
+        st.stop()
+    smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
+    smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
+                              help="Exponential moving average of the training curves (debiased, as TensorBoard's).")
+    log_loss = scale.toggle("Log-scale losses", value=False, key="race_log_loss")
+
+running = []
+for run_id in race:
+    try:
+        if store.run(run_id)["status"] not in TERMINAL:
+            running.append(run_id)
+    except RunNotFound:
+        pass
+if stop_column.button("Stop race", disabled=not running, key="race_stop", width="stretch"):
+    for run_id in running:
+        runner.stop_run(run_id, store_path())
+    running = []
+
+with live:
+    st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss)

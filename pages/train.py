@@ -1,0 +1,140 @@
+"""Train: configure a run, start it in the background, watch it live.
+
+Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that reads the
+store once a second, only the rows logged since its last look, and redraws the charts in place.
+The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run.
+"""
+import streamlit as st
+
+from pages.common import (config_form, config_from_query, config_to_query, latest_value, open_store, run_rows,
+                          run_status_panel, store_path)
+from stability import charts, runner
+from stability.config import ConfigError, RunConfig
+from stability.store import TERMINAL, RunNotFound
+
+LOSS_UNITS = ("mse", "cross_entropy")  # metrics measured in the loss's own units: the baseline goes on the loss
+RUN_CHOICES = 200  # newest runs offered in the "Watching" box
+
+
+def query_run() -> int | None:
+    try:
+        return int(st.query_params["run"])
+    except (KeyError, ValueError):
+        return None
+
+
+def form_defaults(store, run_id: int | None) -> RunConfig:
+    """The watched run's config (so ?run=ID also reloads its settings), overridden by the URL's."""
+    base = RunConfig()
+    if run_id is not None:
+        try:
+            base = RunConfig.from_dict(store.run(run_id)["config"])
+        except (RunNotFound, ConfigError):
+            pass
+    return config_from_query(base)
+
+
+def run_label(row) -> str:
+    return f"#{row.id} · {row.cell} on {row.task}" + (f" · {row.name}" if row.name else "")
+
+
+def summary(run: dict, metrics) -> None:
+    metric = run["metric"] or "loss"
+    values = [(f"val {metric}", latest_value(metrics, f"val/{metric}"), ".4g"),
+              ("‖∂L/∂h₀‖", latest_value(metrics, "grad/h0_norm"), ".2e"),
+              ("max |σ − 1|", latest_value(metrics, "sv/margin"), ".2e"),
+              (f"test {metric}", latest_value(metrics, f"test/{metric}"), ".4g")]
+    for column, (label, value, spec) in zip(st.columns(len(values)), values):
+        column.metric(label, f"{value:{spec}}" if value == value else "—")
+
+
+def charts_grid(run: dict, rows, smoothing: float, log_loss: bool) -> None:
+    """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
+    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step."""
+    metrics = rows.metrics.assign(run=run["config"]["cell"]["name"])
+    metric, names = run["metric"], set(metrics["name"])
+    baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
+    panels = [charts.metric_chart(metrics, names=["train/loss", "val/loss"], smoothing=smoothing, log_y=log_loss,
+                                  title="Loss (train, validation)",
+                                  **(baseline if metric in LOSS_UNITS else {}))]
+    if metric and metric not in LOSS_UNITS:
+        panels.append(charts.metric_chart(metrics, names=[f"train/{metric}", f"val/{metric}"], smoothing=smoothing,
+                                          title=f"{metric} (train, validation)", **baseline))
+    panels.append(charts.metric_chart(metrics, names=["grad/h0_norm"], log_y=True, smoothing=smoothing,
+                                      title="‖∂L/∂h₀‖, gradient at the first step (log)"))
+    panels.append(charts.singular_value_band_chart(metrics, title="Singular values of W (band) and margin"))
+    gates = sorted(name for name in names if name.startswith("gate/"))
+    if gates:
+        panels.append(charts.metric_chart(metrics, names=gates, smoothing=smoothing, title="Gates"))
+    gap = f"gap/{metric}" if f"gap/{metric}" in names else "gap/loss"
+    panels.append(charts.metric_chart(metrics, names=[gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
+    for start in range(0, len(panels), 2):
+        for column, chart in zip(st.columns(2), panels[start:start + 2]):
+            column.altair_chart(chart, width="stretch")
+    if rows.flow is not None and len(rows.flow):
+        st.altair_chart(charts.gradient_flow_heatmap(rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖",
+                                                          height=300),
+                        width="stretch")
+
+
+def live_panel(run_id: int, smoothing: float, log_loss: bool) -> None:
+    store = open_store()
+    try:
+        run = store.run(run_id)
+    except RunNotFound:
+        st.warning(f"Run {run_id} is not in the store {store.path}.")
+        return
+    rows = run_rows(store, run_id, run["status"], flow=True)
+    if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
+        rows.just_finished = False
+        st.rerun()
+    run_status_panel(store, run_id)
+    if rows.metrics.empty:
+        st.info("Waiting for the first rows from the worker…")
+        return
+    summary(run, rows.metrics)
+    charts_grid(run, rows, smoothing, log_loss)
+
+
+st.title("Train")
+st.caption("Pick a cell and a task, press Start, and watch the loss, the gradient reaching the first step, "
+           "the singular values of the recurrent matrix and the gradient flow through time, live.")
+
+store = open_store()
+form, live = st.columns([1, 2.6], gap="large")
+
+with form:
+    config = config_form("train", defaults=form_defaults(store, query_run()))
+    start_column, stop_column = st.columns(2)
+    if start_column.button("Start", type="primary", disabled=config is None, key="train_start", width="stretch"):
+        try:
+            st.query_params["run"] = str(runner.start_run(config, store_path()))
+            st.session_state.pop("train_watch", None)  # the "Watching" box starts again from ?run=
+        except ConfigError as error:
+            st.error(str(error))
+if config is not None:
+    st.query_params.update(config_to_query(config))
+
+runs = store.runs().head(RUN_CHOICES)
+with live:
+    if runs.empty:
+        st.info("No runs yet: configure one on the left and press **Start**.")
+        st.stop()
+    labels = {row.id: run_label(row) for row in runs.itertuples()}
+    requested = query_run()
+    watched_default = requested if requested in labels else int(runs["id"].iloc[0])
+    pick, smooth, scale = st.columns([3, 1.2, 0.9], vertical_alignment="bottom")
+    watched = pick.selectbox("Watching", list(labels), index=list(labels).index(watched_default),
+                             format_func=labels.get, key="train_watch")
+    smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
+                              help="Exponential moving average of the curves (TensorBoard's, debiased); "
+                                   "the raw curve stays faint behind.")
+    log_loss = scale.toggle("Log-scale loss", value=False, key="train_log_loss")
+st.query_params["run"] = str(watched)
+
+status = store.run(watched)["status"]
+if stop_column.button("Stop", disabled=status in TERMINAL, key="train_stop", width="stretch"):
+    status = runner.stop_run(watched, store_path())
+
+with live:
+    st.fragment(live_panel, run_every=None if status in TERMINAL else 1.0)(watched, smoothing, log_loss)
