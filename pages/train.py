@@ -116,25 +116,26 @@ if config is not None:
     st.query_params.update(config_to_query(config))
 
 runs = store.runs().head(RUN_CHOICES)
+watched = None
 with live:
     if runs.empty:
         st.info("No runs yet: configure one on the left and press **Start**.")
-        st.stop()
-    labels = {row.id: run_label(row) for row in runs.itertuples()}
-    requested = query_run()
-    watched_default = requested if requested in labels else int(runs["id"].iloc[0])
-    pick, smooth, scale = st.columns([3, 1.2, 0.9], vertical_alignment="bottom")
-    watched = pick.selectbox("Watching", list(labels), index=list(labels).index(watched_default),
-                             format_func=labels.get, key="train_watch")
-    smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
-                              help="Exponential moving average of the curves (TensorBoard's, debiased); "
-                                   "the raw curve stays faint behind.")
-    log_loss = scale.toggle("Log-scale loss", value=False, key="train_log_loss")
-st.query_params["run"] = str(watched)
+    else:
+        labels = {row.id: run_label(row) for row in runs.itertuples()}
+        requested = query_run()
+        pick, smooth, scale = st.columns([3, 1.2, 0.9], vertical_alignment="bottom")
+        watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch",
+                                 index=list(labels).index(requested if requested in labels else int(runs["id"].iloc[0])))
+        smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
+                                  help="Exponential moving average of the curves (TensorBoard's, debiased); "
+                                       "the raw curve stays faint behind.")
+        log_loss = scale.toggle("Log-scale loss", value=False, key="train_log_loss")
+        st.query_params["run"] = str(watched)
 
-status = store.run(watched)["status"]
-if stop_column.button("Stop", disabled=status in TERMINAL, key="train_stop", width="stretch"):
+status = store.run(watched)["status"] if watched is not None else None
+if stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop", width="stretch"):
     status = runner.stop_run(watched, store_path())
 
-with live:
-    st.fragment(live_panel, run_every=None if status in TERMINAL else 1.0)(watched, smoothing, log_loss)
+if watched is not None:
+    with live:
+        st.fragment(live_panel, run_every=None if status in TERMINAL else 1.0)(watched, smoothing, log_loss)

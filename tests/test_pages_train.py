@@ -1,0 +1,266 @@
+"""The Train page through Streamlit's AppTest: the RunConfig its widgets build, Start and Stop through a
+fake runner, and the live panel fed by rows written straight into a temporary store (no training)."""
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from stability import runner
+from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.store import RunStore
+
+PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = tmp_path / "runs.db"
+    monkeypatch.setenv("STABILITY_STORE", str(path))
+    with RunStore(path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def fake_runner(store, monkeypatch):
+    """start_run stores the run (so the page can watch it) and records what it was given; stop_run too."""
+    calls = {"start": [], "stop": []}
+
+    def start_run(config, store_path=None, name=None, max_concurrent=None):
+        calls["start"].append((config, store_path, max_concurrent))
+        return store.create_run(config.to_dict())
+
+    def stop_run(run_id, store_path=None, timeout=5.0):
+        calls["stop"].append((run_id, store_path))
+        store.set_status(run_id, "stopped")
+        return "stopped"
+
+    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(runner, "stop_run", stop_run)
+    return calls
+
+
+def add_run(store, status="running", cell="sgornn", steps=(0, 10, 20), total=100, error=None):
+    """A run with synthetic metric rows at ``steps`` and a gradient-through-time profile at each."""
+    config = RunConfig(CellConfig(cell, 16), TaskConfig("adding", {"seq_len": 20}), TrainConfig(steps=total))
+    run_id = store.create_run(config.to_dict())
+    store.update_run(run_id, device="cpu (2 threads)", metric="mse", baseline=1 / 6, baseline_label="always predict 1",
+                     total_steps=total)
+    store.set_status(run_id, status, error=error)
+    log(store, run_id, steps, gates=cell in ("sgornn", "fastrnn"))
+    return run_id
+
+
+def log(store, run_id, steps, gates=False):
+    now = time.time()
+    for step in steps:
+        rows = [("train/loss", 0.3 / (1 + step)), ("val/loss", 0.31 / (1 + step)), ("train/mse", 0.3 / (1 + step)),
+                ("val/mse", 0.31 / (1 + step)), ("gap/loss", 0.01), ("gap/mse", 0.01),
+                ("grad/h0_norm", 10.0 ** -step), ("sv/min", 0.99), ("sv/max", 1.01), ("sv/margin", 0.01),
+                ("speed/steps_per_s", 25.0), ("progress/eta_s", 90.0)]
+        rows += [("gate/alpha", 0.02), ("gate/beta", 0.96)] if gates else []
+        store.flush(run_id, [(step, now + step, name, value) for name, value in rows],
+                    [(step, now + step, "grad/h_t_norm", t, 10.0 ** (t - 20)) for t in range(21)], heartbeat_step=step)
+
+
+def run(**query):
+    app = AppTest.from_file(str(PAGE), default_timeout=30)
+    for key, value in query.items():
+        app.query_params[key] = str(value)
+    return app.run()
+
+
+def charts(app):
+    return app.get("vega_lite_chart")
+
+
+def titles(app):
+    return [json.loads(chart.proto.spec).get("title", "") for chart in charts(app)]
+
+
+def metric(app, label):
+    return next(m.value for m in app.metric if m.label == label)
+
+
+def button(app, label):
+    return next(b for b in app.button if b.label == label)
+
+
+def test_empty_store_shows_the_form_with_start_and_a_disabled_stop(store):
+    app = run()
+    assert not app.exception and not app.error
+    assert not button(app, "Start").disabled
+    assert button(app, "Stop").disabled
+    assert any("No runs yet" in info.value for info in app.info)
+    assert len(charts(app)) == 0
+
+
+def test_start_passes_the_config_the_widgets_describe_and_watches_the_new_run(store, fake_runner):
+    app = run()
+    app.selectbox(key="train_cell").set_value("spectral").run()
+    app.number_input(key="train_hidden").set_value(32)
+    app.selectbox(key="train_task").set_value("copy").run()
+    app.number_input(key="train_copy_seq_len").set_value(30)
+    app.number_input(key="train_steps").set_value(300)
+    app.number_input(key="train_lr").set_value(0.01)
+    app.number_input(key="train_seed").set_value(7)
+    app.number_input(key="train_spectral_r").set_value(0.05)
+    button(app, "Start").click().run()
+    assert not app.exception and not app.error
+
+    [(config, path, _)] = fake_runner["start"]
+    assert isinstance(config, RunConfig)
+    assert (config.cell.name, config.cell.hidden_size, config.cell.options["r"]) == ("spectral", 32, 0.05)
+    assert (config.task.name, config.task.options["seq_len"]) == ("copy", 30)
+    assert (config.train.steps, config.train.lr, config.train.seed) == (300, 0.01, 7)
+    assert config.train.clip_grad_norm is None and config.train.optimizer == "adam"
+    assert path == str(store.path)
+    new_id = max(store.runs()["id"])
+    assert app.query_params["run"] in (str(new_id), [str(new_id)])
+    assert app.selectbox(key="train_watch").value == new_id
+    assert not button(app, "Stop").disabled  # the new run is queued: it can be stopped
+
+
+def test_query_parameters_set_the_form_and_are_written_back(store):
+    app = run(cell="lstm", hidden=24, task="adding", seq_len=150, steps=500, lr=0.005, seed=3)
+    assert not app.exception and not app.error
+    assert app.selectbox(key="train_cell").value == "lstm"
+    assert app.number_input(key="train_hidden").value == 24
+    assert app.number_input(key="train_adding_seq_len").value == 150
+    assert app.number_input(key="train_steps").value == 500
+    assert app.number_input(key="train_lr").value == pytest.approx(0.005)
+    assert app.number_input(key="train_seed").value == 3
+    app.number_input(key="train_adding_seq_len").set_value(250).run()
+    assert app.query_params["seq_len"] in ("250", ["250"])
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("train_lr", 0.0, "lr must be a positive number"),
+    ("train_spectral_r", 5.0, "cell 'spectral'"),
+    ("train_hidden", 0, "hidden_size must be an integer >= 1"),
+])
+def test_a_bad_value_shows_one_error_line_and_disables_start(store, fake_runner, key, value, message):
+    app = run(cell="spectral")
+    app.number_input(key=key).set_value(value).run()
+    assert not app.exception
+    assert len(app.error) == 1 and message in app.error[0].value and "\n" not in app.error[0].value
+    assert button(app, "Start").disabled
+    assert fake_runner["start"] == []
+
+
+def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
+    def start_run(config, store_path=None, name=None, max_concurrent=None):
+        raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
+
+    monkeypatch.setattr(runner, "start_run", start_run)
+    app = run()
+    button(app, "Start").click().run()
+    assert not app.exception
+    assert [error.value for error in app.error] == [
+        "device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu"]
+
+
+def test_live_panel_shows_status_progress_metrics_and_every_chart(store):
+    run_id = add_run(store, status="running", steps=(0, 10, 20), total=100)
+    store.update_run(run_id, step=20)
+    app = run(run=run_id)
+    assert not app.exception and not app.error
+    assert app.selectbox(key="train_watch").value == run_id
+    assert any("running" in block.value for block in app.markdown)
+    [progress] = app.get("progress")
+    assert progress.value == 20
+    assert "step 20 / 100" in progress.proto.text and "25.0 steps/s" in progress.proto.text
+    assert "ETA 1 min 30 s" in progress.proto.text and "cpu (2 threads)" in progress.proto.text
+    assert float(metric(app, "val mse")) == pytest.approx(0.31 / 21, rel=1e-3)
+    assert float(metric(app, "‖∂L/∂h₀‖")) == pytest.approx(1e-20)
+    # loss, grad/h0 (log), singular values, gates, gap, gradient-flow heatmap
+    assert len(charts(app)) == 6
+    assert [title.split(",")[0].split(" (")[0] for title in titles(app)] == [
+        "Loss", "‖∂L/∂h₀‖", "Singular values of W", "Gates", "Gap", "Gradient flow through time: ‖∂L/∂h_t‖"]
+    specs = " ".join(chart.proto.spec for chart in charts(app))
+    assert '"type": "log"' in specs and "log10" in specs
+    data = b"".join(dataset.data.data for chart in charts(app) for dataset in chart.proto.datasets)
+    assert b"always predict 1" in data and b"gate/alpha" in data and b"gate/beta" in data
+
+
+def test_a_cell_without_gates_has_no_gate_chart(store):
+    run_id = add_run(store, cell="rnn")
+    app = run(run=run_id)
+    assert not app.exception
+    assert len(charts(app)) == 5
+    assert "Gates" not in titles(app)
+
+
+def test_live_panel_reads_only_new_rows_and_appends_them(store, monkeypatch):
+    run_id = add_run(store, status="running", steps=(0, 10))
+    reads = []
+    metrics = RunStore.metrics
+
+    def spy(self, run_id, names=None, since_step=None):
+        reads.append(since_step)
+        return metrics(self, run_id, names, since_step)
+
+    monkeypatch.setattr(RunStore, "metrics", spy)
+    app = run(run=run_id)
+    log(store, run_id, (20, 30), gates=True)
+    app.run()
+    assert not app.exception
+    assert reads == [None, 10]
+    [rows] = app.session_state["_run_rows"].values()
+    stored = store.metrics(run_id)
+    assert len(rows.metrics) == len(stored) and list(rows.metrics["step"]) == list(stored["step"])
+    assert sorted(set(rows.flow["step"])) == [0, 10, 20, 30]
+    assert float(metric(app, "val mse")) == pytest.approx(0.31 / 31, rel=1e-3)
+
+
+def test_a_run_that_finishes_is_read_in_full_once_and_polling_stops(store):
+    run_id = add_run(store, status="running", steps=(0, 10))
+    app = run(run=run_id)
+    log(store, run_id, (100,))
+    store.log(run_id, [(100, time.time(), "test/mse", 0.05)])
+    store.update_run(run_id, step=100)
+    store.set_status(run_id, "completed")
+    app.run()
+    assert not app.exception and not app.error
+    [rows] = app.session_state["_run_rows"].values()
+    assert rows.final and not rows.just_finished
+    assert float(metric(app, "test mse")) == pytest.approx(0.05)
+    assert button(app, "Stop").disabled
+    assert any("completed" in block.value for block in app.markdown)
+
+
+@pytest.mark.parametrize("status, error, shown", [
+    ("diverged", "loss or gradient became non-finite at step 12", "diverged: loss or gradient became non-finite"),
+    ("failed", "RuntimeError: out of memory", "failed: RuntimeError: out of memory"),
+])
+def test_a_diverged_or_failed_run_says_so_plainly(store, status, error, shown):
+    run_id = add_run(store, status=status, steps=(0, 10), error=error)
+    store.log(run_id, [(12, time.time(), "train/loss", math.nan)])
+    app = run(run=run_id)
+    assert not app.exception
+    assert len(app.error) == 1 and shown in app.error[0].value
+    assert button(app, "Stop").disabled
+
+
+def test_stop_asks_the_runner_to_stop_the_watched_run(store, fake_runner):
+    first = add_run(store, status="running")
+    watched = add_run(store, status="running")
+    app = run(run=first)
+    app.selectbox(key="train_watch").set_value(watched).run()
+    button(app, "Stop").click().run()
+    assert not app.exception
+    assert fake_runner["stop"] == [(watched, str(store.path))]
+    assert any(f"Run {watched} was stopped" in info.value for info in app.info)
+    assert button(app, "Stop").disabled
+    assert app.query_params["run"] in (str(watched), [str(watched)])
+
+
+def test_opening_a_run_by_link_loads_its_configuration_into_the_form(store):
+    run_id = add_run(store, status="completed", cell="lstm")
+    app = run(run=run_id)
+    assert not app.exception
+    assert app.selectbox(key="train_cell").value == "lstm"
+    assert app.number_input(key="train_hidden").value == 16
+    assert app.number_input(key="train_adding_seq_len").value == 20
