@@ -16,6 +16,7 @@ LOSS_METRICS = ("mse", "cross_entropy")  # tasks whose loss is their metric, so 
 ACTIVE = ("queued", "running")
 METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "progress")
 X_LABELS = {"step": "step", "wall_time": "wall time"}
+CHART_HEIGHT = 330  # the whole chart, legend and axes included (Streamlit fits the spec into it)
 TABLE_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed"]
 
 
@@ -75,7 +76,7 @@ def draw_charts(selected, names, smoothing, log_y, x):
             fits = baseline is not None and baseline_applies(name, shared_metric)
             chart = charts.metric_chart(rows, names=[name], baseline=baseline if fits else None,
                                         baseline_label=selected["baseline_label"].iloc[0] if fits else None,
-                                        log_y=log_y, x=x, smoothing=smoothing, title=name)
+                                        log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT)
             st.altair_chart(chart, width="stretch")
     shown = shown_rows(charts.prepare(rows, smoothing=smoothing, x=x), x, smoothing)
     st.download_button(f"Download CSV ({len(shown)} rows)", shown.to_csv(index=False).encode(),
@@ -114,10 +115,10 @@ wanted = st.query_params["metrics"].split(",") if "metrics" in st.query_params e
 init_state("cmp_metrics", [name for name in wanted if name in available])
 st.session_state["cmp_metrics"] = [name for name in st.session_state["cmp_metrics"] if name in available]
 init_state("cmp_smoothing", query_float("smooth", 0.0, 0.0, charts.MAX_SMOOTHING))
-init_state("cmp_log", st.query_params.get("log", "0") == "1")
+init_state("cmp_log", st.query_params.get("log", "1") != "0")  # gradient norms span many decades
 init_state("cmp_x", st.query_params.get("x") if st.query_params.get("x") in X_LABELS else "step")
 
-pick, smooth, scale, axis = st.columns([4, 2, 1, 1.4], vertical_alignment="bottom")
+pick, smooth, scale, axis = st.columns([3, 2, 1, 1.6], vertical_alignment="bottom")
 names = pick.multiselect("Metrics", available, key="cmp_metrics", help="One chart per metric.")
 smoothing = smooth.slider("Smoothing", 0.0, charts.MAX_SMOOTHING, step=0.01, key="cmp_smoothing",
                           help="Exponential moving average weight (TensorBoard's, debiased); "

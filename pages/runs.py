@@ -13,7 +13,8 @@ from stability import runner
 from stability.run_table import run_table
 
 ACTIVE = ("queued", "running")
-TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done", "created", "error"]
+TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done"]  # then finals
+TAIL_COLUMNS = ["created", "error"]
 REFRESH_S = 3.0
 
 
@@ -71,10 +72,10 @@ def confirm_delete(store, selected):
             st.warning(f"{id_list(active)} still training: stop {'it' if len(active) == 1 else 'them'} first.")
         if finished:
             st.warning(f"Delete {id_list(finished)} with every metric row and checkpoint? This cannot be undone.")
-        yes, no = st.columns(2)
-        yes.button(f"Delete {len(finished)} run{'s' if len(finished) != 1 else ''}", key="runs_delete_confirm",
+        buttons = st.container(horizontal=True)
+        buttons.button(f"Delete {len(finished)} run{'s' if len(finished) != 1 else ''}", key="runs_delete_confirm",
                    type="primary", disabled=not finished, on_click=delete_runs, args=(store, finished))
-        no.button("Cancel", key="runs_delete_cancel", on_click=cancel_delete)
+        buttons.button("Cancel", key="runs_delete_cancel", on_click=cancel_delete)
 
 
 def stop_runs(store, selected):
@@ -120,7 +121,7 @@ def runs_panel(polling):
     counts = table["status"].value_counts()
     st.caption(" · ".join([f"{len(table)} runs"] + [f"{count} {status}" for status, count in counts.items()]))
     selected = run_selection(
-        table, key="runs_table", columns=TABLE_COLUMNS + final_columns(table),
+        table, key="runs_table", columns=TABLE_COLUMNS + final_columns(table) + TAIL_COLUMNS,
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "steps_done": st.column_config.TextColumn("steps"),

@@ -196,19 +196,19 @@ def x_fields(chart):
 
 def test_log_toggle_and_wall_time_change_the_chart_spec(three_runs):
     app = run(runs="1", metrics="grad/h0_norm")
-    assert "log" not in y_scale_types(charts_of(app)[0]) and x_fields(charts_of(app)[0]) == {"step"}
-    app.toggle(key="cmp_log").set_value(True).run()
+    assert y_scale_types(charts_of(app)[0]) == {"log"} and x_fields(charts_of(app)[0]) == {"step"}
+    app.toggle(key="cmp_log").set_value(False).run()
     app.radio(key="cmp_x").set_value("wall_time").run()
     assert not app.exception
     chart = charts_of(app)[0]
-    assert y_scale_types(chart) == {"log"} and x_fields(chart) == {"time_s"}
-    assert (param(app, "log"), param(app, "x")) == ("1", "wall_time")
+    assert "log" not in y_scale_types(chart) and x_fields(chart) == {"time_s"}
+    assert (param(app, "log"), param(app, "x")) == ("0", "wall_time")
 
 
 def test_url_restores_every_control(three_runs):
-    app = run(runs="2", metrics="val/mse", smooth="0.5", log="1", x="wall_time")
+    app = run(runs="2", metrics="val/mse", smooth="0.5", log="0", x="wall_time")
     assert app.slider(key="cmp_smoothing").value == 0.5
-    assert app.toggle(key="cmp_log").value is True and app.radio(key="cmp_x").value == "wall_time"
+    assert app.toggle(key="cmp_log").value is False and app.radio(key="cmp_x").value == "wall_time"
 
 
 def test_bad_query_parameters_fall_back_quietly(three_runs):
