@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -22,10 +21,26 @@ from stability import cells, tasks
 from stability.cells.base import H0_MODES
 from stability.cells.rnn import RECURRENT_INITS
 from stability.cells.scan import ACTIVATIONS
-from stability.config import (DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, ConfigError, RunConfig,
-                              TaskConfig, TrainConfig)
+from stability.config import (
+    DEVICES,
+    DTYPES,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    CellConfig,
+    ConfigError,
+    RunConfig,
+    TaskConfig,
+    TrainConfig,
+)
 from stability.parametrizations.exponential import SKEW_INITS
-from stability.store import ENV_VAR, TERMINAL, RunNotFound, RunStore, StoreError, default_path
+from stability.store import (
+    ENV_VAR,
+    TERMINAL,
+    RunNotFound,
+    RunStore,
+    StoreError,
+    default_path,
+)
 
 # The update equation of each cell, one line per KaTeX row, and where it comes from
 # (the papers in ../shared/papers and their sources).
@@ -310,7 +325,7 @@ def format_duration(seconds: float | None) -> str:
     """``"45 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``; an em dash when unknown."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return "—"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds} s"
     if seconds < 3600:
@@ -327,16 +342,21 @@ def describe_config(config: dict) -> str:
             f"{train.get('steps')} steps · seed {train.get('seed')}")
 
 
-def run_status_panel(store: RunStore, run_id: int) -> None:
+def run_status_panel(store: RunStore, run_id: int, *, run: dict | None = None, rows: RunRows | None = None) -> None:
     """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
-    run's error as a plain message."""
-    try:
-        run = store.run(run_id)
-    except RunNotFound:
-        st.warning(f"Run {run_id} is not in the store {store.path}.")
-        return
+    run's error as a plain message. A live panel that has just read ``run`` (``store.run``) and its
+    :func:`run_rows` passes them, so nothing is read twice."""
+    if run is None:
+        try:
+            run = store.run(run_id)
+        except RunNotFound:
+            st.warning(f"Run {run_id} is not in the store {store.path}.")
+            return
     status, step, total = run["status"], run["step"] or 0, run["total_steps"] or run["config"]["train"]["steps"]
-    latest = store.latest(run_id) if status == "running" else {}
+    latest = {}
+    if status == "running":
+        latest = ({name: latest_value(rows.metrics, name) for name in ("speed/steps_per_s", "progress/eta_s")}
+                  if rows is not None else store.latest(run_id))
     if status in TERMINAL and run["started_at"] and run["finished_at"]:
         elapsed = run["finished_at"] - run["started_at"]
         speed, timing = (step / elapsed if elapsed > 0 else math.nan), f"took {format_duration(elapsed)}"
@@ -376,7 +396,6 @@ class RunRows:
     flow: pd.DataFrame | None = None
     final: bool = False
     just_finished: bool = False
-    read_at: float = field(default_factory=time.time)
 
 
 def run_rows(store: RunStore, run_id: int, status: str, *, flow: bool = False) -> RunRows:
@@ -397,7 +416,6 @@ def run_rows(store: RunStore, run_id: int, status: str, *, flow: bool = False) -
         rows.metrics = _appended(rows.metrics, store.metrics(run_id, since_step=_last_step(rows.metrics)))
         if flow and rows.flow is not None:
             rows.flow = _appended(rows.flow, store.series(run_id, FLOW, since_step=_last_step(rows.flow)))
-        rows.read_at = time.time()
     if flow and rows.flow is None:
         rows.flow = store.series(run_id, FLOW)
     cache[key] = rows
@@ -418,6 +436,18 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
     return float(values.iloc[-1]) if len(values) else math.nan
 
 
-__all__ = ["CELL_EQUATIONS", "RunRows", "config_form", "config_from_query", "config_to_query", "describe_config",
-           "format_duration", "latest_value", "open_store", "run_rows", "run_status_panel", "store_path",
-           "query_int"]
+__all__ = [
+    "CELL_EQUATIONS",
+    "RunRows",
+    "config_form",
+    "config_from_query",
+    "config_to_query",
+    "describe_config",
+    "format_duration",
+    "latest_value",
+    "open_store",
+    "query_int",
+    "run_rows",
+    "run_status_panel",
+    "store_path",
+]

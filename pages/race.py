@@ -8,8 +8,15 @@ slots as cells -> a fragment that reads every run's new rows once a second. ``?r
 import pandas as pd
 import streamlit as st
 
-from pages.common import (config_form, config_from_query, config_to_query, latest_value, open_store, run_rows,
-                          store_path)
+from pages.common import (
+    config_form,
+    config_from_query,
+    config_to_query,
+    latest_value,
+    open_store,
+    run_rows,
+    store_path,
+)
 from stability import charts, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.store import TERMINAL, RunNotFound
@@ -131,14 +138,14 @@ if configs:
 
 race = query_ids("runs")
 with live:
-    if not race:
+    if race:
+        smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
+        smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
+                                  help="Exponential moving average of the training curves (debiased, as TensorBoard's).")
+        log_loss = scale.toggle("Log-scale losses", value=False, key="race_log_loss")
+    else:
         st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                 "seed and budget, and their curves appear here.")
-        st.stop()
-    smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
-    smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
-                              help="Exponential moving average of the training curves (debiased, as TensorBoard's).")
-    log_loss = scale.toggle("Log-scale losses", value=False, key="race_log_loss")
 
 running = []
 for run_id in race:
@@ -152,5 +159,6 @@ if stop_column.button("Stop race", disabled=not running, key="race_stop", width=
         runner.stop_run(run_id, store_path())
     running = []
 
-with live:
-    st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss)
+if race:
+    with live:
+        st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss)

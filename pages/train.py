@@ -4,10 +4,20 @@ Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fra
 store once a second, only the rows logged since its last look, and redraws the charts in place.
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run.
 """
+import math
+
 import streamlit as st
 
-from pages.common import (config_form, config_from_query, config_to_query, latest_value, open_store, run_rows,
-                          run_status_panel, store_path)
+from pages.common import (
+    config_form,
+    config_from_query,
+    config_to_query,
+    latest_value,
+    open_store,
+    run_rows,
+    run_status_panel,
+    store_path,
+)
 from stability import charts, runner
 from stability.config import ConfigError, RunConfig
 from stability.store import TERMINAL, RunNotFound
@@ -45,7 +55,7 @@ def summary(run: dict, metrics) -> None:
               ("max |σ − 1|", latest_value(metrics, "sv/margin"), ".2e"),
               (f"test {metric}", latest_value(metrics, f"test/{metric}"), ".4g")]
     for column, (label, value, spec) in zip(st.columns(len(values)), values):
-        column.metric(label, f"{value:{spec}}" if value == value else "—")
+        column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
 
 def charts_grid(run: dict, rows, smoothing: float, log_loss: bool) -> None:
@@ -88,7 +98,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool) -> None:
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
         rows.just_finished = False
         st.rerun()
-    run_status_panel(store, run_id)
+    run_status_panel(store, run_id, run=run, rows=rows)
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
         return

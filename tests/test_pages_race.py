@@ -1,0 +1,169 @@
+"""The Race page through Streamlit's AppTest: one click starts every chosen cell with the same seed and
+budget (through a fake runner), and the overlaid live panel reads runs written straight into a temp store."""
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from stability import runner
+from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.store import RunStore
+
+PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = tmp_path / "runs.db"
+    monkeypatch.setenv("STABILITY_STORE", str(path))
+    with RunStore(path) as opened:
+        yield opened
+
+
+@pytest.fixture
+def fake_runner(store, monkeypatch):
+    calls = {"start": [], "stop": []}
+
+    def start_run(config, store_path=None, name=None, max_concurrent=None):
+        calls["start"].append((config, store_path, max_concurrent))
+        return store.create_run(config.to_dict())
+
+    def stop_run(run_id, store_path=None, timeout=5.0):
+        calls["stop"].append(run_id)
+        store.set_status(run_id, "stopped")
+        return "stopped"
+
+    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(runner, "stop_run", stop_run)
+    return calls
+
+
+def add_run(store, cell, status="running", error=None, h0_norm=1e-3):
+    config = RunConfig(CellConfig(cell, 16), TaskConfig("adding", {"seq_len": 200}), TrainConfig(steps=100))
+    run_id = store.create_run(config.to_dict())
+    store.update_run(run_id, metric="mse", baseline=1 / 6, baseline_label="always predict 1", total_steps=100, step=20)
+    store.set_status(run_id, status, error=error)
+    now = time.time()
+    for step in (0, 10, 20):
+        store.log(run_id, [(step, now + step, name, value) for name, value in [
+            ("train/loss", 0.2), ("val/loss", 0.19 - step / 1000), ("grad/h0_norm", h0_norm), ("sv/min", 0.9),
+            ("sv/max", 1.1), ("sv/margin", 0.1), ("speed/steps_per_s", 12.5)]])
+    return run_id
+
+
+def run(**query):
+    app = AppTest.from_file(str(PAGE), default_timeout=30)
+    for key, value in query.items():
+        app.query_params[key] = str(value)
+    return app.run()
+
+
+def button(app, label):
+    return next(b for b in app.button if b.label == label)
+
+
+def charts(app):
+    return app.get("vega_lite_chart")
+
+
+def test_defaults_are_the_classroom_demo(store):
+    app = run()
+    assert not app.exception and not app.error
+    assert app.multiselect(key="race_cells").value == ["rnn", "lstm", "spectral", "sgornn"]
+    assert app.selectbox(key="race_task").value == "adding"
+    assert app.number_input(key="race_adding_seq_len").value == 200
+    assert not button(app, "Start race").disabled and button(app, "Stop race").disabled
+
+
+def test_start_race_starts_every_cell_with_the_same_seed_and_budget_at_once(store, fake_runner):
+    app = run()
+    app.number_input(key="race_hidden").set_value(32)
+    app.number_input(key="race_steps").set_value(400)
+    app.number_input(key="race_seed").set_value(5)
+    app.number_input(key="race_lr").set_value(0.002)
+    button(app, "Start race").click().run()
+    assert not app.exception and not app.error
+
+    started = fake_runner["start"]
+    assert [config.cell.name for config, _, _ in started] == ["rnn", "lstm", "spectral", "sgornn"]
+    for config, path, max_concurrent in started:
+        assert max_concurrent == 4 and path == str(store.path)
+        assert config.cell.hidden_size == 32
+        assert (config.task.name, config.task.options["seq_len"]) == ("adding", 200)
+        assert (config.train.steps, config.train.seed, config.train.lr) == (400, 5, 0.002)
+    ids = sorted(store.runs()["id"])
+    assert app.query_params["runs"] in (",".join(map(str, ids)), [",".join(map(str, ids))])
+    [table] = app.dataframe
+    assert list(table.value["run"]) == ["rnn", "lstm", "spectral", "sgornn"]
+    assert set(table.value["status"]) == {"queued"}
+    assert not button(app, "Stop race").disabled
+
+
+def test_the_chosen_cells_and_their_options_go_into_their_own_configs(store, fake_runner):
+    app = run(cells="rnn,spectral")
+    assert app.multiselect(key="race_cells").value == ["rnn", "spectral"]
+    app.number_input(key="race_spectral_r").set_value(0.1)
+    button(app, "Start race").click().run()
+    assert not app.exception
+    configs = [config for config, _, _ in fake_runner["start"]]
+    assert [config.cell.name for config in configs] == ["rnn", "spectral"]
+    assert configs[1].cell.options["r"] == 0.1 and "r" not in configs[0].cell.options
+    assert {max_concurrent for _, _, max_concurrent in fake_runner["start"]} == {2}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda app: app.multiselect(key="race_cells").set_value([]), "pick at least one cell"),
+    (lambda app: app.number_input(key="race_spectral_r").set_value(2.0), "cell 'spectral'"),
+    (lambda app: app.number_input(key="race_batch").set_value(0), "batch_size must be an integer >= 1"),
+])
+def test_a_bad_value_shows_one_error_and_starts_nothing(store, fake_runner, change, message):
+    app = run()
+    change(app)
+    app.run()
+    assert not app.exception
+    assert len(app.error) == 1 and message in app.error[0].value
+    assert button(app, "Start race").disabled
+    assert fake_runner["start"] == []
+
+
+def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
+    def start_run(config, store_path=None, name=None, max_concurrent=None):
+        raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
+
+    monkeypatch.setattr(runner, "start_run", start_run)
+    app = run()
+    button(app, "Start race").click().run()
+    assert not app.exception
+    assert [error.value for error in app.error] == [
+        "device 'mps' was asked for but MPS is not available; use auto or cpu"]
+
+
+def test_a_race_link_overlays_every_run_with_standings_and_errors(store):
+    ids = [add_run(store, "rnn", h0_norm=1e-30), add_run(store, "lstm"), add_run(store, "spectral", status="completed"),
+           add_run(store, "sgornn", status="diverged", error="loss or gradient became non-finite at step 20")]
+    app = run(runs=",".join(map(str, ids)))
+    assert not app.exception
+    [table] = app.dataframe
+    assert list(table.value["run"]) == ["rnn", "lstm", "spectral", "sgornn"]
+    assert list(table.value["status"]) == ["running", "running", "completed", "diverged"]
+    assert list(table.value["progress"]) == [0.2] * 4
+    assert table.value["‖∂L/∂h₀‖"].iloc[0] == pytest.approx(1e-30)
+    assert len(app.error) == 1 and "sgornn (run 4) diverged: loss or gradient became non-finite" in app.error[0].value
+    assert [json.loads(chart.proto.spec)["title"] for chart in charts(app)] == [
+        "Validation loss", "Training loss", "‖∂L/∂h₀‖, gradient at the first step (log)",
+        "Singular values of W (band) and margin"]
+    data = b"".join(dataset.data.data for chart in charts(app) for dataset in chart.proto.datasets)
+    assert all(cell.encode() in data for cell in ("rnn", "lstm", "spectral", "sgornn"))
+    assert b"always predict 1" in data
+
+
+def test_stop_race_stops_only_the_runs_still_going(store, fake_runner):
+    ids = [add_run(store, "rnn"), add_run(store, "lstm", status="completed"), add_run(store, "spectral")]
+    app = run(runs=",".join(map(str, ids)))
+    button(app, "Stop race").click().run()
+    assert not app.exception
+    assert fake_runner["stop"] == [ids[0], ids[2]]
+    assert button(app, "Stop race").disabled
+    assert list(app.dataframe[0].value["status"]) == ["stopped", "completed", "stopped"]
