@@ -243,3 +243,10 @@ def test_empty_store_points_to_train(store):
     app = run()
     assert not app.exception and not app.error
     assert "Train" in app.info[0].value
+
+
+def test_a_store_path_that_is_a_folder_is_one_error_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_STORE", str(tmp_path))
+    app = run()
+    assert not app.exception
+    assert len(app.error) == 1 and "is a directory" in app.error[0].value

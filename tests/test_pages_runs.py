@@ -162,16 +162,41 @@ def test_export_csv_holds_every_metric_row_of_the_selected_runs(store, three_run
     pd.testing.assert_frame_equal(csv, expected, check_dtype=False)
 
 
-def test_open_in_compare_switches_page_with_the_selection(store, three_runs, tmp_path):
-    """Through a two-page app like app.py's (st.switch_page needs st.navigation)."""
+@pytest.fixture
+def two_pages(tmp_path):
+    """A two-page app like app.py's (st.switch_page needs st.navigation), next to a link to pages/."""
     (tmp_path / "pages").symlink_to(ROOT / "pages")
     (tmp_path / "app.py").write_text(
         "import streamlit as st\n"
         "st.navigation([st.Page('pages/runs.py', title='Runs'), st.Page('pages/compare.py', title='Compare')]).run()\n")
-    app = select(run(tmp_path / "app.py"), 1, 3)
+    return tmp_path / "app.py"
+
+
+def test_open_in_compare_switches_page_with_the_selection(store, three_runs, two_pages):
+    app = select(run(two_pages), 1, 3)
     button(app, "runs_compare").click().run()
     assert not app.exception
     assert app.title[0].value == "Compare"
     assert app.query_params["runs"] in ("1,3", ["1,3"])
     assert app.dataframe[0].value["id"].tolist() == [3, 2, 1]
     assert len(app.get("vega_lite_chart")) >= 1
+
+
+def test_open_in_compare_replaces_an_earlier_compare_selection(store, three_runs, two_pages):
+    app = run(two_pages)
+    app.switch_page("pages/compare.py").run()
+    app.session_state["cmp_table"] = {"selection": {"rows": [1]}}  # run 2
+    app.run()
+    assert app.title[0].value == "Compare" and app.query_params["runs"] in ("2", ["2"])
+    app.switch_page("pages/runs.py").run()
+    app = select(app, 1, 3)
+    button(app, "runs_compare").click().run()
+    assert not app.exception
+    assert app.query_params["runs"] in ("1,3", ["1,3"])
+
+
+def test_a_store_path_that_is_a_folder_is_one_error_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABILITY_STORE", str(tmp_path))
+    app = run()
+    assert not app.exception
+    assert len(app.error) == 1 and "is a directory" in app.error[0].value
