@@ -254,7 +254,7 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
     left, right = st.columns(2)
     optimizer = left.selectbox("Optimizer", OPTIMIZERS, index=_index(list(OPTIMIZERS), train.optimizer),
                                key=f"{key_prefix}_optimizer")
-    lr = right.number_input("Learning rate", value=float(train.lr), step=1e-4, format="%.2e",
+    lr = right.number_input("Learning rate", value=float(train.lr), step=1e-4, format="%.4g",
                             key=f"{key_prefix}_lr", help="Adam at 1e-3 is the papers' usual choice.")
     steps = int(left.number_input("Steps", value=int(train.steps), step=100, key=f"{key_prefix}_steps",
                                   help="Optimizer steps (batches) to train for."))

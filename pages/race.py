@@ -142,7 +142,7 @@ with live:
         smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
         smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
                                   help="Exponential moving average of the training curves (debiased, as TensorBoard's).")
-        log_loss = scale.toggle("Log-scale losses", value=False, key="race_log_loss")
+        log_loss = scale.toggle("Log y", value=False, key="race_log_loss", help="Log scale for the losses.")
     else:
         st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                 "seed and budget, and their curves appear here.")

@@ -139,7 +139,7 @@ with live:
         smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
                                   help="Exponential moving average of the curves (TensorBoard's, debiased); "
                                        "the raw curve stays faint behind.")
-        log_loss = scale.toggle("Log-scale loss", value=False, key="train_log_loss")
+        log_loss = scale.toggle("Log y", value=False, key="train_log_loss", help="Log scale for the loss.")
         st.query_params["run"] = str(watched)
 
 status = store.run(watched)["status"] if watched is not None else None
