@@ -3,6 +3,7 @@
 runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
 While a run is queued or training the table refreshes itself in place.
 """
+import contextlib
 import io
 
 import streamlit as st
@@ -11,6 +12,7 @@ from pages.common import open_store
 from pages.run_selection import final_columns, run_selection
 from stability import runner
 from stability.run_table import run_table
+from stability.store import RunNotFound
 
 ACTIVE = ("queued", "running")
 TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done"]  # then finals
@@ -48,7 +50,8 @@ def ask_to_delete(run_ids):
 def delete_runs(store, run_ids):
     """Delete the runs (callback of the confirm button, so the table redraws without them)."""
     for run_id in run_ids:
-        store.delete_run(run_id)
+        with contextlib.suppress(RunNotFound):  # already deleted, e.g. from another tab
+            store.delete_run(run_id)
     st.session_state.pop("runs_pending_delete", None)
     st.session_state["runs_notice"] = f"Deleted {id_list(run_ids)}."
 
