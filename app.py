@@ -12,7 +12,11 @@ from stability.store import RunStore, StoreError
 st.set_page_config(page_title="stability", page_icon="〰️", layout="wide")
 
 pages = [
-    st.Page("pages/gradient_flow.py", title="Gradient flow", icon="🌊", default=True),
+    st.Page("pages/train.py", title="Train", icon=":material/model_training:", default=True),
+    st.Page("pages/race.py", title="Race", icon=":material/sports_score:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/stacked_line_chart:"),
+    st.Page("pages/gradient_flow.py", title="Gradient flow", icon=":material/waves:"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/list_alt:"),
 ]
 navigation = st.navigation(pages)
 

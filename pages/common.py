@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -95,6 +96,32 @@ def store_path() -> str | None:
 def _open_store(path: str) -> RunStore:
     return RunStore(path)  # one connection per store file and server process; RunStore is thread-safe
 
+
+
+def require_router(page_file: str) -> None:
+    """Make sure ``app.py``'s ``st.navigation`` routes this run; call first on every page
+    with the page's ``__file__``.
+
+    Note [Direct links on a fresh server]
+    -------------------------------------
+    Streamlit decides once per server process, when the first session
+    starts, whether the app uses the legacy ``pages/`` folder: it does if a
+    folder of that name sits beside the entry script, until some run calls
+    ``st.navigation``.  So the first visitor after a restart who opens a page
+    link (``/compare?runs=1,2``) gets legacy routing: the page runs without
+    ``app.py`` (no sidebar, no layout) and every file in ``pages/`` is listed.
+    Our layout must keep ``pages/``, so a page that finds itself in legacy
+    mode switches the flag off and switches to itself, query parameters and
+    all, which reruns through ``app.py``'s router (tests/test_browser.py opens
+    a page link first on a fresh server to check this).  Not under AppTest:
+    it resets the flag before every run, so the flag says nothing there, and
+    its page-switching harnesses rely on legacy routing.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory and "streamlit.testing.v1.app_test" not in sys.modules:
+        PagesManager.uses_pages_directory = False
+        st.switch_page(Path(page_file), query_params=st.query_params.to_dict())
 
 def open_store() -> RunStore:
     """The store at :func:`store_path`, opened once per server process; a bad path stops the page with

@@ -6,10 +6,12 @@ exactly what is drawn. The selection and every control are mirrored in the URL
 """
 import streamlit as st
 
-from pages.common import open_store
+from pages.common import open_store, require_router
 from pages.run_selection import final_columns, query_ids, run_selection
 from stability import charts
 from stability.run_table import run_table
+
+require_router(__file__)
 
 DEFAULT_RUNS = 5  # newest runs selected when the URL names none
 LOSS_METRICS = ("mse", "cross_entropy")  # tasks whose loss is their metric, so the baseline fits */loss too

@@ -6,11 +6,14 @@ No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 import streamlit as st
 import torch
 
+from pages.common import require_router
 from stability import cells, charts, diagnostics
 from stability.cells.base import H0_MODES
 from stability.cells.rnn import RECURRENT_INITS
 from stability.cells.scan import ACTIVATIONS
 from stability.parametrizations.exponential import SKEW_INITS
+
+require_router(__file__)
 
 HIDDEN_SIZES = [8, 16, 32, 64, 128, 256]
 CHOICES = {"nonlinearity": ACTIVATIONS, "h0": H0_MODES}

@@ -14,12 +14,15 @@ from pages.common import (
     config_to_query,
     latest_value,
     open_store,
+    require_router,
     run_rows,
     store_path,
 )
 from stability import charts, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.store import TERMINAL, RunNotFound
+
+require_router(__file__)
 
 RACE_CELLS = ["rnn", "lstm", "spectral", "sgornn"]
 # Small enough to finish in minutes on a laptop CPU with four runs sharing it; the spectral paper races at

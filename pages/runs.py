@@ -8,11 +8,13 @@ import io
 
 import streamlit as st
 
-from pages.common import open_store
+from pages.common import open_store, require_router
 from pages.run_selection import final_columns, run_selection
 from stability import runner
 from stability.run_table import run_table
 from stability.store import RunNotFound
+
+require_router(__file__)
 
 ACTIVE = ("queued", "running")
 TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done"]  # then finals

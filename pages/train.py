@@ -14,6 +14,7 @@ from pages.common import (
     config_to_query,
     latest_value,
     open_store,
+    require_router,
     run_rows,
     run_status_panel,
     store_path,
@@ -21,6 +22,8 @@ from pages.common import (
 from stability import charts, runner
 from stability.config import ConfigError, RunConfig
 from stability.store import TERMINAL, RunNotFound
+
+require_router(__file__)
 
 LOSS_UNITS = ("mse", "cross_entropy")  # metrics measured in the loss's own units: the baseline goes on the loss
 RUN_CHOICES = 200  # newest runs offered in the "Watching" box

@@ -91,6 +91,8 @@ PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "val
 MAX_SMOOTHING = 0.99
 NOTE_UNDERFLOW, NOTE_OVERFLOW = "underflow (0 in float64)", "overflow"  # the notes of clip_for_log
 NOTE_NAN = "not a number"
+# Distinct hues for runs (Vega's default puts neighbours in two blues, two reds).
+RUN_COLOURS = alt.Scale(scheme="tableau10")
 HEATMAP_MAX_STEPS = 40
 HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
 EMA_BLOCK = 128
@@ -267,7 +269,7 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
                                 clear="pointerout", empty=False)
     encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
-                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"))}
+                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
     if len(names) > 1:
         encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
     base = alt.Chart(data).encode(**encoding)
@@ -337,7 +339,8 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
     x_field, x_title = X_AXES[x]
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
     base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),
-                                  color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top")))
+                                  color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top"),
+                                                  scale=RUN_COLOURS))
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("step:Q"), alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
                alt.Tooltip("sv_min:Q", title="σ_min", format=".4g"), alt.Tooltip("sv_max:Q", title="σ_max", format=".4g"),
                alt.Tooltip("sv_margin:Q", title="max|σ − 1|", format=".3g")]

@@ -95,10 +95,29 @@ def wait_for_charts(page, count):
         f"[data-testid=\"stVegaLiteChart\"] svg.marks').length >= {count}", timeout=60_000)
 
 
+PAGE_TITLES = ["Train", "Race", "Compare", "Gradient flow", "Runs"]
+
+
+def nav_titles(page):
+    return [link.inner_text().split("\n")[-1].strip()
+            for link in page.locator('[data-testid="stSidebarNavLink"]').all()]
+
+
+def test_a_page_link_opened_first_on_a_fresh_server_goes_through_the_router(server, browser):
+    # Runs first in this module, on the module's fresh server: see Note [Direct links on a fresh server].
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/gradient_flow?cell=spectral&hidden=32&T=100&seed=0")
+    page.get_by_text("Device:").first.wait_for(timeout=60_000)  # app.py's sidebar ran
+    page.get_by_text("‖∂h_T/∂h_0‖").first.wait_for(timeout=60_000)
+    assert nav_titles(page) == PAGE_TITLES
+    assert "cell=spectral" in page.url and "hidden=32" in page.url
+    page.close()
+
+
 def test_gradient_flow_page_draws_and_redraws_after_a_slider_move(server, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    page.goto(f"{server}/?cell=rnn&hidden=64&T=200&seed=0")
+    page.goto(f"{server}/gradient_flow?cell=rnn&hidden=64&T=200&seed=0")
     page.get_by_text("‖∂h_T/∂h_0‖").first.wait_for(timeout=60_000)
     wait_for_charts(page, 2)
     before = metric_value(page, "‖∂h_T/∂h_0‖")
@@ -115,9 +134,30 @@ def test_gradient_flow_page_draws_and_redraws_after_a_slider_move(server, browse
     assert re.search(r"T=1000", page.url)
     page.screenshot(path=str(ARTIFACTS / "gradient_flow_rnn.png"), full_page=True)
 
-    page.goto(f"{server}/?cell=spectral&hidden=128&T=1000&seed=0")
+    page.goto(f"{server}/gradient_flow?cell=spectral&hidden=128&T=1000&seed=0")
     page.get_by_text("‖∂h_T/∂h_0‖").first.wait_for(timeout=60_000)
     wait_for_charts(page, 2)
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "gradient_flow_spectral.png"), full_page=True)
     assert float(metric_value(page, "margin max|σ−1|")) <= 0.01 + 1e-6
+
+
+def test_train_page_starts_a_run_and_watches_it_complete(server, browser):
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    page.goto(f"{server}/?cell=rnn&hidden=16&task=adding&seq_len=20&steps=60&seed=0")
+    start = page.get_by_role("button", name="Start", exact=True)
+    start.wait_for(timeout=60_000)
+    start.click()
+    page.wait_for_function("() => /[?&]run=\\d+/.test(location.search)", timeout=60_000)
+    page.get_by_text("completed", exact=False).first.wait_for(timeout=120_000)
+    wait_for_charts(page, 5)
+    page.wait_for_timeout(1500)
+    page.screenshot(path=str(ARTIFACTS / "train.png"), full_page=True)
+    run_id = re.search(r"[?&]run=(\d+)", page.url).group(1)
+
+    for path, name in (("race", "race"), (f"compare?runs={run_id}", "compare"), ("runs", "runs")):
+        page.goto(f"{server}/{path}")
+        page.get_by_text("Device:").first.wait_for(timeout=60_000)
+        page.wait_for_timeout(2500)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert page.get_by_text("completed").count() >= 1  # the Runs table lists the finished run

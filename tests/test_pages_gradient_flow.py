@@ -68,14 +68,16 @@ def test_app_frame_shows_the_device_and_runs_in_progress(tmp_path, monkeypatch):
     assert any("Device:" in caption.value for caption in app.sidebar.caption)
     assert any("No runs in progress" in caption.value for caption in app.sidebar.caption)
     store = RunStore(tmp_path / "runs.db")
-    run_id = store.create_run({"cell": {"name": "spectral"}, "task": {"name": "adding"}})
+    from stability.config import CellConfig, RunConfig, TaskConfig
+
+    run_id = store.create_run(RunConfig().to_dict())
     import os
     store.update_run(run_id, status="running", pid=os.getpid(), step=50, total_steps=200)
     app = run(ROOT / "app.py")
     assert not app.exception
     assert any("1** run in progress" in caption.value for caption in app.sidebar.caption)
     assert app.sidebar.get("progress")[0].proto.text == f"#{run_id} spectral on adding · running"
-    queued = store.create_run({"cell": {"name": "lstm"}, "task": {"name": "copy"}})  # no step counts yet
+    queued = store.create_run(RunConfig(cell=CellConfig("lstm"), task=TaskConfig("copy", {})).to_dict())
     store.update_run(queued, pid=os.getpid())  # claimed, so reconcile leaves it alone
     app = run(ROOT / "app.py")
     assert not app.exception
