@@ -11,7 +11,6 @@ from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "compare.py"
 ADDING_BASELINE = 1 / 6
@@ -38,13 +37,6 @@ def add_run(store, cell, task, metric, baseline, status="completed", seq_len=50)
     store.log(run_id, rows)
     return run_id
 
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = tmp_path / "runs.db"
-    monkeypatch.setenv("STABILITY_STORE", str(path))
-    with RunStore(path) as store:
-        yield store
 
 
 @pytest.fixture

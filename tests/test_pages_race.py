@@ -9,17 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 from stability import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
 
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = tmp_path / "runs.db"
-    monkeypatch.setenv("STABILITY_STORE", str(path))
-    with RunStore(path) as opened:
-        yield opened
 
 
 @pytest.fixture

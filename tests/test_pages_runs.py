@@ -16,7 +16,6 @@ from streamlit.testing.v1 import AppTest
 
 from stability import runner
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "pages" / "runs.py"
@@ -38,13 +37,6 @@ def dead_pid():
     process.wait()
     return process.pid
 
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = tmp_path / "runs.db"
-    monkeypatch.setenv("STABILITY_STORE", str(path))
-    with RunStore(path) as store:
-        yield store
 
 
 @pytest.fixture

@@ -15,13 +15,6 @@ from stability.store import RunStore
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    path = tmp_path / "runs.db"
-    monkeypatch.setenv("STABILITY_STORE", str(path))
-    with RunStore(path) as opened:
-        yield opened
-
 
 @pytest.fixture
 def fake_runner(store, monkeypatch):
