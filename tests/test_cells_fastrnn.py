@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from torch.func import functional_call
 
 from stability import cells
 
@@ -150,20 +149,14 @@ def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, 
 
 
 @pytest.mark.parametrize("name,beta_logit", [("fastrnn", 1.0), ("sgornn", -1.0), ("sgornn", 4.0)])
-def test_gradcheck_fused_path(name, beta_logit):
+def test_gradcheck_fused_path(name, beta_logit, gradcheck_through_parameters):
     cell = cells.build(name, 2, 4, k=3, angle_init=math.pi) if name == "sgornn" else cells.build(name, 2, 4)
     cell = cell.double()
     set_gates(cell, -1.5, beta_logit)
     cell.impl = "scan"
-    names = [n for n, _ in cell.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for _, p in cell.named_parameters())
     x = torch.randn(2, 5, 2, dtype=torch.float64, requires_grad=True)
     h0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
-
-    def outputs(x, h0, *values):
-        return functional_call(cell, dict(zip(names, values)), (x, h0))[0]
-
-    assert torch.autograd.gradcheck(outputs, (x, h0, *params))
+    assert gradcheck_through_parameters(cell, x, h0)
 
 
 def test_odd_hidden_size_is_a_clear_error_for_sgornn_only():

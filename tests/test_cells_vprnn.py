@@ -3,7 +3,6 @@ import math
 
 import pytest
 import torch
-from torch.func import functional_call
 
 from stability import cells
 
@@ -56,18 +55,12 @@ def test_stays_orthogonal_after_optimizer_steps():
     assert (torch.linalg.svdvals(w.double()) - 1).abs().max() < 1e-5
 
 
-def test_gradcheck_fused_path():
+def test_gradcheck_fused_path(gradcheck_through_parameters):
     cell = make(4, 2, k=3, angle_init=math.pi).double()
     cell.impl = "scan"
-    names = [n for n, _ in cell.named_parameters()]
-    params = tuple(p.detach().clone().requires_grad_() for _, p in cell.named_parameters())
     x = torch.randn(2, 5, 2, dtype=torch.float64, requires_grad=True)
     h0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)
-
-    def outputs(x, h0, *values):
-        return functional_call(cell, dict(zip(names, values)), (x, h0))[0]
-
-    assert torch.autograd.gradcheck(outputs, (x, h0, *params))
+    assert gradcheck_through_parameters(cell, x, h0)
 
 
 @pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
