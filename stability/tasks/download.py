@@ -72,6 +72,12 @@ class Remote:
     md5: str | None = None
 
 
+def mirrored(files: dict[str, tuple[str, str | None]], mirrors: tuple[str, ...]) -> dict[str, Remote]:
+    """``{key: (filename, md5)}`` served from every mirror prefix -> ``{key: Remote}``."""
+    return {key: Remote(filename, tuple(mirror + filename for mirror in mirrors), md5)
+            for key, (filename, md5) in files.items()}
+
+
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
     """The cache directory: ``data_dir`` if given, else ``$STABILITY_DATA``, else ``~/.stability/data``."""
     chosen = data_dir or os.environ.get(DATA_ENV) or DEFAULT_DATA_DIR

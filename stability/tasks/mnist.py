@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .base import Arrays, Batch, StoredTask, check_choice, check_count, majority_baseline, rng, split_off
-from .download import DatasetUnavailable, Progress, Remote, data_root, fetch
+from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
 PIXELS = 28 * 28
 MIRRORS = (
@@ -39,10 +39,7 @@ FILES = {
     "test_images": ("t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3"),
     "test_labels": ("t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c"),
 }
-REMOTES = {
-    key: Remote(filename, tuple(mirror + filename for mirror in MIRRORS), md5)
-    for key, (filename, md5) in FILES.items()
-}
+REMOTES = mirrored(FILES, MIRRORS)
 
 
 def read_idx(path: Path) -> np.ndarray:

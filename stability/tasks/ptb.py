@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from .base import Batch, Task, check_count, check_split, one_hot
-from .download import DatasetUnavailable, Progress, Remote, data_root, fetch
+from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
 EOS = "<eos>"
 MIRRORS = (
@@ -66,10 +66,7 @@ FILES = {
     "val": ("ptb.valid.txt", "aa0affc06ff7c36e977d7cd49e3839bf"),
     "test": ("ptb.test.txt", "8b80168b89c18661a38ef683c0dc3721"),
 }
-REMOTES = {
-    split: Remote(filename, tuple(mirror + filename for mirror in MIRRORS), md5)
-    for split, (filename, md5) in FILES.items()
-}
+REMOTES = mirrored(FILES, MIRRORS)
 
 
 def word_tokens(text: str) -> list[str]:
