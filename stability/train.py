@@ -153,11 +153,6 @@ def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[di
     return metrics, sigma
 
 
-def _zeros_like_state(model: SequenceModel, batch: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    state = model.cell.initial_state(batch, dtype=dtype, device=device)
-    return torch.zeros(state.shape, dtype=state.dtype, device=device)
-
-
 class Evaluator:
     """Fixed evaluation sets: val (and test) from the task, and a fixed training set
     of the same size evaluated the same way, for the train/held-out gap."""
@@ -226,7 +221,8 @@ def gradient_through_time(model: SequenceModel, task, x: torch.Tensor, y: torch.
     """
     probe_model = copy.deepcopy(model).double().eval()
     x, y = x.double(), (y.double() if y.is_floating_point() else y)
-    h0 = _zeros_like_state(probe_model, x.shape[0], torch.float64, x.device).requires_grad_()
+    h0 = probe_model.cell.initial_state(x.shape[0], dtype=torch.float64, device=x.device).detach().clone()
+    h0.requires_grad_()  # the state the model starts from at evaluation (learned, or zero)
     probe = torch.zeros(x.shape[0], x.shape[1], h0.shape[1], dtype=h0.dtype, device=x.device, requires_grad=True)
     pred, _ = probe_model(x, h0, state_probe=probe)
     task.loss(pred, y).backward()
@@ -322,10 +318,10 @@ def train_run(config: RunConfig, store, run_id: int, *,
     for step in range(1, train.steps + 1):
         x, y = next(batches)
         x, y = _to(x, y, device, dtype)
-        h0_probe = _zeros_like_state(model, x.shape[0], dtype, device).requires_grad_()
         h0 = model.cell.initial_state(x.shape[0], dtype=dtype, device=device)
         if stateful and state is not None and state.shape == h0.shape:
             h0 = state
+        h0_probe = torch.zeros_like(h0).requires_grad_()  # its gradient is dL/dh0
         pred, h_last = model(x, h0 + h0_probe)
         state = h_last.detach() if stateful else None
         loss = task.loss(pred, y)
