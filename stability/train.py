@@ -40,7 +40,7 @@ from torch import nn
 
 from . import cells, tasks
 from .config import ConfigError, RunConfig, TrainConfig
-from .diagnostics import singular_values
+from .diagnostics import spectrum_metrics, state_gradient_norms
 
 CHECKPOINT_EVERY_S = 300.0
 STOP_POLL_S = 0.5
@@ -135,24 +135,6 @@ def recurrent_parameters(model: SequenceModel) -> list[nn.Parameter]:
     return [p for name, p in model.cell.named_parameters() if "weight_hh" in name]
 
 
-def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[dict[str, float], np.ndarray]:
-    """``sv/*`` of the recurrent matrix and its singular values (largest first).
-
-    The spectral radius needs a general eigensolver (~4 ms at 128 x 128 on
-    CPU, 5x the SVD), so the trainer asks for it only at evaluation steps.
-    """
-    sigma = singular_values(matrix)
-    smallest, largest = float(sigma[-1]), float(sigma[0])
-    metrics = {"sv/min": smallest, "sv/max": largest, "sv/margin": float(np.abs(sigma - 1.0).max()),
-               "sv/condition": largest / smallest if smallest > 0 else math.inf}
-    if with_radius:
-        with torch.no_grad():
-            wide = matrix.detach().cpu()
-            wide = wide.to(torch.complex128) if wide.is_complex() else wide.double()
-            metrics["sv/spectral_radius"] = torch.linalg.eigvals(wide).abs().max().item()
-    return metrics, sigma
-
-
 class Evaluator:
     """Fixed evaluation sets: val (and test) from the task, and a fixed training set
     of the same size evaluated the same way, for the train/held-out gap."""
@@ -221,13 +203,12 @@ def gradient_through_time(model: SequenceModel, task, x: torch.Tensor, y: torch.
     """
     probe_model = copy.deepcopy(model).double().eval()
     x, y = x.double(), (y.double() if y.is_floating_point() else y)
-    h0 = probe_model.cell.initial_state(x.shape[0], dtype=torch.float64, device=x.device).detach().clone()
-    h0.requires_grad_()  # the state the model starts from at evaluation (learned, or zero)
-    probe = torch.zeros(x.shape[0], x.shape[1], h0.shape[1], dtype=h0.dtype, device=x.device, requires_grad=True)
-    pred, _ = probe_model(x, h0, state_probe=probe)
-    task.loss(pred, y).backward()
-    grads = torch.cat([h0.grad[:, None], probe.grad], dim=1)  # (B, T+1, S)
-    return grads.abs().pow(2).sum(dim=2).mean(dim=0).sqrt().cpu().numpy()
+    h0 = probe_model.cell.initial_state(x.shape[0], dtype=torch.float64, device=x.device)  # learned, or zero
+
+    def task_loss(h0, state_probe):
+        return task.loss(probe_model(x, h0, state_probe=state_probe)[0], y)
+
+    return state_gradient_norms(task_loss, h0, x.shape[1])
 
 
 def load_checkpoint(path) -> dict:
