@@ -7,6 +7,8 @@ The cell contract (``../shared/DESIGN.md``)::
     cell.recurrent_matrix()                   # dense current transition matrix (H, H)
     cell.gate_values()                        # {name: float}, empty where there are no gates
     cell.penalty()                            # soft-constraint term for the loss (0 where none)
+    cell.recurrent_parameters()               # the parameters W is built from (frozen by freeze_recurrent)
+    cell.after_optimizer_step()               # called by the trainer after every optimizer step
 
 and, for the trainer's gradient probes::
 
@@ -178,6 +180,19 @@ class RecurrentCell(nn.Module):
     def recurrent_parameter_count(self) -> int:
         """Real numbers in the parameters that build the transition matrix."""
         raise NotImplementedError
+
+    def recurrent_parameters(self) -> list[nn.Parameter]:
+        """The parameters the transition matrix is built from: ``weight_hh`` itself, or what its
+        parametrization stores (``parametrizations.weight_hh.original``).  Cells whose W is
+        built from other tensors override this."""
+        return [p for name, p in self.named_parameters() if "weight_hh" in name]
+
+    def after_optimizer_step(self) -> None:
+        """Called by the trainer, under ``torch.no_grad()``, after every optimizer step.
+
+        A cell whose authors re-project the free parameters after each update
+        (e.g. renormalising Householder vectors) does it here; the default does nothing.
+        """
 
     def extra_repr(self) -> str:
         return f"input_size={self.input_size}, hidden_size={self.hidden_size}, h0={self.h0_mode!r}"
