@@ -42,7 +42,9 @@ BAD_INPUT = (ValueError, StoreError, OSError)
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
 _CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "device": DEVICES, "dtype": DTYPES}
 _FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float}
-_FLAG_NOTES = {"epochs": "passes over a fixed training set, instead of --steps"}
+_FLAG_NOTES = {"epochs": "passes over a fixed training set, instead of --steps",
+               "freeze_recurrent": "keep the parameters that build the recurrent matrix W at their random "
+                                   "initial values (KRU paper §4.1)"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--data-dir", metavar="PATH", help="dataset cache folder of real-data tasks")
     defaults = TrainConfig()
     for field in fields(TrainConfig):
+        if field.type == "bool":
+            train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, action="store_const",
+                               const=True, default=None, help=_FLAG_NOTES[field.name])
+            continue
         kind = _FLAG_TYPES[field.type]
         default = getattr(defaults, field.name)
         if field.name.endswith("_every"):

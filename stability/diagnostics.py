@@ -72,18 +72,135 @@ def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[di
     return metrics, sigma
 
 
-def state_gradient_norms(loss_of, h0: torch.Tensor, seq_len: int) -> np.ndarray:
-    """‖∂L/∂h_t‖ for t = 0..T in one backward pass, root mean square over the batch.
+def stable_norm(tensor: torch.Tensor, dim=None) -> torch.Tensor:
+    """The 2-norm (over ``dim``, default all) computed without underflow or overflow.
+
+    ``torch.linalg.vector_norm`` squares every entry first: a gradient whose
+    entries are 1e-170 reads exactly 0 in float64 (1e-340 underflows), and
+    1e-23 reads 0 in float32.  Dividing by the largest magnitude first keeps
+    every square in [0, 1], so the norm is 0 only when every entry is.
+    """
+    magnitude = tensor.detach().abs()
+    if dim is None:
+        magnitude = magnitude.reshape(-1)
+        dim = 0
+    scale = magnitude.amax(dim=dim, keepdim=True)
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    norms = (magnitude / safe).pow(2).sum(dim=dim, keepdim=True).sqrt() * scale
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return norms.squeeze(dims) if dims else norms
+
+
+def state_gradient_norms(loss_of, h0: torch.Tensor, seq_len: int, *, reduce: str = "frobenius") -> np.ndarray:
+    """‖∂L/∂h_t‖ for t = 0..T in one backward pass.
 
     ``loss_of(h0, state_probe)`` runs the model from ``h0`` with the cell's
     state probe (zeros, (B, T, S)) and returns the scalar loss L; the probe's
-    gradient at t is then dL/dh_t, and h0's is dL/dh0.
+    gradient at t is then dL/dh_t, and h0's is dL/dh0.  ``reduce``:
+    ``"frobenius"``, the norm over the batch and the state of the (B, S)
+    gradient (what ‖∂L/∂h0‖ means for a batch loss, spectral paper Fig. 1);
+    ``"rms"``, that divided by √B (the root mean square of the examples' norms).
     """
     h0 = h0.detach().clone().requires_grad_()
     probe = torch.zeros(h0.shape[0], seq_len, h0.shape[1], dtype=h0.dtype, device=h0.device, requires_grad=True)
     loss_of(h0, probe).backward()
     grads = torch.cat([h0.grad[:, None], probe.grad], dim=1)  # (B, T+1, S): dL/dh_t, t = 0..T
-    return grads.abs().pow(2).sum(dim=2).mean(dim=0).sqrt().cpu().numpy()
+    norms = stable_norm(grads, dim=(0, 2))
+    if reduce == "rms":
+        norms = norms / math.sqrt(h0.shape[0])
+    return norms.cpu().numpy()
+
+
+class ProbeBatch:
+    """The gradient readings of a training run, on one fixed batch, in float64.
+
+    Definitions (the same at every step, so curves compare across training):
+
+    * ``h0_norm()`` — ‖∂L/∂h0‖: the 2-norm over the batch and the state of
+      the gradient of L = the task loss averaged over the probe batch, with
+      respect to the (B, S) initial state, at the cell's evaluation h0 (zero,
+      or the learned one; MASO's noisy h0 is zero at evaluation).  Spectral
+      paper Figs. 1 and 4.
+    * ``through_time()`` — the same norm of ∂L/∂h_t for every t = 0..T (its
+      t = 0 entry is ``h0_norm()``), through the cell's state probe.
+    * ``output_h0_norm()`` — ‖A_h‖ of the MASO paper (§5.1, Thm. 3, Fig. 4):
+      A_h = ∂z/∂h0, the slope of the last step's model output z (C values)
+      in the initial state, which for a piecewise-affine cell is the affine
+      parameter of h0 in the current region.  Reported as the root mean
+      square over the batch of each example's Frobenius norm ‖A_h‖_F, the
+      quantity whose square the noisy-h0 regulariser R penalises (eq. 9).
+
+    Everything runs on a float64 copy of the model (``sync()`` refreshes its
+    weights), in evaluation mode, and every norm is :func:`stable_norm`; so a
+    vanishing gradient reads its value (1e-170 at T = 1000 for a ReLU RNN)
+    where the float32 training batch holds exactly 0.  It reads 0 only when
+    the gradient is exactly zero (every ReLU of a step dead) or below
+    float64's range (< 1e-308).
+
+    ``model(x, h0, state_probe=None) -> (pred, h_last)`` with ``model.cell``
+    the recurrent cell; ``loss(pred, y)`` the task loss.
+    """
+
+    def __init__(self, model: nn.Module, loss, x: torch.Tensor, y: torch.Tensor,
+                 max_output_directions: int = 16):
+        self.model = model
+        self.loss = loss
+        self.shadow = copy.deepcopy(model).double().eval()
+        for parameter in self.shadow.parameters():
+            parameter.requires_grad_(False)  # only h0 and the state probe need gradients
+        self.x = x.detach().double()
+        self.y = y.detach().double() if y.is_floating_point() else y.detach()
+        self.max_output_directions = max_output_directions
+
+    def sync(self) -> None:
+        """Copy the training model's current weights (and buffers) into the float64 copy."""
+        with torch.no_grad():
+            for mine, theirs in zip(self.shadow.parameters(), self.model.parameters()):
+                mine.copy_(theirs)
+            for mine, theirs in zip(self.shadow.buffers(), self.model.buffers()):
+                mine.copy_(theirs)
+
+    def _initial_state(self) -> torch.Tensor:
+        h0 = self.shadow.cell.initial_state(self.x.shape[0], dtype=torch.float64, device=self.x.device)
+        return h0.detach().clone().requires_grad_()
+
+    def h0_norm(self) -> float:
+        h0 = self._initial_state()
+        pred, _ = self.shadow(self.x, h0)
+        (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
+        return stable_norm(grad).item()
+
+    def through_time(self) -> np.ndarray:
+        def task_loss(h0, state_probe):
+            return self.loss(self.shadow(self.x, h0, state_probe=state_probe)[0], self.y)
+
+        return state_gradient_norms(task_loss, self._initial_state(), self.x.shape[1])
+
+    def output_h0_norm(self, seed: int = 0) -> float:
+        """RMS over the batch of ‖∂z/∂h0‖_F (see the class docstring).
+
+        One backward pass per output unit; with more than
+        ``max_output_directions`` outputs (a language model's vocabulary),
+        that many Gaussian directions g estimate it without bias,
+        E‖gᵀ A‖² = ‖A‖_F².
+        """
+        h0 = self._initial_state()
+        pred, _ = self.shadow(self.x, h0)
+        z = pred[:, -1] if pred.dim() == 3 else pred  # (B, C): the last step's output
+        z = z.reshape(z.shape[0], -1)
+        outputs = z.shape[1]
+        if outputs <= self.max_output_directions:
+            directions = torch.eye(outputs, dtype=z.dtype, device=z.device)
+        else:
+            generator = torch.Generator().manual_seed(seed)
+            directions = torch.randn(self.max_output_directions, outputs, generator=generator,
+                                     dtype=z.dtype).to(z.device) / math.sqrt(self.max_output_directions)
+        rows = []
+        for index, direction in enumerate(directions):
+            (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(directions) - 1)
+            rows.append(grad)  # (B, S): g^T A_h for each example
+        per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
+        return (stable_norm(per_example) / math.sqrt(len(per_example))).item()
 
 
 def gradient_flow(cell: nn.Module, seq_len: int, batch_size: int = 8, seed: int = 0) -> GradientFlow:
@@ -112,7 +229,7 @@ def gradient_flow(cell: nn.Module, seq_len: int, batch_size: int = 8, seed: int 
         _, h_last = probe_cell(x, h0, state_probe=state_probe)
         return torch.real((h_last * direction.conj()).sum())
 
-    norms = state_gradient_norms(along_direction, h0, seq_len)
+    norms = state_gradient_norms(along_direction, h0, seq_len, reduce="rms")
     spectrum, sigma = spectrum_metrics(probe_cell.recurrent_matrix())
     radius = spectrum["sv/spectral_radius"]
     steps_back = np.arange(seq_len, -1, -1)

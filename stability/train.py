@@ -9,7 +9,11 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 ``val/*``, ``test/*``   fixed, seeded held-out sets (``test/*`` once, at the end)
 ``gap/loss``, ``gap/<metric>``   held-out minus training, both on fixed sets,
                         evaluated the same way (SGORNN paper Fig. 4)
-``grad/h0_norm``        ‖∂L/∂h0‖ on the training batch (spectral paper Figs. 1, 4)
+``grad/h0_norm``        ‖∂L/∂h0‖ on the fixed probe batch in float64 (spectral paper
+                        Figs. 1, 4); see :class:`stability.diagnostics.ProbeBatch`
+``grad/h0_norm_train``  the same norm on the training batch, in the training dtype:
+                        what the optimiser sees (float32 holds 0 once it falls below ~1e-45)
+``grad/A_h_norm``       MASO's ‖A_h‖ = ‖∂z/∂h0‖ on the probe batch (MASO §5.1, Fig. 4), every probe
 ``grad/recurrent_norm``  ‖∂L/∂θ_W‖ over the parameters that build W (MASO Fig. 4)
 ``grad/total_norm``     over every parameter, before any clipping
 ``sv/min``, ``sv/max``, ``sv/margin`` = max_i |σ_i − 1| (spectral paper Fig. 4),
@@ -20,8 +24,16 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 =====================  =========================================================
 
 Vector diagnostics go to the series table every ``probe_every`` steps:
-``grad/h_t_norm`` (index t = 0..T: ‖∂L/∂h_t‖ on a fixed probe batch, in
-float64 so that vanishing reads 1e-120 rather than 0) and ``sv/spectrum``.
+``grad/h_t_norm`` (index t = 0..T: ‖∂L/∂h_t‖ on the same probe batch, in
+float64 so that vanishing reads 1e-120 rather than 0; its t = 0 entry is
+``grad/h0_norm``) and ``sv/spectrum``.  Every norm is computed so that it
+cannot underflow (:func:`stability.diagnostics.stable_norm`).
+
+``train.freeze_recurrent`` keeps the parameters that build W at their
+initial values (``cell.recurrent_parameters()``; KRU paper §4.1: copy is
+solved with a fixed random unitary W).  After every optimizer step the
+trainer calls ``cell.after_optimizer_step()`` (e.g. the Householder cells
+renormalise their reflectors there, as their authors' code does).
 
 A NaN or infinite loss or gradient ends the run as ``diverged`` at that
 step; every row logged before it is kept.
@@ -40,7 +52,7 @@ from torch import nn
 
 from . import cells, tasks
 from .config import ConfigError, RunConfig, TrainConfig
-from .diagnostics import spectrum_metrics, state_gradient_norms
+from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
 
 CHECKPOINT_EVERY_S = 300.0
 STOP_POLL_S = 0.5
@@ -91,7 +103,8 @@ def build_model(config: RunConfig, task) -> SequenceModel:
 def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
     train = config.train
     kinds = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop, "sgd": torch.optim.SGD}
-    return kinds[train.optimizer](model.parameters(), lr=train.lr, weight_decay=train.weight_decay)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return kinds[train.optimizer](trainable, lr=train.lr, weight_decay=train.weight_decay)
 
 
 class LearningRate:
@@ -128,11 +141,6 @@ class LearningRate:
             if self.bad_evals >= 2:  # two evaluations without improvement
                 self._set(self.value() * self.train.lr_gamma)
                 self.bad_evals = 0
-
-
-def recurrent_parameters(model: SequenceModel) -> list[nn.Parameter]:
-    """The parameters W is built from (``weight_hh`` itself, or what its parametrization stores)."""
-    return [p for name, p in model.cell.named_parameters() if "weight_hh" in name]
 
 
 class Evaluator:
@@ -196,19 +204,14 @@ def _to(x, y, device, dtype):
 
 
 def gradient_through_time(model: SequenceModel, task, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """‖∂L/∂h_t‖ for t = 0..T on a probe batch, computed in float64 on a copy of the model.
+    """‖∂L/∂h_t‖ for t = 0..T on a probe batch, in float64 on a copy of the model
+    (:meth:`stability.diagnostics.ProbeBatch.through_time`)."""
+    return ProbeBatch(model, task.loss, x, y).through_time()
 
-    L is the task loss; the cell's state probe gives every t in one backward
-    pass; the norm is over the state and averaged (RMS) over the batch.
-    """
-    probe_model = copy.deepcopy(model).double().eval()
-    x, y = x.double(), (y.double() if y.is_floating_point() else y)
-    h0 = probe_model.cell.initial_state(x.shape[0], dtype=torch.float64, device=x.device)  # learned, or zero
 
-    def task_loss(h0, state_probe):
-        return task.loss(probe_model(x, h0, state_probe=state_probe)[0], y)
-
-    return state_gradient_norms(task_loss, h0, x.shape[1])
+def _norm_of_norms(tensors: list[torch.Tensor]) -> float:
+    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
+    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
 
 
 def load_checkpoint(path) -> dict:
@@ -237,15 +240,18 @@ def train_run(config: RunConfig, store, run_id: int, *,
     task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
     train = config.train.with_epochs_as_steps(task.split_size("train"))
     model = build_model(config, task).to(device=device, dtype=dtype)
+    recurrent = model.cell.recurrent_parameters()
+    if train.freeze_recurrent:
+        for parameter in recurrent:
+            parameter.requires_grad_(False)
     optimizer = build_optimizer(model, config)
     schedule = LearningRate(optimizer, train)
     evaluator = Evaluator(task, config, device, dtype)
     stateful = getattr(task, "stateful", False)
     probe_x, probe_y = next(iter(task.batches("val", train.probe_examples)))
-    probe_x, probe_y = _to(probe_x, probe_y, device, dtype)
+    probe = ProbeBatch(model, task.loss, *_to(probe_x, probe_y, device, dtype))
     log_every, eval_every, probe_every = (train.resolved_log_every(), train.resolved_eval_every(),
                                           train.resolved_probe_every())
-    recurrent = recurrent_parameters(model)
     metric = task.metric
 
     store.update_run(run_id, status="running", started_at=time.time(), device=describe_device(device),
@@ -275,7 +281,9 @@ def train_run(config: RunConfig, store, run_id: int, *,
         series.clear()
 
     def probe_through_time():
-        norms = gradient_through_time(model, task, probe_x, probe_y)
+        probe.sync()
+        norms = probe.through_time()
+        record("grad/A_h_norm", probe.output_h0_norm())
         now = time.time()
         series.extend((step, now, "grad/h_t_norm", t, float(v)) for t, v in enumerate(norms))
         _, sigma = spectrum_metrics(model.cell.recurrent_matrix(), with_radius=False)
@@ -314,8 +322,7 @@ def train_run(config: RunConfig, store, run_id: int, *,
             record("train/loss", objective.item())
             break
         objective.backward()
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        total_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item()
+        total_norm = _norm_of_norms([p.grad for p in model.parameters() if p.grad is not None])
         if not math.isfinite(total_norm):
             status = "diverged"
             record("train/loss", loss.item())
@@ -324,6 +331,8 @@ def train_run(config: RunConfig, store, run_id: int, *,
         if train.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip_grad_norm)
         optimizer.step()
+        with torch.no_grad():
+            model.cell.after_optimizer_step()
         schedule.after_step(step)
 
         window_loss += loss.item()
@@ -338,9 +347,12 @@ def train_run(config: RunConfig, store, run_id: int, *,
             record("train/lr", schedule.value())
             if penalty.item() != 0.0:
                 record("train/penalty", penalty.item())
-            record("grad/h0_norm", h0_probe.grad.abs().pow(2).sum().sqrt().item())
-            record("grad/recurrent_norm", math.sqrt(sum(p.grad.abs().pow(2).sum().item()
-                                                        for p in recurrent if p.grad is not None)))
+            probe.sync()
+            record("grad/h0_norm", probe.h0_norm())
+            record("grad/h0_norm_train", stable_norm(h0_probe.grad).item())
+            recurrent_grads = [p.grad for p in recurrent if p.grad is not None]
+            if recurrent_grads:  # none while W is frozen
+                record("grad/recurrent_norm", _norm_of_norms(recurrent_grads))
             record("grad/total_norm", total_norm)
             last_step = step == train.steps
             is_eval_step = step >= next_eval or last_step  # first log step at or after each multiple

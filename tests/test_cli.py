@@ -217,3 +217,13 @@ def test_progress_line_prints_every_tenth_when_not_a_terminal():
     assert len(lines) == 11 and "\r" not in stream.getvalue()  # the first, then every tenth
     assert lines[0].startswith("step 1/100") and lines[-1].startswith("step 100/100")
     assert "val mse 0.25" in lines[-1]
+
+
+def test_freeze_recurrent_flag_reaches_the_stored_config(store):
+    result = cli("train", *TINY, "--freeze-recurrent", "--steps", "3", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    run_id = strict_json(result.stdout)["run_id"]
+    with RunStore(store) as runs:
+        assert runs.run(run_id)["config"]["train"]["freeze_recurrent"] is True
+        names = set(runs.metrics(run_id)["name"])
+    assert "grad/recurrent_norm" not in names and "grad/h0_norm" in names

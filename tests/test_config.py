@@ -37,6 +37,7 @@ def test_resolved_intervals_log_about_200_points():
     ({"train": {"dtype": "float16"}}, "dtype must be one of float32, float64"),
     ({"train": {"clip_grad_norm": -1}}, "clip_grad_norm must be a positive number"),
     ({"train": {"momentum": 0.9}}, "unknown train field(s) momentum"),
+    ({"train": {"freeze_recurrent": "yes"}}, "freeze_recurrent must be true or false; got 'yes'"),
     ({"model": {}}, "unknown configuration section(s) model"),
 ])
 def test_bad_values_raise_one_line_naming_field_and_choices(data, message):
