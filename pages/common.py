@@ -304,11 +304,16 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
         dtype = st.selectbox("Precision", DTYPES, index=_index(list(DTYPES), train.dtype), key=f"{key_prefix}_dtype")
         device = st.selectbox("Device", DEVICES, index=_index(list(DEVICES), train.device),
                               key=f"{key_prefix}_device", help="auto: CUDA, then MPS, then CPU.")
+        freeze = st.checkbox("Freeze the recurrent matrix W", value=bool(train.freeze_recurrent),
+                             key=f"{key_prefix}_freeze",
+                             help="Keep W at its random initial value and train the rest "
+                                  "(KRU paper §4.1: copy is solved with a fixed random unitary W).")
     return TrainConfig(optimizer=optimizer, lr=float(lr), lr_schedule=schedule, lr_step_size=step_size,
                        lr_gamma=float(gamma), batch_size=batch, steps=steps, clip_grad_norm=float(clip) or None,
                        weight_decay=float(decay), seed=seed, device=device, dtype=dtype,
                        log_every=train.log_every, eval_every=train.eval_every, probe_every=train.probe_every,
-                       eval_examples=train.eval_examples, probe_examples=train.probe_examples)
+                       eval_examples=train.eval_examples, probe_examples=train.probe_examples,
+                       freeze_recurrent=freeze)
 
 
 # ------------------------------------------------------------------------------ query parameters

@@ -75,6 +75,10 @@ def charts_grid(run: dict, rows, smoothing: float, log_loss: bool) -> None:
                                           title=f"{metric} (train, validation)", **baseline))
     panels.append(charts.metric_chart(metrics, names=["grad/h0_norm"], log_y=True, smoothing=smoothing,
                                       title="‖∂L/∂h₀‖, gradient at the first step (log)"))
+    maso = [name for name in ("grad/A_h_norm", "grad/recurrent_norm") if name in names]
+    if maso:
+        panels.append(charts.metric_chart(metrics, names=maso, log_y=True, smoothing=smoothing,
+                                          title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
     panels.append(charts.singular_value_band_chart(metrics, title="Singular values of W (band) and margin"))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:

@@ -257,3 +257,24 @@ def test_opening_a_run_by_link_loads_its_configuration_into_the_form(store):
     assert app.selectbox(key="train_cell").value == "lstm"
     assert app.number_input(key="train_hidden").value == 16
     assert app.number_input(key="train_adding_seq_len").value == 20
+
+
+def test_maso_panel_draws_A_h_and_the_recurrent_gradient_when_logged(store):
+    run_id = add_run(store, cell="rnn", steps=(0, 10))
+    now = time.time()
+    store.flush(run_id, [(20, now, "grad/A_h_norm", 0.5), (20, now, "grad/recurrent_norm", 1e-3)], [],
+                heartbeat_step=20)
+    app = run(run=run_id)
+    assert not app.exception
+    [maso] = [chart for chart in charts(app) if "MASO" in json.loads(chart.proto.spec).get("title", "")]
+    data = b"".join(dataset.data.data for dataset in maso.proto.datasets)
+    assert b"grad/A_h_norm" in data and b"grad/recurrent_norm" in data
+
+
+def test_freeze_checkbox_reaches_the_config(store, fake_runner):
+    app = run()
+    app.checkbox(key="train_freeze").check().run()
+    button(app, "Start").click().run()
+    assert not app.exception and not app.error
+    [(config, _, _)] = fake_runner["start"]
+    assert config.train.freeze_recurrent is True
