@@ -17,6 +17,10 @@ import pandas as pd
 
 TINY = float(np.finfo(np.float64).tiny)
 HUGE = float(np.finfo(np.float64).max)
+# The notes of clip_for_log.  A stored 0 is an exact zero (every ReLU of a step dead) or a value below
+# float64's range: the trainer's norms cannot underflow above it (stability.diagnostics.stable_norm).
+NOTE_UNDERFLOW, NOTE_OVERFLOW = "0: exactly zero, or below float64's range (< 1e-308)", "overflow"
+NOTE_NAN = "not a number"
 
 
 def clip_for_log(values: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -26,8 +30,8 @@ def clip_for_log(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     """
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     label = pd.Series("", index=numbers.index)
-    label[numbers <= 0] = "underflow (0 in float64)"
-    label[np.isinf(numbers) | (numbers >= HUGE)] = "overflow"
+    label[numbers <= 0] = NOTE_UNDERFLOW
+    label[np.isinf(numbers) | (numbers >= HUGE)] = NOTE_OVERFLOW
     label[numbers.isna()] = "not a number"
     clipped = numbers.where(~np.isinf(numbers), HUGE).clip(lower=TINY, upper=HUGE)
     return clipped, label
@@ -89,8 +93,6 @@ def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
 MAX_SMOOTHING = 0.99
-NOTE_UNDERFLOW, NOTE_OVERFLOW = "underflow (0 in float64)", "overflow"  # the notes of clip_for_log
-NOTE_NAN = "not a number"
 # Distinct hues for runs (Vega's default puts neighbours in two blues, two reds).
 RUN_COLOURS = alt.Scale(scheme="tableau10")
 HEATMAP_MAX_STEPS = 40

@@ -16,7 +16,7 @@ def test_clip_for_log_flags_zero_and_infinity():
     assert values.iloc[0] == charts.TINY and values.iloc[4] == charts.TINY
     assert values.iloc[3] == charts.HUGE
     assert np.isnan(values.iloc[5])  # a diverged value is a gap, not a point at the edge
-    assert flags.tolist() == ["underflow (0 in float64)", "", "", "overflow", "underflow (0 in float64)",
+    assert flags.tolist() == [charts.NOTE_UNDERFLOW, "", "", "overflow", charts.NOTE_UNDERFLOW,
                               "not a number"]
 
 
@@ -32,7 +32,7 @@ def test_gradient_flow_chart_is_log_y_with_measured_and_bound():
     assert encoding["color"]["field"] == "series"
     rows = next(iter(spec["datasets"].values()))
     assert len(rows) == 6 and all(0 < row["value"] < np.inf for row in rows)
-    assert {row["flag"] for row in rows} == {"", "underflow (0 in float64)", "overflow"}
+    assert {row["flag"] for row in rows} == {"", charts.NOTE_UNDERFLOW, "overflow"}
 
 
 def test_singular_values_chart_has_bars_and_the_unit_reference():
