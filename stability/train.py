@@ -10,7 +10,9 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 ``gap/loss``, ``gap/<metric>``   held-out minus training, both on fixed sets,
                         evaluated the same way (SGORNN paper Fig. 4)
 ``grad/h0_norm``        ‖∂L/∂h0‖ on the fixed probe batch in float64 (spectral paper
-                        Figs. 1, 4); see :class:`stability.diagnostics.ProbeBatch`
+                        Figs. 1, 4; :class:`stability.diagnostics.ProbeBatch`): at every
+                        probe step, and at the log steps between them that fit in
+                        :data:`H0_READING_BUDGET` of the run's time
 ``grad/h0_norm_train``  the same norm on the training batch, in the training dtype:
                         what the optimiser sees (float32 holds 0 once it falls below ~1e-45)
 ``grad/A_h_norm``       MASO's ‖A_h‖ = ‖∂z/∂h0‖ on the probe batch (MASO §5.1, Fig. 4), every probe
@@ -55,6 +57,10 @@ from .config import ConfigError, RunConfig, TrainConfig
 from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
 
 CHECKPOINT_EVERY_S = 300.0
+# The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
+# backward pass of the probe batch); between probe steps it is taken at a log step only while the
+# time spent on it stays within this fraction of the run's time (benchmarks/training.py).
+H0_READING_BUDGET = 0.05
 STOP_POLL_S = 0.5
 EVAL_BATCH_SIZE = 256
 
@@ -209,6 +215,24 @@ def gradient_through_time(model: SequenceModel, task, x: torch.Tensor, y: torch.
     return ProbeBatch(model, task.loss, x, y).through_time()
 
 
+class TimeBudget:
+    """Wall time spent inside ``with budget:`` blocks, allowed up to ``fraction`` of a given elapsed time."""
+
+    def __init__(self, fraction: float):
+        self.fraction = fraction
+        self.spent = 0.0
+
+    def allows(self, elapsed: float) -> bool:
+        return self.spent < self.fraction * elapsed
+
+    def __enter__(self):
+        self._entered = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.spent += time.perf_counter() - self._entered
+
+
 def _norm_of_norms(tensors: list[torch.Tensor]) -> float:
     """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
     return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
@@ -261,6 +285,7 @@ def train_run(config: RunConfig, store, run_id: int, *,
                      baseline_label=getattr(task, "baseline_label", None), metric=metric,
                      total_steps=train.steps, step=0)
 
+    h0_reading = TimeBudget(H0_READING_BUDGET)
     scalars: list[tuple] = []
     series: list[tuple] = []
     start = last_log_time = time.time()
@@ -283,6 +308,7 @@ def train_run(config: RunConfig, store, run_id: int, *,
     def probe_through_time():
         probe.sync()
         norms = probe.through_time()
+        record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
         record("grad/A_h_norm", probe.output_h0_norm())
         now = time.time()
         series.extend((step, now, "grad/h_t_norm", t, float(v)) for t, v in enumerate(norms))
@@ -347,16 +373,18 @@ def train_run(config: RunConfig, store, run_id: int, *,
             record("train/lr", schedule.value())
             if penalty.item() != 0.0:
                 record("train/penalty", penalty.item())
-            probe.sync()
-            record("grad/h0_norm", probe.h0_norm())
+            last_step = step == train.steps
+            is_eval_step = step >= next_eval or last_step  # first log step at or after each multiple
+            is_probe_step = step >= next_probe or last_step
+            if not is_probe_step and h0_reading.allows(now - start):
+                with h0_reading:
+                    probe.sync()
+                    record("grad/h0_norm", probe.h0_norm())
             record("grad/h0_norm_train", stable_norm(h0_probe.grad).item())
             recurrent_grads = [p.grad for p in recurrent if p.grad is not None]
             if recurrent_grads:  # none while W is frozen
                 record("grad/recurrent_norm", _norm_of_norms(recurrent_grads))
             record("grad/total_norm", total_norm)
-            last_step = step == train.steps
-            is_eval_step = step >= next_eval or last_step  # first log step at or after each multiple
-            is_probe_step = step >= next_probe or last_step
             spectrum, _ = spectrum_metrics(model.cell.recurrent_matrix(), with_radius=is_eval_step)
             for name, value in spectrum.items():
                 record(name, value)

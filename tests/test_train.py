@@ -9,6 +9,7 @@ import torch
 from stability import tasks
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.store import RunStore
+from stability import train as train_module
 from stability.train import build_model, load_checkpoint, train_run
 
 from reference_gradients import log10_state_gradient_norms
@@ -173,17 +174,18 @@ def test_epochs_on_an_endless_stream_is_a_config_error(store):
         run(store, tiny(epochs=1.0))
 
 
-def test_h0_norm_is_read_in_float64_where_the_training_batch_holds_zero(store):
+def test_h0_norm_is_read_in_float64_where_the_training_batch_holds_zero(store, monkeypatch):
     """tanh RNN with ‖W‖ = 0.3 at T = 300: ‖∂L/∂h0‖ ~ 0.3^300 ~ 1e-157.  The float32 training batch
     holds exactly 0; grad/h0_norm reads the float64 value, which a step-by-step log-space
     recomputation from the final checkpoint confirms."""
+    monkeypatch.setattr(train_module, "H0_READING_BUDGET", math.inf)  # a reading at every log step
     config = tiny(cell="rnn", task_options={"seq_len": 300}, steps=10, log_every=5, probe_every=10)
     config.cell.options = {"nonlinearity": "tanh", "init": "orthogonal", "init_gain": 0.3}
     run_id, _ = run(store, config)
     rows = store.metrics(run_id, ["grad/h0_norm", "grad/h0_norm_train"]).pivot(index="step", columns="name",
                                                                              values="value")
-    assert list(rows.index) == [5, 10]
-    assert (rows["grad/h0_norm_train"] == 0).all()
+    assert list(rows.index) == [0, 5, 10]  # step 0: the probe at initialisation
+    assert (rows["grad/h0_norm_train"].loc[[5, 10]] == 0).all()
     assert (rows["grad/h0_norm"] > 0).all()
     flow = store.series(run_id, "grad/h_t_norm").query("step == 10").sort_values("index")
     assert rows.loc[10, "grad/h0_norm"] == pytest.approx(flow["value"].iloc[0], rel=1e-9)
@@ -232,3 +234,16 @@ def test_unfrozen_recurrent_matrix_does_train(store):
     trained = build_model(config, task)
     trained.load_state_dict(load_checkpoint(store.checkpoint_path(run_id))["model"])
     assert not torch.allclose(trained.cell.recurrent_matrix(), initial.cell.recurrent_matrix())
+
+
+def test_h0_reading_between_probes_keeps_to_its_time_budget(store, monkeypatch):
+    """Budget 0: grad/h0_norm only at the probe steps (where the gradient-through-time probe gives it
+    for free); an unlimited budget: at every log step too."""
+    config = tiny(cell="rnn", steps=30, log_every=5, probe_every=15)
+    monkeypatch.setattr(train_module, "H0_READING_BUDGET", 0.0)
+    run_id, _ = run(store, config)
+    assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 15, 30]
+    assert sorted(store.metrics(run_id, ["grad/h0_norm_train"]).step) == [5, 10, 15, 20, 25, 30]
+    monkeypatch.setattr(train_module, "H0_READING_BUDGET", math.inf)
+    run_id, _ = run(store, config)
+    assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 5, 10, 15, 20, 25, 30]
