@@ -60,7 +60,7 @@ CHECKPOINT_EVERY_S = 300.0
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
 # time spent on it stays within this fraction of the run's time (benchmarks/training.py).
-H0_READING_BUDGET = 0.05
+H0_READING_BUDGET = 0.03
 STOP_POLL_S = 0.5
 EVAL_BATCH_SIZE = 256
 
