@@ -80,7 +80,7 @@ def draw_charts(selected, names, smoothing, log_y, x):
                                         baseline_label=selected["baseline_label"].iloc[0] if fits else None,
                                         log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT)
             st.altair_chart(chart, width="stretch")
-    shown = shown_rows(charts.prepare(rows, smoothing=smoothing, x=x), x, smoothing)
+    shown = shown_rows(charts.prepare(rows, smoothing=smoothing, x=x, log=log_y), x, smoothing)
     st.download_button(f"Download CSV ({len(shown)} rows)", shown.to_csv(index=False).encode(),
                        file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
                        key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation.")

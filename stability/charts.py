@@ -183,13 +183,30 @@ def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
     return data
 
 
-def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max_points: int = 2000) -> pd.DataFrame:
+def log_ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """:func:`ema` of log10 of the values: the geometric moving average a log axis needs.
+
+    On a log axis a linear average is dominated by the largest values: a gradient norm falling from
+    1e-6 to 1e-22 would be drawn near 1e-7 for as long as the window remembers the early points.
+    Positive finite values are averaged as exponents; zeros and non-finite values pass through as they
+    are (the chart flags them) and are skipped by the average.
+    """
+    out = np.array(values, dtype=float)
+    positive = np.isfinite(out) & (out > 0)
+    exponents = np.full(len(out), np.nan)
+    exponents[positive] = np.log10(out[positive])
+    out[positive] = 10.0 ** ema(exponents, weight)[positive]
+    return out
+
+
+def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max_points: int = 2000,
+            log: bool = False) -> pd.DataFrame:
     """Metric rows ready to plot: one series per (run, name), ordered along ``x``, smoothed and decimated.
 
     ``frame`` has columns run_id, step, wall_time, name, value and optionally ``run`` (a display label,
     default ``str(run_id)``). Returns columns run_id, run, name, step, wall_time, time_s (seconds since the
-    run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, computed on
-    the full series before decimation), sorted by run, name and ``x``, at most ``max_points`` rows per series
+    run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, or
+    :func:`log_ema` with ``log``, computed on the full series before decimation), sorted by run, name and ``x``, at most ``max_points`` rows per series
     (:func:`downsample_indices` on the raw values, so the first, last, smallest and largest rows survive).
     """
     _check_x(x)
@@ -200,12 +217,13 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
                              for column in PREPARED_COLUMNS})
     data = _with_labels(frame)
     along, values = data[X_AXES[x][0]].to_numpy(), data["value"].to_numpy(dtype=float)
+    average = log_ema if log else ema
     rows, smoothed = [], []
     for positions in data.groupby(["run_id", "run", "name"], sort=True).indices.values():
         positions = positions[np.argsort(along[positions], kind="stable")]
         keep = downsample_indices([values[positions]], max_points)
         rows.append(positions[keep])
-        smoothed.append(ema(values[positions], float(smoothing))[keep])
+        smoothed.append(average(values[positions], float(smoothing))[keep])
     out = data.iloc[np.concatenate(rows)][PREPARED_COLUMNS[:-1]].reset_index(drop=True)
     out["smoothed"] = np.concatenate(smoothed)
     return out
@@ -253,7 +271,7 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     is a dashed rule labelled ``baseline_label``; on a log scale a baseline <= 0 has no place and is left out.
     """
     names = [names] if isinstance(names, str) else list(names)
-    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x)
+    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x, log=log_y)
     x_field, x_title = X_AXES[x]
     shown = "smoothed" if smoothing > 0 else "value"
     if log_y:

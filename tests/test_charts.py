@@ -364,3 +364,24 @@ def test_gradient_flow_heatmap_thins_long_histories_keeping_first_and_last():
     assert len(shown_steps) == charts.HEATMAP_MAX_STEPS and len(shown_t) == charts.HEATMAP_MAX_T
     assert shown_steps[0] == 0 and shown_steps[-1] == 995 and shown_t[0] == 0 and shown_t[-1] == 299
     assert len(data) == len(shown_steps) * len(shown_t)
+
+
+def test_log_axis_smoothing_averages_exponents_not_values():
+    """A gradient norm falling from 1e-6 to 1e-22: a linear EMA stays near 1e-7 for as long as it
+    remembers the early points; the log-axis chart must smooth the exponents (a geometric average)."""
+    values = np.array([1e-6] * 5 + [1e-22] * 5 + [0.0])
+    weight = 0.6
+    exponents, expected = 0.0, []
+    for count, value in enumerate(values[:-1], start=1):  # debiased EMA of log10, written out
+        exponents = weight * exponents + (1 - weight) * np.log10(value)
+        expected.append(10 ** (exponents / (1 - weight ** count)))
+    smoothed = charts.log_ema(values, weight)
+    np.testing.assert_allclose(smoothed[:-1], expected, rtol=1e-9)
+    assert smoothed[-1] == 0.0  # a zero passes through, for the chart to flag
+    assert charts.ema(values, weight)[9] > 1e-8  # what a linear average would have drawn
+    frame = metric_rows({"grad/h0_norm": lambda run, step: values[step]}, steps=range(len(values)))
+    spec = charts.metric_chart(frame, names=["grad/h0_norm"], log_y=True, smoothing=weight).to_dict()
+    data = rows_of(spec, flat_layers(spec)[0]).set_index("step")
+    assert data.loc[9, "smoothed"] == pytest.approx(expected[9], rel=1e-9)
+    linear = charts.metric_chart(frame, names=["grad/h0_norm"], smoothing=weight).to_dict()
+    assert rows_of(linear, flat_layers(linear)[0]).set_index("step").loc[9, "smoothed"] > 1e-8
