@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from stability import cells
+from stability.cells.spectral import SpectralRNN
 
 F64 = torch.float64
 CELLS = [("spectral", {"m1": 3, "m2": 4}), ("orthogonal", {"m": 3})]
@@ -108,10 +109,11 @@ def test_long_sequences_stay_finite(name):
 
 def test_registry_defaults():
     assert cells.options("spectral") == {
-        "m1": 16, "m2": 16, "r": 0.01, "sigma_star": 1.0, "nonlinearity": "leaky_relu",
+        "m1": 16, "m2": 16, "r": 0.01, "sigma_star": 1.0, "renormalize": True, "nonlinearity": "leaky_relu",
         "negative_slope": 0.01, "h0": "zero", "h0_noise_std": 0.1}
     assert cells.options("orthogonal") == {
-        "m": 16, "nonlinearity": "leaky_relu", "negative_slope": 0.01, "h0": "zero", "h0_noise_std": 0.1}
+        "m": 16, "renormalize": True, "nonlinearity": "leaky_relu", "negative_slope": 0.01, "h0": "zero",
+        "h0_noise_std": 0.1}
 
 
 @pytest.mark.parametrize("name, options, message", [
@@ -123,6 +125,8 @@ def test_registry_defaults():
     ("spectral", {"nonlinearity": "sigmoid"}, "nonlinearity"),
     ("spectral", {"h0": "random"}, "h0"),
     ("spectral", {"m": 4}, "unknown option m"),
+    ("spectral", {"renormalize": 1}, "renormalize must be True or False"),
+    ("orthogonal", {"renormalize": "yes"}, "renormalize must be True or False"),
     ("orthogonal", {"m": 0}, "m must be"),
     ("orthogonal", {"m": True}, "m must be"),
     ("orthogonal", {"nonlinearity": "gelu"}, "nonlinearity"),
@@ -131,6 +135,115 @@ def test_registry_defaults():
 def test_bad_options_raise_value_error(name, options, message):
     with pytest.raises(ValueError, match=message):
         build(name, **options)
+
+
+# ---------------------------------------------- renormalising the reflectors after each step
+# Both authors' codes put every reflector back to unit length after each optimizer
+# update (zhangjiong724/spectral-RNN code/rnn.py, zmhammedi/Orthogonal_RNN sgd.py).
+N = 6
+RENORM_CELLS = [("spectral", {"m1": 3, "m2": N, "r": 0.3}), ("orthogonal", {"m": 4}), ("orthogonal", {"m": N})]
+
+
+def stored_reflectors(cell):
+    """The stored reflectors, split by the lengths n, n-1, ... (u's then v's), and sigma_hat (or None)."""
+    flat = cell.parametrizations.weight_hh.original.detach().clone()
+    if isinstance(cell, SpectralRNN):
+        counts = [cell.m1, cell.m2]
+    else:
+        counts = [cell.m]
+    lengths = [N - j for m in counts for j in range(m)]
+    pieces = list(flat[:sum(lengths)].split(lengths))
+    rest = flat[sum(lengths):]
+    return pieces, (rest if rest.numel() else None)
+
+
+def norms(cell):
+    return torch.stack([torch.sqrt((u ** 2).sum()) for u in stored_reflectors(cell)[0]])
+
+
+def adam_steps(cell, steps, lr=0.05, seed=0, renormalize=True):
+    """Adam on a fixed regression loss, calling after_optimizer_step as the trainer does."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(8, 5, 3, dtype=F64, generator=generator)
+    target = torch.randn(8, 5, N, dtype=F64, generator=generator)
+    optimizer = torch.optim.Adam(cell.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        (cell(x)[0] - target).pow(2).mean().backward()
+        optimizer.step()
+        with torch.no_grad():
+            cell.after_optimizer_step()
+
+
+@pytest.mark.parametrize("name, options", RENORM_CELLS)
+def test_after_optimizer_step_puts_every_reflector_back_to_unit_length(name, options):
+    cell = build(name, hidden_size=N, renormalize=False, **options).double()
+    adam_steps(cell, 5)  # lengths drift
+    assert (norms(cell) - 1).abs().max() > 1e-3
+    w_before = cell.recurrent_matrix().detach().clone()
+    _, sigma_hat_before = stored_reflectors(cell)
+    cell.renormalize = True
+    with torch.no_grad():
+        cell.after_optimizer_step()
+    torch.testing.assert_close(norms(cell), torch.ones(len(norms(cell)), dtype=F64), rtol=0, atol=1e-14)
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), w_before, rtol=0, atol=1e-12)
+    _, sigma_hat_after = stored_reflectors(cell)
+    if sigma_hat_before is not None:
+        assert torch.equal(sigma_hat_after, sigma_hat_before)
+
+
+@pytest.mark.parametrize("name, options", RENORM_CELLS)
+def test_renormalize_true_keeps_unit_reflectors_through_training(name, options):
+    cell = build(name, hidden_size=N, **options).double()
+    assert cell.renormalize
+    adam_steps(cell, 10)
+    torch.testing.assert_close(norms(cell), torch.ones(len(norms(cell)), dtype=F64), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("name, options", RENORM_CELLS)
+def test_without_renormalize_the_step_hook_does_nothing_and_the_lengths_drift(name, options):
+    cell = build(name, hidden_size=N, renormalize=False, **options).double()
+    adam_steps(cell, 10)
+    stored = cell.parametrizations.weight_hh.original.detach().clone()
+    with torch.no_grad():
+        cell.after_optimizer_step()
+    assert torch.equal(cell.parametrizations.weight_hh.original, stored)
+    lengths = norms(cell)
+    assert (lengths - 1).abs().max() > 1e-2, lengths
+
+
+@pytest.mark.parametrize("name, options", RENORM_CELLS)
+def test_renormalizing_changes_the_training_path_not_the_first_step(name, options):
+    def w_after(steps, renormalize):
+        cell = build(name, hidden_size=N, seed=3, renormalize=renormalize, **options).double()
+        adam_steps(cell, steps)
+        return cell.recurrent_matrix().detach()
+
+    # from the same unit start, one step gives the same W either way
+    torch.testing.assert_close(w_after(1, True), w_after(1, False), rtol=0, atol=1e-12)
+    assert (w_after(20, True) - w_after(20, False)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name, options", RENORM_CELLS[:2])
+def test_a_zero_reflector_stays_zero(name, options):
+    cell = build(name, hidden_size=N, **options).double()
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original[N:2 * N - 1] = 0.0  # the second reflector, length n - 1
+    w_before = cell.recurrent_matrix().detach().clone()
+    with torch.no_grad():
+        cell.after_optimizer_step()
+    pieces, _ = stored_reflectors(cell)
+    assert (pieces[1] == 0).all() and torch.isfinite(cell.parametrizations.weight_hh.original).all()
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), w_before, rtol=0, atol=1e-12)
+
+
+def test_after_optimizer_step_works_outside_no_grad():
+    cell = build("spectral", hidden_size=N, m1=2, m2=2)
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.mul_(3.0)
+    cell.after_optimizer_step()
+    assert cell.parametrizations.weight_hh.original.requires_grad
+    torch.testing.assert_close(norms(cell), torch.ones(4), rtol=0, atol=1e-6)
 
 
 # -------------------------------------------------------------------- spectral
@@ -242,3 +355,70 @@ def test_orthogonal_parameter_count_and_capping():
     assert cell.parametrizations.weight_hh.original.numel() == 34
     cell = build("orthogonal", hidden_size=5, m=16)
     assert cell.m == 5 and cell.recurrent_parameter_count() == 15
+
+
+def dense_reflector(u, n):
+    """I - 2 u u^T / ||u||^2 on the last len(u) of n coordinates (spectral paper eq. 1)."""
+    hat = torch.cat([torch.zeros(n - len(u), dtype=u.dtype), u])
+    return torch.eye(n, dtype=u.dtype) - 2 * torch.outer(hat, hat) / hat.dot(hat)
+
+
+def orthogonal_rnn_code_matrix(vectors, n):
+    """W of zmhammedi/Orthogonal_RNN with m = n, for reflectors u_n, ..., u_1 (u_k of length k).
+
+    Its columns are renormalised after every update (sgd.py); a step multiplies the
+    last entry of h by the stored U[n-1, n-1] and then applies the other n - 1
+    reflectors, the shortest first (RNN_models.py, C_fun.c):
+    W = H(u_n) ... H(u_2) diag(1, ..., 1, U[n-1, n-1]).
+    """
+    units = [u / u.norm() for u in vectors]
+    last = torch.eye(n, dtype=F64)
+    last[-1, -1] = units[-1][0]
+    result = torch.eye(n, dtype=F64)
+    for u in units[:-1]:
+        result = result @ dense_reflector(u, n)
+    return result @ last
+
+
+@pytest.mark.parametrize("u1", [0.4, -1.7])
+def test_orthogonal_with_m_equal_n_is_the_orthogonal_rnn_codes_matrix(u1):
+    n = 5
+    generator = torch.Generator().manual_seed(11)
+    vectors = [torch.randn(k, dtype=F64, generator=generator) * (0.5 + k) for k in range(n, 1, -1)]
+    vectors.append(torch.tensor([u1], dtype=F64))
+    cell = build("orthogonal", hidden_size=n, m=n).double()
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.copy_(torch.cat(vectors))
+    w = cell.recurrent_matrix().detach()
+    torch.testing.assert_close(w, orthogonal_rnn_code_matrix(vectors, n), rtol=0, atol=1e-12)
+    expected_det = (-1.0) ** (n - 1) * (1.0 if u1 > 0 else -1.0)
+    assert torch.linalg.det(w).item() == pytest.approx(expected_det, abs=1e-12)
+
+
+def test_orthogonal_with_m_equal_n_keeps_the_sign_of_its_last_factor_through_training():
+    cell = build("orthogonal", hidden_size=N, m=N, seed=2).double()
+    first = cell.parametrizations.weight_hh.original[-1].item()
+    assert abs(first) == pytest.approx(1.0)  # a random unit vector of length 1
+    det_before = torch.linalg.det(cell.recurrent_matrix()).item()
+    adam_steps(cell, 20, lr=0.2)
+    assert cell.parametrizations.weight_hh.original[-1].item() == first
+    assert torch.linalg.det(cell.recurrent_matrix()).item() == pytest.approx(det_before, abs=1e-12)
+
+
+def test_spectral_with_all_reflectors_keeps_eq1_for_the_length_one_reflector():
+    # Spectral-RNN's code computes 2 / ||u||^2 for every row: H_1(u) = -1 for u != 0, as eq. 1.
+    n = 4
+    cell = build("spectral", hidden_size=n, m1=n, m2=n, r=0.0, sigma_star=1.0).double()
+    generator = torch.Generator().manual_seed(12)
+    u = [torch.randn(k, dtype=F64, generator=generator) for k in range(n, 0, -1)]
+    v = [torch.randn(k, dtype=F64, generator=generator) for k in range(n, 0, -1)]
+    u[-1], v[-1] = torch.tensor([0.8], dtype=F64), torch.tensor([2.0], dtype=F64)
+    with torch.no_grad():
+        cell.parametrizations.weight_hh.original.copy_(torch.cat(u + v + [torch.zeros(n, dtype=F64)]))
+    left = torch.eye(n, dtype=F64)
+    for x in u:
+        left = left @ dense_reflector(x, n)
+    right = torch.eye(n, dtype=F64)
+    for x in reversed(v):
+        right = right @ dense_reflector(x, n)
+    torch.testing.assert_close(cell.recurrent_matrix().detach(), left @ right, rtol=0, atol=1e-12)

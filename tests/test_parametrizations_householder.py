@@ -176,3 +176,115 @@ def test_register_functions_store_exactly_the_free_parameters():
     assert [name for name, _ in module.named_parameters()] == ["parametrizations.weight.original"]
     assert module.parametrizations.weight.original.numel() == (5 + 4) + (5 + 4 + 3) + 5
     torch.testing.assert_close(torch.linalg.svdvals(module.weight), torch.full((5,), 2.0), rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------ renormalisation (Note [Reflector length])
+def scaled_reflectors(n, m, seed):
+    """Random flat reflectors with lengths far from 1 (0.01 .. 100)."""
+    generator = torch.Generator().manual_seed(seed)
+    pieces = [torch.randn(n - j, dtype=F64, generator=generator) * 10.0 ** (2 * j % 5 - 2) for j in range(m)]
+    return torch.cat(pieces)
+
+
+@pytest.mark.parametrize("n, m", [(6, 1), (6, 4), (6, 6), (9, 5)])
+def test_normalized_scales_every_reflector_to_unit_length_and_keeps_the_product(n, m):
+    product = HouseholderProduct(n, m)
+    flat = scaled_reflectors(n, m, seed=n + m)
+    normalized = product.normalized(flat)
+    for before, after in zip(reflectors_of(flat, n, m), reflectors_of(normalized, n, m)):
+        torch.testing.assert_close(after, before / torch.sqrt((before ** 2).sum()), rtol=0, atol=1e-15)
+    torch.testing.assert_close(product(normalized), product(flat), rtol=0, atol=1e-12)
+    torch.testing.assert_close(product(flat), explicit_product(normalized, n, m), rtol=0, atol=1e-12)
+
+
+def test_normalized_leaves_a_zero_reflector_at_zero_like_l2_normalize():
+    # Spectral-RNN renormalises with tf.nn.l2_normalize: u / sqrt(max(||u||^2, 1e-12)).
+    n, m = 5, 3
+    product = HouseholderProduct(n, m)
+    zero, tiny, big = torch.zeros(5, dtype=F64), torch.full((4,), 5e-9, dtype=F64), torch.full((3,), 7.0, dtype=F64)
+    normalized = product.normalized(torch.cat([zero, tiny, big]))
+    assert torch.isfinite(normalized).all()
+    parts = reflectors_of(normalized, n, m)
+    assert (parts[0] == 0).all()  # H(0) = I stays the identity
+    torch.testing.assert_close(parts[1], tiny / 1e-6, rtol=1e-15, atol=0)  # below the floor: divided by 1e-6
+    torch.testing.assert_close(parts[2], torch.full((3,), 3 ** -0.5, dtype=F64), rtol=0, atol=1e-15)
+
+
+def test_svd_normalized_touches_the_reflectors_only():
+    torch.manual_seed(6)
+    n, m1, m2 = 6, 3, 6
+    svd = HouseholderSVD(n, m1, m2, 0.4, 1.0)
+    sizes = [svd.left.parameter_count, svd.right.parameter_count, n]
+    theta = torch.cat([scaled_reflectors(n, m1, 1), scaled_reflectors(n, m2, 2), torch.randn(n, dtype=F64)])
+    normalized = svd.normalized(theta)
+    u, v, sigma_hat = theta.split(sizes)
+    new_u, new_v, new_sigma_hat = normalized.split(sizes)
+    assert torch.equal(new_sigma_hat, sigma_hat)
+    for new, m in [(new_u, m1), (new_v, m2)]:
+        norms = torch.stack([torch.sqrt((x ** 2).sum()) for x in reflectors_of(new, n, m)])
+        torch.testing.assert_close(norms, torch.ones(m, dtype=F64), rtol=0, atol=1e-15)
+    torch.testing.assert_close(svd(normalized), svd(theta), rtol=0, atol=1e-12)
+
+
+# ----------------------------------------- the length-1 reflector (Note [The length-1 reflector])
+def orthogonal_rnn_code_matrix(flat: torch.Tensor, n: int) -> torch.Tensor:
+    """W of zmhammedi/Orthogonal_RNN for m = n, from its maths (RNN_models.py, sgd.py, C_fun.c).
+
+    That code keeps the reflectors as the columns of a lower-triangular (n, n) U,
+    each divided by its norm after every update; a step multiplies h's last
+    entry by U[n-1, n-1] and then applies H(U[:, n-2]) first, ..., H(U[:, 0])
+    last.  So W = H(u_n) H(u_{n-1}) ... H(u_2) diag(1, ..., 1, U[n-1, n-1]).
+    """
+    columns = [u / u.norm() for u in reflectors_of(flat, n, n)]  # renormalised, as after every update
+    scale = torch.ones(n, dtype=F64)
+    scale[-1] = columns[-1][0]
+    dense = [dense_reflector(u, n) for u in columns[:-1]] + [torch.diag(scale)]
+    return functools.reduce(torch.matmul, dense)
+
+
+@pytest.mark.parametrize("n", [2, 3, 6])
+@pytest.mark.parametrize("last", [0.7, -2.5])
+def test_sign_convention_is_the_orthogonal_rnn_codes_matrix(n, last):
+    torch.manual_seed(n)
+    product = HouseholderProduct(n, n, length_one="sign")
+    flat = scaled_reflectors(n, n, seed=n)
+    flat[-1] = last
+    expected = orthogonal_rnn_code_matrix(flat, n)
+    torch.testing.assert_close(product(flat), expected, rtol=0, atol=1e-12)
+    torch.testing.assert_close(torch.linalg.det(expected), torch.tensor((-1.0) ** (n - 1) * (1 if last > 0 else -1), dtype=F64),
+                               rtol=0, atol=1e-12)
+    # eq. 1's convention (the default) is the same matrix only where u_1 < 0
+    eq1 = HouseholderProduct(n, n)(flat)
+    assert torch.allclose(eq1, expected, rtol=0, atol=1e-12) == (last < 0)
+
+
+def test_sign_convention_matters_only_with_all_n_reflectors():
+    flat = scaled_reflectors(5, 4, seed=3)
+    torch.testing.assert_close(HouseholderProduct(5, 4, length_one="sign")(flat), explicit_product(flat, 5, 4),
+                               rtol=0, atol=1e-12)
+
+
+def test_sign_convention_zero_last_reflector_is_the_identity_and_gets_no_gradient():
+    n = 4
+    product = HouseholderProduct(n, n, length_one="sign")
+    flat = scaled_reflectors(n, n, seed=4)
+    flat[-1] = 0.0
+    flat.requires_grad_()
+    w = product(flat)
+    torch.testing.assert_close(w, explicit_product(flat.detach()[:-1], n, n - 1), rtol=0, atol=1e-12)
+    (w * torch.randn(n, n, dtype=F64)).sum().backward()
+    assert torch.isfinite(flat.grad).all() and flat.grad[-1] == 0
+    assert HouseholderProduct(1, 1, length_one="sign")(torch.tensor([0.0], dtype=F64)).item() == 1.0
+    assert HouseholderProduct(1, 1, length_one="sign")(torch.tensor([-0.3], dtype=F64)).item() == -1.0
+
+
+def test_gradcheck_sign_convention():
+    torch.manual_seed(7)
+    product = HouseholderProduct(4, 4, length_one="sign")
+    flat = torch.randn(product.parameter_count, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(product, (flat,))
+
+
+def test_bad_length_one_raises_value_error():
+    with pytest.raises(ValueError, match="length_one must be one of 'reflector', 'sign'"):
+        HouseholderProduct(4, 4, length_one="diag")

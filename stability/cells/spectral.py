@@ -22,15 +22,29 @@ and differ only in ``W`` (see :mod:`stability.parametrizations.householder`):
 ``W`` is built densely once per forward pass (compact WY form) and the time
 loop is ElmanCell's fused scan, one (B, n) x (n, n) product per step.
 
+Reflector lengths (Note [Reflector length] in the parametrization module):
+``W`` is invariant to each reflector's scale, but the optimisation path is
+not, and both authors' codes renormalise every reflector to unit length after
+each optimizer update (zhangjiong724/spectral-RNN ``code/rnn.py``;
+zmhammedi/Orthogonal_RNN ``sgd.py``).  So by default (``renormalize=True``)
+:meth:`after_optimizer_step`, which the trainer calls after every step, does
+the same to the stored reflectors, in place; ``sigma_hat`` is never touched.
+``renormalize=False`` lets the lengths drift as the optimizer moves them:
+the same ``W`` at every step taken, a different path.
+
 Every nonzero reflector has determinant -1, and only a vector that lands
-exactly on zero stops being one (the loss is invariant to a reflector's
-scale, so its gradient is orthogonal to it and plain gradient steps only
-lengthen it).  So training keeps the sign of det W where it starts:
-``(-1)^(m1 + m2)`` for ``spectral``, ``(-1)^m`` for ``orthogonal``.  With
-``m = n`` the length-1 reflector is a constant ``-1``.
+exactly on zero stops being one (renormalising keeps a zero vector at zero).
+So training keeps the sign of det W where it starts: ``(-1)^(m1 + m2)`` for
+``spectral``, ``(-1)^m`` for ``orthogonal`` with ``m < n``.  With ``m = n``
+``orthogonal`` follows oRNN's code, whose last factor is
+``diag(I_{n-1}, sign(u_1))`` (Note [The length-1 reflector]): det W is
+``(-1)^(n-1) sign(u_1)``, random at initialisation, fixed after it.  For
+``spectral`` with ``m1`` or ``m2`` equal to ``n`` the length-1 reflector is
+eq. 1's constant ``-1``, as in Spectral-RNN's code.
 """
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ..parametrizations.householder import register_householder_product, register_householder_svd
@@ -50,17 +64,24 @@ class SpectralRNN(ElmanCell):
     * ``r`` (0.01), ``sigma_star`` (1.0) — singular values in
       ``[sigma_star - r, sigma_star + r]`` (eq. 4; "sigma* is usually set to 1
       and r << 1", §4).  ``r <= sigma_star`` so that the range stays >= 0.
+    * ``renormalize`` (True) — after every optimizer step put each reflector
+      of ``U`` and ``V`` back to unit length (a zero one stays zero), leaving
+      ``sigma_hat`` alone, as the authors' code does (zhangjiong724/spectral-RNN
+      ``code/rnn.py``); ``W`` is unchanged by it, the training path is not.
+      ``False`` leaves the lengths where the optimizer puts them.
     * ``nonlinearity`` ("leaky_relu", as in most of §7; also "relu", "tanh"),
       ``negative_slope`` (0.01), ``h0``, ``h0_noise_std`` (see ElmanCell).
 
-    Initialisation: each reflector a random unit vector (the reference code
-    keeps them unit length), ``sigma_hat = 0`` so every singular value is
-    ``sigma_star`` and ``W`` starts as ``sigma_star`` times an orthogonal matrix.
+    Initialisation: each reflector a random unit vector, ``sigma_hat = 0`` so
+    every singular value is ``sigma_star`` and ``W`` starts as ``sigma_star``
+    times an orthogonal matrix.  (The authors' code starts from Glorot-uniform
+    vectors and first renormalises them after the first update.)
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, m1: int = 16, m2: int = 16,
-                 r: float = 0.01, sigma_star: float = 1.0, nonlinearity: str = "leaky_relu",
-                 negative_slope: float = 0.01, h0: str = "zero", h0_noise_std: float = 0.1):
+                 r: float = 0.01, sigma_star: float = 1.0, renormalize: bool = True,
+                 nonlinearity: str = "leaky_relu", negative_slope: float = 0.01,
+                 h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
                          negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
         self.m1 = min(check_positive_int("m1", m1), hidden_size)
@@ -70,6 +91,7 @@ class SpectralRNN(ElmanCell):
         if self.r > self.sigma_star:
             raise ValueError(f"r must be <= sigma_star so that the singular values "
                              f"[sigma_star - r, sigma_star + r] stay >= 0; got r={r!r}, sigma_star={sigma_star!r}")
+        self.renormalize = check_bool("renormalize", renormalize)
         register_householder_svd(self, "weight_hh", hidden_size, self.m1, self.m2, self.r, self.sigma_star)
 
     def singular_values(self) -> Tensor:
@@ -80,8 +102,14 @@ class SpectralRNN(ElmanCell):
     def recurrent_parameter_count(self) -> int:
         return self.parametrizations.weight_hh[0].parameter_count
 
+    def after_optimizer_step(self) -> None:
+        """With ``renormalize``, every reflector of ``U`` and ``V`` back to unit length, in place."""
+        if self.renormalize:
+            renormalize_reflectors(self)
+
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, m1={self.m1}, m2={self.m2}, r={self.r}, sigma_star={self.sigma_star}"
+        return (f"{super().extra_repr()}, m1={self.m1}, m2={self.m2}, r={self.r}, "
+                f"sigma_star={self.sigma_star}, renormalize={self.renormalize}")
 
 
 class OrthogonalRNN(ElmanCell):
@@ -92,23 +120,50 @@ class OrthogonalRNN(ElmanCell):
     * ``m`` (16) — reflectors; the spectral paper runs oRNN with 16 at n = 32
       (App. C.1) and 32 at n = 256 (Table 2), i.e. ``n/8``, which at the usual
       n = 128 is 16 and matches ``spectral``'s default budget per side.
-      Capped at ``hidden_size``; ``m = n`` reaches every orthogonal matrix (Thm. 1).
+      Capped at ``hidden_size``; ``m = n`` reaches every orthogonal matrix (Thm. 1),
+      with oRNN's code's last factor ``diag(I_{n-1}, sign(u_1))`` (see above).
+    * ``renormalize`` (True) — after every optimizer step put each reflector
+      back to unit length (a zero one stays zero), as the authors' code does
+      (zmhammedi/Orthogonal_RNN ``sgd.py``); ``False`` leaves the lengths
+      where the optimizer puts them.  ``W`` is the same either way at any
+      given step; the training path differs.
     * ``nonlinearity`` ("leaky_relu", as the spectral paper runs oRNN in §7),
       ``negative_slope`` (0.01), ``h0``, ``h0_noise_std``.
 
-    Initialisation: each reflector a random unit vector, as in ``spectral``.
+    Initialisation: each reflector a random unit vector (direction uniform on
+    the sphere), as the authors' code starts (``RNN_models.py``).
     """
 
-    def __init__(self, input_size: int, hidden_size: int, *, m: int = 16,
+    def __init__(self, input_size: int, hidden_size: int, *, m: int = 16, renormalize: bool = True,
                  nonlinearity: str = "leaky_relu", negative_slope: float = 0.01,
                  h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
                          negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
         self.m = min(check_positive_int("m", m), hidden_size)
-        register_householder_product(self, "weight_hh", hidden_size, self.m)
+        self.renormalize = check_bool("renormalize", renormalize)
+        register_householder_product(self, "weight_hh", hidden_size, self.m, length_one="sign")
 
     def recurrent_parameter_count(self) -> int:
         return self.parametrizations.weight_hh[0].parameter_count
 
+    def after_optimizer_step(self) -> None:
+        """With ``renormalize``, every reflector back to unit length, in place."""
+        if self.renormalize:
+            renormalize_reflectors(self)
+
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, m={self.m}"
+        return f"{super().extra_repr()}, m={self.m}, renormalize={self.renormalize}"
+
+
+def check_bool(option: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{option} must be True or False; got {value!r}")
+    return value
+
+
+def renormalize_reflectors(cell: ElmanCell) -> None:
+    """Overwrite the stored flat parameters of ``cell.weight_hh`` with their
+    parametrization's ``normalized`` version (``W`` itself does not change)."""
+    weight = cell.parametrizations.weight_hh
+    with torch.no_grad():
+        weight.original.copy_(weight[0].normalized(weight.original))

@@ -32,6 +32,9 @@ by row), so the free parameters number exactly ``sum_j (n - j)``::
     j = 2   [ 0 0 x x x x ]   u_{n-2}
             ...                          product = H(row 0) H(row 1) ... H(row m-1)
 
+The rows' lengths do not change the matrix but do change how it trains; see
+Note [Reflector length].
+
 Note [Compact WY form]
 ----------------------
 The dense product is built in one go, never reflector by reflector: for the
@@ -47,6 +50,42 @@ handful of autograd nodes, which differentiate through the solve.  A zero
 row (``H(0) = I``, eq. 1) has a zero row and column in the strict upper part
 of ``S``; giving it pivot 1 instead of 0 keeps ``S`` invertible and leaves the
 other rows' terms unchanged, while its own term ``y_i (.) y_i^T`` is zero.
+
+Note [Reflector length]
+-----------------------
+``H(c u) = H(u)`` for every ``c != 0`` (spectral paper §3), so ``W`` does not
+depend on the reflectors' lengths, and rescaling them leaves ``W`` exactly as
+it was.  The optimisation does depend on them: the gradient with respect to
+``u`` is orthogonal to ``u`` and scales as ``1 / ||u||``, so a long vector
+turns slowly and a short one fast, and Adam's per-coordinate steps change the
+lengths as they go.  Both authors' codes put every reflector back to unit
+length after every optimizer update: Spectral-RNN's
+(zhangjiong724/spectral-RNN, ``code/rnn.py``: each row of the upper-triangular
+``Householder_U_full`` and ``Householder_V_full`` divided by its norm after
+each Adam step; ``p``, eq. 4's ``sigma_hat``, untouched) and oRNN's
+(zmhammedi/Orthogonal_RNN, ``sgd.py``: each column of the lower-triangular
+``U`` divided by its norm after each Adam step).  :meth:`HouseholderProduct.normalized`
+and :meth:`HouseholderSVD.normalized` compute that projection; the cells
+apply it in ``after_optimizer_step`` unless told not to.  A zero vector
+(``H(0) = I``, eq. 1) stays zero: each vector is divided by
+``max(||u||, 1e-6)``, what Spectral-RNN's ``tf.nn.l2_normalize`` does with its
+default epsilon (oRNN's plain division would give NaN there).
+
+Note [The length-1 reflector]
+-----------------------------
+With ``m = n`` the last reflector acts on one coordinate only.  Eq. 1 makes it
+``1 - 2 u^2 / u^2 = -1`` for every ``u != 0`` and ``+1`` for ``u = 0``
+(``H_1(u_1) = +-1``, proof of Prop. 1); Spectral-RNN's kernels compute the same
+(``2 / ||u||^2`` for every row, ``code/magma_svd_ops/``).  oRNN's code instead
+multiplies the last coordinate by the stored number itself, before the
+other ``n - 1`` reflectors (``RNN_models.py``: ``h[-1] * U[-1, -1]`` when
+``n == m``), and that number is +-1 because every column is renormalised, so
+there the factor is ``diag(I_{n-1}, sign(u_1))``: the same set of matrices,
+but ``+1`` where eq. 1 gives ``-1`` for a positive ``u_1``.
+``HouseholderProduct(..., length_one="sign")`` follows oRNN's code (with
+``sign(0) = +1``, i.e. ``H(0) = I`` again); the default ``"reflector"`` follows
+eq. 1.  Either way the factor is piecewise constant in ``u_1``: no gradient
+reaches it, and the sign it starts with is the sign it keeps.
 
 Note [No right_inverse]
 -----------------------
@@ -64,6 +103,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
+
+LENGTH_ONE = ("reflector", "sign")  # see Note [The length-1 reflector]
+NORM_FLOOR = 1e-6  # see Note [Reflector length]
 
 
 def compact_wy(vectors: Tensor) -> Tensor:
@@ -91,15 +133,20 @@ class HouseholderProduct(nn.Module):
 
     ``vectors`` is the flat concatenation ``(u_n, u_{n-1}, ..., u_{n-m+1})`` of
     ``sum_{k=n-m+1}^{n} k`` numbers (see the module docstring for the layout).
-    No ``right_inverse``: see Note [No right_inverse].
+    ``length_one`` says what the length-1 reflector ``u_1`` is when ``m = n``:
+    ``"reflector"`` (eq. 1) or ``"sign"`` (oRNN's code); see Note [The length-1
+    reflector].  No ``right_inverse``: see Note [No right_inverse].
     """
 
-    def __init__(self, size: int, reflectors: int):
+    def __init__(self, size: int, reflectors: int, *, length_one: str = "reflector"):
         super().__init__()
         if not 1 <= reflectors <= size:
             raise ValueError(f"the number of reflectors must be between 1 and the size {size}; got {reflectors}")
+        if length_one not in LENGTH_ONE:
+            raise ValueError(f"length_one must be one of {', '.join(map(repr, LENGTH_ONE))}; got {length_one!r}")
         self.size = size
         self.reflectors = reflectors
+        self.length_one = length_one
         self.register_buffer("mask", torch.ones(reflectors, size, dtype=torch.bool).triu(), persistent=False)
 
     @property
@@ -114,7 +161,22 @@ class HouseholderProduct(nn.Module):
         return vectors.new_zeros(self.reflectors, self.size).masked_scatter(self.mask, vectors)
 
     def forward(self, vectors: Tensor) -> Tensor:
-        return householder_product(self.pad(vectors))
+        rows = self.pad(vectors)
+        if self.length_one == "reflector" or self.reflectors < self.size:
+            return householder_product(rows)
+        # m = n, oRNN's convention: H(row 0) ... H(row n-2) diag(1, ..., 1, sign(u_1)).
+        last = rows[-1, -1:]
+        sign = torch.where(last < 0, -torch.ones_like(last), torch.ones_like(last))
+        scale = torch.cat([torch.ones_like(rows[-1, :-1]), sign])  # (n,), constant: no gradient to u_1
+        return householder_product(rows[:-1]) * scale
+
+    def normalized(self, vectors: Tensor) -> Tensor:
+        """Every reflector scaled to unit length, the zero one left at zero (Note [Reflector length]).
+
+        Same flat layout as ``vectors``; the matrix :meth:`forward` builds is unchanged.
+        """
+        rows = self.pad(vectors)
+        return (rows / rows.norm(dim=1, keepdim=True).clamp_min(NORM_FLOOR))[self.mask]
 
     def sample(self, dtype: torch.dtype | None = None) -> Tensor:
         """Random flat reflectors: each ``u_k`` of unit length, direction uniform on the sphere."""
@@ -122,7 +184,8 @@ class HouseholderProduct(nn.Module):
         return (rows / rows.norm(dim=1, keepdim=True))[self.mask]
 
     def extra_repr(self) -> str:
-        return f"size={self.size}, reflectors={self.reflectors}"
+        extra = f", length_one={self.length_one!r}" if self.length_one != "reflector" else ""
+        return f"size={self.size}, reflectors={self.reflectors}{extra}"
 
 
 class HouseholderSVD(nn.Module):
@@ -166,6 +229,12 @@ class HouseholderSVD(nn.Module):
         right = self.right.pad(v)
         return torch.addmm(scaled_left, scaled_left @ compact_wy(right).t(), right, alpha=-1)
 
+    def normalized(self, theta: Tensor) -> Tensor:
+        """``theta`` with every reflector of ``U`` and ``V`` scaled to unit length and ``sigma_hat``
+        untouched, as Spectral-RNN's code does after each update (Note [Reflector length])."""
+        u, v, sigma_hat = self.split(theta)
+        return torch.cat([self.left.normalized(u), self.right.normalized(v), sigma_hat])
+
     def sample(self, dtype: torch.dtype | None = None) -> Tensor:
         """Random unit reflectors on both sides and ``sigma_hat = 0``, i.e. ``sigma = sigma_star``."""
         sigma_hat = torch.zeros(self.size, dtype=dtype)
@@ -177,14 +246,15 @@ class HouseholderSVD(nn.Module):
 
 
 def register_householder_product(module: nn.Module, tensor_name: str, size: int,
-                                 reflectors: int) -> HouseholderProduct:
+                                 reflectors: int, *, length_one: str = "reflector") -> HouseholderProduct:
     """Make ``module.<tensor_name>`` the orthogonal (size, size) ``H_n(u_n) ... H_{n-m+1}(u_{n-m+1})``.
 
     The reflectors start as :meth:`HouseholderProduct.sample` (random unit
     vectors) and live, flat, in ``module.parametrizations.<tensor_name>.original``.
-    ``module`` must not already have ``tensor_name``.
+    ``module`` must not already have ``tensor_name``.  ``length_one``: see
+    Note [The length-1 reflector].
     """
-    product = HouseholderProduct(size, reflectors)
+    product = HouseholderProduct(size, reflectors, length_one=length_one)
     module.register_parameter(tensor_name, nn.Parameter(product.sample()))
     parametrize.register_parametrization(module, tensor_name, product, unsafe=True)
     return product
