@@ -251,8 +251,8 @@ def test_sign_convention_is_the_orthogonal_rnn_codes_matrix(n, last):
     flat[-1] = last
     expected = orthogonal_rnn_code_matrix(flat, n)
     torch.testing.assert_close(product(flat), expected, rtol=0, atol=1e-12)
-    torch.testing.assert_close(torch.linalg.det(expected), torch.tensor((-1.0) ** (n - 1) * (1 if last > 0 else -1), dtype=F64),
-                               rtol=0, atol=1e-12)
+    det = (-1.0) ** (n - 1) * (1 if last > 0 else -1)
+    torch.testing.assert_close(torch.linalg.det(expected), torch.tensor(det, dtype=F64), rtol=0, atol=1e-12)
     # eq. 1's convention (the default) is the same matrix only where u_1 < 0
     eq1 = HouseholderProduct(n, n)(flat)
     assert torch.allclose(eq1, expected, rtol=0, atol=1e-12) == (last < 0)
@@ -288,3 +288,32 @@ def test_gradcheck_sign_convention():
 def test_bad_length_one_raises_value_error():
     with pytest.raises(ValueError, match="length_one must be one of 'reflector', 'sign'"):
         HouseholderProduct(4, 4, length_one="diag")
+
+
+def test_gradient_at_unit_reflectors_is_the_orthogonal_rnn_codes_backward():
+    # zmhammedi/Orthogonal_RNN (C_fun.c) back-propagates through I - 2 u u^T for unit u,
+    # reflector by reflector: for y = H(u) x and upstream g, with g_in = H(u) g,
+    # dL/du = -2 (u.x) g_in - 2 (u.g) x.  With renormalisation its u are always unit,
+    # so training with renormalize=True follows the same gradients.
+    torch.manual_seed(8)
+    n, m = 6, 4
+    product = HouseholderProduct(n, m)
+    flat = product.sample(F64).requires_grad_()
+    units = reflectors_of(flat.detach(), n, m)
+    padded = [torch.cat([torch.zeros(n - len(u), dtype=F64), u]) for u in units]
+    x, upstream = torch.randn(n, dtype=F64), torch.randn(n, dtype=F64)
+    (upstream @ product(flat) @ x).backward()
+    # forward, shortest reflector first: inputs[j] is what reflector j acts on
+    inputs = [None] * m
+    state = x
+    for j in reversed(range(m)):
+        inputs[j] = state
+        state = state - 2 * padded[j].dot(state) * padded[j]
+    g = upstream
+    expected = []
+    for j in range(m):
+        g_in = g - 2 * padded[j].dot(g) * padded[j]
+        full = -2 * padded[j].dot(inputs[j]) * g_in - 2 * padded[j].dot(g) * inputs[j]
+        expected.append(full[n - len(units[j]):])
+        g = g_in
+    torch.testing.assert_close(flat.grad, torch.cat(expected), rtol=0, atol=1e-13)

@@ -29,8 +29,9 @@ each optimizer update (zhangjiong724/spectral-RNN ``code/rnn.py``;
 zmhammedi/Orthogonal_RNN ``sgd.py``).  So by default (``renormalize=True``)
 :meth:`after_optimizer_step`, which the trainer calls after every step, does
 the same to the stored reflectors, in place; ``sigma_hat`` is never touched.
-``renormalize=False`` lets the lengths drift as the optimizer moves them:
-the same ``W`` at every step taken, a different path.
+``renormalize=False`` lets the lengths drift where the optimizer moves them.
+Renormalising never changes ``W`` itself, but the two settings train along
+different paths (the next Adam steps see different lengths).
 
 Every nonzero reflector has determinant -1, and only a vector that lands
 exactly on zero stops being one (renormalising keeps a zero vector at zero).

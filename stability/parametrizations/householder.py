@@ -64,7 +64,10 @@ length after every optimizer update: Spectral-RNN's
 ``Householder_U_full`` and ``Householder_V_full`` divided by its norm after
 each Adam step; ``p``, eq. 4's ``sigma_hat``, untouched) and oRNN's
 (zmhammedi/Orthogonal_RNN, ``sgd.py``: each column of the lower-triangular
-``U`` divided by its norm after each Adam step).  :meth:`HouseholderProduct.normalized`
+``U`` divided by its norm after each Adam step).  Between updates both
+differentiate the normalised reflector, as autograd does here (oRNN's
+hand-written backward, ``C_fun.c``, assumes unit columns and gives the same
+gradient at them).  :meth:`HouseholderProduct.normalized`
 and :meth:`HouseholderSVD.normalized` compute that projection; the cells
 apply it in ``after_optimizer_step`` unless told not to.  A zero vector
 (``H(0) = I``, eq. 1) stays zero: each vector is divided by
@@ -84,8 +87,10 @@ there the factor is ``diag(I_{n-1}, sign(u_1))``: the same set of matrices,
 but ``+1`` where eq. 1 gives ``-1`` for a positive ``u_1``.
 ``HouseholderProduct(..., length_one="sign")`` follows oRNN's code (with
 ``sign(0) = +1``, i.e. ``H(0) = I`` again); the default ``"reflector"`` follows
-eq. 1.  Either way the factor is piecewise constant in ``u_1``: no gradient
-reaches it, and the sign it starts with is the sign it keeps.
+eq. 1.  Either way the factor here is piecewise constant in ``u_1``, so no
+gradient reaches ``u_1`` and the factor keeps the sign it starts with.  (In
+oRNN's code the loss does reach ``U[-1, -1]``, but each renormalisation puts
+it back to +-1; only an update longer than 1 could flip it.)
 
 Note [No right_inverse]
 -----------------------
