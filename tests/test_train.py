@@ -247,3 +247,22 @@ def test_h0_reading_between_probes_keeps_to_its_time_budget(store, monkeypatch):
     monkeypatch.setattr(train_module, "H0_READING_BUDGET", math.inf)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 5, 10, 15, 20, 25, 30]
+
+
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_trainer_calls_after_optimizer_step_so_reflectors_stay_unit(store, renormalize):
+    """Spectral-RNN's authors renormalise every Householder vector after each update; the trainer's
+    call of ``cell.after_optimizer_step()`` is what does it."""
+    config = tiny(cell="spectral", steps=20, lr=3e-2)
+    config.cell.options = {"renormalize": renormalize}
+    run_id, _ = run(store, config)
+    task = tasks.build("adding", seed=0, seq_len=12)
+    model = build_model(config, task)
+    model.load_state_dict(load_checkpoint(store.checkpoint_path(run_id))["model"])
+    svd = model.cell.parametrizations.weight_hh[0]
+    u, v, _ = svd.split(model.cell.parametrizations.weight_hh.original.detach().double())
+    norms = torch.cat([svd.left.pad(u).norm(dim=1), svd.right.pad(v).norm(dim=1)])
+    if renormalize:
+        torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)
+    else:
+        assert (norms - 1).abs().max() > 1e-3
