@@ -24,11 +24,14 @@ W_i, W_f, W_c, W_o are Kronecker products (§1, §4.4–4.5)::
 Note [Real factors for KRU-LSTM]
 --------------------------------
 The paper runs "KRU variants of real space RNN and LSTM" (§1) with tanh (§4)
-and does not say the LSTM's factors are complex.  Its parameter counts say
-they are real: Table 4's KRU-LSTM with N = 45 has 172 recurrent parameters,
-which is 4 gates × (3² + 3² + 5²) real numbers for factors 3 · 3 · 5, and
-Table 3's with N = 500 has ≈ 250K, e.g. 4 × (2² + 250²) real numbers for
-factors 2 · 250 (complex factors would double both counts).
+and does not say the LSTM's factors are complex.  Table 3's parameter counts
+say they are real: that table counts two real numbers per complex entry for
+KRU (N = 411 = 3 · 137: 2 (3² + 137²) ≈ 38K; N = 993 = 3 · 331: ≈ 220K), and
+its KRU-LSTM with N = 500 has ≈ 250K = 4 gates × (2² + 250²) real numbers for
+factors 2 · 250 (complex factors would make it ≈ 500K).  Table 4 does not
+settle it: it counts one number per entry even for the complex KRU (N = 100,
+factors 2 · 2 · 5 · 5: 58), so its KRU-LSTM's 172 = 4 × (3² + 3² + 5²) for
+N = 45 fits real or complex factors alike.
 So ``kru_lstm`` is a real LSTM with real factors, four independent
 Kronecker products (one per gate) in PyTorch's gate order (i, f, g, o), and
 its penalty is off by default: "in case of LSTMs we do not need to

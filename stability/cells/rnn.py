@@ -5,13 +5,20 @@
 ``rnn`` takes any nonlinearity (tanh, relu, leaky_relu) and one of three
 recurrent initialisations, each scaled by ``init_gain``:
 
-* ``"gaussian"``   — W_ij ~ N(0, gain^2 / H): spectral radius ≈ gain;
+* ``"gaussian"``   — W_ij ~ N(0, gain^2 / H): spectral radius ≈ gain (the
+  spectral paper's RNN is Gaussian-initialised, §7, variance not stated);
 * ``"orthogonal"`` — gain · Q, Q Haar-random orthogonal (Saxe et al.);
 * ``"identity"``   — gain · I (Le et al., 2015).
 
-``irnn`` is the ReLU RNN with identity initialisation of Le et al., the
-baseline the spectral paper compares against (§2, §7.1–7.2) and the model
-the MASO paper trains with a noisy h0 (§5.3).
+tanh is the default, the RNN of the KRU paper (§4) and of the Spectral-RNN
+reference code; the spectral paper uses leaky ReLU "in most cases" for every
+model but the LSTM (§7), so its figures need ``nonlinearity="leaky_relu"``.
+
+``irnn`` is the ReLU RNN with identity initialisation of Le et al., the model
+the MASO paper trains with a noisy h0 (§5.3, "identity-initialized ReLU
+RNNs").  The spectral paper's "IRNN" is initialised orthogonal instead (§7),
+with its leaky ReLU: that is ``rnn`` with ``init="orthogonal",
+nonlinearity="leaky_relu"``.  Defaults against the papers: ``docs/cells.md``.
 """
 from __future__ import annotations
 
@@ -48,7 +55,7 @@ class ElmanRNN(ElmanCell):
 
 
 class IRNN(ElmanRNN):
-    """``irnn``: ReLU, W initialised to the identity (Le et al.; spectral paper §7)."""
+    """``irnn``: ReLU, W initialised to the identity (Le et al.; MASO paper §5.3)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, init_gain: float = 1.0,
                  h0: str = "zero", h0_noise_std: float = 0.1):
