@@ -106,11 +106,21 @@ def build_model(config: RunConfig, task) -> SequenceModel:
     return SequenceModel(cell, task.output_size, task.target_mode)
 
 
+def parameter_groups(model: SequenceModel, lr: float) -> list[dict]:
+    """The trainable parameters in optimizer groups: the cell's ``recurrent_parameters()`` at
+    ``lr * cell.recurrent_lr_scale``, everything else at ``lr``; each group keeps its ``lr_scale``."""
+    recurrent = {id(p) for p in model.cell.recurrent_parameters()}
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    scale = float(getattr(model.cell, "recurrent_lr_scale", 1.0))
+    groups = [{"params": [p for p in trainable if id(p) not in recurrent], "lr_scale": 1.0},
+              {"params": [p for p in trainable if id(p) in recurrent], "lr_scale": scale}]
+    return [{**group, "lr": lr * group["lr_scale"]} for group in groups if group["params"]]
+
+
 def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
     train = config.train
     kinds = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop, "sgd": torch.optim.SGD}
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    return kinds[train.optimizer](trainable, lr=train.lr, weight_decay=train.weight_decay)
+    return kinds[train.optimizer](parameter_groups(model, train.lr), lr=train.lr, weight_decay=train.weight_decay)
 
 
 class LearningRate:
@@ -123,11 +133,13 @@ class LearningRate:
         self.bad_evals = 0
 
     def value(self) -> float:
-        return self.optimizer.param_groups[0]["lr"]
+        """The base learning rate (groups with an ``lr_scale`` run at a multiple of it)."""
+        group = self.optimizer.param_groups[0]
+        return group["lr"] / group.get("lr_scale", 1.0)
 
     def _set(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
 
     def after_step(self, step: int) -> None:
         """``step`` training steps are done."""

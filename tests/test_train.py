@@ -266,3 +266,26 @@ def test_trainer_calls_after_optimizer_step_so_reflectors_stay_unit(store, renor
         torch.testing.assert_close(norms, torch.ones_like(norms), rtol=0, atol=1e-6)
     else:
         assert (norms - 1).abs().max() > 1e-3
+
+
+def test_recurrent_parameters_train_at_the_cells_learning_rate_scale():
+    """A cell's recurrent_lr_scale puts recurrent_parameters() in their own group at lr * scale (expRNN's
+    authors train the skew-symmetric parameter at lr / 10); schedules keep the ratio."""
+    from stability.train import LearningRate, build_optimizer
+
+    config = tiny(cell="spectral", lr=1e-2, lr_schedule="step", lr_step_size=1, lr_gamma=0.5)
+    model = build_model(config, tasks.build("adding", seed=0, seq_len=12))
+    model.cell.recurrent_lr_scale = 0.1
+    optimizer = build_optimizer(model, config)
+    recurrent = {id(p) for p in model.cell.recurrent_parameters()}
+    assert len(recurrent) == 1
+    by_lr = {}
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            by_lr[id(parameter)] = group["lr"]
+    assert len(by_lr) == sum(1 for _ in model.parameters())
+    assert all(by_lr[key] == pytest.approx(1e-3 if key in recurrent else 1e-2) for key in by_lr)
+    schedule = LearningRate(optimizer, config.train)
+    schedule.after_step(1)
+    assert schedule.value() == pytest.approx(5e-3)
+    assert sorted(group["lr"] for group in optimizer.param_groups) == pytest.approx([5e-4, 5e-3])

@@ -87,6 +87,9 @@ class RecurrentCell(nn.Module):
     """
 
     complex_state = False
+    # The trainer gives recurrent_parameters() this multiple of the learning rate (expRNN's authors
+    # train the skew-symmetric parameter at lr / 10); cells set it from an option where they have one.
+    recurrent_lr_scale = 1.0
 
     def __init__(self, input_size: int, hidden_size: int, *, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__()
