@@ -159,3 +159,34 @@ def test_stop_race_stops_only_the_runs_still_going(store, fake_runner):
     assert fake_runner["stop"] == [ids[0], ids[2]]
     assert button(app, "Stop race").disabled
     assert list(app.dataframe[0].value["status"]) == ["stopped", "completed", "stopped"]
+
+
+def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(store):
+    """Four real (tiny) runs of the race's cells on adding at T = 300 through the trainer: the float32
+    training batch of the tanh RNN holds exactly 0, yet its ‖∂L/∂h₀‖ line is drawn (a value, not a gap)
+    and sits decades below SGORNN's.  (At hidden 16 and T = 300, Spectral-RNN's leaky ReLU, slope 0.01,
+    shrinks its gradient too; the race's hidden 128 at T = 200 is where it keeps ~1e-2.)"""
+    import pandas as pd
+    from streamlit import dataframe_util
+
+    from stability.train import train_run
+
+    ids = []
+    for cell in ("rnn", "lstm", "spectral", "sgornn"):
+        config = RunConfig(CellConfig(cell, 16), TaskConfig("adding", {"seq_len": 300}),
+                           TrainConfig(steps=6, batch_size=8, log_every=2, eval_every=6, probe_every=6,
+                                       eval_examples=16, probe_examples=8))
+        run_id = store.create_run(config.to_dict())
+        assert train_run(config, store, run_id) == "completed"
+        ids.append(run_id)
+    zeros = store.metrics(ids[0], ["grad/h0_norm_train"])["value"]
+    assert (zeros == 0).any()  # what the charts used to draw: nothing
+    app = run(runs=",".join(map(str, ids)))
+    assert not app.exception
+    [gradient] = [chart for chart in charts(app) if "‖∂L/∂h₀‖" in json.loads(chart.proto.spec)["title"]]
+    rows = pd.concat([dataframe_util.convert_arrow_bytes_to_pandas_df(named.data.data)
+                      for named in gradient.proto.datasets], ignore_index=True).dropna(subset=["run"])
+    latest = rows.sort_values("step").groupby("run")["value"].last()
+    assert set(latest.index) == {"rnn", "lstm", "spectral", "sgornn"}
+    assert (rows["value"] > 0).all() and (rows["note"] == "").all()
+    assert latest["rnn"] < 1e-6 * latest["sgornn"] and latest["lstm"] < 1e-3 * latest["sgornn"]
