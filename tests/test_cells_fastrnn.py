@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from stability import cells
+from stability.cells.fastrnn import clip_beta
 
 
 def sigmoid(z):
@@ -25,9 +26,10 @@ def test_initial_gates_and_defaults():
     assert fast.recurrent_parameter_count() == 128 ** 2
     assert 0.095 < fast.weight_hh.std().item() < 0.105  # EdgeML's U ~ N(0, 0.1^2)
     sgo = cells.build("sgornn", 2, 128)
-    assert sgo.nonlinearity == "relu" and sgo.k == 14 and sgo.clip_beta
+    assert sgo.nonlinearity == "relu" and sgo.k == 2 * math.ceil(math.log2(128)) == 14 and sgo.clip_beta
     # alpha_init = -3.75 starts beta just inside the constraint: the clip is inactive at first.
-    assert sgo.gate_values() == pytest.approx({"alpha": sigmoid(-3.75), "beta": sigmoid(3.0)}, rel=1e-6)
+    assert sgo.gate_values() == pytest.approx(
+        {"alpha": sigmoid(-3.75), "beta": sigmoid(3.0), "beta_raw": sigmoid(3.0)}, rel=1e-6)
     assert sigmoid(3.0) < 1 - 2 * sigmoid(-3.75)
     assert sgo.recurrent_parameter_count() == 14 * 64
     # Table 1 (addition problem, 128 -> 1 readout): FastRNN 16,899, SGORNN 1,411 parameters.
@@ -43,9 +45,84 @@ def test_update_equation_one_step(name):
     h0 = torch.randn(2, 6, dtype=torch.float64)
     _, h1 = cell(x, h0)
     alpha = sigmoid(-1.0)
-    beta = sigmoid(0.5) if name == "fastrnn" else min(sigmoid(0.5), 1 - 2 * alpha)
+    beta = sigmoid(0.5) if name == "fastrnn" else reference_clip(sigmoid(0.5), alpha)
     pre = x[:, 0] @ cell.input_proj.weight.t() + cell.input_proj.bias + h0 @ cell.recurrent_matrix().t()
     torch.testing.assert_close(h1, alpha * torch.tanh(pre) + beta * h0, rtol=0, atol=1e-12)
+
+
+def reference_clip(beta, alpha):
+    """tf.clip_by_value(beta, 0, 1 - 2 alpha) as the SGORNN code runs it: maximum(minimum(beta, hi), lo)."""
+    return max(min(beta, 1 - 2 * alpha), 0.0)
+
+
+@pytest.mark.parametrize("hidden", [2, 6, 10, 32, 100, 256])
+def test_default_k_is_twice_ceil_log2_of_the_hidden_size(hidden):
+    cell = cells.build("sgornn", 2, hidden)
+    expected = 2 * math.ceil(math.log2(hidden))
+    assert cell.k == expected
+    assert cell.parametrizations.weight_hh.original.shape == (expected, hidden // 2)
+    assert cell.recurrent_parameter_count() == expected * hidden // 2
+    assert cells.build("sgornn", 2, hidden, k=5).k == 5
+
+
+@pytest.mark.parametrize("alpha_logit", [-4.0, -2.0, -0.5, 0.0, 0.3, 1.0, 3.0])
+@pytest.mark.parametrize("beta_logit", [-3.0, 0.0, 0.5, 4.0])
+def test_beta_is_clipped_into_zero_one_minus_two_alpha_and_beta_raw_is_reported(alpha_logit, beta_logit):
+    cell = cells.build("sgornn", 2, 4)
+    set_gates(cell, alpha_logit, beta_logit)
+    alpha, raw = sigmoid(alpha_logit), sigmoid(beta_logit)
+    values = cell.gate_values()
+    assert values["alpha"] == pytest.approx(alpha, rel=1e-6)
+    assert values["beta_raw"] == pytest.approx(raw, rel=1e-6)
+    assert values["beta"] == pytest.approx(reference_clip(raw, alpha), rel=1e-6, abs=1e-7)
+    assert values["beta"] >= 0.0  # never negative, also when alpha > 1/2 empties the interval
+    if alpha > 0.5:
+        assert values["beta"] == 0.0
+    else:
+        assert values["beta"] <= 1 - 2 * alpha + 1e-7
+    _, beta = cell.scalar_gates()
+    assert beta.item() == values["beta"]
+
+
+def test_sgornn_step_by_hand_with_the_interval_empty():
+    """alpha > 1/2: beta = 0, so h_1 = alpha relu(a) exactly; beta's logit gets no gradient
+    and alpha's only the one through alpha relu(a)."""
+    cell = cells.build("sgornn", 3, 6, k=2, angle_init=math.pi).double()
+    set_gates(cell, 1.0, 2.0)  # alpha = 0.731, 1 - 2 alpha = -0.46 < 0
+    x = torch.randn(2, 1, 3, dtype=torch.float64)
+    h0 = torch.randn(2, 6, dtype=torch.float64)
+    for impl in ("scan", "loop"):
+        cell.impl = impl
+        cell.zero_grad()
+        _, h1 = cell(x, h0)
+        u = x[:, 0] @ cell.input_proj.weight.detach().t() + cell.input_proj.bias.detach()
+        pre = u + h0 @ cell.recurrent_matrix().detach().t()
+        alpha = sigmoid(1.0)
+        torch.testing.assert_close(h1.detach(), alpha * torch.relu(pre), rtol=0, atol=1e-12)
+        h1.sum().backward()
+        assert cell.beta_logit.grad.item() == 0.0
+        expected = alpha * (1 - alpha) * torch.relu(pre).sum().item()  # d sigmoid = s (1 - s)
+        assert cell.alpha_logit.grad.item() == pytest.approx(expected, rel=1e-12)
+    assert cell.gate_values() == pytest.approx({"alpha": alpha, "beta": 0.0, "beta_raw": sigmoid(2.0)})
+
+
+@pytest.mark.parametrize("beta,alpha,value,d_beta,d_alpha", [
+    (0.3, 0.1, 0.3, 1.0, 0.0),    # inside: beta unchanged, trains itself
+    (0.9, 0.1, 0.8, 0.0, -2.0),   # above 1 - 2 alpha: the gradient goes to alpha, times -2
+    (0.5, 0.25, 0.5, 1.0, 0.0),   # tie beta = 1 - 2 alpha: TF's Minimum sends it to beta
+    (0.3, 0.5, 0.0, 0.0, -2.0),   # 1 - 2 alpha = 0: minimum picks it, Maximum's tie keeps it
+    (0.3, 0.7, 0.0, 0.0, 0.0),    # empty interval: beta = 0, a constant
+])
+def test_clip_gradients_follow_tensorflow_clip_by_value(beta, alpha, value, d_beta, d_alpha):
+    """The reference's K.clip is tf.clip_by_value = maximum(minimum(beta, 1 - 2 alpha), 0), whose
+    Minimum/Maximum gradients go to the first argument where x <= y / x >= y (ties included)."""
+    beta_t = torch.tensor(beta, dtype=torch.float64, requires_grad=True)
+    alpha_t = torch.tensor(alpha, dtype=torch.float64, requires_grad=True)
+    clipped = clip_beta(beta_t, alpha_t)
+    clipped.backward()
+    assert clipped.item() == pytest.approx(value, abs=1e-15)
+    assert beta_t.grad.item() == d_beta
+    assert alpha_t.grad.item() == d_alpha
 
 
 def test_clip_sets_beta_to_one_minus_two_alpha_and_can_be_switched_off():
@@ -55,7 +132,10 @@ def test_clip_sets_beta_to_one_minus_two_alpha_and_can_be_switched_off():
         set_gates(cell, -2.0, 4.0)
     assert clipped.gate_values()["beta"] == pytest.approx(1 - 2 * sigmoid(-2.0), rel=1e-6)
     assert free.gate_values()["beta"] == pytest.approx(sigmoid(4.0), rel=1e-6)
+    assert clipped.gate_values()["beta_raw"] == free.gate_values()["beta_raw"] == pytest.approx(sigmoid(4.0))
     assert clipped.gate_values()["alpha"] == free.gate_values()["alpha"] == pytest.approx(sigmoid(-2.0))
+    set_gates(free, 1.0, 4.0)  # unclipped, alpha > 1/2 does not touch beta
+    assert free.gate_values()["beta"] == pytest.approx(sigmoid(4.0), rel=1e-6)
 
 
 def test_beta_respects_the_constraint_after_large_learning_rate_steps():
@@ -128,7 +208,7 @@ def test_sgornn_loss_and_gradients_are_finite_at_t_1000(angle_init):
 
 
 @pytest.mark.parametrize("name,alpha_logit,beta_logit", [("fastrnn", -1.0, 1.0), ("sgornn", -1.0, -1.0),
-                                                         ("sgornn", -2.0, 4.0)])
+                                                         ("sgornn", -2.0, 4.0), ("sgornn", 1.0, 2.0)])
 def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, beta_logit):
     cell = cells.build(name, 3, 8, nonlinearity="tanh").double()
     set_gates(cell, alpha_logit, beta_logit)
@@ -144,15 +224,38 @@ def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, 
     torch.testing.assert_close(results["scan"][0], results["loop"][0], rtol=1e-10, atol=1e-12)
     for n, grad in results["loop"][1].items():
         torch.testing.assert_close(results["scan"][1][n], grad, rtol=1e-9, atol=1e-11, msg=n)
-    clipped = name == "sgornn" and beta_logit == 4.0
-    assert (results["scan"][1]["beta_logit"].abs() == 0) == clipped  # a clipped beta trains alpha only
+    clipped = name == "sgornn" and (beta_logit == 4.0 or alpha_logit > 0)
+    assert (results["scan"][1]["beta_logit"].abs() == 0) == clipped  # a clipped beta does not train c
 
 
-@pytest.mark.parametrize("name,beta_logit", [("fastrnn", 1.0), ("sgornn", -1.0), ("sgornn", 4.0)])
-def test_gradcheck_fused_path(name, beta_logit, gradcheck_through_parameters):
+@pytest.mark.parametrize("name", ["fastrnn", "sgornn"])
+def test_gated_modrelu_fused_path_matches_loop(name):
+    """modReLU (the Elman cells' fourth nonlinearity) through the gated scan, c's gradient included."""
+    cell = cells.build(name, 3, 8, nonlinearity="modrelu").double()
+    set_gates(cell, -1.0, 1.0)
+    with torch.no_grad():
+        cell.modrelu_bias.uniform_(-0.5, 0.5)
+    x = torch.randn(3, 9, 3, dtype=torch.float64)
+    h0 = torch.randn(3, 8, dtype=torch.float64)
+    results = {}
+    for impl in ("scan", "loop"):
+        cell.impl = impl
+        cell.zero_grad()
+        outputs, _ = cell(x, h0)
+        outputs.sin().sum().backward()
+        results[impl] = outputs.detach(), {n: p.grad.clone() for n, p in cell.named_parameters()}
+    torch.testing.assert_close(results["scan"][0], results["loop"][0], rtol=1e-10, atol=1e-12)
+    assert "modrelu_bias" in results["scan"][1] and cell.input_proj.bias is None
+    for n, grad in results["loop"][1].items():
+        torch.testing.assert_close(results["scan"][1][n], grad, rtol=1e-9, atol=1e-11, msg=n)
+
+
+@pytest.mark.parametrize("name,alpha_logit,beta_logit", [("fastrnn", -1.5, 1.0), ("sgornn", -1.5, -1.0),
+                                                         ("sgornn", -1.5, 4.0), ("sgornn", 1.0, 2.0)])
+def test_gradcheck_fused_path(name, alpha_logit, beta_logit, gradcheck_through_parameters):
     cell = cells.build(name, 2, 4, k=3, angle_init=math.pi) if name == "sgornn" else cells.build(name, 2, 4)
     cell = cell.double()
-    set_gates(cell, -1.5, beta_logit)
+    set_gates(cell, alpha_logit, beta_logit)
     cell.impl = "scan"
     x = torch.randn(2, 5, 2, dtype=torch.float64, requires_grad=True)
     h0 = torch.randn(2, 4, dtype=torch.float64, requires_grad=True)

@@ -234,10 +234,49 @@ def _expm_skew_by_eigh(skew):
 
 def test_exponential_shapes():
     cell = cells.build("exponential", input_size=3, hidden_size=8)
-    assert isinstance(cell, ExponentialRNN) and cell.nonlinearity == "relu"
+    assert isinstance(cell, ExponentialRNN) and cell.nonlinearity == "modrelu"
     outputs, h_last = cell(torch.randn(5, 4, 3))
     assert outputs.shape == (5, 4, 8) and h_last.shape == (5, 8)
     assert cell.recurrent_matrix().shape == (8, 8)
+
+
+def test_exponential_defaults_follow_the_reference_code():
+    """expRNN (github Lezcano/expRNN, orthogonal.py): modReLU with b ~ U[-0.01, 0.01], a bias-free
+    He-normal input kernel, h0 = 0."""
+    cell = cells.build("exponential", input_size=3, hidden_size=2000)
+    b = cell.modrelu_bias
+    assert b.shape == (2000,) and b.requires_grad
+    assert b.abs().max() <= 0.01 and b.max() > 0.009 and b.min() < -0.009
+    assert cell.input_proj.bias is None
+    assert {name for name, _ in cell.named_parameters()} == {
+        "modrelu_bias", "input_proj.weight", "parametrizations.weight_hh.original"}
+    assert 0.9 * math.sqrt(2 / 3) < cell.input_proj.weight.std().item() < 1.1 * math.sqrt(2 / 3)
+    assert cell.h0_mode == "zero" and not cell.initial_state(2).any()
+    assert cell.recurrent_lr_scale == 1.0  # one learning rate; the reference trains A at lr / 10
+    # relu (and tanh, leaky_relu) stay available, with a zero-initialised input bias instead of b.
+    plain = cells.build("exponential", input_size=3, hidden_size=8, nonlinearity="relu")
+    assert plain.modrelu_bias is None and not plain.input_proj.bias.any()
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+def test_exponential_step_is_sign_times_relu_of_magnitude_plus_bias(impl):
+    cell = cells.build("exponential", input_size=3, hidden_size=6).double()
+    cell.impl = impl
+    with torch.no_grad():
+        cell.modrelu_bias.copy_(torch.tensor([-0.5, 0.3, -50.0, 0.0, 0.1, -0.2]))
+    x = torch.randn(4, 2, 3, dtype=F64)
+    h0 = torch.randn(4, 6, dtype=F64)
+    outputs, _ = cell(x, h0)
+    w_in = cell.input_proj.weight.detach()
+    w = cell.recurrent_matrix().detach()
+    b = cell.modrelu_bias.detach()
+    h = h0
+    for t in range(2):
+        a = x[:, t] @ w_in.T + h @ w.T  # no input bias: b is the unit's only bias
+        h = torch.sign(a) * torch.clamp(a.abs() + b, min=0.0)
+        torch.testing.assert_close(outputs[:, t].detach(), h, rtol=0, atol=1e-12)
+    assert (outputs[:, :, 2] == 0).all()  # |a| < 50: the unit with b = -50 is off
+    assert (outputs[:, :, 1] != 0).all()  # b > 0 keeps every nonzero a on
 
 
 def test_exponential_matrix_equals_independent_exponential():
@@ -292,18 +331,32 @@ def test_exponential_init_is_a_block_diagonal_of_rotations(init):
         assert angles.max() <= 0 and angles.min() >= -1.0 and angles.min() < -0.99
 
 
-def test_exponential_scan_and_loop_agree_in_float64():
-    cell = cells.build("exponential", input_size=3, hidden_size=6).double()
+@pytest.mark.parametrize("nonlinearity,impls", [("modrelu", ("auto", "scan")),
+                                                 ("relu", ("auto", "scan", "native"))])
+def test_exponential_scan_and_loop_agree_in_float64(nonlinearity, impls):
+    cell = cells.build("exponential", input_size=3, hidden_size=6, nonlinearity=nonlinearity).double()
+    if nonlinearity == "modrelu":
+        with torch.no_grad():
+            cell.modrelu_bias.uniform_(-1.0, 0.5)  # some units switched off
     x = torch.randn(4, 9, 3, dtype=F64)
     h0 = torch.randn(4, 6, dtype=F64, requires_grad=True)
     weights = torch.randn(4, 9, 6, dtype=F64)
     cell.impl = "loop"
     reference = _grads(cell, x, h0, weights)
-    for impl in ("auto", "scan", "native"):
+    if nonlinearity == "modrelu":
+        assert (reference[0] == 0).any() and (reference[0] != 0).any()
+    for impl in impls:
         cell.impl = impl
         fused = _grads(cell, x, h0, weights)
         for got, want in zip([*fused[:2], *fused[2]], [*reference[:2], *reference[2]]):
-            torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-10)
+
+
+def test_exponential_modrelu_has_no_native_kernel():
+    cell = cells.build("exponential", input_size=3, hidden_size=6)
+    cell.impl = "native"
+    with pytest.raises(ValueError, match="nonlinearity='modrelu'"):
+        cell(torch.randn(2, 3, 3))
 
 
 @pytest.mark.parametrize("impl", ["loop", "scan"])
@@ -322,8 +375,21 @@ def test_exponential_gradcheck(impl):
 
 
 @pytest.mark.parametrize("impl", ["loop", "scan"])
-def test_exponential_gradients_reach_every_parameter_and_h0(impl):
-    cell = cells.build("exponential", input_size=3, hidden_size=5, nonlinearity="leaky_relu")
+def test_exponential_modrelu_gradcheck(impl, gradcheck_through_parameters):
+    """The default modReLU cell, through x, h0, W_in, A and b."""
+    cell = cells.build("exponential", input_size=2, hidden_size=4).double()
+    cell.impl = impl
+    with torch.no_grad():
+        cell.modrelu_bias.copy_(torch.tensor([-0.3, 0.2, -0.05, 0.4]))
+    x = torch.randn(2, 4, 2, dtype=F64, requires_grad=True)
+    h0 = torch.randn(2, 4, dtype=F64, requires_grad=True)
+    assert gradcheck_through_parameters(cell, x, h0)
+
+
+@pytest.mark.parametrize("impl", ["loop", "scan"])
+@pytest.mark.parametrize("nonlinearity", ["modrelu", "leaky_relu"])
+def test_exponential_gradients_reach_every_parameter_and_h0(impl, nonlinearity):
+    cell = cells.build("exponential", input_size=3, hidden_size=5, nonlinearity=nonlinearity)
     cell.impl = impl
     h0 = torch.randn(2, 5, requires_grad=True)
     cell(torch.randn(2, 4, 3), h0)[0].sum().backward()
@@ -347,8 +413,8 @@ def test_exponential_float64_and_seed():
 def test_exponential_bad_options():
     with pytest.raises(ValueError, match="init"):
         cells.build("exponential", input_size=2, hidden_size=4, init="haar")
-    with pytest.raises(ValueError, match="nonlinearity"):
-        cells.build("exponential", input_size=2, hidden_size=4, nonlinearity="modrelu")
+    with pytest.raises(ValueError, match="nonlinearity must be one of .*'modrelu'"):
+        cells.build("exponential", input_size=2, hidden_size=4, nonlinearity="sigmoid")
     with pytest.raises(ValueError, match="h0"):
         cells.build("exponential", input_size=2, hidden_size=4, h0="bogus")
 

@@ -13,7 +13,7 @@ def make(hidden=8, input_size=3, **options):
 
 def test_defaults_follow_the_sgornn_paper():
     cell = make(128, 2)
-    assert cell.k == 14 and cell.nonlinearity == "relu"
+    assert cell.k == 14 and cell.nonlinearity == "relu"  # §3.1: k = 14 at hidden size 128
     angles = cell.parametrizations.weight_hh.original
     assert angles.shape == (14, 64)
     assert angles.abs().max() <= 0.05
@@ -21,6 +21,27 @@ def test_defaults_follow_the_sgornn_paper():
     assert cell.gate_values() == {}
     # Table 1: 1,409 parameters on the addition problem, with a 128 -> 1 readout.
     assert sum(p.numel() for p in cell.parameters()) + 128 + 1 == 1409
+
+
+@pytest.mark.parametrize("hidden", [2, 4, 6, 10, 12, 30, 64, 100, 256])
+def test_default_k_is_twice_ceil_log2_of_the_hidden_size(hidden):
+    """The VPRNN code's n_rotations = ceil(log2(units)) on each side of the layer: k = 2 ceil(log2 n)."""
+    expected = 2 * math.ceil(math.log2(hidden))
+    cell = make(hidden, 2)
+    assert cell.k == expected
+    angles = cell.parametrizations.weight_hh.original
+    assert angles.shape == (expected, hidden // 2)
+    assert cell.recurrent_parameter_count() == expected * hidden // 2 == angles.numel()
+    assert cell.parametrizations.weight_hh[0].permutations.shape == (expected, hidden)
+    w = cell.recurrent_matrix().detach().double()
+    torch.testing.assert_close(w.T @ w, torch.eye(hidden, dtype=torch.float64), rtol=0, atol=1e-5)
+
+
+def test_explicit_k_overrides_the_rule():
+    cell = make(128, 2, k=3)
+    assert cell.k == 3 and cell.recurrent_parameter_count() == 3 * 64
+    assert cell.parametrizations.weight_hh.original.shape == (3, 64)
+    assert make(128, 2, k=None).k == 14
 
 
 def test_update_equation_with_the_built_matrix():

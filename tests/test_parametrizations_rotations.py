@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from stability.parametrizations.rotations import PlaneRotations, register_plane_rotations
+from stability.parametrizations.rotations import PlaneRotations, register_plane_rotations, rotation_sublayers
 
 
 def dense_rotation(angles):
@@ -114,3 +114,18 @@ def test_odd_size_and_wrong_angle_shape_are_clear_errors():
         PlaneRotations(5, 2)
     with pytest.raises(ValueError, match=r"angles of shape \(2, 3\)"):
         PlaneRotations(6, 2)(torch.zeros(3, 3))
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 6, 8, 10, 64, 100, 127, 128, 129, 256, 1000, 1024])
+def test_rotation_sublayers_is_twice_ceil_log2(size):
+    """k = 2 ceil(log2 n) (SGORNN paper App. A.3; VPRNN code's ceil(log2(units)) per side)."""
+    assert rotation_sublayers(size) == 2 * math.ceil(math.log2(size))
+
+
+def test_rotation_sublayers_on_the_papers_sizes_and_bad_sizes():
+    assert rotation_sublayers(128) == 14  # §3.1, §3.2
+    assert rotation_sublayers(256) == 16  # §3.3
+    assert rotation_sublayers(2) == 2     # ceil(log2 2) = 1
+    for bad in (1, 0, -4, 2.0, True):
+        with pytest.raises(ValueError, match="size"):
+            rotation_sublayers(bad)

@@ -9,6 +9,13 @@ rotations (``vprnn``), with scalar gates (``fastrnn``, ``sgornn``).  ``W`` is
 the tensor attribute ``weight_hh``, usually behind a
 ``torch.nn.utils.parametrize`` parametrization, read once per forward pass.
 
+``f`` is one of :data:`stability.cells.scan.ACTIVATIONS`.  With
+``nonlinearity="modrelu"``, f(a) = sign(a) relu(|a| + c), the cell gets a
+trainable per-unit ``modrelu_bias`` c, initialised U[-0.01, 0.01], and
+``W_in`` has no bias of its own: c is the unit's only bias, as in expRNN
+(github Lezcano/expRNN, ``orthogonal.py``: class ``modrelu`` and a bias-free
+``input_kernel``) and the uRNN (:mod:`stability.cells.unitary`).
+
 Three ways to run the time loop, chosen by ``cell.impl``:
 
 * ``"scan"`` — :func:`stability.cells.scan.elman_scan`, a fused loop with a
@@ -42,8 +49,13 @@ class ElmanCell(RecurrentCell):
         super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
         self.nonlinearity = check_choice("nonlinearity", nonlinearity, ACTIVATIONS)
         self.negative_slope = check_nonnegative("negative_slope", negative_slope)
-        self.input_proj = nn.Linear(input_size, hidden_size)
-        nn.init.zeros_(self.input_proj.bias)
+        modrelu = self.nonlinearity == "modrelu"
+        self.input_proj = nn.Linear(input_size, hidden_size, bias=not modrelu)
+        if modrelu:
+            self.modrelu_bias = nn.Parameter(torch.empty(hidden_size).uniform_(-0.01, 0.01))
+        else:
+            self.modrelu_bias = None
+            nn.init.zeros_(self.input_proj.bias)
         self._init_initial_state()
 
     # alpha and beta of the scalar-gated update; None for the plain Elman step.
@@ -55,7 +67,8 @@ class ElmanCell(RecurrentCell):
         return {"inputs": project_time_major(x, self.input_proj), "weight": self.weight_hh, "alpha": alpha, "beta": beta}
 
     def _step(self, u_t: Tensor, h: Tensor, context: dict) -> Tensor:
-        s = apply_activation(u_t + h @ context["weight"].t(), self.nonlinearity, self.negative_slope)
+        s = apply_activation(u_t + h @ context["weight"].t(), self.nonlinearity, self.negative_slope,
+                             self.modrelu_bias)
         if context["alpha"] is None:
             return s
         return context["alpha"] * s + context["beta"] * h
@@ -73,7 +86,8 @@ class ElmanCell(RecurrentCell):
         weight = self.weight_hh
         alpha, beta = self.scalar_gates()
         u = project_time_major(x, self.input_proj)
-        states = elman_scan(u, weight, h0, self.nonlinearity, self.negative_slope, alpha, beta)
+        states = elman_scan(u, weight, h0, self.nonlinearity, self.negative_slope, alpha, beta,
+                            self.modrelu_bias)
         return states.transpose(0, 1), states[-1]
 
     def _forward_native(self, x: Tensor, h0: Tensor):

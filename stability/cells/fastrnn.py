@@ -15,14 +15,43 @@ below and both gates get gradients from the first step.
   that nothing enforces in training; the SGORNN paper reports it exploding
   on the addition problem for T >= 1000 (§3.1, Table 1).
 * ``sgornn`` — ``U = phi(Theta)`` orthogonal through the VPRNN map (eq. 2),
-  and ``beta`` clipped into ``(0, 1 - 2 alpha]`` (eq. 3) after the sigmoid,
-  which gives the generalisation bound of Thm. 1 independent of ``U`` and T,
-  and gradients growing at most like ``(alpha T)^2`` (Thm. 2, Cor. 1).
-  ``clip_beta=False`` drops the clip, to show what it buys.
+  and ``beta <= 1 - 2 alpha`` (eq. 3) enforced by clipping beta after the
+  sigmoid (§2; Note [Clipping beta]), which gives the generalisation bound
+  of Thm. 1 independent of ``U`` and T, and gradients growing at most like
+  ``(alpha T)^2`` (Thm. 2, Cor. 1).  ``clip_beta=False`` drops the clip, to
+  show what it buys.
 
 Both default to ReLU, the activation of every model in the SGORNN paper's
 experiments (§3) and of its theorems; the FastRNN reference code defaults to
 tanh (``nonlinearity="tanh"``).
+
+Note [Clipping beta]
+--------------------
+The paper asks for ``0 < beta <= 1 - 2 alpha`` (§2, eq. 3: "beta is clipped
+after applying the sigmoid function, so that it lies in the half-open
+interval (0, 1 - 2 alpha]").  The authors' code clips into the closed
+interval, ``K.clip(sigmoid(beta), 0, 1 - 2 sigmoid(alpha))`` (github
+wtaylor17/sgornn-nn-supplementary, ``sgornn/layers.py``, ``FastRNNCell``),
+which with their Keras 2.3.1 / TensorFlow 1.15 is ``tf.clip_by_value``:
+``maximum(minimum(beta, 1 - 2 alpha), 0)``, the upper bound first.
+:func:`clip_beta` does the same with two ``torch.clamp`` calls in that order:
+
+* ``beta <= 1 - 2 alpha`` (the usual case): beta unchanged, its gradient
+  goes to the logit ``c`` and none to alpha;
+* ``0 <= 1 - 2 alpha < beta``: beta = 1 - 2 alpha, so the gradient of beta
+  reaches alpha (times -2) and ``c`` gets none;
+* ``1 - 2 alpha < 0``, i.e. alpha > 1/2: the interval is empty and beta = 0
+  — never negative — with no gradient to either logit through beta (alpha
+  still trains through ``alpha f(.)``).  Eq. 3 cannot hold there (2 alpha > 1),
+  so Thm. 1 does not apply; the paper assumes alpha << 1 and the reference
+  does not clip alpha, so neither do we.
+
+At the ties the gradient goes to beta itself, as TensorFlow's ``Minimum`` and
+``Maximum`` gradients (and ``torch.clamp``'s) send it to their first
+argument.  A single ``torch.clamp(beta, 0, 1 - 2 alpha)`` would differ when
+alpha > 1/2: with min > max it returns max, a negative beta.
+``gate_values()`` reports ``beta_raw = sigmoid(c)`` beside the clipped
+``beta``, so the trainer's ``gate/beta_raw`` shows the clip at work.
 """
 from __future__ import annotations
 
@@ -32,9 +61,9 @@ import torch
 from torch import Tensor, nn
 
 from ..parametrizations.rotations import register_plane_rotations
-from .base import check_nonnegative, check_positive_int
+from .base import check_nonnegative
 from .elman import ElmanCell
-from .vprnn import check_even_hidden_size
+from .vprnn import check_even_hidden_size, resolve_sublayers
 
 
 def _check_float(option: str, value) -> float:
@@ -45,6 +74,11 @@ def _check_float(option: str, value) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{option} must be a finite number; got {value!r}")
     return number
+
+
+def clip_beta(beta: Tensor, alpha: Tensor) -> Tensor:
+    """``beta`` clipped into ``[0, 1 - 2 alpha]``, 0 when that interval is empty (Note [Clipping beta])."""
+    return torch.clamp(beta, max=1.0 - 2.0 * alpha).clamp(min=0.0)
 
 
 class _ScalarGatedCell(ElmanCell):
@@ -91,20 +125,20 @@ class FastRNN(_ScalarGatedCell):
 class SGORNN(_ScalarGatedCell):
     """``sgornn``: eq. 1 with ``U = R_1 Q_1 ... R_k Q_k`` (eq. 2) and ``beta <= 1 - 2 alpha`` (eq. 3).
 
-    The clip ``beta <- min(beta, 1 - 2 alpha)`` is applied where the gates are
-    read, every forward pass, so it holds whatever the optimizer does and
-    autograd differentiates through it (while clipped, the gradient of beta
-    flows to alpha).  When ``alpha > 1/2`` the interval ``(0, 1 - 2 alpha]``
-    is empty and the clipped beta is negative; the paper assumes alpha << 1.
+    beta is clipped into ``[0, 1 - 2 alpha]`` where the gates are read, every
+    forward pass, so the constraint holds whatever the optimizer does and
+    autograd differentiates through the clip (Note [Clipping beta]).
 
     Options:
-        k, angle_init: the VPRNN map, as for ``vprnn`` (k = 14 at hidden 128, §3.1).
+        k: rotational sublayers of the VPRNN map, as for ``vprnn``: None
+            (default) for ``2 ceil(log2 hidden_size)``, 14 at hidden size 128 (§3.1).
+        angle_init: as for ``vprnn``.
         clip_beta: enforce eq. 3 (default, as in all the paper's experiments).
         alpha_init: -3.75, so that the clip starts inactive (see the module docstring).
         beta_init, nonlinearity: as for ``fastrnn``.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, *, k: int = 14, angle_init: float = 0.05,
+    def __init__(self, input_size: int, hidden_size: int, *, k: int | None = None, angle_init: float = 0.05,
                  clip_beta: bool = True, alpha_init: float = -3.75, beta_init: float = 3.0,
                  nonlinearity: str = "relu", negative_slope: float = 0.01, h0: str = "zero",
                  h0_noise_std: float = 0.1):
@@ -114,7 +148,7 @@ class SGORNN(_ScalarGatedCell):
         check_even_hidden_size(hidden_size)
         if not isinstance(clip_beta, bool):
             raise ValueError(f"clip_beta must be True or False; got {clip_beta!r}")
-        self.k = check_positive_int("k", k)
+        self.k = resolve_sublayers(k, hidden_size)
         self.angle_init = check_nonnegative("angle_init", angle_init)
         self.clip_beta = clip_beta
         register_plane_rotations(self, "weight_hh", hidden_size, self.k, self.angle_init)
@@ -122,8 +156,15 @@ class SGORNN(_ScalarGatedCell):
     def scalar_gates(self) -> tuple[Tensor, Tensor]:
         alpha, beta = super().scalar_gates()
         if self.clip_beta:
-            beta = torch.minimum(beta, 1.0 - 2.0 * alpha)
+            beta = clip_beta(beta, alpha)
         return alpha, beta
+
+    def gate_values(self) -> dict[str, float]:
+        """alpha, the clipped beta, and ``beta_raw = sigmoid(c)`` before the clip."""
+        values = super().gate_values()
+        with torch.no_grad():
+            values["beta_raw"] = torch.sigmoid(self.beta_logit).item()
+        return values
 
     def recurrent_parameter_count(self) -> int:
         return self.k * self.hidden_size // 2

@@ -6,9 +6,17 @@ Every real cell whose hidden state is updated by
     h_t = alpha * f(a_t) + beta * h_{t-1}
 
 runs through :func:`elman_scan`.  Plain Elman cells (``rnn``, ``irnn``,
-``spectral``, ``orthogonal``, ``vprnn``; KRU paper eq. 1, spectral paper §4)
-are the case ``alpha = 1, beta = 0``; FastRNN and SGORNN (SGORNN paper eq. 1)
-pass their scalar gates.
+``spectral``, ``orthogonal``, ``vprnn``, ``exponential``; KRU paper eq. 1,
+spectral paper §4) are the case ``alpha = 1, beta = 0``; FastRNN and SGORNN
+(SGORNN paper eq. 1) pass their scalar gates.
+
+``f`` is tanh, relu, leaky_relu, or the real modReLU of expRNN,
+
+    modrelu(a) = sign(a) relu(|a| + c)          c in R^H trainable, one per unit
+
+(Lezcano-Casado & Martínez-Rubio 2019; github Lezcano/expRNN, ``orthogonal.py``,
+class ``modrelu``), the real case of the uRNN's complex modReLU
+(:mod:`stability.cells.modrelu`).  sign(0) = 0, so modrelu(0) = 0.
 
 Note [Why a hand-written backward]
 ----------------------------------
@@ -23,6 +31,20 @@ that does not depend on the recursion is done once, outside the loop:
 The derivative of tanh, relu and leaky_relu can be read off their outputs,
 so nothing but the states themselves (plus f(a_t) when gated) is saved.
 
+Note [modReLU from its output]
+------------------------------
+With s = modrelu(a) = sign(a) relu(|a| + c), a unit is active where
+a != 0 and |a| + c > 0, which is exactly where s != 0; there s = a + c sign(a), so
+
+    ds/da = 1[s != 0],        ds/dc = sign(s)
+
+(both 0 where inactive, as autograd gives them for sign(a) * relu(|a| + c),
+with sign'= 0 and relu'(0) = 0).  So modReLU joins the scan like relu: f'
+comes from the saved outputs, and dL/dc = sum over t and batch of
+sign(s_t) * alpha * dL/dh_t * 1[s_t != 0] = sum sign(s_t) * delta_t — one
+more reduction after the loop, over sign(s) computed once (f' = |sign(s)|).
+The forward step is five in-place elementwise kernels instead of one.
+
 Layout: ``u`` and the returned states are time-major, (T, B, H), so that each
 step reads and writes one contiguous (B, H) block.
 """
@@ -31,23 +53,29 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-ACTIVATIONS = ("tanh", "relu", "leaky_relu")
+ACTIVATIONS = ("tanh", "relu", "leaky_relu", "modrelu")
 
 
-def apply_activation(a: Tensor, activation: str, negative_slope: float) -> Tensor:
-    """f(a) out of place (used by the reference loops)."""
+def apply_activation(a: Tensor, activation: str, negative_slope: float, bias: Tensor | None = None) -> Tensor:
+    """f(a) out of place (used by the reference loops); ``bias`` is modReLU's c."""
     if activation == "tanh":
         return torch.tanh(a)
     if activation == "relu":
         return torch.relu(a)
+    if activation == "modrelu":
+        return torch.sign(a) * torch.relu(a.abs() + bias)
     return torch.nn.functional.leaky_relu(a, negative_slope)
 
 
-def _activate_(a: Tensor, activation: str, negative_slope: float) -> None:
+def _activate_(a: Tensor, activation: str, negative_slope: float, bias: Tensor | None,
+               scratch: Tensor | None) -> None:
     if activation == "tanh":
         a.tanh_()
     elif activation == "relu":
         a.relu_()
+    elif activation == "modrelu":
+        torch.sign(a, out=scratch)
+        a.abs_().add_(bias).relu_().mul_(scratch)
     else:
         torch.nn.functional.leaky_relu_(a, negative_slope)
 
@@ -64,15 +92,16 @@ def _derivative_from_output(s: Tensor, activation: str, negative_slope: float) -
 
 class _ElmanScan(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, u, weight, h0, alpha, beta, activation, negative_slope):
+    def forward(ctx, u, weight, h0, alpha, beta, bias, activation, negative_slope):
         gated = alpha is not None
         states = torch.empty_like(u)  # (T, B, H)
+        scratch = torch.empty_like(h0) if activation == "modrelu" else None  # sign(a_t)
         weight_t = weight.t()
         h = h0
         if not gated:
             for u_t, h_t in zip(u.unbind(0), states.unbind(0)):
                 torch.addmm(u_t, h, weight_t, out=h_t)
-                _activate_(h_t, activation, negative_slope)
+                _activate_(h_t, activation, negative_slope, bias, scratch)
                 h = h_t
             ctx.save_for_backward(states, weight, h0)
         else:
@@ -80,7 +109,7 @@ class _ElmanScan(torch.autograd.Function):
             squashed = torch.empty_like(u)  # f(a_t), needed for f' and dL/dalpha
             for u_t, s_t, h_t in zip(u.unbind(0), squashed.unbind(0), states.unbind(0)):
                 torch.addmm(u_t, h, weight_t, out=s_t)
-                _activate_(s_t, activation, negative_slope)
+                _activate_(s_t, activation, negative_slope, bias, scratch)
                 torch.mul(h, b, out=h_t)
                 h_t.add_(s_t, alpha=a)
                 h = h_t
@@ -100,7 +129,11 @@ class _ElmanScan(torch.autograd.Function):
             squashed, a, b = states, 1.0, 0.0
         grad_states = grad_states.contiguous()
         # delta_t = dL/da_t = alpha * f'(a_t) * dL/dh_t; start from alpha * f'.
-        delta = _derivative_from_output(squashed, ctx.activation, ctx.negative_slope)
+        if ctx.activation == "modrelu":  # Note [modReLU from its output]: f' = |sign(s)|
+            signs = torch.sign(squashed)
+            delta = signs.abs()
+        else:
+            delta = _derivative_from_output(squashed, ctx.activation, ctx.negative_slope)
         if a != 1.0:
             delta.mul_(a)
         grad_h = torch.empty_like(grad_states)  # total dL/dh_t
@@ -116,7 +149,7 @@ class _ElmanScan(torch.autograd.Function):
         if b != 0.0:
             grad_h0.add_(dh[0], alpha=b)
 
-        grad_weight = grad_alpha = grad_beta = None
+        grad_weight = grad_alpha = grad_beta = grad_bias = None
         hidden = weight.shape[0]
         if ctx.needs_input_grad[1]:
             grad_weight = d[0].t() @ h0
@@ -126,7 +159,9 @@ class _ElmanScan(torch.autograd.Function):
             grad_alpha = (grad_h * squashed).sum().reshape(alpha.shape)
         if ctx.gated and ctx.needs_input_grad[4]:
             grad_beta = ((grad_h[1:] * states[:-1]).sum() + (grad_h[0] * h0).sum()).reshape(beta.shape)
-        return delta, grad_weight, grad_h0, grad_alpha, grad_beta, None, None
+        if ctx.needs_input_grad[5]:  # modReLU's c: Note [modReLU from its output]
+            grad_bias = signs.mul_(delta).reshape(-1, hidden).sum(0)
+        return delta, grad_weight, grad_h0, grad_alpha, grad_beta, grad_bias, None, None
 
 
 def elman_scan(
@@ -137,6 +172,7 @@ def elman_scan(
     negative_slope: float = 0.01,
     alpha: Tensor | None = None,
     beta: Tensor | None = None,
+    bias: Tensor | None = None,
 ) -> Tensor:
     """Run ``h_t = alpha f(u_t + W h_{t-1}) + beta h_{t-1}`` over all steps.
 
@@ -147,6 +183,7 @@ def elman_scan(
         activation: one of :data:`ACTIVATIONS`.
         alpha, beta: 0-dim tensors for the scalar-gated update, or both None
             for the plain Elman update.
+        bias: modReLU's c (H,); required for ``"modrelu"``, None otherwise.
 
     Returns:
         All states h_1..h_T, time-major (T, B, H).
@@ -155,7 +192,12 @@ def elman_scan(
         raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}")
     if (alpha is None) != (beta is None):
         raise ValueError("alpha and beta must be given together")
-    return _ElmanScan.apply(u.contiguous(), weight, h0, alpha, beta, activation, float(negative_slope))
+    if (activation == "modrelu") != (bias is not None):
+        raise ValueError("bias (modReLU's c, one per unit) is given with activation='modrelu' and only then; "
+                         f"got activation={activation!r}, bias={'None' if bias is None else 'a tensor'}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
+    return _ElmanScan.apply(u.contiguous(), weight, h0, alpha, beta, bias, activation, float(negative_slope))
 
 
 def elman_loop(
@@ -166,6 +208,7 @@ def elman_loop(
     negative_slope: float = 0.01,
     alpha: Tensor | None = None,
     beta: Tensor | None = None,
+    bias: Tensor | None = None,
 ) -> Tensor:
     """The same recurrence as :func:`elman_scan`, step by step under autograd.
 
@@ -174,7 +217,7 @@ def elman_loop(
     h = h0
     states = []
     for u_t in u.unbind(0):
-        s = apply_activation(u_t + h @ weight.t(), activation, negative_slope)
+        s = apply_activation(u_t + h @ weight.t(), activation, negative_slope, bias)
         h = s if alpha is None else alpha * s + beta * h
         states.append(h)
     return torch.stack(states)

@@ -13,7 +13,8 @@ read as [Re(V x) | Im(V x)], without bias (the uRNN's only hidden bias is b).
 
 ``exponential`` — expRNN (Lezcano-Casado & Martínez-Rubio 2019)::
 
-    h_t = f(W_in x_t + b + W h_{t-1}),    W = exp(A - A^T) in SO(N)
+    h_t = modReLU(W_in x_t + W h_{t-1}),    W = exp(A - A^T) in SO(N)
+    modReLU(a) = sign(a) relu(|a| + b)      (real; b in R^N trainable, one per unit)
 
 an Elman cell whose W is behind :class:`~stability.parametrizations.exponential.SkewExponential`.
 
@@ -65,18 +66,35 @@ class URNN(ModReLUCell):
 class ExponentialRNN(ElmanCell):
     """``exponential``: Elman cell with W = exp(A - A^T) orthogonal (expRNN).
 
-    Options:
-        init: ``"henaff"`` (default, expRNN's default) or ``"cayley"``; see
-            :mod:`stability.parametrizations.exponential`.
-        nonlinearity: ``"relu"`` by default.  expRNN uses a real modReLU,
-            sign(z) relu(|z| + b); the fused scan and the native kernels run
-            tanh, relu and leaky_relu only, and relu is the modReLU's magnitude
-            rule, so relu stands in for it (leaky_relu and tanh are available).
+    What the reference code does (github Lezcano/expRNN, ``orthogonal.py``,
+    class ``OrthogonalRNN``; the first version's ``exprnn.py`` alike), and here:
 
-    W_in is He-normal (fan-in, ReLU gain) as in expRNN; its bias starts at 0.
+    * nonlinearity: the real modReLU ``sign(a) relu(|a| + b)``, b per unit
+      drawn U[-0.01, 0.01] (class ``modrelu``); here ``nonlinearity="modrelu"``
+      (default), with b in ``modrelu_bias``, run by the fused Elman scan
+      (:mod:`stability.cells.scan`, Note [modReLU from its output]);
+    * ``W_in``: ``nn.Linear(bias=False)``, He-normal (fan-in, ReLU gain); with
+      modReLU ours has no input bias either, b is the only one;
+    * ``h0``: zeros (``default_hidden``), our default ``h0="zero"``;
+    * the skew-symmetric parameter: ``henaff`` init by default in the copying
+      task (``1_copying.py``), ``cayley`` in (permuted) MNIST (``2_mnist.py``).
+      The reference multiplies row states on the right, ``h B``, so its W
+      acting on column vectors is ``exp(A - A^T)^T``, ours at ``-A``: the
+      same distribution under ``henaff`` (angles symmetric about 0), the units
+      of each pair swapped under ``cayley`` (angles all <= 0).
+    * the reference trains A with its own RMSprop at a tenth of the learning
+      rate (``lr_orth``: 2e-5 vs 2e-4 copying, 7e-5 vs 7e-4 MNIST, 1e-4 vs
+      1e-3 TIMIT; its README recommends the 10x ratio); this cell leaves
+      ``recurrent_lr_scale`` at 1 (one learning rate for everything).
+
+    Options:
+        init: ``"henaff"`` (default) or ``"cayley"``; see
+            :mod:`stability.parametrizations.exponential`.
+        nonlinearity: ``"modrelu"`` (default, expRNN's); ``"relu"``, ``"tanh"``
+            and ``"leaky_relu"`` keep a zero-initialised input bias instead.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "relu",
+    def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "modrelu",
                  negative_slope: float = 0.01, init: str = "henaff",
                  h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,

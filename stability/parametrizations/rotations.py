@@ -13,8 +13,18 @@ Because the ``Q_j`` are random, pairing adjacent coordinates loses nothing:
 ``R_j Q_j`` rotates the random pairs ``(pi_j(2i), pi_j(2i+1))``, as in the
 volume-preserving networks of MacDonald et al. (2021) and their recurrent
 form, VPRNN (Taylor-Melanson et al., 2021).  ``W`` is orthogonal for every
-``Theta``, with ``k n / 2`` real parameters; VPRNN takes ``k = 2 ceil(log2 n)``
-sublayers, 14 at ``n = 128`` (SGORNN paper §3.1, App. A.3).
+``Theta``, with ``k n / 2`` real parameters.
+
+How many sublayers: :func:`rotation_sublayers`, ``k = 2 ceil(log2 n)`` — 2 at
+``n = 2``, 6 at ``n = 6``, 14 at ``n = 128``, 16 at ``n = 256``.  The SGORNN
+paper uses 14 at hidden size 128 (§3.1, §3.2) and 16 at 256 (§3.3), and
+states the rule with the VPRNN Lipschitz bound (App. A.3, eq. 34).  The
+reference code counts the same way: the VPRNN cell's ``n_rotations``
+defaults to ``ceil(log2(units))`` (github wtaylor17/VPRNN, ``vprnn/layers.py``)
+and its recurrent VPNN layer stacks ``n_rotations`` rotation sublayers on
+each side of an optional diagonal (off in VPRNN), each with its own fixed
+random permutation (github wtaylor17/keras-vpnn, ``vpnn/layers/__init__.py``,
+``vpnn/layers/rotation.py``): 2 ceil(log2 n) rotation-permutation pairs.
 
 Register with :func:`register_plane_rotations`; the free parameter is the
 angle matrix ``Theta`` of shape (k, n/2) (row ``j`` is the paper's column ``j``).
@@ -73,6 +83,16 @@ class PlaneRotations(nn.Module):
 
     def extra_repr(self) -> str:
         return f"size={self.size}, k={self.k}"
+
+
+def rotation_sublayers(size: int) -> int:
+    """``2 ceil(log2 size)``, the VPRNN number of rotation-permutation pairs for ``size`` units.
+
+    Exact integer arithmetic: ``ceil(log2 n) = (n - 1).bit_length()`` for ``n >= 1``.
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+        raise ValueError(f"size must be an integer >= 2; got {size!r}")
+    return 2 * (size - 1).bit_length()
 
 
 def register_plane_rotations(module: nn.Module, tensor_name: str, size: int, k: int,
