@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from stability import cells, tasks
+from stability import cells, optimizers, tasks
 from stability.cells.base import H0_MODES
 from stability.cells.rnn import RECURRENT_INITS
 from stability.cells.scan import ACTIVATIONS
@@ -280,7 +280,8 @@ def _task_option_widget(key: str, option: str, value, default):
 def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
     left, right = st.columns(2)
     optimizer = left.selectbox("Optimizer", OPTIMIZERS, index=_index(list(OPTIMIZERS), train.optimizer),
-                               key=f"{key_prefix}_optimizer")
+                               key=f"{key_prefix}_optimizer",
+                               help="  \n".join(f"**{name}**: {optimizers.describe(name)}" for name in OPTIMIZERS))
     lr = right.number_input("Learning rate", value=float(train.lr), step=1e-4, format="%.4g",
                             key=f"{key_prefix}_lr", help="Adam at 1e-3 is the papers' usual choice.")
     steps = int(left.number_input("Steps", value=int(train.steps), step=100, key=f"{key_prefix}_steps",

@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-OPTIMIZERS = ("adam", "rmsprop", "sgd")
+from .optimizers import OPTIMIZERS  # adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras
 # none; step: lr *= lr_gamma every lr_step_size steps; linear: to zero at the last step
 # (SGORNN §3.1); plateau: lr *= lr_gamma when the validation loss stops improving.
 LR_SCHEDULES = ("none", "step", "linear", "plateau")

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import cells, tasks
+from . import cells, optimizers, tasks
 from .config import ConfigError, RunConfig, TrainConfig
 from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
 
@@ -118,9 +118,10 @@ def parameter_groups(model: SequenceModel, lr: float) -> list[dict]:
 
 
 def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+    """``config.train.optimizer`` (:mod:`stability.optimizers`) over :func:`parameter_groups`."""
     train = config.train
-    kinds = {"adam": torch.optim.Adam, "rmsprop": torch.optim.RMSprop, "sgd": torch.optim.SGD}
-    return kinds[train.optimizer](parameter_groups(model, train.lr), lr=train.lr, weight_decay=train.weight_decay)
+    return optimizers.build_optimizer(parameter_groups(model, train.lr), train.optimizer, train.lr,
+                                      weight_decay=train.weight_decay)
 
 
 class LearningRate:

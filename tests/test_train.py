@@ -41,7 +41,8 @@ def test_completed_run_logs_every_diagnostic(store):
     info = store.run(run_id)
     assert info["status"] == "completed" and info["finished_at"] >= info["started_at"]
     assert info["baseline"] == pytest.approx(1 / 6) and info["metric"] == "mse"
-    assert info["total_steps"] == 30 and info["recurrent_params"] == 14 * 4  # k = 14 sublayers of 8/2 angles
+    k = 2 * math.ceil(math.log2(8))  # the VPRNN reference's rotation count for hidden size 8
+    assert info["total_steps"] == 30 and info["recurrent_params"] == k * 8 // 2  # k sublayers of 8/2 angles
     names = set(store.metrics(run_id)["name"])
     expected = {"train/loss", "train/mse", "val/loss", "val/mse", "test/loss", "test/mse", "gap/loss", "gap/mse",
                 "grad/h0_norm", "grad/recurrent_norm", "grad/total_norm", "sv/min", "sv/max", "sv/margin",
@@ -289,3 +290,26 @@ def test_recurrent_parameters_train_at_the_cells_learning_rate_scale():
     schedule.after_step(1)
     assert schedule.value() == pytest.approx(5e-3)
     assert sorted(group["lr"] for group in optimizer.param_groups) == pytest.approx([5e-4, 5e-3])
+
+
+@pytest.mark.parametrize("name, first_step", [("rmsprop", 10.0), ("rmsprop_keras", 10 ** 0.5), ("rmsprop_tf", None)])
+def test_the_configured_rmsprop_semantics_reach_the_model(name, first_step):
+    """``train.optimizer`` picks the framework's RMSprop: from a zero accumulator the first step moves
+    every coordinate by lr / sqrt(1 - decay) whatever the gradient (torch: decay 0.99, Keras: 0.9);
+    TF1's accumulator starts at 1, so its first step is about lr * g (docs/optimizers.md)."""
+    from stability.train import build_optimizer
+
+    config = tiny(cell="rnn", optimizer=name, lr=1e-2)
+    model = build_model(config, tasks.build("adding", seed=0, seq_len=12)).double()  # steps of 1e-5 exactly
+    weight = model.cell.weight_hh
+    before = weight.detach().clone()
+    optimizer = build_optimizer(model, config)
+    (weight * torch.linspace(1e-3, 2e-3, weight.numel()).view_as(weight).double()).sum().backward()  # |g| >> eps
+    gradient = weight.grad.clone()
+    optimizer.step()
+    moved = (weight.detach() - before).abs()
+    if first_step is None:
+        expected = 1e-2 * gradient.abs() / torch.sqrt(0.9 + 0.1 * gradient ** 2 + 1e-10)
+        torch.testing.assert_close(moved, expected, rtol=1e-4, atol=1e-9)
+    else:
+        torch.testing.assert_close(moved, torch.full_like(moved, 1e-2 * first_step), rtol=1e-3, atol=0)
