@@ -42,7 +42,8 @@ a != 0 and |a| + c > 0, which is exactly where s != 0; there s = a + c sign(a), 
 with sign'= 0 and relu'(0) = 0).  So modReLU joins the scan like relu: f'
 comes from the saved outputs, and dL/dc = sum over t and batch of
 sign(s_t) * alpha * dL/dh_t * 1[s_t != 0] = sum sign(s_t) * delta_t — one
-more reduction after the loop, over sign(s) computed once (f' = |sign(s)|).
+more reduction after the loop, with sign(s) written over the dL/dh_t buffer
+once that is spent, so the backward allocates no more than for relu.
 The forward step is five in-place elementwise kernels instead of one.
 
 Layout: ``u`` and the returned states are time-major, (T, B, H), so that each
@@ -130,8 +131,7 @@ class _ElmanScan(torch.autograd.Function):
         grad_states = grad_states.contiguous()
         # delta_t = dL/da_t = alpha * f'(a_t) * dL/dh_t; start from alpha * f'.
         if ctx.activation == "modrelu":  # Note [modReLU from its output]: f' = |sign(s)|
-            signs = torch.sign(squashed)
-            delta = signs.abs()
+            delta = torch.sign(squashed).abs_()
         else:
             delta = _derivative_from_output(squashed, ctx.activation, ctx.negative_slope)
         if a != 1.0:
@@ -160,6 +160,7 @@ class _ElmanScan(torch.autograd.Function):
         if ctx.gated and ctx.needs_input_grad[4]:
             grad_beta = ((grad_h[1:] * states[:-1]).sum() + (grad_h[0] * h0).sum()).reshape(beta.shape)
         if ctx.needs_input_grad[5]:  # modReLU's c: Note [modReLU from its output]
+            signs = torch.sign(squashed, out=grad_h)  # grad_h is not needed any more
             grad_bias = signs.mul_(delta).reshape(-1, hidden).sum(0)
         return delta, grad_weight, grad_h0, grad_alpha, grad_beta, grad_bias, None, None
 
