@@ -219,8 +219,10 @@ def _cell_about(name: str) -> None:
 
 
 def _cell_options(key_prefix: str, name: str, defaults: RunConfig) -> dict:
-    """One widget per option, typed from its default (tuple and None defaults stay as they are)."""
+    """One widget per option, typed from its default; an ``int | None`` option (None: the cell's own rule,
+    e.g. vprnn's k = 2⌈log₂ n⌉) is a number field left empty for the rule; tuples stay as they are."""
     given = defaults.cell.options if defaults.cell.name == name else {}
+    annotations = cells.option_annotations(name)
     chosen = {}
     for option, default in cells.options(name).items():
         value = given.get(option, default)
@@ -234,6 +236,11 @@ def _cell_options(key_prefix: str, name: str, defaults: RunConfig) -> dict:
             chosen[option] = int(st.number_input(option, value=int(value), step=1, key=key))
         elif isinstance(default, float):
             chosen[option] = float(st.number_input(option, value=float(value), format="%.4g", key=key))
+        elif default is None and annotations[option] == "int | None":
+            number = st.number_input(option, value=None if value is None else int(value), step=1, key=key,
+                                     placeholder="the cell's default rule")
+            if number is not None:
+                chosen[option] = int(number)
         elif option in given:
             chosen[option] = value  # e.g. factor_sizes from a stored config: kept, not editable here
     return chosen

@@ -278,3 +278,16 @@ def test_freeze_checkbox_reaches_the_config(store, fake_runner):
     assert not app.exception and not app.error
     [(config, _, _)] = fake_runner["start"]
     assert config.train.freeze_recurrent is True
+
+
+def test_vprnn_k_is_left_to_the_cells_rule_unless_typed(store, fake_runner):
+    app = run()
+    app.selectbox(key="train_cell").set_value("vprnn").run()
+    field = app.number_input(key="train_vprnn_k")
+    assert field.value is None  # empty: k = 2 ceil(log2 n)
+    button(app, "Start").click().run()
+    assert "k" not in fake_runner["start"][-1][0].cell.options
+    app.number_input(key="train_vprnn_k").set_value(4).run()
+    button(app, "Start").click().run()
+    assert not app.exception and not app.error
+    assert fake_runner["start"][-1][0].cell.options["k"] == 4

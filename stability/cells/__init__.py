@@ -68,6 +68,13 @@ def options(name: str) -> dict[str, object]:
     return {p.name: p.default for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
 
 
+def option_annotations(name: str) -> dict[str, str]:
+    """Each option's annotation as written in the cell's signature, e.g. ``{"k": "int | None"}``."""
+    options(name)  # a one-line ValueError for an unknown name
+    signature = inspect.signature(_cell_class(name).__init__)
+    return {p.name: str(p.annotation) for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+
+
 def build(name: str, input_size: int, hidden_size: int, **cell_options) -> nn.Module:
     """Build cell ``name``; unknown names and options raise ``ValueError`` naming the valid ones."""
     valid = options(name)
@@ -78,4 +85,4 @@ def build(name: str, input_size: int, hidden_size: int, **cell_options) -> nn.Mo
     return _cell_class(name)(input_size, hidden_size, **cell_options)
 
 
-__all__ = ["available", "build", "options", "DESCRIPTIONS", "RecurrentCell"]
+__all__ = ["available", "build", "options", "option_annotations", "DESCRIPTIONS", "RecurrentCell"]
