@@ -252,7 +252,7 @@ def test_exponential_defaults_follow_the_reference_code():
         "modrelu_bias", "input_proj.weight", "parametrizations.weight_hh.original"}
     assert 0.9 * math.sqrt(2 / 3) < cell.input_proj.weight.std().item() < 1.1 * math.sqrt(2 / 3)
     assert cell.h0_mode == "zero" and not cell.initial_state(2).any()
-    assert cell.recurrent_lr_scale == 1.0  # one learning rate; the reference trains A at lr / 10
+    assert cell.recurrent_lr_scale == 0.1  # the reference trains A at lr / 10
     # relu (and tanh, leaky_relu) stay available, with a zero-initialised input bias instead of b.
     plain = cells.build("exponential", input_size=3, hidden_size=8, nonlinearity="relu")
     assert plain.modrelu_bias is None and not plain.input_proj.bias.any()
@@ -430,3 +430,20 @@ def test_thousand_steps_stay_finite(name):
     assert torch.isfinite(outputs).all() and torch.isfinite(h0.grad).all()
     for param in cell.parameters():
         assert torch.isfinite(param.grad).all()
+
+
+def test_exponential_trains_its_skew_parameter_at_a_tenth_of_the_learning_rate():
+    """expRNN's reference trains A at lr / 10 (lezcano/expRNN: lr_orth = lr / 10 in every script)."""
+    from stability import tasks
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+    from stability.train import build_model, build_optimizer
+
+    config = RunConfig(CellConfig("exponential", 8), TaskConfig("adding", {"seq_len": 5}), TrainConfig(lr=2e-4))
+    model = build_model(config, tasks.build("adding", seed=0, seq_len=5))
+    skew = model.cell.parametrizations.weight_hh.original
+    rates = {id(p): group["lr"] for group in build_optimizer(model, config).param_groups for p in group["params"]}
+    assert rates[id(skew)] == pytest.approx(2e-5)
+    assert [rate for key, rate in rates.items() if key != id(skew)] == pytest.approx([2e-4] * (len(rates) - 1))
+    assert cells.build("exponential", 1, 4, recurrent_lr_scale=1.0).recurrent_lr_scale == 1.0
+    with pytest.raises(ValueError, match="recurrent_lr_scale"):
+        cells.build("exponential", 1, 4, recurrent_lr_scale=-1)

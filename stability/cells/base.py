@@ -45,6 +45,12 @@ def check_choice(option: str, value: Any, choices: Sequence[Any]) -> Any:
     return value
 
 
+def check_bool(option: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{option} must be True or False; got {value!r}")
+    return value
+
+
 def check_positive_int(option: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{option} must be a positive integer; got {value!r}")

@@ -61,7 +61,7 @@ import torch
 from torch import Tensor, nn
 
 from ..parametrizations.rotations import register_plane_rotations
-from .base import check_nonnegative
+from .base import check_bool, check_nonnegative
 from .elman import ElmanCell
 from .vprnn import check_even_hidden_size, resolve_sublayers
 
@@ -146,8 +146,7 @@ class SGORNN(_ScalarGatedCell):
                          nonlinearity=nonlinearity, negative_slope=negative_slope, h0=h0,
                          h0_noise_std=h0_noise_std)
         check_even_hidden_size(hidden_size)
-        if not isinstance(clip_beta, bool):
-            raise ValueError(f"clip_beta must be True or False; got {clip_beta!r}")
+        check_bool("clip_beta", clip_beta)
         self.k = resolve_sublayers(k, hidden_size)
         self.angle_init = check_nonnegative("angle_init", angle_init)
         self.clip_beta = clip_beta

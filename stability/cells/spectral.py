@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from ..parametrizations.householder import register_householder_product, register_householder_svd
-from .base import check_nonnegative, check_positive_int
+from .base import check_bool, check_nonnegative, check_positive_int
 from .elman import ElmanCell
 
 
@@ -154,12 +154,6 @@ class OrthogonalRNN(ElmanCell):
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, m={self.m}, renormalize={self.renormalize}"
-
-
-def check_bool(option: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{option} must be True or False; got {value!r}")
-    return value
 
 
 def renormalize_reflectors(cell: ElmanCell) -> None:

@@ -33,7 +33,7 @@ from torch.nn.utils import parametrize
 
 from ..parametrizations.exponential import SKEW_INITS, SkewExponential, skew_block_init
 from ..parametrizations.unitary import RestrictedUnitary, initial_factors
-from .base import check_choice
+from .base import check_choice, check_nonnegative
 from .elman import ElmanCell
 from .modrelu import ModReLUCell
 
@@ -84,22 +84,26 @@ class ExponentialRNN(ElmanCell):
       of each pair swapped under ``cayley`` (angles all <= 0).
     * the reference trains A with its own RMSprop at a tenth of the learning
       rate (``lr_orth``: 2e-5 vs 2e-4 copying, 7e-5 vs 7e-4 MNIST, 1e-4 vs
-      1e-3 TIMIT; its README recommends the 10x ratio); this cell leaves
-      ``recurrent_lr_scale`` at 1 (one learning rate for everything).
+      1e-3 TIMIT; its README recommends the 10x ratio); here the option
+      ``recurrent_lr_scale`` (default 0.1) puts A in its own group of the
+      run's optimizer at lr * 0.1 (``stability.train.parameter_groups``).
 
     Options:
         init: ``"henaff"`` (default) or ``"cayley"``; see
             :mod:`stability.parametrizations.exponential`.
         nonlinearity: ``"modrelu"`` (default, expRNN's); ``"relu"``, ``"tanh"``
             and ``"leaky_relu"`` keep a zero-initialised input bias instead.
+        recurrent_lr_scale: A's learning rate as a multiple of the run's (0.1,
+            the reference's ratio; 1 trains everything at one rate).
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "modrelu",
-                 negative_slope: float = 0.01, init: str = "henaff",
+                 negative_slope: float = 0.01, init: str = "henaff", recurrent_lr_scale: float = 0.1,
                  h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
                          negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
         self.init = check_choice("init", init, SKEW_INITS)
+        self.recurrent_lr_scale = check_nonnegative("recurrent_lr_scale", recurrent_lr_scale)
         nn.init.kaiming_normal_(self.input_proj.weight, nonlinearity="relu")
         self.weight_hh = nn.Parameter(skew_block_init(hidden_size, init))
         parametrize.register_parametrization(self, "weight_hh", SkewExponential())
@@ -108,4 +112,4 @@ class ExponentialRNN(ElmanCell):
         return self.hidden_size * (self.hidden_size - 1) // 2
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, init={self.init!r}"
+        return f"{super().extra_repr()}, init={self.init!r}, recurrent_lr_scale={self.recurrent_lr_scale}"
