@@ -207,11 +207,8 @@ def test_sgornn_loss_and_gradients_are_finite_at_t_1000(angle_init):
         optimizer.step()
 
 
-@pytest.mark.parametrize("name,alpha_logit,beta_logit", [("fastrnn", -1.0, 1.0), ("sgornn", -1.0, -1.0),
-                                                         ("sgornn", -2.0, 4.0), ("sgornn", 1.0, 2.0)])
-def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, beta_logit):
-    cell = cells.build(name, 3, 8, nonlinearity="tanh").double()
-    set_gates(cell, alpha_logit, beta_logit)
+def scan_and_loop(cell):
+    """Outputs and every parameter gradient from the fused scan and the autograd loop, checked equal."""
     x = torch.randn(3, 9, 3, dtype=torch.float64)
     h0 = torch.randn(3, 8, dtype=torch.float64)
     results = {}
@@ -224,6 +221,15 @@ def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, 
     torch.testing.assert_close(results["scan"][0], results["loop"][0], rtol=1e-10, atol=1e-12)
     for n, grad in results["loop"][1].items():
         torch.testing.assert_close(results["scan"][1][n], grad, rtol=1e-9, atol=1e-11, msg=n)
+    return results
+
+
+@pytest.mark.parametrize("name,alpha_logit,beta_logit", [("fastrnn", -1.0, 1.0), ("sgornn", -1.0, -1.0),
+                                                         ("sgornn", -2.0, 4.0), ("sgornn", 1.0, 2.0)])
+def test_fused_path_matches_loop_with_the_clip_active_or_not(name, alpha_logit, beta_logit):
+    cell = cells.build(name, 3, 8, nonlinearity="tanh").double()
+    set_gates(cell, alpha_logit, beta_logit)
+    results = scan_and_loop(cell)
     clipped = name == "sgornn" and (beta_logit == 4.0 or alpha_logit > 0)
     assert (results["scan"][1]["beta_logit"].abs() == 0) == clipped  # a clipped beta does not train c
 
@@ -235,19 +241,8 @@ def test_gated_modrelu_fused_path_matches_loop(name):
     set_gates(cell, -1.0, 1.0)
     with torch.no_grad():
         cell.modrelu_bias.uniform_(-0.5, 0.5)
-    x = torch.randn(3, 9, 3, dtype=torch.float64)
-    h0 = torch.randn(3, 8, dtype=torch.float64)
-    results = {}
-    for impl in ("scan", "loop"):
-        cell.impl = impl
-        cell.zero_grad()
-        outputs, _ = cell(x, h0)
-        outputs.sin().sum().backward()
-        results[impl] = outputs.detach(), {n: p.grad.clone() for n, p in cell.named_parameters()}
-    torch.testing.assert_close(results["scan"][0], results["loop"][0], rtol=1e-10, atol=1e-12)
+    results = scan_and_loop(cell)
     assert "modrelu_bias" in results["scan"][1] and cell.input_proj.bias is None
-    for n, grad in results["loop"][1].items():
-        torch.testing.assert_close(results["scan"][1][n], grad, rtol=1e-9, atol=1e-11, msg=n)
 
 
 @pytest.mark.parametrize("name,alpha_logit,beta_logit", [("fastrnn", -1.5, 1.0), ("sgornn", -1.5, -1.0),
