@@ -7,7 +7,20 @@
 A worker is a fresh interpreter (``python -m stability.runner --worker ID
 --store PATH``), never a fork, so it is safe for CUDA; it runs in its own
 session, so it outlives the Streamlit script, server or shell that started
-it. Its output goes to ``<store dir>/logs/run-<id>.log``.
+it. Its output goes to ``<store dir>/logs/run-<id>.log``. It runs from the
+package's folder with that folder on ``PYTHONPATH``, so it starts whatever
+the caller's working directory. Its torch threads follow
+:mod:`stability.devices` (one core kept for the server, the rest shared by
+the ``STABILITY_MAX_RUNS`` slots, OpenMP waiting passively).
+
+Stop signals only a process that is provably this run's worker: ``_launch``
+gives each worker a random token in its environment and records the token,
+the pid and the process's start time in ``<store dir>/logs/run-<id>.worker``;
+a process is signalled only if its ``/proc`` entry shows the same start time,
+the token in its environment, and this run's worker command line. Anything
+else (a pid recycled by another program, a store crafted to point at one, a
+foreground CLI run, a system without ``/proc`` unless this very process
+launched the worker) is left alone.
 
 The queue lives in the store itself: a run is *unclaimed* while it is
 'queued' with no pid. Scheduling (mark dead workers, count busy slots,
@@ -21,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -31,6 +46,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import devices
 from .config import RunConfig
 from .store import TERMINAL, RunStore
 
@@ -40,6 +56,7 @@ except ImportError:  # Windows: no advisory locks; scheduling is then best effor
     fcntl = None
 
 MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
+TOKEN_ENV = "STABILITY_WORKER_TOKEN"
 INTERRUPTED_ERROR = "worker process ended without a final status"
 STALE_HEARTBEAT_S = 60.0
 TERMINATE_GRACE_S = 3.0
@@ -131,8 +148,10 @@ def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
 
     A queued run that no worker has claimed is 'stopped' at once. Otherwise
     the stop flag is set and the worker, which checks it every step, ends the
-    run itself; if it has not within ``timeout`` seconds, its process group
-    gets SIGTERM, then SIGKILL, and the run is marked 'stopped'.
+    run itself; if it has not within ``timeout`` seconds, the run is marked
+    'stopped' and its worker's process group gets SIGTERM, then SIGKILL, if
+    that process is provably the worker launched for this run (a foreground
+    CLI run, or any other process the store names, is never signalled).
     """
     store = RunStore(store_path)
     try:
@@ -147,10 +166,14 @@ def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
         run = store.run(run_id)
         if run["status"] in TERMINAL:
             return run["status"]
-        _terminate(run["pid"])
+        if _terminate(run["pid"], _read_claim(store, run_id)):
+            error = f"terminated after not stopping within {timeout:g} s"
+        else:
+            error = (f"not stopped within {timeout:g} s; process {run['pid']} was not signalled, "
+                     "as it is not provably this run's worker")
         with scheduling_lock(store):
             if store.run(run_id)["status"] not in TERMINAL:
-                store.set_status(run_id, "stopped", error=f"terminated after not stopping within {timeout:g} s")
+                store.set_status(run_id, "stopped", error=error)
         return store.run(run_id)["status"]
     finally:
         store.close()
@@ -182,7 +205,7 @@ def run_worker(run_id: int, store_path) -> str:
     from .train import train_run
 
     limit = max_concurrent_runs()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // limit))
+    devices.apply_worker_threads(devices.worker_threads(limit))
     store = RunStore(store_path)
     try:
         try:
@@ -248,17 +271,20 @@ def _heartbeat_age(run: dict) -> float:
 
 
 def _launch(store: RunStore, run_id: int, limit: int) -> None:
-    """Start a detached worker for ``run_id`` and record its pid (the claim)."""
+    """Start a detached worker for ``run_id`` and record its pid (the claim) and identity."""
     logs = Path(store.path).parent / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    token = secrets.token_hex(16)
+    env = devices.worker_environment(os.environ, devices.worker_threads(limit))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env[MAX_RUNS_ENV] = str(limit)
+    env[TOKEN_ENV] = token
     command = [sys.executable, "-m", "stability.runner", "--worker", str(run_id), "--store", str(store.path)]
     with open(logs / f"run-{run_id}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _launched.append(process)
+    _write_claim(store, run_id, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)})
     store.update_run(run_id, pid=process.pid)
 
 
@@ -267,31 +293,75 @@ def _reap_launched() -> None:
     _launched[:] = [process for process in _launched if process.poll() is None]
 
 
-def _terminate(pid: int | None) -> None:
-    """SIGTERM the worker (its whole process group when it leads one), then SIGKILL if it stays."""
-    if not is_alive(pid) or not _is_stability_process(pid):
-        return
+def _terminate(pid: int | None, claim: dict | None) -> bool:
+    """SIGTERM the worker's process group, then SIGKILL if it stays, if ``pid`` is the claimed worker.
+
+    Returns whether the process is gone (it was already, or the signals ended it); False when it
+    was left alone because it is not provably the worker of ``claim``.
+    """
+    if not is_alive(pid):
+        return True
+    if not _is_claimed_worker(pid, claim):
+        return False
     for sig, grace in ((signal.SIGTERM, TERMINATE_GRACE_S), (getattr(signal, "SIGKILL", signal.SIGTERM), 1.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             if hasattr(os, "killpg") and os.getpgid(pid) == pid:  # a worker leads its own session
                 os.killpg(pid, sig)
-            else:  # e.g. a foreground CLI run: leave the rest of its shell job alone
+            else:
                 os.kill(pid, sig)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             _reap_launched()
             if not is_alive(pid):
-                return
+                return True
             time.sleep(0.05)
+    return not is_alive(pid)
 
 
-def _is_stability_process(pid: int) -> bool:
-    """Guard against a recycled pid: the process must be one of ours (where /proc can tell)."""
+def _is_claimed_worker(pid: int, claim: dict | None) -> bool:
+    """Whether ``pid`` is provably the worker ``_launch`` started for this claim (see the module doc)."""
+    if not claim or claim.get("pid") != pid or not claim.get("token"):
+        return False
+    ours = [process for process in _launched if process.pid == pid and process.poll() is None]
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat_start = process_start_time(pid)
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:  # no /proc (macOS), or not ours to read: only a child we launched ourselves
+        return bool(ours)
+    token = f"{TOKEN_ENV}={claim['token']}".encode()
+    return (stat_start is not None and stat_start == claim.get("start") and token in environ
+            and b"stability.runner" in command and b"--worker" in command)
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of process ``pid`` in clock ticks after boot (``/proc/<pid>/stat`` field 22),
+    or None without ``/proc``. A pid and its start time name one process for as long as the machine is up."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return True
-    return b"stability" in command
+        return None
+    return int(stat.rpartition(")")[2].split()[19])  # fields 3.. follow "(command)"; 22 is the 20th
+
+
+def _claim_path(store: RunStore, run_id: int) -> Path:
+    return Path(store.path).parent / "logs" / f"run-{run_id}.worker"
+
+
+def _write_claim(store: RunStore, run_id: int, claim: dict) -> None:
+    path = _claim_path(store, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # the token is a secret
+    with open(descriptor, "w") as handle:
+        json.dump(claim, handle)
+
+
+def _read_claim(store: RunStore, run_id: int) -> dict | None:
+    try:
+        claim = json.loads(_claim_path(store, run_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return claim if isinstance(claim, dict) else None
 
 
 def main(argv: list[str] | None = None) -> int:

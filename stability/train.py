@@ -53,7 +53,8 @@ import torch
 from torch import nn
 
 from . import cells, optimizers, tasks
-from .config import ConfigError, RunConfig, TrainConfig
+from .config import RunConfig, TrainConfig
+from .devices import resolve_device, describe_device  # noqa: F401  (moved there; old imports keep working)
 from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
 
 CHECKPOINT_EVERY_S = 300.0
@@ -79,26 +80,6 @@ class SequenceModel(nn.Module):
         if self.target_mode == "last":
             outputs = outputs[:, -1]
         return self.readout(outputs), h_last
-
-
-def resolve_device(choice: str) -> torch.device:
-    """``auto``: cuda, then mps, then cpu; a forced device that is missing is a ConfigError."""
-    has_mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu")
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
-    if choice == "mps" and not has_mps:
-        raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
-    return torch.device(choice)
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
-    return device.type
 
 
 def build_model(config: RunConfig, task) -> SequenceModel:

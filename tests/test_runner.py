@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from stability import runner
+from stability import devices, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.store import TERMINAL, RunStore
 
@@ -169,6 +169,110 @@ def test_stop_terminates_a_worker_that_does_not_stop_in_time(store_path, store):
     assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
     assert not runner.is_alive(pid)
     assert "terminated" in store.run(run_id)["error"]
+
+
+@pytest.fixture
+def innocent():
+    """A process that is no worker, though its command line says 'stability.runner --worker 1'."""
+    def start(**env):
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "stability.runner",
+                                    "--worker", "1"], env={**os.environ, **env}, start_new_session=True)
+        started.append(process)
+        wait_until(lambda: b"stability.runner" in open(f"/proc/{process.pid}/cmdline", "rb").read(),
+                   timeout=10, what="the innocent process to exec")
+        return process
+
+    started: list[subprocess.Popen] = []
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def crafted_running_run(store, pid: int) -> int:
+    run_id = store.create_run(tiny(LONG).to_dict())
+    store.update_run(run_id, status="running", pid=pid, heartbeat=time.time())
+    return run_id
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_stop_never_signals_a_process_that_a_crafted_store_names(store_path, store, innocent):
+    process = innocent()
+    no_claim = crafted_running_run(store, process.pid)
+    with_claim = crafted_running_run(store, process.pid)  # the right pid and start time, a guessed token
+    runner._write_claim(store, with_claim, {"pid": process.pid, "token": "0" * 32,
+                                            "start": runner.process_start_time(process.pid)})
+    for run_id in (no_claim, with_claim):
+        assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
+        assert "not signalled" in store.run(run_id)["error"]
+        time.sleep(0.2)
+        assert process.poll() is None and runner.is_alive(process.pid)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_a_worker_is_recognised_by_its_token_and_start_time_together(innocent):
+    token = "ab" * 16
+    process = innocent(**{runner.TOKEN_ENV: token})
+    start = runner.process_start_time(process.pid)
+    assert runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": token, "start": start})
+    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": token, "start": start - 1})
+    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": "cd" * 16, "start": start})
+    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid + 1, "token": token, "start": start})
+    assert not runner._is_claimed_worker(process.pid, None)
+    assert runner._terminate(process.pid, {"pid": process.pid, "token": token, "start": start - 1}) is False
+    assert process.poll() is None
+    assert runner._terminate(process.pid, {"pid": process.pid, "token": token, "start": start}) is True
+    assert process.wait(timeout=10) != 0
+
+
+def test_a_launched_worker_records_a_claim_that_identifies_it(store_path, store):
+    run_id = runner.start_run(tiny(LONG), store_path)
+    wait_for_status(store, run_id, ["running"])
+    pid = store.run(run_id)["pid"]
+    claim = runner._read_claim(store, run_id)
+    assert claim["pid"] == pid and len(claim["token"]) == 32
+    assert (store_path.parent / "logs" / f"run-{run_id}.worker").stat().st_mode & 0o077 == 0
+    if os.path.exists("/proc/self/stat"):
+        assert claim["start"] == runner.process_start_time(pid)
+        assert runner._is_claimed_worker(pid, claim)
+    assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
+    assert not runner.is_alive(pid)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs /proc")
+def test_a_worker_follows_the_thread_policy(store_path, store, monkeypatch):
+    monkeypatch.delenv(devices.THREADS_ENV, raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    run_id = runner.start_run(tiny(LONG), store_path, max_concurrent=1)
+    wait_for_status(store, run_id, ["running"])
+    run = store.run(run_id)
+    threads = devices.worker_threads(1)
+    assert run["device"] == f"cpu ({threads} threads)"
+    environ = open(f"/proc/{run['pid']}/environ", "rb").read().split(b"\0")
+    assert b"OMP_WAIT_POLICY=PASSIVE" in environ and f"OMP_NUM_THREADS={threads}".encode() in environ
+    assert runner.stop_run(run_id, store_path) == "stopped"
+
+
+def test_a_finished_worker_starts_the_next_queued_run_itself(store_path, store):
+    # only start_run touches the scheduler: no page, CLI or reconcile between the two runs
+    first = runner.start_run(tiny(20), store_path, max_concurrent=1)
+    second = runner.start_run(tiny(20, seed=1), store_path, max_concurrent=1)
+    assert store.run(second)["pid"] is None
+    assert wait_for_status(store, first, TERMINAL) == "completed"
+    assert wait_for_status(store, second, TERMINAL) == "completed"
+    assert store.run(second)["started_at"] >= store.run(first)["finished_at"]
+
+
+def test_start_run_works_from_any_directory(store_path, store, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    run_id = runner.start_run(tiny(), store_path)
+    pid = store.run(run_id)["pid"]
+    wait_until(lambda: status_of(store, run_id) in TERMINAL or not runner.is_alive(pid), what="the worker to end")
+    runner.reconcile(store_path)  # a worker that could not even import stability reads as interrupted
+    assert wait_for_status(store, run_id, TERMINAL) == "completed"
 
 
 def test_stop_of_a_queued_run_is_immediate(store_path, store):

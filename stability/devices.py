@@ -1,0 +1,123 @@
+"""Device choice and description, and the thread policy of background workers.
+
+    resolve_device("auto")            # cuda, then mps, then cpu
+    worker_threads(concurrent_runs)   # torch threads for one worker
+    worker_environment(env, threads)  # the worker's environment, set before torch is imported
+    apply_worker_threads(threads)     # in the worker, right after ``import torch``
+
+Thread policy
+-------------
+A worker trains beside the Streamlit server that draws it (and beside the
+other workers), so it must never ask for more cores than are left to it:
+
+* ``threads = max(1, (cores - 1) // concurrent_runs)``: one core is kept for
+  the server and the OS (none on a one-core machine); ``cores`` is what this
+  process may run on (CPU affinity, and a cgroup CPU quota where there is one);
+  ``concurrent_runs`` is ``STABILITY_MAX_RUNS``, the slots, not the runs now busy,
+  so a worker never grows into a slot another worker is about to take.
+  ``$STABILITY_THREADS`` overrides the count (``benchmarks/live_page.py`` uses it).
+* one inter-op thread: a training step has no independent ops to overlap.
+* ``OMP_WAIT_POLICY=PASSIVE`` in the worker's environment: torch's OpenMP
+  (GNU libgomp in the pip wheels) otherwise spin-waits for its other threads
+  at every parallel region; when one of those threads has been preempted by
+  another process, the spinning thread burns the core that thread needs, and
+  a step stalls for whole scheduler slices. ``KMP_BLOCKTIME`` only concerns
+  Intel's OpenMP, which these wheels do not use, so it is not set. A caller's
+  own ``OMP_WAIT_POLICY`` is left as it is.
+
+Measured by ``python benchmarks/live_page.py --neighbour busy`` on a 2-core machine
+(steps/s, alone and beside a ``while True`` Python process, every condition in
+the same interleaved rounds; the machine was shared with other jobs, so the
+"alone" column is itself under load):
+
+NUMBERS
+
+The old policy (``cores // STABILITY_MAX_RUNS`` threads, OpenMP's default
+spin-wait) is the first row.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from .config import ConfigError
+
+THREADS_ENV = "STABILITY_THREADS"
+RESERVED_CORES = 1  # for the Streamlit server and the OS
+WORKER_OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def resolve_device(choice: str) -> torch.device:
+    """``auto``: cuda, then mps, then cpu; a forced device that is missing is a ConfigError."""
+    has_mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu")
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
+    if choice == "mps" and not has_mps:
+        raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
+    return torch.device(choice)
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return device.type
+
+
+def available_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def worker_threads(concurrent_runs: int, cores: int | None = None) -> int:
+    """Torch threads for one of ``concurrent_runs`` workers: ``max(1, (cores - 1) // concurrent_runs)``,
+    or ``$STABILITY_THREADS`` when set."""
+    override = os.environ.get(THREADS_ENV)
+    if override:
+        try:
+            threads = int(override)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise ValueError(f"{THREADS_ENV} must be an integer >= 1; got {override!r}")
+        return threads
+    if concurrent_runs < 1:
+        raise ValueError(f"concurrent_runs must be >= 1; got {concurrent_runs}")
+    cores = available_cores() if cores is None else cores
+    reserved = RESERVED_CORES if cores > RESERVED_CORES else 0
+    return max(1, (cores - reserved) // concurrent_runs)
+
+
+def worker_environment(env: dict[str, str], threads: int) -> dict[str, str]:
+    """A copy of ``env`` for a worker process: OpenMP/MKL thread counts set to ``threads``, and
+    passive waiting unless ``env`` chooses a wait policy itself."""
+    env = dict(env)
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    for name, value in WORKER_OPENMP_ENV.items():
+        env.setdefault(name, value)
+    return env
+
+
+def apply_worker_threads(threads: int) -> None:
+    """``threads`` intra-op threads and one inter-op thread in this process."""
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or inter-op work already ran: keep what is there
+        pass
