@@ -2,17 +2,20 @@
 
 import dataclasses
 import hashlib
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from stability.tasks import build, mnist
+from stability.tasks import build, har, mnist, ptb, ucr
 from stability.tasks.download import (
     ChecksumMismatch,
     DatasetUnavailable,
+    InsecureURL,
     Remote,
+    check_secure,
     data_root,
     fetch,
 )
@@ -22,12 +25,23 @@ BODY = bytes(range(256)) * 5000  # 1.28 MB: more than one download chunk
 BODY_MD5 = hashlib.md5(BODY).hexdigest()
 
 
+TASKS = Path(__file__).resolve().parent.parent / "stability" / "tasks"
+
+
 class Files(BaseHTTPRequestHandler):
-    """Serves ``routes[path]``; a path ending in ``/truncated`` promises more bytes than it sends."""
+    """Serves ``routes[path]``; a path ending in ``/truncated`` promises more bytes than it sends;
+    ``redirects[path]`` answers 302 with that location."""
 
     routes: dict[str, bytes] = {}
+    redirects: dict[str, str] = {}
 
     def do_GET(self):  # noqa: N802 (http.server's naming)
+        if self.path in self.redirects:
+            self.send_response(302)
+            self.send_header("Location", self.redirects[self.path])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = self.routes.get(self.path.removesuffix("/truncated"))
         if body is None:
             self.send_error(404)
@@ -52,6 +66,7 @@ def server(monkeypatch):
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.delenv("STABILITY_OFFLINE", raising=False)
     Files.routes = {"/body.bin": BODY}
+    Files.redirects = {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Files)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
@@ -169,3 +184,71 @@ def test_mnist_builds_from_a_download(server, tmp_path, monkeypatch):
     assert seen == {remote.filename for remote in remotes.values()}
     assert task.split_size("train") == 110 and task.split_size("test") == 40
     assert leftovers(tmp_path / "cache" / "mnist") == sorted(seen)
+
+
+# --- https only -----------------------------------------------------------------------------
+
+
+def test_every_url_in_the_task_modules_is_https():
+    schemes = {
+        (path.name, match.group(0))
+        for path in TASKS.glob("*.py")
+        for match in re.finditer(r"[A-Za-z][A-Za-z0-9+.-]*://", path.read_text())
+    }
+    assert schemes and {scheme for _, scheme in schemes} == {"https://"}, sorted(schemes)
+    remotes = [*mnist.REMOTES.values(), *ptb.REMOTES.values(), har.ARCHIVE]
+    urls = [url for remote in remotes for url in remote.urls] + [url.format(name="Adiac") for url in ucr.MIRRORS]
+    assert len(urls) == 4 * 2 + 3 * 2 + 3 + 2
+    for url in urls:
+        assert url.startswith("https://")
+        check_secure(url)
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com/mnist/train-images-idx3-ubyte.gz",
+    "http://10.0.0.1/data.zip",
+    "HTTP://example.com/x",
+    "ftp://example.com/x",
+    "file:///etc/passwd",
+    "http://127.0.0.1.example.com/x",
+    "example.com/x",
+])
+def test_a_url_that_is_not_https_is_refused_with_one_line(url, tmp_path):
+    with pytest.raises(InsecureURL) as error:
+        check_secure(url)
+    assert "\n" not in str(error.value) and url in str(error.value) and "only https" in str(error.value)
+    # through the helper: nothing is contacted, nothing is written, the next mirror is not skipped
+    with pytest.raises(DatasetUnavailable) as error:
+        fetch(Remote("x.bin", (url,), None), tmp_path)
+    message = str(error.value)
+    assert "\n" not in message and f"refusing to download {url}: only https URLs are allowed" in message
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("url", [
+    "https://example.com/x", "http://127.0.0.1:8000/x", "http://127.8.9.10/x",
+    "http://localhost/x", "http://[::1]:8000/x",
+])
+def test_https_and_loopback_http_are_accepted(url):
+    check_secure(url)
+
+
+def test_an_insecure_mirror_is_skipped_for_the_next_one(server, tmp_path):
+    remote = Remote("body.bin", ("http://example.com/body.bin", f"{server}/body.bin"), BODY_MD5)
+    assert fetch(remote, tmp_path).read_bytes() == BODY
+
+
+def test_a_redirect_to_plain_http_is_refused(server, tmp_path):
+    Files.redirects = {"/moved.bin": "http://example.com/body.bin", "/local.bin": f"{server}/body.bin"}
+    remote = Remote("body.bin", (f"{server}/moved.bin",), BODY_MD5)
+    with pytest.raises(DatasetUnavailable) as error:
+        fetch(remote, tmp_path)
+    message = str(error.value)
+    assert "\n" not in message
+    assert f"refusing to download {server}/moved.bin (redirected to http://example.com/body.bin)" in message
+    assert leftovers(tmp_path) == []
+    # a redirect that stays on loopback is followed, and what it serves is still checked
+    assert fetch(Remote("body.bin", (f"{server}/local.bin",), BODY_MD5), tmp_path).read_bytes() == BODY
+    with pytest.raises(ChecksumMismatch):
+        fetch(Remote("other.bin", (f"{server}/local.bin",), "0" * 32), tmp_path)
+    assert leftovers(tmp_path) == ["body.bin"]

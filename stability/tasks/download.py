@@ -15,6 +15,14 @@ place, checked, and only then renamed into place (``os.replace`` is atomic),
 so an interrupted download never leaves a half file that a later run would
 take for the real one.
 
+Every download is over ``https``, redirects included: a plain ``http`` URL is
+refused with a one-line :class:`InsecureURL` before any connection is made.
+The one exception is a loopback host (``127.0.0.0/8``, ``::1``, ``localhost``),
+which never leaves the machine; the tests serve files from one. A file with a
+known MD5 is checked before it is used, whether it came from the cache or the
+network; files without one (the HAR zip, UCR archives) are checked by their
+loaders, which verify shapes and counts.
+
 Downloads can be switched off with ``download=False`` or the environment
 variable ``STABILITY_OFFLINE=1`` (the test-suite and CI do both). Every
 failure a user can meet is a :class:`DatasetUnavailable` (or its subclass
@@ -28,9 +36,11 @@ import contextlib
 import hashlib
 import http.client
 import io
+import ipaddress
 import os
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator
@@ -57,6 +67,10 @@ class DatasetUnavailable(RuntimeError):
 
 class ChecksumMismatch(DatasetUnavailable):
     """A cached or downloaded file does not have its known MD5."""
+
+
+class InsecureURL(DatasetUnavailable):
+    """A download URL, or a redirect, that is not ``https`` (plain ``http`` is allowed on loopback only)."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +174,7 @@ def fetch(
         try:
             _download(url, path, remote.md5, progress, timeout)
             return path
-        except ChecksumMismatch as error:
+        except (ChecksumMismatch, InsecureURL) as error:
             failures.append(error)
         except DatasetUnavailable as error:
             failures.append(DatasetUnavailable(f"{url}: {error}"))
@@ -172,10 +186,49 @@ def fetch(
     raise DatasetUnavailable(f"could not download {remote.filename} ({reasons}): {by_hand}.")
 
 
+def is_loopback(host: str | None) -> bool:
+    """True for ``localhost`` and the loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name, not an address
+        return False
+
+
+def check_secure(url: str, redirected_from: str | None = None) -> None:
+    """Raise :class:`InsecureURL` unless ``url`` is ``https``, or plain ``http`` to a loopback host."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "https" or (scheme == "http" and is_loopback(parts.hostname)):
+        return
+    source = f"{redirected_from} (redirected to {url})" if redirected_from else url
+    raise InsecureURL(
+        f"refusing to download {source}: only https URLs are allowed "
+        f"(plain http only to a loopback host such as 127.0.0.1)"
+    )
+
+
+class _SecureRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to a URL that :func:`check_secure` accepts: no downgrade to http."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        try:
+            check_secure(newurl, redirected_from=req.full_url)
+        except InsecureURL:
+            fp.close()
+            raise
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 def _download(url: str, path: Path, md5: str | None, progress: Progress | None, timeout: float) -> None:
+    check_secure(url)
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
+    opener = urllib.request.build_opener(_SecureRedirects)
     digest = hashlib.md5()
-    with urllib.request.urlopen(request, timeout=timeout) as response, atomic_file(path) as out:
+    with opener.open(request, timeout=timeout) as response, atomic_file(path) as out:
         length = response.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
         done = 0

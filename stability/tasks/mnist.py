@@ -31,8 +31,7 @@ PIXELS = 28 * 28
 MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
-    "http://yann.lecun.com/exdb/mnist/",
-)
+)  # https only (download.check_secure): yann.lecun.com, the original, serves plain http and is left out
 FILES = {
     "train_images": ("train-images-idx3-ubyte.gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
     "train_labels": ("train-labels-idx1-ubyte.gz", "d53e105ee54ea40749a09fcbcd1e9432"),
