@@ -16,7 +16,24 @@ Note [concurrency]
     transaction, so no reader holds an old snapshot that stops the WAL from
     being checkpointed. One connection per ``RunStore``, guarded by a lock so a
     store may be shared between the threads of one process; each process opens
-    its own ``RunStore``.
+    its own ``RunStore``. Opening an existing store only reads (its schema
+    version), so ``runs`` and ``show`` work while another process holds the
+    write lock for longer than the busy timeout.
+
+Note [creating and refusing]
+    A new store is built under a temporary name beside its path and linked into
+    place (``os.link`` fails rather than overwrite), so a file found at the path
+    is always a finished store: an existing file that is empty, not SQLite, or
+    an SQLite database without the run tables is refused with a
+    :class:`StoreError`, never turned into a store. A store that SQLite finds
+    corrupted is a :class:`StoreError` naming the file and what to do; it is
+    never written to.
+
+Note [interrupts]
+    A ``KeyboardInterrupt`` can land anywhere, also between ``BEGIN IMMEDIATE``
+    and the ``try`` that would roll it back. Every write therefore starts by
+    rolling back a transaction an interrupted write left open on this
+    connection, so the status written after a Ctrl-C always lands.
 
 Note [durability]
     With WAL, ``synchronous=NORMAL`` loses no committed transaction when the
@@ -39,6 +56,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import sqlite3
 import threading
@@ -56,6 +74,8 @@ TERMINAL = ("completed", "stopped", "diverged", "failed", "interrupted")
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
 BUSY_TIMEOUT_MS = 10_000
+SQLITE_HEADER = b"SQLite format 3\x00"
+MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER range; any other id names no run
 
 # Fields update_run may set, with the Python type each value is coerced to
 # (numpy/torch scalars would otherwise fail to bind).
@@ -107,7 +127,11 @@ CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
 
 
 class StoreError(RuntimeError):
-    """The store file cannot be used (a directory, unwritable, not a database, a newer schema)."""
+    """The store file cannot be used (a directory, unwritable, not a run store, corrupted, a newer schema)."""
+
+
+class StoreBusy(StoreError):
+    """Another process held the store's write lock for longer than the busy timeout."""
 
 
 class RunNotFound(ValueError):
@@ -136,24 +160,86 @@ class RunStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise StoreError(f"cannot create the run store's folder {self.path.parent}: {error.strerror}") from None
+        if not self.path.exists():
+            self._create()
+        self._check_is_store_file()
         conn = None
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            version = _create_schema(conn)
-        except sqlite3.Error as error:
+            conn = self._connect(self.path)
+            version = _schema_version(conn)
+            if version is None:
+                raise StoreError(f"{self.path} is an SQLite database but not a run store (it has no runs table); "
+                                 f"it was left untouched: choose another --store (or $STABILITY_STORE)")
+            if version < SCHEMA_VERSION:
+                _create_schema(conn)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+        except BaseException as error:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"cannot use run store {self.path}: {error}") from None
+            if isinstance(error, sqlite3.Error):
+                raise self._error(error) from None
+            raise
         if version > SCHEMA_VERSION:
             conn.close()
             raise StoreError(f"run store {self.path} has schema version {version}, newer than the "
                              f"{SCHEMA_VERSION} this version of stability reads; "
                              "upgrade stability or use another store")
         return conn
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _create(self) -> None:
+        """Build a new store under a temporary name and link it into place (Note [creating and refusing])."""
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.new")
+        try:
+            temporary.unlink(missing_ok=True)
+            conn = self._connect(temporary)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                _create_schema(conn)
+            finally:
+                conn.close()  # the last connection checkpoints the WAL into the file
+            try:
+                os.link(temporary, self.path)
+            except FileExistsError:
+                pass  # another process created the store first: use theirs
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot create run store {self.path}: {error}") from None
+        except OSError as error:
+            raise StoreError(f"cannot create run store {self.path}: {error.strerror or error}") from None
+        finally:
+            for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    def _check_is_store_file(self) -> None:
+        """Refuse an existing file that cannot be a run store before SQLite touches it."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(len(SQLITE_HEADER))
+        except OSError as error:
+            raise StoreError(f"cannot read run store {self.path}: {error.strerror or error}") from None
+        if header == SQLITE_HEADER:
+            return
+        what = "an empty file" if not header else "not an SQLite database"
+        raise StoreError(f"{self.path} is not a run store ({what}); it was left untouched: "
+                         "move it aside or choose another --store (or $STABILITY_STORE)")
+
+    def _error(self, error: sqlite3.Error) -> StoreError:
+        """One line for an SQLite error: a busy store, a corrupted file, anything else."""
+        text = str(error)
+        if isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+            return StoreBusy(f"run store {self.path} is locked by another writer (waited "
+                             f"{BUSY_TIMEOUT_MS / 1000:g} s); try again when it has finished")
+        if type(error) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text:
+            return StoreError(f"{self.path} is not a readable run store ({text}); it was left untouched: "
+                              "move it aside or choose another --store (or $STABILITY_STORE)")
+        return StoreError(f"run store {self.path}: {text}")
 
     def close(self) -> None:
         with self._lock:
@@ -170,23 +256,50 @@ class RunStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, the write lock taken at BEGIN (Note [concurrency])."""
+        """One write transaction, the write lock taken at BEGIN (Notes [concurrency], [interrupts])."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if self._conn.in_transaction:  # left open by a write that was interrupted
+                    self._conn.execute("ROLLBACK")
+                self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._conn.execute("COMMIT")
+            except BaseException as error:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(error, sqlite3.Error):
+                    raise self._error(error) from None
                 raise
-            self._conn.execute("COMMIT")
 
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
         with self._lock:
-            return self._conn.execute(sql, tuple(params)).fetchall()
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as error:
+                raise self._error(error) from None
 
-    def _require(self, conn: sqlite3.Connection, run_id: int) -> None:
+    def _run_id(self, run_id) -> int:
+        """``run_id`` as an int; anything that cannot be a stored id (a number outside SQLite's
+        integer range, a negative number, not a number) is :class:`RunNotFound`."""
+        try:
+            value = operator.index(run_id)
+        except TypeError:
+            value = int(run_id) if isinstance(run_id, str) and run_id.strip().isdigit() else -1
+        if not 0 <= value <= MAX_RUN_ID:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return value
+
+    def _require(self, conn: sqlite3.Connection, run_id) -> int:
+        run_id = self._run_id(run_id)
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return run_id
+
+    def _require_read(self, run_id) -> int:
+        run_id = self._run_id(run_id)
+        if not self._query("SELECT 1 FROM runs WHERE id = ?", (run_id,)):
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return run_id
 
     # ------------------------------------------------------------------------ runs
     def create_run(self, config: dict, name: str | None = None) -> int:
@@ -212,7 +325,7 @@ class RunStore:
         values = [None if value is None else _UPDATABLE[key](value) for key, value in fields.items()]
         assignments = ", ".join(f"{key} = ?" for key in fields)
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values, run_id))
 
     def set_status(self, run_id: int, status: str, error: str | None = None) -> None:
@@ -221,7 +334,7 @@ class RunStore:
         _check_status(status)
         now = time.time()
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             conn.execute(
                 "UPDATE runs SET status = ?, error = COALESCE(?, error),"
                 " finished_at = CASE WHEN ? THEN ? ELSE finished_at END,"
@@ -235,6 +348,7 @@ class RunStore:
             self._heartbeat(conn, run_id, step)
 
     def _heartbeat(self, conn: sqlite3.Connection, run_id: int, step: int | None) -> None:
+        run_id = self._run_id(run_id)
         cursor = conn.execute("UPDATE runs SET heartbeat = ?, step = COALESCE(?, step) WHERE id = ?",
                               (time.time(), None if step is None else int(step), run_id))
         if cursor.rowcount == 0:
@@ -242,11 +356,11 @@ class RunStore:
 
     def request_stop(self, run_id: int) -> None:
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             conn.execute("UPDATE runs SET stop_requested = 1 WHERE id = ?", (run_id,))
 
     def stop_requested(self, run_id: int) -> bool:
-        rows = self._query("SELECT stop_requested FROM runs WHERE id = ?", (run_id,))
+        rows = self._query("SELECT stop_requested FROM runs WHERE id = ?", (self._run_id(run_id),))
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return bool(rows[0][0])
@@ -254,8 +368,11 @@ class RunStore:
     def run(self, run_id: int) -> dict[str, Any]:
         """Every column of the run, ``config`` parsed back to a dict."""
         with self._lock:
-            cursor = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,))
-            row = cursor.fetchone()
+            try:
+                cursor = self._conn.execute("SELECT * FROM runs WHERE id = ?", (self._run_id(run_id),))
+                row = cursor.fetchone()
+            except sqlite3.Error as error:
+                raise self._error(error) from None
             columns = [description[0] for description in cursor.description]
         if row is None:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
@@ -278,7 +395,7 @@ class RunStore:
     def delete_run(self, run_id: int) -> None:
         """Remove the run, its metric and series rows, and its checkpoint file if there is one."""
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             conn.execute("DELETE FROM metrics WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM series WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
@@ -294,18 +411,19 @@ class RunStore:
     def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:
         """Scalar rows ``(step, wall_time, name, value)``, in one transaction."""
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             self._insert_scalars(conn, run_id, rows)
 
     def log_series(self, run_id: int, rows: Iterable[tuple[int, float, str, int, float]]) -> None:
         """Vector rows ``(step, wall_time, name, index, value)``, in one transaction."""
         with self._write() as conn:
-            self._require(conn, run_id)
+            run_id = self._require(conn, run_id)
             self._insert_series(conn, run_id, rows)
 
     def flush(self, run_id: int, scalars: Iterable[tuple], series: Iterable[tuple],
               heartbeat_step: int | None = None) -> None:
         """Scalar rows, series rows and the heartbeat (and ``step``, if given) in one transaction."""
+        run_id = self._run_id(run_id)
         with self._write() as conn:
             self._heartbeat(conn, run_id, heartbeat_step)
             self._insert_scalars(conn, run_id, scalars)
@@ -327,20 +445,21 @@ class RunStore:
     def metrics(self, run_id: int, names: list[str] | None = None,
                 since_step: int | None = None) -> pd.DataFrame:
         """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
+        run_id = self._run_id(run_id)
         where, params = ["run_id = ?"], [run_id]
         _filter_names(where, params, names)
         if since_step is not None:
             where.append("step > ?")
             params.append(int(since_step))
         with self._lock:
-            self._require(self._conn, run_id)
+            self._require_read(run_id)
             rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
                                " ORDER BY step, rowid", params)
         return _metric_frame(rows)
 
     def metrics_many(self, run_ids: Iterable[int], names: list[str] | None = None) -> pd.DataFrame:
         """Scalar rows of several runs (ids that do not exist contribute no rows), ordered by run and step."""
-        run_ids = [int(run_id) for run_id in run_ids]
+        run_ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
         where, params = [f"run_id IN ({', '.join('?' * len(run_ids))})"], list(run_ids)
         _filter_names(where, params, names)
         rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
@@ -349,12 +468,13 @@ class RunStore:
 
     def series(self, run_id: int, name: str, since_step: int | None = None) -> pd.DataFrame:
         """Rows of one vector diagnostic with ``step > since_step``: run_id,step,wall_time,name,index,value."""
+        run_id = self._run_id(run_id)
         where, params = ["run_id = ?", "name = ?"], [run_id, name]
         if since_step is not None:
             where.append("step > ?")
             params.append(int(since_step))
         with self._lock:
-            self._require(self._conn, run_id)
+            self._require_read(run_id)
             rows = self._query("SELECT run_id, step, wall_time, name, idx, value FROM series"
                                f" WHERE {' AND '.join(where)} ORDER BY step, idx", params)
         frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
@@ -364,7 +484,7 @@ class RunStore:
     def latest(self, run_id: int) -> dict[str, float]:
         """The value at the highest step of every scalar name (a run's 'final' metrics)."""
         with self._lock:
-            self._require(self._conn, run_id)
+            run_id = self._require_read(run_id)
             # SQLite's bare-column rule: with MAX(step), `value` comes from the row holding the maximum.
             rows = self._query("SELECT name, value, MAX(step) FROM metrics WHERE run_id = ? GROUP BY name",
                                (run_id,))
@@ -373,6 +493,18 @@ class RunStore:
     def export_csv(self, run_id: int, path_or_buffer) -> None:
         """Write the run's scalar rows as CSV with columns exactly run_id,step,wall_time,name,value."""
         self.metrics(run_id).to_csv(path_or_buffer, index=False)
+
+
+def _schema_version(conn: sqlite3.Connection) -> int | None:
+    """The schema version of an existing store; None for an SQLite file that is no run store.
+    Only reads: a store locked by a writer can still be opened (Note [concurrency])."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "runs" not in tables:
+        return None
+    if "meta" not in tables:
+        return 0
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def _create_schema(conn: sqlite3.Connection) -> int:

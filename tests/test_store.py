@@ -364,3 +364,156 @@ def test_sigkilled_writer_keeps_every_completed_flush(store):
         assert after.run(run_id)["step"] == steps - 1  # heartbeat committed with its rows
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+# ------------------------------------------------------------ refusing and faults
+def _sqlite_without_runs(path):
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('mine')")
+    conn.close()
+
+
+@pytest.mark.parametrize("kind", ["empty", "one byte", "text", "another sqlite database"])
+def test_an_existing_file_that_is_no_run_store_is_refused_and_left_untouched(tmp_path, kind):
+    path = tmp_path / "runs.db"
+    if kind == "another sqlite database":
+        _sqlite_without_runs(path)
+    else:
+        path.write_bytes({"empty": b"", "one byte": b"x", "text": b"my notes\n" * 50}[kind])
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as info:
+        RunStore(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and "not a run store" in message
+    assert "choose another --store" in message
+    assert path.read_bytes() == before
+
+
+def test_a_new_path_becomes_a_store_and_leaves_no_temporary_files(tmp_path):
+    path = tmp_path / "new" / "runs.db"
+    with RunStore(path) as store:
+        store.create_run(CONFIG)
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("runs.db")) == []
+
+
+def test_processes_creating_one_store_at_once_all_get_it(tmp_path):
+    path = tmp_path / "runs.db"
+    code = f"from stability.store import RunStore\nRunStore({str(path)!r}).create_run({{}})\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+                 for _ in range(6)]
+    for process in processes:
+        assert process.wait(timeout=60) == 0, process.stderr.read()
+    with RunStore(path) as store:
+        assert len(store.runs()) == 6
+
+
+@pytest.mark.parametrize("run_id", [1180591620717411303424, 2**63, -1, "abc", 1.5])
+def test_run_ids_that_cannot_exist_are_not_found(store, run_id):
+    store.create_run(CONFIG)
+    for call in (lambda: store.run(run_id), lambda: store.metrics(run_id), lambda: store.latest(run_id),
+                 lambda: store.series(run_id, "x"), lambda: store.set_status(run_id, "stopped"),
+                 lambda: store.request_stop(run_id), lambda: store.stop_requested(run_id),
+                 lambda: store.flush(run_id, [], []), lambda: store.delete_run(run_id),
+                 lambda: store.export_csv(run_id, io.StringIO())):
+        with pytest.raises(RunNotFound, match=f"no run with id {run_id} in "):
+            call()
+    assert store.metrics_many([2**70, -1]).empty
+
+
+class _InterruptAfterBegin:
+    """A connection that raises KeyboardInterrupt right after its next ``BEGIN IMMEDIATE`` has
+    run: the moment between taking the write lock and entering the ``try`` that rolls back."""
+
+    def __init__(self, conn):
+        self._conn, self.armed = conn, False
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def execute(self, sql, *args):
+        cursor = self._conn.execute(sql, *args)
+        if self.armed and sql == "BEGIN IMMEDIATE":
+            self.armed = False
+            raise KeyboardInterrupt
+        return cursor
+
+
+def test_a_keyboard_interrupt_right_after_begin_still_lets_the_status_land(store):
+    run_id = store.create_run(CONFIG)
+    store.set_status(run_id, "running")
+    store._conn = connection = _InterruptAfterBegin(store._conn)
+    connection.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [], heartbeat_step=0)
+    store.set_status(run_id, "stopped", error="interrupted from the keyboard")  # what the CLI does
+    with RunStore(store.path) as other:  # another process's view: committed, nothing half-written
+        assert other.run(run_id)["status"] == "stopped"
+        assert other.metrics(run_id).empty
+
+
+def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
+    run_id = store.create_run(CONFIG)
+
+    def interrupted(conn, run_id, rows):
+        conn.execute("INSERT INTO metrics VALUES (?, 0, 0.0, 'half', 1.0)", (run_id,))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunStore, "_insert_series", staticmethod(interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "v", 0, 1.0)])
+    store.set_status(run_id, "stopped")
+    with RunStore(store.path) as other:
+        assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
+
+
+def _corrupt(path):
+    """Keep the header page, overwrite every later page with garbage (what a bad disk or a
+    stray write leaves)."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - page))
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_path):
+    path = tmp_path / "runs.db"
+    with RunStore(path) as store:
+        run_id = store.create_run(CONFIG)
+        store.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
+    _corrupt(path)
+    before = path.read_bytes()
+    with pytest.raises(StoreError) as info:
+        with RunStore(path) as store:
+            store.runs()
+            store.metrics(run_id)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and "move it aside or choose another --store" in message
+    assert path.read_bytes() == before
+
+
+def test_reads_do_not_wait_for_a_writer_holding_the_lock(store, monkeypatch):
+    import stability.store as store_module
+
+    run_id = store.create_run(CONFIG)
+    store.log(run_id, [(0, 0.0, "train/loss", 1.0)])
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        with RunStore(store.path) as reader:
+            assert list(reader.runs()["id"]) == [run_id]
+            assert reader.run(run_id)["status"] == "queued"
+            assert reader.latest(run_id) == {"train/loss": 1.0}
+            assert len(reader.metrics(run_id)) == 1
+            assert time.monotonic() - started < 0.3
+            with pytest.raises(store_module.StoreBusy, match="locked by another writer") as info:
+                reader.set_status(run_id, "running")
+            assert "\n" not in str(info.value) and str(store.path) in str(info.value)
+            holder.execute("ROLLBACK")
+            reader.set_status(run_id, "running")  # the connection is usable again
+            assert reader.run(run_id)["status"] == "running"
+    finally:
+        holder.close()
