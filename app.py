@@ -1,13 +1,15 @@
 """stability — a lab for gradient stability in recurrent networks.
 
-    streamlit run app.py
+    streamlit run app.py                              # the store: $STABILITY_STORE, else ~/.stability/runs.db
+    streamlit run app.py -- --store PATH              # or this one
+
+Whoever starts the server chooses the run store; a URL never does (pages/common.py, Note [Store choice]).
 """
 import pandas as pd
 import streamlit as st
 import torch
 
-from stability import runner
-from stability.store import RunStore, StoreError
+from pages.common import STORE_ERRORS, active_runs, open_store_quietly, reconcile_now_and_then, store_problem
 
 st.set_page_config(page_title="stability", page_icon="〰️", layout="wide")
 
@@ -20,17 +22,20 @@ pages = [
 ]
 navigation = st.navigation(pages)
 
+ACTIVE_REFRESH_S = 2.0  # while runs are in progress
+IDLE_REFRESH_S = 10.0   # otherwise: a run started from a page shows at once (a full rerun), others within 10 s
 
-@st.fragment(run_every=2.0)
-def runs_in_progress():
-    """Runs queued or training, refreshed in place; dead workers are marked interrupted."""
+
+def runs_in_progress() -> None:
+    """Runs queued or training in the pages' store, from one light query; dead workers are marked
+    interrupted now and then (at most every 10 s per server, however many pages poll)."""
     try:
-        runner.reconcile()
-        runs = RunStore().runs()
-    except (StoreError, OSError) as error:
-        st.caption(f"Run store unavailable: {error}")
+        store = open_store_quietly()
+        reconcile_now_and_then(str(store.path))
+        active = active_runs(store)
+    except (*STORE_ERRORS, OSError) as error:
+        st.caption(f"Run store unavailable: {store_problem(error)}")
         return
-    active = runs[runs["status"].isin(["running", "queued"])]
     if active.empty:
         st.caption("No runs in progress.")
         return
@@ -42,11 +47,21 @@ def runs_in_progress():
         st.progress(min(1.0, done / total) if total else 0.0, text=label)
 
 
+def any_run_in_progress() -> bool:
+    try:
+        return not active_runs(open_store_quietly()).empty
+    except (*STORE_ERRORS, OSError):
+        return False
+
+
 with st.sidebar:
     if torch.cuda.is_available():
         st.caption(f"Device: **{torch.cuda.get_device_name(0)}** (CUDA)")
     else:
         st.caption(f"Device: **CPU** ({torch.get_num_threads()} threads)")
-    runs_in_progress()
+    st.fragment(runs_in_progress, run_every=ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)()
 
-navigation.run()
+try:
+    navigation.run()
+except STORE_ERRORS as error:  # a store that breaks while a page reads it: one line, not a traceback
+    st.error(store_problem(error))

@@ -9,16 +9,23 @@ Streamlit only: every rule about what is valid lives in ``stability.config`` and
 """
 from __future__ import annotations
 
+import argparse
+import functools
+import json
 import math
 import os
+import sqlite3
 import sys
+import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from stability import cells, optimizers, tasks
+from stability import cells, optimizers, runner, tasks
+from stability.charts import MAX_SMOOTHING
 from stability.cells.base import H0_MODES
 from stability.cells.rnn import RECURRENT_INITS
 from stability.cells.scan import ACTIVATIONS
@@ -84,18 +91,69 @@ STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "st
                   "diverged": "red", "failed": "red", "interrupted": "orange"}
 FLOW = "grad/h_t_norm"
 
+# Note [Limits]
+# -------------
+# The bounds of the form's number widgets, and the only values a URL may set: ?hidden=40000 once made the
+# server build a 6 GB recurrent matrix just to draw the page.  A 2048-unit LSTM's four recurrent matrices
+# take 64 MiB; the papers use at most 512 units and T = 1000 (copy at T = 2000 is the longest task).
+LIMITS = {
+    "hidden": (1, 2048),
+    "seq_len": (1, 100_000),
+    "steps": (1, 10_000_000),
+    "batch": (1, 4096),
+    "lr": (1e-8, 10.0),
+    "seed": (0, 2**31 - 1),
+    "run": (1, 2**63 - 1),  # SQLite's INTEGER
+    "smooth": (0.0, MAX_SMOOTHING),
+    "T": (10, 1000),  # the Gradient flow page's sequence length
+}
+RECONCILE_EVERY_S = 10.0
+
 
 # ------------------------------------------------------------------------------------------ store
-def store_path() -> str | None:
-    """The run store this session reads: ``st.session_state['store_path']``, else the ``store``
-    query parameter, else ``$STABILITY_STORE``; None means the default (``~/.stability/runs.db``)."""
-    return st.session_state.get("store_path") or st.query_params.get("store") or os.environ.get(ENV_VAR) or None
+def store_path() -> str:
+    """The run store of this server: ``streamlit run app.py -- --store PATH``, else ``$STABILITY_STORE``,
+    else ``~/.stability/runs.db``; a file path made absolute (a URL is passed through).
+
+    Note [Store choice]
+    -------------------
+    Whoever starts the server chooses the store; a URL never does.  A ``?store=`` query parameter
+    used to open or create any path the server could write, tell whether a path existed, and keep
+    one open connection per path named.  Nothing here reads the query string, so a link carries a
+    view of this server's runs and nothing else.
+    """
+    text = _store_option() or os.environ.get(ENV_VAR) or None
+    if text and "://" in text:
+        return text
+    return str(Path(text).expanduser().absolute() if text else default_path().absolute())
 
 
-@st.cache_resource(show_spinner=False)
+def _store_option() -> str | None:
+    """``--store PATH`` among the script's own arguments (those after ``--`` in ``streamlit run``)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--store")
+    try:
+        return parser.parse_known_args(sys.argv[1:])[0].store
+    except SystemExit:  # '--store' without a value
+        return None
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _open_store(path: str) -> RunStore:
-    return RunStore(path)  # one connection per store file and server process; RunStore is thread-safe
+    return RunStore(path)  # one connection per store and server process; RunStore is thread-safe
 
+
+STORE_ERRORS = (StoreError, sqlite3.DatabaseError)
+
+
+def store_problem(error: Exception) -> str:
+    """One line naming the store file and what is wrong with it; the cached connection is dropped so a
+    repaired file is opened afresh."""
+    _open_store.clear()
+    if isinstance(error, StoreError):
+        return str(error)
+    return (f"The run store {store_path()} cannot be read ({error}). Point STABILITY_STORE at another file "
+            "or move this one aside; a new store is created on the next start.")
 
 
 def require_router(page_file: str) -> None:
@@ -123,16 +181,59 @@ def require_router(page_file: str) -> None:
         PagesManager.uses_pages_directory = False
         st.switch_page(Path(page_file), query_params=st.query_params.to_dict())
 
+
 def open_store() -> RunStore:
-    """The store at :func:`store_path`, opened once per server process; a bad path stops the page with
-    a one-line error."""
-    path = store_path()
-    resolved = Path(path).expanduser().absolute() if path else default_path().absolute()
+    """The store at :func:`store_path`, opened once per server process; a store that cannot be opened
+    stops the page with one error line naming the file."""
     try:
-        return _open_store(str(resolved))
-    except StoreError as error:
-        st.error(str(error))
+        return _open_store(store_path())
+    except STORE_ERRORS as error:
+        st.error(store_problem(error))
         st.stop()
+
+
+def open_store_quietly() -> RunStore:
+    """The store at :func:`store_path`, or a :data:`STORE_ERRORS` exception for the caller to show."""
+    return _open_store(store_path())
+
+
+def store_guard(draw):
+    """``draw`` (a live panel) with a store that breaks while the page is open shown as one error line."""
+    @functools.wraps(draw)
+    def guarded(*args, **kwargs):
+        try:
+            return draw(*args, **kwargs)
+        except STORE_ERRORS as error:
+            st.error(store_problem(error))
+    return guarded
+
+
+def active_runs(store: RunStore) -> pd.DataFrame:
+    """Runs queued or training: id, status, step, total_steps, cell, task; one indexed query, configs of
+    these runs only (the sidebar polls this on every page)."""
+    rows = store._query("SELECT id, status, step, total_steps, config FROM runs "
+                        "WHERE status IN ('queued', 'running') ORDER BY id")
+    configs = [json.loads(row[4]) for row in rows]
+    return pd.DataFrame({"id": [row[0] for row in rows], "status": [row[1] for row in rows],
+                         "step": [row[2] for row in rows], "total_steps": [row[3] for row in rows],
+                         "cell": [(config.get("cell") or {}).get("name") for config in configs],
+                         "task": [(config.get("task") or {}).get("name") for config in configs]})
+
+
+_reconciled: dict[str, float] = {}
+_reconcile_lock = threading.Lock()
+
+
+def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> None:
+    """``runner.reconcile`` (dead workers -> interrupted, queued runs -> free slots) at most once every
+    ``every_s`` seconds per store and server process, however many pages poll: a worker that ends
+    launches the next queued run itself, so this only catches workers that died."""
+    with _reconcile_lock:
+        now = time.monotonic()
+        if now - _reconciled.get(path, -math.inf) < every_s:
+            return
+        _reconciled[path] = now
+    runner.reconcile(path)
 
 
 # ------------------------------------------------------------------------------------------- form
@@ -154,8 +255,8 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     else:
         chosen = [st.selectbox("Cell", names, index=_index(names, defaults.cell.name),
                                key=f"{key_prefix}_cell", help=_cell_help(names))]
-    hidden = int(st.number_input("Hidden size", value=defaults.cell.hidden_size, step=8,
-                                 key=f"{key_prefix}_hidden",
+    hidden = int(limited_input(st, "Hidden size", "hidden", defaults.cell.hidden_size, step=8,
+                               key=f"{key_prefix}_hidden",
                                  help="Units in the recurrent state (the spectral paper uses 128)."))
     cell_options = {}
     for name in chosen:
@@ -190,12 +291,37 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
         if missing:
             raise ConfigError(f"task {task!r} needs the option {', '.join(missing)}")
         for config in configs:
-            config.validate()
-            config.check_buildable()
+            problem = config_problem(json.dumps(config.to_dict(), sort_keys=True))
+            if problem:
+                raise ConfigError(problem)
     except ConfigError as error:
         st.error(str(error))
         return None
     return configs if cells_multi else configs[0]
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def config_problem(config_json: str) -> str | None:
+    """Why the config (``RunConfig.to_dict`` as JSON) cannot run, or None; each config is checked, and its
+    cell built, once per server process rather than on every rerun of the form."""
+    try:
+        config = RunConfig.from_dict(json.loads(config_json))
+        config.validate()
+        low, high = LIMITS["seq_len"]
+        length = config.task.options.get("seq_len")
+        if length is not None and not (isinstance(length, int) and low <= length <= high):
+            raise ConfigError(f"seq_len must be an integer from {low} to {high:,}; got {length!r}")
+        config.check_buildable()
+    except ConfigError as error:
+        return str(error)
+    return None
+
+
+def limited_input(container, label: str, limit: str, value, **kwargs):
+    """A number input bounded by ``LIMITS[limit]`` (Note [Limits]), starting from ``value`` brought into range
+    (a stored run's config may come from the command line, which has no such bounds)."""
+    low, high = LIMITS[limit]
+    return container.number_input(label, min_value=low, max_value=high, value=min(max(value, low), high), **kwargs)
 
 
 def _cell_help(names: list[str]) -> str:
@@ -253,8 +379,8 @@ def _task_options(key_prefix: str, task: str, about: dict, defaults: RunConfig) 
              if option not in TASK_HIDDEN_OPTIONS}
     chosen = {}
     if "seq_len" in shown:
-        chosen["seq_len"] = int(st.number_input(
-            "Sequence length T", value=int(shown.pop("seq_len")), step=10, key=f"{key_prefix}_{task}_seq_len",
+        chosen["seq_len"] = int(limited_input(
+            st, "Sequence length T", "seq_len", int(shown.pop("seq_len")), step=10, key=f"{key_prefix}_{task}_seq_len",
             help="Steps the network must carry information across; longer is harder."))
     for option in about["required_options"]:
         chosen[option] = st.text_input(option, value=str(shown.pop(option) or ""),
@@ -289,12 +415,12 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
     optimizer = left.selectbox("Optimizer", OPTIMIZERS, index=_index(list(OPTIMIZERS), train.optimizer),
                                key=f"{key_prefix}_optimizer",
                                help="  \n".join(f"**{name}**: {optimizers.describe(name)}" for name in OPTIMIZERS))
-    lr = right.number_input("Learning rate", value=float(train.lr), step=1e-4, format="%.4g",
+    lr = limited_input(right, "Learning rate", "lr", float(train.lr), step=1e-4, format="%.4g",
                             key=f"{key_prefix}_lr", help="Adam at 1e-3 is the papers' usual choice.")
-    steps = int(left.number_input("Steps", value=int(train.steps), step=100, key=f"{key_prefix}_steps",
+    steps = int(limited_input(left, "Steps", "steps", int(train.steps), step=100, key=f"{key_prefix}_steps",
                                   help="Optimizer steps (batches) to train for."))
-    batch = int(right.number_input("Batch size", value=int(train.batch_size), step=8, key=f"{key_prefix}_batch"))
-    seed = int(left.number_input("Seed", value=int(train.seed), step=1, key=f"{key_prefix}_seed",
+    batch = int(limited_input(right, "Batch size", "batch", int(train.batch_size), step=8, key=f"{key_prefix}_batch"))
+    seed = int(limited_input(left, "Seed", "seed", int(train.seed), step=1, key=f"{key_prefix}_seed",
                                  help="Same seed, same config: the same run."))
     clip = right.number_input("Clip grad norm (0 = off)", value=float(train.clip_grad_norm or 0.0), step=0.5,
                               key=f"{key_prefix}_clip", help="Off by default: the point is to see explosions.")
@@ -325,28 +451,105 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
 
 
 # ------------------------------------------------------------------------------ query parameters
-def query_int(key: str, default: int) -> int:
+class QueryReader:
+    """Reads the URL's query parameters against the widgets' own :data:`LIMITS`; whatever is malformed or
+    out of range is replaced by the default and noted, and :meth:`warn` shows the notes as one line.
+
+        query = QueryReader()
+        hidden = query.number("hidden", 128)          # LIMITS["hidden"]: an int in [1, 2048]
+        query.warn()                                  # "Ignored in this link: hidden=40000 (...)."
+    """
+
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def text(self, key: str) -> str | None:
+        return st.query_params.get(key)
+
+    def number(self, key: str, default, limit: str | None = None):
+        """``?key=`` as the type of ``LIMITS[limit or key]``, within its bounds; else ``default``."""
+        low, high = LIMITS[limit or key]
+        text = st.query_params.get(key)
+        if text is None:
+            return default
+        value = _parse_number(text, type(low))
+        if value is None or not low <= value <= high:
+            self.problems.append(f"{key}={_shorten(text)} (expected {_range(low, high)})")
+            return default
+        return value
+
+    def choice(self, key: str, choices, default):
+        text = st.query_params.get(key)
+        if text is None:
+            return default
+        if text not in choices:
+            self.problems.append(f"{key}={_shorten(text)} (expected one of {', '.join(map(str, choices))})")
+            return default
+        return text
+
+    def choices(self, key: str, choices, default: list) -> list:
+        text = st.query_params.get(key)
+        if text is None:
+            return default
+        given = [part.strip() for part in text.split(",") if part.strip()]
+        unknown = [part for part in given if part not in choices]
+        if unknown:
+            self.problems.append(f"{key}: {_shorten(', '.join(unknown))} (expected names among "
+                                 f"{', '.join(map(str, choices))})")
+        return [part for part in given if part in choices] or default
+
+    def ids(self, key: str) -> list[int]:
+        """Run ids from ``?key=1,2,3``; anything that is not a run id is left out and noted."""
+        text = st.query_params.get(key)
+        if not text:
+            return []
+        ids, bad = [], []
+        low, high = LIMITS["run"]
+        for part in (part.strip() for part in text.split(",") if part.strip()):
+            value = _parse_number(part, int)
+            (ids if value is not None and low <= value <= high else bad).append(value if value is not None
+                                                                               and low <= value <= high else part)
+        if bad:
+            self.problems.append(f"{key}: {_shorten(', '.join(map(str, bad)))} (run ids are integers from 1)")
+        return list(dict.fromkeys(ids))
+
+    def note(self, problem: str) -> None:
+        self.problems.append(problem)
+
+    def warn(self) -> None:
+        if self.problems:
+            st.warning(f"Ignored in this link: {'; '.join(self.problems)}. Using the defaults instead.")
+
+
+def _parse_number(text: str, kind: type):
     try:
-        return int(st.query_params.get(key, default))
-    except ValueError:
-        return default
+        value = int(text) if kind is int else float(text)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if kind is int or math.isfinite(value) else None
 
 
-def config_from_query(base: RunConfig) -> RunConfig:
-    """``base`` with what the URL names: ?cell=, ?hidden=, ?task=, ?seq_len=, ?steps=, ?lr=, ?seed=."""
-    params = st.query_params
-    cell = params.get("cell", base.cell.name)
-    task = params.get("task", base.task.name)
+def _range(low, high) -> str:
+    kind = "an integer" if isinstance(low, int) else "a number"
+    return f"{kind} from {low:g} to {high:g}" if isinstance(low, float) else f"{kind} from {low} to {high:,}"
+
+
+def _shorten(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def config_from_query(base: RunConfig, query: QueryReader) -> RunConfig:
+    """``base`` with what the URL names: ?cell=, ?hidden=, ?task=, ?seq_len=, ?steps=, ?lr=, ?seed=; every
+    number within the widget's :data:`LIMITS`, names among the registered ones (else noted on ``query``)."""
+    cell = query.choice("cell", cells.available(), base.cell.name)
+    task = query.choice("task", tasks.available(), base.task.name)
     task_options = dict(base.task.options) if task == base.task.name else {}
-    if "seq_len" in params:
-        task_options["seq_len"] = query_int("seq_len", 100)
-    try:
-        lr = float(params.get("lr", base.train.lr))
-    except ValueError:
-        lr = base.train.lr
-    train = replace(base.train, steps=query_int("steps", base.train.steps), seed=query_int("seed", base.train.seed),
-                    lr=lr)
-    return RunConfig(cell=CellConfig(cell, query_int("hidden", base.cell.hidden_size),
+    if "seq_len" in st.query_params and "seq_len" in tasks.describe(task)["options"]:
+        default_length = task_options.get("seq_len") or tasks.describe(task)["options"]["seq_len"] or 100
+        task_options["seq_len"] = query.number("seq_len", int(default_length))
+    train = replace(base.train, steps=query.number("steps", base.train.steps),
+                    seed=query.number("seed", base.train.seed), lr=query.number("lr", float(base.train.lr)))
+    return RunConfig(cell=CellConfig(cell, query.number("hidden", base.cell.hidden_size),
                                      dict(base.cell.options) if cell == base.cell.name else {}),
                      task=TaskConfig(task, task_options), train=train, name=base.name)
 
@@ -470,6 +673,58 @@ def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([old, new], ignore_index=True) if len(new) else old
 
 
+# Note [Live charts]
+# ------------------
+# A live panel reruns every second, and a fragment rerun that draws nothing clears what it drew, so every
+# chart must be sent again each time.  Building an Altair chart and converting it to a Vega-Lite spec
+# with Arrow data (validation included) costs 0.1-1 s of CPU for a Train page's seven charts; a spec
+# already converted costs almost nothing to send again.  So a panel keeps the converted specs of its
+# charts per slot and rebuilds them only when its controls changed, or when new rows arrived and the
+# last build lies at least REBUILD_FACTOR times its own CPU cost in the past: chart building then takes
+# at most 1/REBUILD_FACTOR of a core, and a slow machine simply redraws less often.
+REBUILD_FACTOR = 10.0
+
+
+@dataclass
+class _ChartSpecs:
+    controls: object
+    data_version: object
+    specs: list
+    built_at: float
+    cost_s: float
+
+
+def live_chart_specs(slot: str, controls, data_version, build, *, final: bool = False) -> list:
+    """The Vega-Lite specs of the charts ``build()`` returns, kept in this session under ``slot``
+    (Note [Live charts]); ``final``: the data will not change again, so it is drawn now."""
+    cache = st.session_state.setdefault("_live_charts", {})
+    entry, now = cache.get(slot), time.monotonic()
+    stale = entry is None or entry.controls != controls or (
+        entry.data_version != data_version and (final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s))
+    if stale:
+        started = time.thread_time()
+        specs = [_vega_lite_spec(chart) for chart in build()]
+        entry = cache[slot] = _ChartSpecs(controls, data_version, specs, now, time.thread_time() - started)
+    return entry.specs
+
+
+def show_chart(container, spec: dict) -> None:
+    """Draw a spec from :func:`live_chart_specs` (Streamlit copies the spec before it takes the data out)."""
+    container.vega_lite_chart(spec=spec, width="stretch")
+
+
+def _vega_lite_spec(chart) -> dict:
+    """The spec ``st.altair_chart`` would send, with its datasets already serialised to Arrow."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:  # another Streamlit version: the public path, data inline (converted on each send)
+        import altair as alt
+
+        with alt.data_transformers.disable_max_rows():
+            return chart.to_dict()
+    return _convert_altair_to_vega_lite_spec(chart)
+
+
 def latest_value(frame: pd.DataFrame, name: str) -> float:
     """The last logged value of metric ``name`` in long rows, NaN if there is none."""
     values = frame.loc[frame["name"] == name, "value"]
@@ -486,7 +741,14 @@ __all__ = [
     "format_duration",
     "latest_value",
     "open_store",
-    "query_int",
+    "QueryReader",
+    "LIMITS",
+    "live_chart_specs",
+    "show_chart",
+    "store_guard",
+    "open_store_quietly",
+    "active_runs",
+    "reconcile_now_and_then",
     "run_rows",
     "run_status_panel",
     "store_path",

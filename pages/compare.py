@@ -6,10 +6,13 @@ exactly what is drawn. The selection and every control are mirrored in the URL
 """
 import streamlit as st
 
-from pages.common import open_store, require_router
-from pages.run_selection import final_columns, query_ids, run_selection
+import pandas as pd
+
+from pages.common import QueryReader, live_chart_specs, open_store, require_router, run_rows, show_chart, store_guard
+from pages.run_selection import final_columns, run_selection
 from stability import charts
 from stability.run_table import run_table
+from stability.store import RunNotFound
 
 require_router(__file__)
 
@@ -20,13 +23,6 @@ METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "
 X_LABELS = {"step": "step", "wall_time": "wall time"}
 CHART_HEIGHT = 330  # the whole chart, legend and axes included (Streamlit fits the spec into it)
 TABLE_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed"]
-
-
-def query_float(key, default, low, high):
-    try:
-        return min(max(float(st.query_params.get(key, default)), low), high)
-    except ValueError:
-        return default
 
 
 def label(run):
@@ -65,25 +61,49 @@ def shown_rows(prepared, x, smoothing):
     return prepared[columns + (["smoothed"] if smoothing > 0 else [])]
 
 
+@store_guard
 def draw_charts(selected, names, smoothing, log_y, x):
-    """One chart per metric, then the CSV download of the same rows; refreshes while a selected run trains."""
-    rows = open_store().metrics_many(selected["id"].tolist(), names=names)
-    rows["run"] = rows["run_id"].map(dict(zip(selected["id"], (label(run) for run in selected.itertuples()))))
+    """One chart per metric, then the CSV download of the same rows; refreshes while a selected run trains,
+    reading only the rows logged since its last look and redrawing only when some arrived."""
+    store = open_store()
+    labels = dict(zip(selected["id"], (label(run) for run in selected.itertuples())))
+    rows = {}
+    for run_id in labels:
+        try:
+            rows[run_id] = run_rows(store, run_id, store.run(run_id)["status"])
+        except RunNotFound:  # deleted meanwhile, e.g. from the Runs page
+            pass
+    specs = live_chart_specs("compare", (tuple(rows), tuple(names), smoothing, log_y, x),
+                             tuple(len(row.metrics) for row in rows.values()),
+                             lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x),
+                             final=all(row.final for row in rows.values()))
+    grid = st.columns(2)
+    for position, spec in enumerate(specs):
+        show_chart(grid[position % 2], spec)
+    csv, count = st.session_state["cmp_csv_data"]
+    st.download_button(f"Download CSV ({count} rows)", csv,
+                       file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
+                       key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation.")
+
+
+def compare_charts(selected, rows, labels, names, smoothing, log_y, x):
+    """The charts of ``names``, and (into the session) the CSV of exactly what they draw."""
+    frames = [row.metrics[row.metrics["name"].isin(names)] for row in rows.values()]
+    drawn = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "step", "wall_time",
+                                                                                     "name", "value"])
+    drawn["run"] = drawn["run_id"].map(labels)
     metrics, baselines = set(selected["metric"]), set(selected["baseline"].dropna())
     shared_metric = metrics.pop() if len(metrics) == 1 else None
     baseline = baselines.pop() if len(baselines) == 1 and selected["baseline"].notna().all() else None
-    grid = st.columns(2)
-    for position, name in enumerate(names):
-        with grid[position % 2]:
-            fits = baseline is not None and baseline_applies(name, shared_metric)
-            chart = charts.metric_chart(rows, names=[name], baseline=baseline if fits else None,
-                                        baseline_label=selected["baseline_label"].iloc[0] if fits else None,
-                                        log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT)
-            st.altair_chart(chart, width="stretch")
-    shown = shown_rows(charts.prepare(rows, smoothing=smoothing, x=x, log=log_y), x, smoothing)
-    st.download_button(f"Download CSV ({len(shown)} rows)", shown.to_csv(index=False).encode(),
-                       file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
-                       key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation.")
+    panels = []
+    for name in names:
+        fits = baseline is not None and baseline_applies(name, shared_metric)
+        panels.append(charts.metric_chart(drawn, names=[name], baseline=baseline if fits else None,
+                                          baseline_label=selected["baseline_label"].iloc[0] if fits else None,
+                                          log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT))
+    shown = shown_rows(charts.prepare(drawn, smoothing=smoothing, x=x, log=log_y), x, smoothing)
+    st.session_state["cmp_csv_data"] = (shown.to_csv(index=False).encode(), len(shown))
+    return panels
 
 
 st.title("Compare")
@@ -91,8 +111,10 @@ st.caption("Select runs in the table (click the row checkboxes) to overlay their
            "Click a run in a chart's legend to highlight it; the URL keeps the view.")
 
 store = open_store()
+query = QueryReader()
 table = run_table(store)
 if table.empty:
+    query.warn()
     st.info("No runs stored yet. Start one on the **Train** page (or race several cells on **Race**), "
             "then come back to compare them.")
     st.stop()
@@ -100,25 +122,34 @@ if table.empty:
 ids = table["id"].tolist()
 selected = run_selection(
     table, key="cmp_table", columns=TABLE_COLUMNS + final_columns(table),
-    default_ids=query_ids(st.query_params["runs"]) if "runs" in st.query_params else ids[:DEFAULT_RUNS],
+    default_ids=query.ids("runs") if "runs" in st.query_params else ids[:DEFAULT_RUNS],
     column_config={"lr": st.column_config.NumberColumn("lr", format="%.0e")})
 st.query_params["runs"] = ",".join(map(str, selected["id"]))
 if selected.empty:
+    query.warn()
     st.info("Select one or more runs in the table to draw their curves.")
     st.stop()
 
-available = sorted(set(store.metrics_many(selected["id"].tolist())["name"]), key=metric_order)
+available = sorted(set().union(*(set(run_rows(store, run.id, run.status).metrics["name"])
+                                  for run in selected.itertuples())), key=metric_order)
 if not available:
+    query.warn()
     st.info("The selected runs have not logged any metrics yet.")
     st.stop()
 metrics = set(selected["metric"])
-wanted = st.query_params["metrics"].split(",") if "metrics" in st.query_params else \
-    default_metrics(available, metrics.pop() if len(metrics) == 1 else "")
+if "metrics" in st.query_params:
+    wanted = [name for name in st.query_params["metrics"].split(",") if name]
+    unknown = [name for name in wanted if name not in available]
+    if unknown:
+        query.note(f"metrics: {', '.join(unknown)} (not logged by the selected runs)")
+else:
+    wanted = default_metrics(available, metrics.pop() if len(metrics) == 1 else "")
 init_state("cmp_metrics", [name for name in wanted if name in available])
 st.session_state["cmp_metrics"] = [name for name in st.session_state["cmp_metrics"] if name in available]
-init_state("cmp_smoothing", query_float("smooth", 0.0, 0.0, charts.MAX_SMOOTHING))
-init_state("cmp_log", st.query_params.get("log", "1") != "0")  # gradient norms span many decades
-init_state("cmp_x", st.query_params.get("x") if st.query_params.get("x") in X_LABELS else "step")
+init_state("cmp_smoothing", query.number("smooth", 0.0))
+init_state("cmp_log", query.choice("log", ("0", "1"), "1") != "0")  # gradient norms span many decades
+init_state("cmp_x", query.choice("x", list(X_LABELS), "step"))
+query.warn()
 
 pick, smooth, scale, axis = st.columns([3, 2, 1, 1.6], vertical_alignment="bottom")
 names = pick.multiselect("Metrics", available, key="cmp_metrics", help="One chart per metric.")

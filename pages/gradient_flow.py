@@ -6,7 +6,7 @@ No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 import streamlit as st
 import torch
 
-from pages.common import require_router
+from pages.common import LIMITS, QueryReader, require_router
 from stability import cells, charts, diagnostics
 from stability.cells.base import H0_MODES
 from stability.cells.rnn import RECURRENT_INITS
@@ -20,11 +20,13 @@ CHOICES = {"nonlinearity": ACTIVATIONS, "h0": H0_MODES}
 INIT_CHOICES = {"rnn": RECURRENT_INITS, "exponential": SKEW_INITS}
 
 
-def query_int(key, default, low, high):
-    try:
-        return min(max(int(st.query_params.get(key, default)), low), high)
-    except ValueError:
-        return default
+@st.cache_data(show_spinner=False, max_entries=64)
+def measure(name: str, hidden: int, seq_len: int, seed: int, options: tuple) -> diagnostics.GradientFlow:
+    """Build the cell and measure its gradient flow, once per setting and server process: moving a slider
+    back, or a rerun that changes nothing here, builds no model."""
+    torch.manual_seed(seed)
+    cell = cells.build(name, 1, hidden, **dict(options))
+    return diagnostics.gradient_flow(cell, seq_len, seed=seed)
 
 
 def option_widget(cell_name, option, default):
@@ -48,16 +50,21 @@ st.caption("How strongly does the last state depend on each earlier one, before 
            "‖W‖^(T−t) (KRU paper eq. 3), which holds for Elman cells but not for gated ones.")
 
 names = cells.available()
-initial_cell = st.query_params.get("cell", "rnn")
+query = QueryReader()
+initial_cell = query.choice("cell", names, "rnn")
+initial_hidden = query.choice("hidden", [str(size) for size in HIDDEN_SIZES], "64")
+initial_length = query.number("T", 200, "T")
+initial_seed = query.number("seed", 0)
+query.warn()
 controls, plots = st.columns([1, 3], gap="large")
 with controls:
-    name = st.selectbox("Cell", names, index=names.index(initial_cell) if initial_cell in names else 0,
+    name = st.selectbox("Cell", names, index=names.index(initial_cell),
                         key="gf_cell", help="\n".join(f"**{n}**: {cells.DESCRIPTIONS[n]}" for n in names))
     st.caption(cells.DESCRIPTIONS[name])
-    hidden = st.select_slider("Hidden size", HIDDEN_SIZES, value=query_int("hidden", 64, 8, 256)
-                              if query_int("hidden", 64, 8, 256) in HIDDEN_SIZES else 64, key="gf_hidden")
-    seq_len = st.slider("Sequence length T", 10, 1000, query_int("T", 200, 10, 1000), step=10, key="gf_T")
-    seed = int(st.number_input("Seed", value=query_int("seed", 0, 0, 2**31 - 1), step=1, key="gf_seed"))
+    hidden = st.select_slider("Hidden size", HIDDEN_SIZES, value=int(initial_hidden), key="gf_hidden")
+    seq_len = st.slider("Sequence length T", *LIMITS["T"], initial_length, step=10, key="gf_T")
+    seed = int(st.number_input("Seed", min_value=LIMITS["seed"][0], max_value=LIMITS["seed"][1], value=initial_seed,
+                               step=1, key="gf_seed"))
     with st.expander("Cell options", expanded=True):
         chosen = {option: option_widget(name, option, default)
                   for option, default in cells.options(name).items() if option not in ("h0", "h0_noise_std")}
@@ -65,9 +72,7 @@ with controls:
 st.query_params.update({"cell": name, "hidden": str(hidden), "T": str(seq_len), "seed": str(seed)})
 
 try:
-    torch.manual_seed(seed)
-    cell = cells.build(name, 1, hidden, **chosen)
-    flow = diagnostics.gradient_flow(cell, seq_len, seed=seed)
+    flow = measure(name, hidden, seq_len, seed, tuple(sorted(chosen.items())))
 except ValueError as error:
     plots.error(f"Cannot build {name}: {error}")
     st.stop()

@@ -9,15 +9,20 @@ import pandas as pd
 import streamlit as st
 
 from pages.common import (
+    QueryReader,
     config_form,
     config_from_query,
     config_to_query,
     latest_value,
+    live_chart_specs,
     open_store,
     require_router,
     run_rows,
+    show_chart,
+    store_guard,
     store_path,
 )
+from stability import cells
 from stability import charts, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.store import TERMINAL, RunNotFound
@@ -31,18 +36,6 @@ RACE_CELLS = ["rnn", "lstm", "spectral", "sgornn"]
 RACE_DEFAULTS = RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 200}),
                           train=TrainConfig(steps=2000, lr=1e-3, batch_size=64, seed=0))
 LOSS_UNITS = ("mse", "cross_entropy")
-
-
-def query_ids(key: str) -> list[int]:
-    try:
-        return [int(part) for part in st.query_params.get(key, "").split(",") if part.strip()]
-    except ValueError:
-        return []
-
-
-def query_cells() -> list[str]:
-    given = [name.strip() for name in st.query_params.get("cells", "").split(",") if name.strip()]
-    return given or RACE_CELLS
 
 
 def labels_for(runs: dict[int, dict]) -> dict[int, str]:
@@ -69,6 +62,7 @@ def standings(runs: dict[int, dict], rows: dict, labels: dict[int, str]) -> pd.D
     return frame if frame["error"].any() else frame.drop(columns="error")
 
 
+@store_guard
 def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     store = open_store()
     runs = {}
@@ -93,11 +87,24 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     for run_id, run in runs.items():
         if run["status"] in ("diverged", "failed"):
             st.error(f"{labels[run_id]} (run {run_id}) {run['status']}: {run['error'] or 'no error message'}")
-    frame = pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs], ignore_index=True)
-    if frame.empty:
+    if all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
         return
     first = next(iter(runs.values()))
+    specs = live_chart_specs("race", (tuple(runs), smoothing, log_loss),
+                             tuple(len(rows[run_id].metrics) for run_id in runs),
+                             lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
+                                                            for run_id in runs], ignore_index=True),
+                                                 first, smoothing, log_loss),
+                             final=all(rows[run_id].final for run_id in runs))
+    for start in range(0, len(specs), 2):
+        for column, spec in zip(st.columns(2), specs[start:start + 2]):
+            show_chart(column, spec)
+
+
+def race_charts(frame: pd.DataFrame, first: dict, smoothing: float, log_loss: bool) -> list:
+    """Validation and training loss (with the baseline where it is in the loss's units), the task metric,
+    ‖∂L/∂h₀‖ and the singular-value band, every run overlaid."""
     metric = first["metric"]
     baseline = {"baseline": first["baseline"], "baseline_label": first["baseline_label"]}
     loss_baseline = baseline if metric in LOSS_UNITS else {}
@@ -111,9 +118,7 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     if metric and metric not in LOSS_UNITS:
         panels.insert(1, charts.metric_chart(frame, names=[f"val/{metric}"], title=f"Validation {metric}",
                                              **baseline))
-    for start in range(0, len(panels), 2):
-        for column, chart in zip(st.columns(2), panels[start:start + 2]):
-            column.altair_chart(chart, width="stretch")
+    return panels
 
 
 st.title("Race")
@@ -121,10 +126,14 @@ st.caption("One task, several cells, the same seed, data and budget: one click s
            "Watch which cells beat the task's memoryless baseline, and whose gradient at the first step vanishes.")
 
 store = open_store()
+query = QueryReader()
+defaults = config_from_query(RACE_DEFAULTS, query)
+race_cells = query.choices("cells", cells.available(), RACE_CELLS)
+race = query.ids("runs")
+query.warn()
 form, live = st.columns([1, 2.6], gap="large")
 with form:
-    configs = config_form("race", defaults=config_from_query(RACE_DEFAULTS), cells_multi=True,
-                          cells_default=query_cells())
+    configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=race_cells)
     start_column, stop_column = st.columns(2)
     if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
                            width="stretch"):
@@ -136,11 +145,11 @@ with form:
             st.error(str(error))
         if started:
             st.query_params["runs"] = ",".join(map(str, started))
+            race = started
 if configs:
     st.query_params.update({key: value for key, value in config_to_query(configs[0]).items() if key != "cell"})
     st.query_params["cells"] = ",".join(config.cell.name for config in configs)
 
-race = query_ids("runs")
 with live:
     if race:
         smooth, scale = st.columns([3, 1], vertical_alignment="bottom")

@@ -33,8 +33,3 @@ def run_selection(table, *, key, columns, default_ids=(), column_config=None):
         selection_default={"selection": {"rows": [row for row, run_id in enumerate(ids) if run_id in default_ids]}},
         hide_index=True, width="stretch", placeholder="—", column_config=config)
     return table.iloc[event.selection.rows].sort_values("id")
-
-
-def query_ids(text):
-    """Run ids from '1,2,3' (anything that is not an integer is ignored)."""
-    return [int(token) for token in text.split(",") if token.strip().isdigit()]

@@ -8,7 +8,7 @@ import io
 
 import streamlit as st
 
-from pages.common import open_store, require_router
+from pages.common import active_runs, open_store, reconcile_now_and_then, require_router, store_guard
 from pages.run_selection import final_columns, run_selection
 from stability import runner
 from stability.run_table import run_table
@@ -38,7 +38,7 @@ def id_list(run_ids):
 
 def runs_table(store):
     """The run table with a 'steps_done' text column, after marking runs whose worker died."""
-    runner.reconcile(store.path)
+    reconcile_now_and_then(str(store.path))
     table = run_table(store)
     table["steps_done"] = [f"{step:,} / {total:,}" for step, total in
                            zip(table["step"].fillna(0).astype(int), table["total_steps"].fillna(0).astype(int))]
@@ -96,10 +96,7 @@ def actions(store, selected):
     training = selected["status"].isin(ACTIVE).any()
     row = st.container(horizontal=True)
     if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
-        params = {"runs": ",".join(map(str, ids))}
-        if "store" in st.query_params:
-            params["store"] = st.query_params["store"]
-        st.switch_page("pages/compare.py", query_params=params)
+        st.switch_page("pages/compare.py", query_params={"runs": ",".join(map(str, ids))})
     if row.button("Stop", key="runs_stop", icon=":material/stop_circle:", disabled=not training,
                   help="Stop the selected runs that are queued or training."):
         stop_runs(store, selected)
@@ -113,6 +110,7 @@ def actions(store, selected):
     confirm_delete(store, selected)
 
 
+@store_guard
 def runs_panel(polling):
     """The table and the actions; redrawn every REFRESH_S seconds while ``polling``."""
     store = open_store()
@@ -143,5 +141,5 @@ st.title("Runs")
 st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
 store = open_store()
 runner.reconcile(store.path)
-polling = store.runs()["status"].isin(ACTIVE).any()
+polling = not active_runs(store).empty
 st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)

@@ -9,14 +9,18 @@ import math
 import streamlit as st
 
 from pages.common import (
+    QueryReader,
     config_form,
     config_from_query,
     config_to_query,
     latest_value,
+    live_chart_specs,
     open_store,
     require_router,
     run_rows,
     run_status_panel,
+    show_chart,
+    store_guard,
     store_path,
 )
 from stability import charts, runner
@@ -29,22 +33,17 @@ LOSS_UNITS = ("mse", "cross_entropy")  # metrics measured in the loss's own unit
 RUN_CHOICES = 200  # newest runs offered in the "Watching" box
 
 
-def query_run() -> int | None:
-    try:
-        return int(st.query_params["run"])
-    except (KeyError, ValueError):
-        return None
-
-
-def form_defaults(store, run_id: int | None) -> RunConfig:
+def form_defaults(store, run_id: int | None, query: QueryReader) -> RunConfig:
     """The watched run's config (so ?run=ID also reloads its settings), overridden by the URL's."""
     base = RunConfig()
     if run_id is not None:
         try:
             base = RunConfig.from_dict(store.run(run_id)["config"])
-        except (RunNotFound, ConfigError):
+        except RunNotFound:
+            query.note(f"run={run_id} (no such run in this store)")
+        except ConfigError:
             pass
-    return config_from_query(base)
+    return config_from_query(base, query)
 
 
 def run_label(row) -> str:
@@ -61,7 +60,7 @@ def summary(run: dict, metrics) -> None:
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
 
-def charts_grid(run: dict, rows, smoothing: float, log_loss: bool) -> None:
+def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
     gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step."""
     metrics = rows.metrics.assign(run=run["config"]["cell"]["name"])
@@ -85,15 +84,23 @@ def charts_grid(run: dict, rows, smoothing: float, log_loss: bool) -> None:
         panels.append(charts.metric_chart(metrics, names=gates, smoothing=smoothing, title="Gates"))
     gap = f"gap/{metric}" if f"gap/{metric}" in names else "gap/loss"
     panels.append(charts.metric_chart(metrics, names=[gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
-    for start in range(0, len(panels), 2):
-        for column, chart in zip(st.columns(2), panels[start:start + 2]):
-            column.altair_chart(chart, width="stretch")
     if rows.flow is not None and len(rows.flow):
-        st.altair_chart(charts.gradient_flow_heatmap(rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖",
-                                                          height=300),
-                        width="stretch")
+        panels.append(charts.gradient_flow_heatmap(rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖",
+                                                   height=300))
+    return panels
 
 
+def draw_grid(specs: list, flow_last: bool) -> None:
+    """Two charts a row; the gradient-flow heatmap, when there is one, across the whole width below."""
+    grid = specs[:-1] if flow_last else specs
+    for start in range(0, len(grid), 2):
+        for column, spec in zip(st.columns(2), grid[start:start + 2]):
+            show_chart(column, spec)
+    if flow_last:
+        show_chart(st, specs[-1])
+
+
+@store_guard
 def live_panel(run_id: int, smoothing: float, log_loss: bool) -> None:
     store = open_store()
     try:
@@ -110,7 +117,10 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool) -> None:
         st.info("Waiting for the first rows from the worker…")
         return
     summary(run, rows.metrics)
-    charts_grid(run, rows, smoothing, log_loss)
+    flow = rows.flow is not None and len(rows.flow) > 0
+    specs = live_chart_specs("train", (run_id, smoothing, log_loss), (len(rows.metrics), flow and len(rows.flow)),
+                             lambda: chart_panels(run, rows, smoothing, log_loss), final=rows.final)
+    draw_grid(specs, flow)
 
 
 st.title("Train")
@@ -118,10 +128,14 @@ st.caption("Pick a cell and a task, press Start, and watch the loss, the gradien
            "the singular values of the recurrent matrix and the gradient flow through time, live.")
 
 store = open_store()
+query = QueryReader()
+requested = next(iter(query.ids("run")), None)
+defaults = form_defaults(store, requested, query)
+query.warn()
 form, live = st.columns([1, 2.6], gap="large")
 
 with form:
-    config = config_form("train", defaults=form_defaults(store, query_run()))
+    config = config_form("train", defaults=defaults)
     start_column, stop_column = st.columns(2)
     if start_column.button("Start", type="primary", disabled=config is None, key="train_start", width="stretch"):
         try:
@@ -139,7 +153,6 @@ with live:
         st.info("No runs yet: configure one on the left and press **Start**.")
     else:
         labels = {row.id: run_label(row) for row in runs.itertuples()}
-        requested = query_run()
         pick, smooth, scale = st.columns([3, 1.2, 0.9], vertical_alignment="bottom")
         watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch",
                                  index=list(labels).index(requested if requested in labels else int(runs["id"].iloc[0])))

@@ -130,9 +130,8 @@ def test_query_parameters_set_the_form_and_are_written_back(store):
 
 
 @pytest.mark.parametrize("key, value, message", [
-    ("train_lr", 0.0, "lr must be a positive number"),
     ("train_spectral_r", 5.0, "cell 'spectral'"),
-    ("train_hidden", 0, "hidden_size must be an integer >= 1"),
+    ("train_spectral_m1", -1, "cell 'spectral'"),
 ])
 def test_a_bad_value_shows_one_error_line_and_disables_start(store, fake_runner, key, value, message):
     app = run(cell="spectral")
@@ -141,6 +140,32 @@ def test_a_bad_value_shows_one_error_line_and_disables_start(store, fake_runner,
     assert len(app.error) == 1 and message in app.error[0].value and "\n" not in app.error[0].value
     assert button(app, "Start").disabled
     assert fake_runner["start"] == []
+
+
+@pytest.mark.parametrize("key, value, limit", [
+    ("train_lr", 0.0, "lr"), ("train_hidden", 0, "hidden"), ("train_hidden", 40000, "hidden"),
+    ("train_adding_seq_len", 0, "seq_len"), ("train_steps", 0, "steps"), ("train_batch", 0, "batch"),
+])
+def test_the_number_widgets_keep_to_the_limits_a_link_keeps_to(store, fake_runner, key, value, limit):
+    """The widgets refuse what a URL may not set (LIMITS): a sequence length of 0 or a 40000-unit model
+    never reaches the config, so Start stays a valid choice."""
+    from pages.common import LIMITS
+
+    app = run()
+    app.number_input(key=key).set_value(value).run()
+    assert not app.exception and not app.error
+    low, high = LIMITS[limit]
+    assert low <= app.number_input(key=key).value <= high
+    assert not button(app, "Start").disabled
+
+
+def test_a_sequence_length_out_of_range_is_one_reason_and_no_start():
+    """What the widgets cannot produce is still refused with one line (a config from elsewhere)."""
+    from pages.common import config_problem
+
+    config = RunConfig(CellConfig("rnn", 16), TaskConfig("adding", {"seq_len": 0}), TrainConfig(steps=10))
+    assert config_problem(json.dumps(config.to_dict(), sort_keys=True)) == \
+        "seq_len must be an integer from 1 to 100,000; got 0"
 
 
 def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
