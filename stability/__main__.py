@@ -23,15 +23,18 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import fields
 
 import pandas as pd
 
 from . import runner
 from .config import DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, RunConfig, TaskConfig, TrainConfig
-from .store import RunStore, StoreError
+from .store import RunStore, StoreBusy, StoreError
 
 # cells, tasks and the trainer (torch) are imported by the commands that use them,
 # so that `runs`, `show`, `export`, `stop` and usage errors answer at once.
@@ -161,12 +164,16 @@ def cmd_train(args) -> int:
         return 0
 
     with RunStore(args.store) as store:
-        run_id = runner.create_attached_run(store, config)
+        with _interrupts_deferred() as interrupted:  # never a claimed run that nobody trains or stops
+            run_id = runner.create_attached_run(store, config)
         progress = ProgressLine(tasks.describe(config.task.name)["metric"])
         try:
+            if interrupted:
+                raise KeyboardInterrupt
             status = train_run(config, store, run_id, progress=progress)
         except KeyboardInterrupt:
-            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
+            with _interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
+                store.set_status(run_id, "stopped", error="interrupted from the keyboard")
             status = "stopped"
         except Exception as error:
             store.set_status(run_id, "failed", error=runner.describe_error(error))
@@ -186,8 +193,37 @@ def cmd_train(args) -> int:
     return EXIT_CODES.get(status, 1)
 
 
+@contextmanager
+def _interrupts_deferred():
+    """Hold back Ctrl-C (SIGINT) for the duration; yields a list that is non-empty afterwards
+    if one arrived, for the caller to act on.
+
+    The store rolls back a write that an interrupt cuts short (store.py, Note
+    [interrupts]); this keeps the few writes that must land, the run's claim and
+    its final 'stopped', from being cut at all.
+    """
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    previous = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    try:
+        yield caught
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _reconcile(store_path) -> None:
+    """Mark runs whose worker is gone and start queued ones; this housekeeping writes, so a
+    store locked by a writer skips it: listing and showing only read."""
+    try:
+        runner.reconcile(store_path)
+    except StoreBusy:
+        pass
+
+
 def cmd_runs(args) -> int:
-    runner.reconcile(args.store)
+    _reconcile(args.store)
     with RunStore(args.store) as store:
         table = store.runs()
         if table.empty:
@@ -207,7 +243,7 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
-    runner.reconcile(args.store)
+    _reconcile(args.store)
     with RunStore(args.store) as store:
         run = store.run(args.run_id)
         latest = store.latest(args.run_id)

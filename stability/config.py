@@ -162,17 +162,37 @@ class RunConfig:
         return self
 
     def check_buildable(self) -> None:
-        """Check values that only a build can: the cell's option values (an odd hidden size
-        for vprnn, r > sigma_star for spectral, ...; the input width never matters, so it is
-        built with 1) and that a forced device exists."""
-        from . import cells
-        from .train import resolve_device
+        """Check what only the task and cell builders know, before a run is stored; nothing is
+        downloaded or trained, and nothing large is allocated:
 
+        - every task option value (``seq_len`` 0 or ``"abc"``, an unsafe UCR dataset name, ...),
+          by ``tasks.check``, which builds a generated task (it draws nothing yet) and runs a
+          real-data task's checks up to where it would read its files;
+        - ``epochs`` needs a fixed training set;
+        - the run fits in memory (:mod:`stability.budget`: an estimate from the config, made
+          before the cell is built);
+        - the cell's option values (an odd hidden size for vprnn, r > sigma_star for spectral,
+          ...; the input width never matters, so it is built with 1);
+        - a forced device exists.
+        """
+        from . import budget, cells, tasks
+        try:
+            from .devices import resolve_device
+        except ImportError:  # older layout: the trainer held it
+            from .train import resolve_device
+
+        try:
+            task = tasks.check(self.task.name, seed=self.train.seed, **self.task.options)
+        except ValueError as error:
+            raise ConfigError(f"task {self.task.name!r}: {error}") from None
+        if task is not None and task.fresh_training_data:
+            self.train.with_epochs_as_steps(None)  # ConfigError when epochs is set
+        device = resolve_device(self.train.device)
+        budget.check(self, task, device)
         try:
             cells.build(self.cell.name, 1, self.cell.hidden_size, **self.cell.options)
         except ValueError as error:
             raise ConfigError(f"cell {self.cell.name!r}: {error}") from None
-        resolve_device(self.train.device)
 
 
 def _section(kind, data, label):

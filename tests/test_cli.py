@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -158,19 +159,55 @@ BAD_INPUTS = {
     "export unknown run": (["export", "9999"], "no run with id 9999"),
     "stop unknown run": (["stop", "9999"], "no run with id 9999"),
     "missing dataset": (["train", "--task", "mnist", "--data-dir", "{empty}", "--steps", "5"], "downloads are off"),
+    # issue 10 §3: refused when submitted, foreground or background, before any run is stored
+    "hidden size beyond memory": (["train", "--hidden-size", "1000000000"],
+                                  "hidden_size 1000000000 of cell 'spectral' needs ~"),
+    "activations beyond memory": (["train", "--cell", "rnn", "--seq-len", "1000000000000"], "of activations"),
+    "run id beyond SQLite": (["show", "1180591620717411303424"], "no run with id 1180591620717411303424"),
+    "stop id beyond SQLite": (["stop", "1180591620717411303424"], "no run with id 1180591620717411303424"),
+    "seq-len 0": (["train", *TINY, "--seq-len", "0"], "seq_len must be an integer >= 2, got 0"),
+    "seq-len -10": (["train", *TINY, "--seq-len", "-10"], "seq_len must be an integer >= 2, got -10"),
+    "seq_len=abc": (["train", *TINY, "--task-option", "seq_len=abc"], "got 'abc'"),
+    "seq_len=Infinity": (["train", *TINY, "--task-option", "seq_len=Infinity"], "got inf"),
+    "copy lag 0": (["train", *TINY, "--task", "copy", "--seq-len", "0"], "seq_len (the time lag T)"),
+    "train_size 0": (["train", *TINY, "--task-option", "train_size=0"], "train_size must be an integer >= 1"),
+    "epochs on fresh data": (["train", *TINY, "--epochs", "1"], "epochs needs a fixed training set"),
+    "unsafe UCR name": (["train", "--cell", "rnn", "--task", "ucr", "--task-option", "dataset=../../etc/passwd"],
+                        "dataset must be a UCR dataset name"),
+    "bad mnist option": (["train", "--cell", "rnn", "--task", "mnist", "--task-option", "pixels_per_step=5"],
+                         "pixels_per_step must divide 784"),
+    "background seq-len 0": (["train", *TINY, "--seq-len", "0", "--background"], "seq_len must be an integer"),
+    "background seq_len=abc": (["train", *TINY, "--task-option", "seq_len=abc", "--background"], "got 'abc'"),
+    "background epochs": (["train", *TINY, "--epochs", "1", "--background"], "epochs needs a fixed training set"),
+    "background unsafe UCR name": (["train", "--cell", "rnn", "--task", "ucr", "--task-option", "dataset=../x",
+                                    "--background"], "dataset must be a UCR dataset name"),
+    "empty file as store": (["runs", "--store", "{empty_file}"], "is not a run store (an empty file)"),
+    "1-byte file as store": (["train", *TINY, "--store", "{one_byte}"], "is not a run store (not an SQLite"),
 }
+# where the data is missing, the run is stored and fails when it starts (its data is looked for then)
+STORES_A_RUN = {"missing dataset"}
 
 
 @pytest.fixture(scope="module")
-def bad_results(store):
+def bad_store(tmp_path_factory):
+    return tmp_path_factory.mktemp("bad") / "runs.db"
+
+
+@pytest.fixture(scope="module")
+def bad_results(bad_store):
     """Every bad input at once (each is a fresh interpreter importing torch: run them side by side)."""
-    empty = store.parent / "no-data"
-    empty.mkdir(exist_ok=True)
-    processes = {label: subprocess.Popen(command(*[arg.format(empty=empty) for arg in args]),
-                                         cwd=REPO, env=environment(store), stdout=subprocess.PIPE,
+    folder = bad_store.parent
+    paths = {"empty": folder / "no-data", "empty_file": folder / "empty.db", "one_byte": folder / "one.db"}
+    paths["empty"].mkdir(exist_ok=True)
+    paths["empty_file"].write_bytes(b"")
+    paths["one_byte"].write_bytes(b"x")
+    processes = {label: subprocess.Popen(command(*[arg.format(**paths) for arg in args]),
+                                         cwd=REPO, env=environment(bad_store), stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, text=True)
                  for label, (args, _) in BAD_INPUTS.items()}
-    return {label: (*process.communicate(timeout=180), process.returncode) for label, process in processes.items()}
+    results = {label: (*process.communicate(timeout=300), process.returncode) for label, process in processes.items()}
+    assert paths["empty_file"].read_bytes() == b"" and paths["one_byte"].read_bytes() == b"x"  # never overwritten
+    return results
 
 
 @pytest.mark.parametrize("label", list(BAD_INPUTS))
@@ -181,6 +218,100 @@ def test_bad_input_exits_2_with_one_line(bad_results, label):
     assert len(stderr.splitlines()) == 1, stderr
     assert stderr.startswith("stability: error: ") and "Traceback" not in stderr
     assert BAD_INPUTS[label][1] in stderr
+
+
+def test_bad_input_stores_no_run(bad_results, bad_store):
+    with RunStore(bad_store) as opened:
+        stored = [json.dumps(config) for config in
+                  (opened.run(run_id)["config"] for run_id in opened.runs()["id"])]
+    assert len(stored) == len(STORES_A_RUN) and all('"mnist"' in config for config in stored)
+
+
+def _corrupt(path, where):
+    """Overwrite pages with garbage (what a bad disk or a stray write leaves): every page after
+    the first ("all but the header") or the second half of the file, where the metric rows are
+    ("the metric pages": the runs table still reads)."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    start = page if where == "all but the header" else len(data) // 2 // page * page
+    data[start:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - start))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("where", ["all but the header", "the metric pages"])
+def test_a_corrupted_store_is_one_line_naming_it_and_is_never_written(tmp_path, where):
+    path = tmp_path / "runs.db"
+    with RunStore(path) as opened:
+        run_id = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}})
+        opened.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
+        opened.set_status(run_id, "completed")  # nothing for `runs` to schedule
+    _corrupt(path, where)
+    before = path.read_bytes()
+    for args in (["runs"], ["show", str(run_id)], ["export", str(run_id)]):
+        result = cli(*args, store=path)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert str(path) in result.stderr and "move it aside or choose another --store" in result.stderr
+    assert path.read_bytes() == before
+
+
+def test_runs_and_show_read_while_another_writer_holds_the_lock(tmp_path):
+    path = tmp_path / "runs.db"
+    with RunStore(path) as opened:
+        run_id = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}}, name="held")
+        opened.set_status(run_id, "completed")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # held until both commands have answered (longer than the 10 s busy timeout)
+    try:
+        processes = [subprocess.Popen(command(*args), cwd=REPO, env=environment(path), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for args in (["runs"], ["show", str(run_id)])]
+        (runs, runs_err), (show, show_err) = (process.communicate(timeout=120) for process in processes)
+    finally:
+        holder.close()
+    assert [process.returncode for process in processes] == [0, 0], runs_err + show_err
+    assert "held" in runs and show.startswith(f"run {run_id} 'held': completed")
+
+
+INTERRUPT_SCRIPT = """
+import json, os, signal, sqlite3, sys
+from stability.__main__ import main
+from stability.store import RunStore
+
+class InterruptAfterBegin:  # Ctrl-C (SIGINT) right after the n-th BEGIN IMMEDIATE has taken the lock
+    def __init__(self, conn):
+        self._conn = conn
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+    def execute(self, sql, *args):
+        global begins
+        cursor = self._conn.execute(sql, *args)
+        if sql == "BEGIN IMMEDIATE":
+            begins += 1
+            if begins == target:
+                os.kill(os.getpid(), signal.SIGINT)
+        return cursor
+
+connect = sqlite3.connect
+sqlite3.connect = lambda *a, **k: InterruptAfterBegin(connect(*a, **k))
+results = []
+for target in map(int, sys.argv[2:]):
+    begins = 0
+    store = f"{sys.argv[1]}-{target}.db"
+    code = main(["train", "--store", store, *TINY])
+    with RunStore(store) as opened:
+        results.append((target, code, [run["status"] for _, run in opened.runs().iterrows()]))
+print(json.dumps(results))
+"""
+
+
+def test_ctrl_c_between_begin_and_commit_ends_the_run_stopped(tmp_path):
+    # BEGINs: 1 creates the store, 2 the run, 3 claims it, 4 the trainer's first write, then its flushes
+    script = f"TINY = {TINY!r}\n" + INTERRUPT_SCRIPT
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "store"), "2", "3", "4", "7", "10"],
+                            cwd=REPO,
+                            env=environment(tmp_path / "unused.db"), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    for target, code, statuses in json.loads(result.stdout.splitlines()[-1]):
+        assert (code, statuses) == (0, ["stopped"]), (target, result.stderr)
 
 
 class _Stream(io.StringIO):

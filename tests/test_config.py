@@ -1,5 +1,6 @@
 """RunConfig: defaults, JSON round trip and one-line validation errors."""
 import json
+import re
 
 import pytest
 
@@ -56,3 +57,75 @@ def test_check_buildable_catches_option_values():
 def test_invalid_json_is_a_config_error():
     with pytest.raises(ConfigError, match="not valid JSON"):
         RunConfig.from_json("{cell:")
+
+
+# ------------------------------------------- issue 10 §3: refused when submitted, not in the worker
+@pytest.fixture
+def no_data(monkeypatch, tmp_path):
+    monkeypatch.setenv("STABILITY_OFFLINE", "1")
+    monkeypatch.setenv("STABILITY_DATA", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+@pytest.mark.parametrize("task,message", [
+    (TaskConfig("adding", {"seq_len": 0}), "task 'adding': seq_len must be an integer >= 2, got 0"),
+    (TaskConfig("adding", {"seq_len": -10}), "task 'adding': seq_len must be an integer >= 2, got -10"),
+    (TaskConfig("adding", {"seq_len": "abc"}), "got 'abc'"),
+    (TaskConfig("adding", {"seq_len": float("inf")}), "got inf"),
+    (TaskConfig("copy", {"seq_len": 0}), "task 'copy': seq_len (the time lag T)"),
+    (TaskConfig("ucr", {"dataset": "../../etc/passwd"}), "task 'ucr': dataset must be a UCR dataset name"),
+    (TaskConfig("mnist", {"pixels_per_step": 5}), "task 'mnist': pixels_per_step must divide 784"),
+])
+def test_check_buildable_checks_every_task_option_value_without_data(task, message, no_data):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
+        RunConfig(cell=CellConfig("rnn", 8), task=task).validate().check_buildable()
+    assert "\n" not in str(error.value)
+    assert not no_data.exists()
+
+
+def test_check_buildable_passes_good_real_data_options_without_the_data(no_data):
+    for task in (TaskConfig("ucr", {"dataset": "ECG200"}), TaskConfig("mnist", {}), TaskConfig("ptb_char", {})):
+        RunConfig(cell=CellConfig("rnn", 8), task=task).validate().check_buildable()
+    assert not no_data.exists()
+
+
+def test_epochs_need_a_fixed_training_set_when_submitted():
+    fresh = RunConfig(cell=CellConfig("rnn", 8), train=TrainConfig(epochs=1.0)).validate()
+    with pytest.raises(ConfigError, match="epochs needs a fixed training set"):
+        fresh.check_buildable()
+    RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10, "train_size": 100}),
+              train=TrainConfig(epochs=1.0)).validate().check_buildable()
+
+
+def test_a_model_that_cannot_fit_is_refused_with_an_estimate_before_it_is_built(monkeypatch):
+    from stability import budget, cells
+
+    def never(*args, **kwargs):
+        raise AssertionError("the cell was built")
+
+    monkeypatch.setattr(cells, "build", never)
+    gib = budget.physical_memory() / 2**30
+    for cell in ("spectral", "rnn", "lstm", "vprnn", "kru"):
+        with pytest.raises(ConfigError) as error:
+            RunConfig(cell=CellConfig(cell, 1_000_000_000)).validate().check_buildable()
+        message = str(error.value)
+        assert message.startswith(f"hidden_size 1000000000 of cell '{cell}' needs ~")
+        assert re.search(r"needs ~\d(\.\d)?e\+1[89] bytes of parameters", message) and f"this machine has {gib:.3g} GiB" in message
+    with pytest.raises(ConfigError, match="of activations for batch_size 64 x 1000000000000 steps"):
+        RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10**12})).validate().check_buildable()
+    with pytest.raises(ConfigError, match=r"needs ~10\^40\d bytes"):
+        RunConfig(cell=CellConfig("rnn", 10**200)).validate().check_buildable()
+
+
+def test_the_estimate_lets_the_papers_sizes_through():
+    from stability import budget, tasks
+
+    for cell, hidden, task, options, batch in [("lstm", 1024, "ptb_word", {"seq_len": 300}, 64),
+                                               ("spectral", 128, "copy", {"seq_len": 2000}, 64),
+                                               ("sgornn", 128, "adding", {"seq_len": 5000}, 128),
+                                               ("rnn", 2048, "adding", {"seq_len": 1000}, 64)]:
+        config = RunConfig(cell=CellConfig(cell, hidden), task=TaskConfig(task, options),
+                           train=TrainConfig(batch_size=batch))
+        built = tasks.check(task, **options) if task != "ptb_word" else None
+        parameters, activations = budget.estimate(config, built)
+        assert 0 < parameters + activations < 8 * 2**30

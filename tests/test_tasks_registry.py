@@ -112,3 +112,60 @@ def test_synthetic_task_contract(name):
             assert y.dtype == torch.int64 and y.shape == (5,)
         else:
             assert y.dtype == torch.int64 and y.shape == (5, task.seq_len)
+
+
+# ------------------------------------------------ check: every option value, no data
+BAD_VALUES = [
+    ("adding", {"seq_len": 0}, "seq_len must be an integer >= 2, got 0"),
+    ("adding", {"seq_len": -10}, "seq_len must be an integer >= 2, got -10"),
+    ("adding", {"seq_len": "abc"}, "got 'abc'"),
+    ("adding", {"seq_len": float("inf")}, "got inf"),
+    ("adding", {"train_size": 0}, "train_size must be an integer >= 1"),
+    ("adding_ternary", {"test_size": -1}, "test_size must be an integer >= 1"),
+    ("copy", {"seq_len": 0}, r"seq_len \(the time lag T\) must be an integer >= 1"),
+    ("mnist", {"pixels_per_step": 5}, "pixels_per_step must divide 784"),
+    ("permuted_mnist", {"permutation_seed": -1}, "permutation_seed must be an integer >= 0"),
+    ("mnist_rows", {"normalize": "zscore"}, "normalize must be one of"),
+    ("mnist", {"val_size": 0}, "val_size must be an integer >= 1"),
+    ("mnist", {"download": "no"}, "download must be true or false"),
+    ("mnist", {"data_dir": 3}, "data_dir must be a folder path"),
+    ("mnist", {"progress": "bar"}, "progress must be a function or None"),
+    ("har2", {"val_fraction": 1.5}, "val_fraction must be a number between 0 and 1"),
+    ("ptb_word", {"seq_len": 0}, "seq_len must be an integer >= 1"),
+    ("ptb_char", {"seq_len": "long"}, "seq_len must be an integer"),
+    ("ucr", {"dataset": "../../etc/passwd"}, "dataset must be a UCR dataset name"),
+    ("ucr", {"dataset": "ECG200/../../x"}, "dataset must be a UCR dataset name"),
+    ("ucr", {"dataset": ".."}, "dataset must be a UCR dataset name"),
+    ("ucr", {"dataset": 200}, "dataset must be a UCR dataset name"),
+    ("ucr", {"dataset": "ECG200", "val_fraction": 0}, "val_fraction must be a number between 0 and 1"),
+]
+
+
+@pytest.mark.parametrize(("name", "options", "message"), BAD_VALUES)
+def test_check_refuses_bad_values_without_data(name, options, message, tmp_path):
+    with pytest.raises(ValueError, match=message) as info:
+        tasks.check(name, **options)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "data").exists()  # nothing looked for, nothing downloaded
+
+
+@pytest.mark.parametrize("name", SYNTHETIC)
+def test_check_builds_a_generated_task_without_drawing_examples(name):
+    task = tasks.check(name, seq_len=10**9, train_size=10**9)
+    assert task.name == name and task.fresh_training_data is False and task._sets == {}
+
+
+@pytest.mark.parametrize(("name", "options"), [("mnist", {}), ("permuted_mnist", {"pixels_per_step": 28}),
+                                               ("mnist_rows", {}), ("har2", {}), ("ptb_word", {"seq_len": 35}),
+                                               ("ptb_char", {}), ("ucr", {"dataset": "ECG200"})])
+def test_check_passes_good_real_data_options_without_looking_for_the_data(name, options, tmp_path, monkeypatch):
+    monkeypatch.delenv("STABILITY_OFFLINE")  # a download attempt would reach the network: there is none
+    assert tasks.check(name, data_dir=str(tmp_path / "mine"), **options) is None
+    assert not (tmp_path / "mine").exists() and not (tmp_path / "data").exists()
+
+
+def test_check_names_unknown_and_missing_options_as_build_does():
+    with pytest.raises(ValueError, match="unknown option length for task 'adding'"):
+        tasks.check("adding", length=10)
+    with pytest.raises(ValueError, match="needs the option dataset"):
+        tasks.check("ucr")
