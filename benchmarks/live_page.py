@@ -1,0 +1,372 @@
+"""Does watching a run slow it down?  Real workers, side by side in one run.
+
+    python benchmarks/live_page.py                       # a live Train page against no page
+    python benchmarks/live_page.py --neighbour busy      # thread policies beside a busy process
+
+``--neighbour page`` (the issue's check): a real ``streamlit run app.py``
+server on a temporary store and a real headless Chromium on the Train page
+of the run (``/?run=ID``), against the same run with the server up and no
+page open.  Target: steps/s with the page open >= 0.8x of without, for the
+README's default run (rnn 128, adding T = 100, batch 64, 2000 steps) and for
+a tiny one (rnn 16, T = 20, log every step).  The server's CPU (and the
+browser's: the Playwright driver and Chromium) is read from /proc over the
+same window, and so is the number of websocket messages the page receives
+(proof that it is live: a page that stopped redrawing would pass trivially).
+
+``--neighbour busy``: the page replaced by a Python ``while True`` loop (one
+busy core, about what a Streamlit server costs while a live page redraws),
+for each worker thread policy: the thread count (``$STABILITY_THREADS``) and
+OpenMP's wait policy (``OMP_WAIT_POLICY``; empty = libgomp's default, which
+spins before it sleeps; libgomp warns once about the empty value in the run's log).  ``policy`` is what ``stability.devices`` gives
+a worker on this machine.
+
+Every run is started by ``stability.runner.start_run``, so the worker is the
+real one with the real thread policy.  steps/s = (last step - first step) /
+(their wall-time difference) over the ``speed/steps_per_s`` rows the worker
+wrote inside the window; a window with fewer than two rows gives an upper
+bound (``<=``).  Conditions alternate within each round, so both sides of a
+ratio see the same machine.  Needs /proc (Linux); ``--neighbour page`` needs
+the playwright package and /usr/bin/chromium (never ``playwright install``).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stability import devices, runner  # noqa: E402
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
+from stability.store import TERMINAL, RunStore  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+TICKS = os.sysconf("SC_CLK_TCK")
+SPEED = "speed/steps_per_s"
+MIN_LIVE_MESSAGES_S = 2.0  # a page refreshing every second gets several websocket messages a second
+
+CONFIGS = {
+    # the README's default run: every *_every left to the trainer (log every 10 steps at 2000 steps)
+    "default (rnn 128, T=100)": RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
+                                          train=TrainConfig(steps=2000)),
+    "tiny (rnn 16, T=20, log every step)": RunConfig(
+        cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": 20}),
+        train=TrainConfig(steps=1_000_000, log_every=1, eval_every=100, probe_every=100)),
+}
+
+
+# ----------------------------------------------------------------- /proc
+def cpu_seconds(pids) -> float:
+    """utime + stime of ``pids`` (those still alive), in seconds."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+    return total / TICKS
+
+
+def descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+# ----------------------------------------------------------------- neighbours
+class NoNeighbour:
+    label = "alone"
+    messages = 0  # websocket messages the page received (0 without a page)
+
+    def begin(self, run_id: int) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+class BusyLoop(NoNeighbour):
+    """A Python ``while True`` loop in its own process, bounded in time."""
+
+    label = "busy loop beside"
+
+    def __init__(self, limit_s: float):
+        self.limit_s = limit_s
+        self.process = None
+
+    def begin(self, run_id: int) -> None:
+        code = f"import time\nend = time.time() + {self.limit_s}\nwhile time.time() < end:\n    pass\n"
+        self.process = subprocess.Popen([sys.executable, "-c", code])
+
+    def end(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+class LivePage(NoNeighbour):
+    """The Train page of the run in a real Chromium, served by the benchmark's Streamlit server."""
+
+    label = "Train page open"
+
+    def __init__(self, browser, url: str):
+        self.browser, self.url, self.page = browser, url, None
+
+    def begin(self, run_id: int) -> None:
+        self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.messages = 0  # proof that the page is live: the server's websocket messages to it
+
+        def count(websocket):
+            websocket.on("framereceived", lambda frame: setattr(self, "messages", self.messages + 1))
+
+        self.page.on("websocket", count)
+        self.page.goto(f"{self.url}/?run={run_id}", wait_until="domcontentloaded")
+        with contextlib.suppress(Exception):  # whatever the page draws, the window still measures
+            self.page.get_by_text("steps/s").first.wait_for(timeout=60_000)
+
+    def end(self) -> None:
+        self.page.close()
+
+
+# ----------------------------------------------------------------- one measurement
+def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, settle_s: float,
+            watched: dict[str, set[int]]) -> dict:
+    """Start ``config`` as a background run, let ``neighbour`` begin, and measure a window of ``seconds``."""
+    run_id = runner.start_run(config, store_path, max_concurrent=1)
+    with RunStore(store_path) as store:
+        deadline = time.monotonic() + 180
+        while store.metrics(run_id, names=[SPEED]).empty:
+            if store.run(run_id)["status"] in TERMINAL or time.monotonic() > deadline:
+                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.run(run_id)}")
+            time.sleep(0.2)
+        worker = store.run(run_id)["pid"]
+        device = store.run(run_id)["device"]
+        try:
+            neighbour.begin(run_id)
+            time.sleep(settle_s)
+            groups = {"worker": {worker}, **{name: pids() for name, pids in watched.items()}}
+            before = {name: cpu_seconds(pids) for name, pids in groups.items()}
+            messages, start = neighbour.messages, time.time()
+            _wait(neighbour, seconds)
+            end = time.time()
+            after = {name: cpu_seconds(pids) for name, pids in groups.items()}
+            messages = neighbour.messages - messages
+        finally:
+            neighbour.end()
+            runner.stop_run(run_id, store_path)
+        rows = store.metrics(run_id, names=[SPEED])
+    window = rows[(rows["wall_time"] >= start) & (rows["wall_time"] <= end)].sort_values("step")
+    if len(window) >= 2:
+        speed, bound = ((window["step"].iloc[-1] - window["step"].iloc[0])
+                        / (window["wall_time"].iloc[-1] - window["wall_time"].iloc[0])), False
+    else:  # at most one logged step inside the window: fewer than 2 log intervals fit
+        log_every = config.train.resolved_log_every()
+        speed, bound = (len(window) + 1) * log_every / (end - start), True
+    cpu = {name: (after[name] - before[name]) / (end - start) for name in groups}
+    return {"speed": speed, "bound": bound, "cpu": cpu, "device": device, "messages": messages / (end - start)}
+
+
+def _wait(neighbour, seconds: float) -> None:
+    """Sleep; with a page open, let Playwright deliver its events (it runs on this thread)."""
+    if isinstance(neighbour, LivePage):
+        neighbour.page.wait_for_timeout(seconds * 1000)
+    else:
+        time.sleep(seconds)
+
+
+def fmt_speed(results: list[dict]) -> str:
+    value = statistics.median(r["speed"] for r in results)
+    return ("≤ " if any(r["bound"] for r in results) else "") + f"{value:.3g}"
+
+
+def ratio(with_: list[dict], without: list[dict]) -> str:
+    """median steps/s of ``with_`` over that of ``without``; "≤" when only the numerator is a bound."""
+    upper, lower = any(r["bound"] for r in with_), any(r["bound"] for r in without)
+    if upper and lower:
+        return "?"
+    value = statistics.median(r["speed"] for r in with_) / statistics.median(r["speed"] for r in without)
+    return ("≤ " if upper else "≥ " if lower else "") + f"{value:.3g}×"
+
+
+def cpu(results: list[dict], name: str) -> str:
+    return f"{100 * statistics.median(r['cpu'][name] for r in results):.0f}%"
+
+
+# ----------------------------------------------------------------- the two benchmarks
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(store_path: Path):
+    port = free_port()
+    env = dict(os.environ, STABILITY_STORE=str(store_path), PYTHONUNBUFFERED="1")
+    log = open(store_path.parent / "server.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("streamlit did not start:\n" + (store_path.parent / "server.log").read_text()[-2000:])
+            time.sleep(0.5)
+        yield process, url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def page_benchmark(args, folder: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    store_path = folder / "runs.db"
+    RunStore(store_path).close()
+    me = os.getpid()
+    with streamlit_server(store_path) as (server, url), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        # warm the server up (first script run, imports) before anything is timed
+        warm = browser.new_page()
+        warm.goto(url, wait_until="domcontentloaded")
+        time.sleep(5)
+        warm.close()
+
+        def browser_pids():
+            return descendants(me) - {server.pid} - descendants(server.pid) - {
+                p for p in descendants(me) if b"stability.runner" in _cmdline(p)}
+
+        watched = {"server": lambda: {server.pid}, "browser": browser_pids}
+        neighbours = [NoNeighbour(), LivePage(browser, url)]
+        results = run_rounds(args, store_path, neighbours, watched)
+        browser.close()
+    print(f"\nWorker: {results['device']}; {args.rounds} round(s), {args.seconds:g} s windows; "
+          f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n")
+    print("| run | steps/s, no page | steps/s, Train page open | ratio (target ≥ 0.8) "
+          "| server CPU, no page | server CPU, page | browser CPU, page | worker CPU, page | page messages/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in CONFIGS:
+        without, with_ = results[name, "alone"], results[name, LivePage.label]
+        messages = statistics.median(r["messages"] for r in with_)
+        print(f"| {name} | {fmt_speed(without)} | {fmt_speed(with_)} | {ratio(with_, without)} "
+              f"| {cpu(without, 'server')} | {cpu(with_, 'server')} | {cpu(with_, 'browser')} | {cpu(with_, 'worker')} "
+              f"| {messages:.1f} |")
+    for name in CONFIGS:
+        messages = statistics.median(r["messages"] for r in results[name, LivePage.label])
+        if messages < MIN_LIVE_MESSAGES_S:
+            print(f"\nWARNING: the Train page of {name} received {messages:.1f} messages/s: it was not "
+                  "redrawing (an error on the page?), so its ratio measures no live page.")
+
+
+def _cmdline(pid: int) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""
+
+
+POLICIES = {  # name: (STABILITY_THREADS, OMP_WAIT_POLICY); "" = libgomp's default (spin, then sleep)
+    "old: cores//runs threads, default wait": (None, ""),
+    "cores//runs threads, PASSIVE": (None, "PASSIVE"),
+    "1 thread, default wait": ("1", ""),
+    "policy: (cores-1)//runs threads, PASSIVE": ("policy", "PASSIVE"),
+}
+
+
+def busy_benchmark(args, folder: Path) -> None:
+    old_threads = str(max(1, devices.available_cores() // 1))
+    new_threads = str(devices.worker_threads(1))
+    table = []
+    for policy, (threads, wait) in POLICIES.items():
+        threads = old_threads if threads is None else new_threads if threads == "policy" else threads
+        saved = {name: os.environ.get(name) for name in (devices.THREADS_ENV, "OMP_WAIT_POLICY")}
+        os.environ[devices.THREADS_ENV], os.environ["OMP_WAIT_POLICY"] = threads, wait
+        try:
+            store_path = folder / f"policy-{len(table)}" / "runs.db"
+            store_path.parent.mkdir()
+            neighbours = [NoNeighbour(), BusyLoop(args.seconds + args.settle + 30)]
+            table.append((policy, threads, run_rounds(args, store_path, neighbours, {})))
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    print(f"\n{args.rounds} round(s), {args.seconds:g} s windows; machine: {os.cpu_count()} cores "
+          f"({devices.available_cores()} usable), load average {os.getloadavg()[0]:.1f} at the end.\n")
+    print("| run | worker policy | threads | steps/s alone | steps/s, busy loop beside | busy ÷ alone "
+          "| busy ÷ the policy's busy |")
+    print("|---|---|---|---|---|---|---|")
+    for name in CONFIGS:
+        reference = table[-1][2][name, BusyLoop.label]  # the last policy is stability.devices' own
+        for policy, threads, results in table:
+            alone, busy = results[name, "alone"], results[name, BusyLoop.label]
+            print(f"| {name} | {policy} | {threads} | {fmt_speed(alone)} | {fmt_speed(busy)} "
+                  f"| {ratio(busy, alone)} | {ratio(busy, reference)} |")
+
+
+def run_rounds(args, store_path: Path, neighbours, watched) -> dict:
+    """Every (config, neighbour) pair once per round, the neighbour order flipped every other round."""
+    results: dict = {}
+    for round_ in range(args.rounds):
+        for name, config in CONFIGS.items():
+            order = neighbours if round_ % 2 == 0 else neighbours[::-1]
+            for neighbour in order:
+                result = measure(store_path, config, neighbour, args.seconds, args.settle, watched)
+                results.setdefault((name, neighbour.label), []).append(result)
+                results["device"] = result["device"]
+                print(f"  round {round_ + 1}, {name}, {neighbour.label}: {result['speed']:.3g} steps/s"
+                      f"{' (upper bound)' if result['bound'] else ''}, "
+                      + ", ".join(f"{k} CPU {100 * v:.0f}%" for k, v in result["cpu"].items())
+                      + f", page messages {result['messages']:.1f}/s", flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--neighbour", choices=["page", "busy"], default="page")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of each measured window")
+    parser.add_argument("--settle", type=float, default=5.0, help="seconds between the neighbour's start and the window")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    if args.neighbour == "page" and not (os.path.exists(CHROMIUM) and shutil.which(sys.executable)):
+        sys.exit(f"needs Chromium at {CHROMIUM}")
+    folder = Path(tempfile.mkdtemp(prefix="stability-live-page-"))
+    try:
+        (page_benchmark if args.neighbour == "page" else busy_benchmark)(args, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
