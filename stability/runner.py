@@ -200,8 +200,6 @@ def run_worker(run_id: int, store_path) -> str:
     the run is never left 'running'. Before returning, the next queued run
     is launched into the slot this one frees.
     """
-    import torch
-
     from .train import train_run
 
     limit = max_concurrent_runs()
