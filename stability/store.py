@@ -74,7 +74,7 @@ TERMINAL = ("completed", "stopped", "diverged", "failed", "interrupted")
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
 BUSY_TIMEOUT_MS = 10_000
-SQLITE_HEADER = b"SQLite format 3\x00"
+SMALLEST_DATABASE = 512  # bytes: an SQLite file holds at least one page
 MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER range; any other id names no run
 
 # Fields update_run may set, with the Python type each value is coerced to
@@ -168,8 +168,7 @@ class RunStore:
             conn = self._connect(self.path)
             version = _schema_version(conn)
             if version is None:
-                raise StoreError(f"{self.path} is an SQLite database but not a run store (it has no runs table); "
-                                 f"it was left untouched: choose another --store (or $STABILITY_STORE)")
+                raise self._not_a_store("an SQLite database without a runs table")
             if version < SCHEMA_VERSION:
                 _create_schema(conn)
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
@@ -177,6 +176,8 @@ class RunStore:
         except BaseException as error:
             if conn is not None:
                 conn.close()
+            if isinstance(error, sqlite3.DatabaseError) and "not a database" in str(error):
+                raise self._not_a_store("not an SQLite database") from None
             if isinstance(error, sqlite3.Error):
                 raise self._error(error) from None
             raise
@@ -201,10 +202,9 @@ class RunStore:
             temporary.unlink(missing_ok=True)
             conn = self._connect(temporary)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                _create_schema(conn)
+                _create_schema(conn)  # in a rollback journal: WAL is switched on under the final name
             finally:
-                conn.close()  # the last connection checkpoints the WAL into the file
+                conn.close()
             try:
                 os.link(temporary, self.path)
             except FileExistsError:
@@ -218,17 +218,24 @@ class RunStore:
                 leftover.unlink(missing_ok=True)
 
     def _check_is_store_file(self) -> None:
-        """Refuse an existing file that cannot be a run store before SQLite touches it."""
+        """Refuse an existing empty file before SQLite would take it for a new database.
+
+        Only ``stat``: opening and closing the file here would drop the POSIX locks that
+        SQLite connections of this process hold on it (SQLite's "How to corrupt" §2.2), and a
+        file that is not SQLite at all is recognised by SQLite's first read, which writes nothing.
+        """
         try:
-            with open(self.path, "rb") as handle:
-                header = handle.read(len(SQLITE_HEADER))
+            size = self.path.stat().st_size
         except OSError as error:
             raise StoreError(f"cannot read run store {self.path}: {error.strerror or error}") from None
-        if header == SQLITE_HEADER:
-            return
-        what = "an empty file" if not header else "not an SQLite database"
-        raise StoreError(f"{self.path} is not a run store ({what}); it was left untouched: "
-                         "move it aside or choose another --store (or $STABILITY_STORE)")
+        if size == 0:
+            raise self._not_a_store("an empty file")
+        if size < SMALLEST_DATABASE:  # SQLite would read it as an empty database
+            raise self._not_a_store(f"not an SQLite database: {size} byte{'s' * (size != 1)}")
+
+    def _not_a_store(self, what: str) -> StoreError:
+        return StoreError(f"{self.path} is not a run store ({what}); it was left untouched: "
+                          "move it aside or choose another --store (or $STABILITY_STORE)")
 
     def _error(self, error: sqlite3.Error) -> StoreError:
         """One line for an SQLite error: a busy store, a corrupted file, anything else."""

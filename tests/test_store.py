@@ -468,21 +468,24 @@ def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
         assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
 
 
-def _corrupt(path):
-    """Keep the header page, overwrite every later page with garbage (what a bad disk or a
-    stray write leaves)."""
+def _corrupt(path, where):
+    """Overwrite pages with garbage (what a bad disk or a stray write leaves): every page after
+    the first ("all but the header") or the second half of the file, where the metric rows are
+    ("the metric pages": the runs table still reads)."""
     data = bytearray(path.read_bytes())
     page = int.from_bytes(data[16:18], "big")
-    data[page:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - page))
+    start = page if where == "all but the header" else len(data) // 2 // page * page
+    data[start:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - start))
     path.write_bytes(bytes(data))
 
 
-def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_path):
+@pytest.mark.parametrize("where", ["all but the header", "the metric pages"])
+def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_path, where):
     path = tmp_path / "runs.db"
     with RunStore(path) as store:
         run_id = store.create_run(CONFIG)
         store.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
-    _corrupt(path)
+    _corrupt(path, where)
     before = path.read_bytes()
     with pytest.raises(StoreError) as info:
         with RunStore(path) as store:
@@ -517,3 +520,21 @@ def test_reads_do_not_wait_for_a_writer_holding_the_lock(store, monkeypatch):
             assert reader.run(run_id)["status"] == "running"
     finally:
         holder.close()
+
+
+def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(store):
+    """Opening a RunStore must not open and close the file outside SQLite: that drops the POSIX
+    locks of every connection of this process, and another process's last close then
+    checkpoints and removes the WAL under the first connection, which reads stale rows."""
+    run_id = store.create_run(CONFIG)
+    for round in range(3):
+        RunStore(store.path).close()
+        writer = start_writer(store.path, run_id, f"""
+            for step in range({round} * 50, {round + 1} * 50):
+                store.flush(run_id, [(step, 0.0, "train/loss", step)], [], heartbeat_step=step)
+            store.close()
+        """)
+        while writer.poll() is None:
+            store.metrics(run_id)
+        assert writer.wait() == 0, writer.stderr.read()
+        assert len(store.metrics(run_id)) == 50 * (round + 1) and store.run(run_id)["step"] == 50 * round + 49
