@@ -75,7 +75,7 @@ def browser():
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        unavailable("the playwright package is not installed (pip install -r requirements.txt)")
+        unavailable("the playwright package is not installed (pip install -e \".[test]\")")
     if not os.path.exists(CHROMIUM):
         unavailable("no Chromium at /usr/bin/chromium (apt-get install chromium chromium-driver)")
     with sync_playwright() as playwright:
