@@ -17,6 +17,8 @@ from stability import cells, tasks
 from stability.__main__ import ProgressLine
 from stability.store import TERMINAL, RunStore
 
+from store_files import corrupt
+
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--cell", "rnn", "--hidden-size", "8", "--seq-len", "10", "--steps", "30", "--log-every", "3",
         "--batch-size", "16", "--eval-examples", "32", "--probe-examples", "4"]
@@ -227,17 +229,6 @@ def test_bad_input_stores_no_run(bad_results, bad_store):
     assert len(stored) == len(STORES_A_RUN) and all('"mnist"' in config for config in stored)
 
 
-def _corrupt(path, where):
-    """Overwrite pages with garbage (what a bad disk or a stray write leaves): every page after
-    the first ("all but the header") or the second half of the file, where the metric rows are
-    ("the metric pages": the runs table still reads)."""
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big")
-    start = page if where == "all but the header" else len(data) // 2 // page * page
-    data[start:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - start))
-    path.write_bytes(bytes(data))
-
-
 @pytest.mark.parametrize("where", ["all but the header", "the metric pages"])
 def test_a_corrupted_store_is_one_line_naming_it_and_is_never_written(tmp_path, where):
     path = tmp_path / "runs.db"
@@ -245,7 +236,7 @@ def test_a_corrupted_store_is_one_line_naming_it_and_is_never_written(tmp_path, 
         run_id = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}})
         opened.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
         opened.set_status(run_id, "completed")  # nothing for `runs` to schedule
-    _corrupt(path, where)
+    corrupt(path, where)
     before = path.read_bytes()
     for args in (["runs"], ["show", str(run_id)], ["export", str(run_id)]):
         result = cli(*args, store=path)
@@ -275,6 +266,7 @@ INTERRUPT_SCRIPT = """
 import json, os, signal, sqlite3, sys
 from stability.__main__ import main
 from stability.store import RunStore
+
 
 class InterruptAfterBegin:  # Ctrl-C (SIGINT) right after the n-th BEGIN IMMEDIATE has taken the lock
     def __init__(self, conn):

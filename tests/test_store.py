@@ -16,6 +16,8 @@ import pytest
 
 from stability.store import STATUSES, TERMINAL, RunNotFound, RunStore, StoreError
 
+from store_files import corrupt
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = {"cell": {"name": "spectral", "hidden_size": 8, "options": {}},
           "task": {"name": "adding", "options": {"seq_len": 10}},
@@ -468,24 +470,13 @@ def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
         assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
 
 
-def _corrupt(path, where):
-    """Overwrite pages with garbage (what a bad disk or a stray write leaves): every page after
-    the first ("all but the header") or the second half of the file, where the metric rows are
-    ("the metric pages": the runs table still reads)."""
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big")
-    start = page if where == "all but the header" else len(data) // 2 // page * page
-    data[start:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - start))
-    path.write_bytes(bytes(data))
-
-
 @pytest.mark.parametrize("where", ["all but the header", "the metric pages"])
 def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_path, where):
     path = tmp_path / "runs.db"
     with RunStore(path) as store:
         run_id = store.create_run(CONFIG)
         store.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
-    _corrupt(path, where)
+    corrupt(path, where)
     before = path.read_bytes()
     with pytest.raises(StoreError) as info:
         with RunStore(path) as store:
