@@ -313,3 +313,9 @@ def test_the_configured_rmsprop_semantics_reach_the_model(name, first_step):
         torch.testing.assert_close(moved, expected, rtol=1e-4, atol=1e-9)
     else:
         torch.testing.assert_close(moved, torch.full_like(moved, 1e-2 * first_step), rtol=1e-3, atol=0)
+
+
+def test_total_norm_is_logged_before_clipping(store):
+    run_id, _ = run(store, tiny(cell="rnn", steps=10, log_every=5, clip_grad_norm=1e-6))
+    logged = store.metrics(run_id, ["grad/total_norm"])["value"]
+    assert len(logged) == 2 and (logged > 1e-3).all()  # the raw norm, not the clipped 1e-6
