@@ -61,7 +61,7 @@ CHECKPOINT_EVERY_S = 300.0
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
 # time spent on it stays within this fraction of the run's time (benchmarks/training.py).
-H0_READING_BUDGET = 0.03
+H0_READING_BUDGET = 0.02
 STOP_POLL_S = 0.5
 EVAL_BATCH_SIZE = 256
 
@@ -180,7 +180,7 @@ class Evaluator:
         results, state = [], None
         was_training = model.training
         model.eval()
-        with torch.no_grad():
+        with torch.inference_mode():
             for x, y in batches:
                 x, y = _to(x, y, self.device, self.dtype)
                 if state is not None and state.shape[0] != x.shape[0]:
