@@ -67,7 +67,7 @@ class TrainConfig:
     log_every: int | None = None
     eval_every: int | None = None
     probe_every: int | None = None
-    eval_examples: int = 512  # examples of each fixed set used for val/train-gap evaluation
+    eval_examples: int = 256  # examples of each fixed set used for val/train-gap evaluation (benchmarks/training.py)
     probe_examples: int = 32  # the fixed probe batch for dL/dh0 and dL/dh_t (float64)
     freeze_recurrent: bool = False  # keep the parameters that build W fixed (KRU paper §4.1)
 
