@@ -42,7 +42,6 @@ step; every row logged before it is kept.
 """
 from __future__ import annotations
 
-import copy
 import math
 import os
 import time
@@ -201,12 +200,6 @@ def _to(x, y, device, dtype):
     x = x.to(device=device, dtype=dtype)
     y = y.to(device=device, dtype=dtype) if y.is_floating_point() else y.to(device)
     return x, y
-
-
-def gradient_through_time(model: SequenceModel, task, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """‖∂L/∂h_t‖ for t = 0..T on a probe batch, in float64 on a copy of the model
-    (:meth:`stability.diagnostics.ProbeBatch.through_time`)."""
-    return ProbeBatch(model, task.loss, x, y).through_time()
 
 
 class TimeBudget:
