@@ -2,6 +2,7 @@
 
     run_id = start_run(config)        # stored as 'queued'; a worker starts if a slot is free
     stop_run(run_id)                  # flag in the store, then SIGTERM/SIGKILL if it lingers
+    resume_run(run_id)                # a stopped/interrupted/failed run continues from its checkpoint
     reconcile()                       # dead workers -> 'interrupted'; queued runs -> free slots
 
 A worker is a fresh interpreter (``python -m stability.runner --worker ID
@@ -57,6 +58,7 @@ except ImportError:  # Windows: no advisory locks; scheduling is then best effor
 
 MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
 TOKEN_ENV = "STABILITY_WORKER_TOKEN"
+RESUMABLE = ("stopped", "interrupted", "failed")
 INTERRUPTED_ERROR = "worker process ended without a final status"
 STALE_HEARTBEAT_S = 60.0
 TERMINATE_GRACE_S = 3.0
@@ -179,6 +181,56 @@ def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
         store.close()
 
 
+def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) -> None:
+    """Queue a stopped, interrupted or failed run to continue from its last checkpoint.
+
+    The worker that picks it up restores weights, optimizer state, RNG and
+    data position (:meth:`stability.train.Trainer.fit` with ``resume=True``),
+    discards the rows logged after the checkpoint's step and appends to the
+    same run. Raises :class:`stability.train.ResumeError` (one line, nothing
+    changed) when the run cannot be resumed.
+    """
+    limit = max_concurrent_runs(max_concurrent)
+    store = RunStore(store_path)
+    try:
+        with scheduling_lock(store):
+            prepare_resume(store, run_id)
+            store.update_run(run_id, status="queued", pid=None)
+            _schedule(store, limit)
+    finally:
+        store.close()
+
+
+def prepare_resume(store: RunStore, run_id: int, claim: bool = False) -> RunConfig:
+    """Check that ``run_id`` can be resumed, count the resume and clear its stop request; return its config.
+
+    With ``claim`` the calling process claims the run (the CLI's foreground ``resume``).
+    Call under :func:`scheduling_lock`.
+    """
+    from .train import CHECKPOINT_FORMAT, ResumeError, load_checkpoint
+
+    run = store.run(run_id)
+    if run["status"] not in RESUMABLE:
+        raise ResumeError(f"run {run_id} is {run['status']}; only a stopped, interrupted or failed run "
+                          "can be resumed")
+    path = store.checkpoint_path(run_id)
+    if not path.exists():
+        raise ResumeError(f"run {run_id} has no checkpoint to resume from (one is written every "
+                          "5 minutes and when a run ends)")
+    try:
+        checkpoint_format = load_checkpoint(path).get("format")
+    except Exception as error:  # a truncated or foreign file
+        raise ResumeError(f"run {run_id}'s checkpoint {path} cannot be read ({describe_error(error)})") from None
+    if checkpoint_format != CHECKPOINT_FORMAT:
+        raise ResumeError(f"run {run_id}'s checkpoint was written by an older version that cannot be "
+                          "resumed exactly; start a new run with the same config instead")
+    config = RunConfig.from_dict(run["config"])
+    config.validate()
+    store.update_run(run_id, resumes=(run.get("resumes") or 0) + 1, stop_requested=False, error=None,
+                     **({"pid": os.getpid()} if claim else {}))
+    return config
+
+
 def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
     """Mark runs whose worker is gone 'interrupted', start queued runs in free slots.
 
@@ -210,7 +262,7 @@ def run_worker(run_id: int, store_path) -> str:
             run = store.run(run_id)
             if run["status"] in TERMINAL:  # stopped or interrupted before this worker got to it
                 return run["status"]
-            train_run(RunConfig.from_dict(run["config"]), store, run_id)
+            train_run(RunConfig.from_dict(run["config"]), store, run_id, resume=bool(run.get("resumes")))
             status = store.run(run_id)["status"]
             if status not in TERMINAL:
                 store.set_status(run_id, "failed", error=f"the trainer returned with the run still {status!r}")

@@ -39,12 +39,20 @@ renormalise their reflectors there, as their authors' code does).
 
 A NaN or infinite loss or gradient ends the run as ``diverged`` at that
 step; every row logged before it is kept.
+
+The loop (:class:`Trainer`) only trains; every reading above, evaluation,
+the stop check, checkpoints and progress are hooks (:mod:`stability.hooks`,
+whose docstring gives the contract), and callers add their own
+(``train_run(..., hooks=[...])``).  A checkpoint is written every
+``CHECKPOINT_EVERY_S`` and at the end; ``train_run(..., resume=True)``
+continues a stopped or interrupted run from it exactly.
 """
 from __future__ import annotations
 
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -54,14 +62,11 @@ from torch import nn
 from . import cells, optimizers, tasks
 from .config import RunConfig, TrainConfig
 from .devices import resolve_device, describe_device  # noqa: F401  (moved there; old imports keep working)
-from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
+from .diagnostics import ProbeBatch
+from .hooks import (CHECKPOINT_EVERY_S, H0_READING_BUDGET, Checkpoints, Evaluation,  # noqa: F401
+                    GradientReadings, Hook, ProbeThroughTime, ProgressCallback, Speed, StepResult,
+                    StopRequests, TrainingWindow, norm_of_norms, overrides)
 
-CHECKPOINT_EVERY_S = 300.0
-# The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
-# backward pass of the probe batch); between probe steps it is taken at a log step only while the
-# time spent on it stays within this fraction of the run's time (benchmarks/training.py).
-H0_READING_BUDGET = 0.02
-STOP_POLL_S = 0.5
 EVAL_BATCH_SIZE = 256
 
 
@@ -202,222 +207,270 @@ def _to(x, y, device, dtype):
     return x, y
 
 
-class TimeBudget:
-    """Wall time spent inside ``with budget:`` blocks, allowed up to ``fraction`` of a given elapsed time."""
-
-    def __init__(self, fraction: float):
-        self.fraction = fraction
-        self.spent = 0.0
-
-    def allows(self, elapsed: float) -> bool:
-        return self.spent < self.fraction * elapsed
-
-    def __enter__(self):
-        self._entered = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.spent += time.perf_counter() - self._entered
+class ResumeError(ValueError):
+    """A run cannot be resumed (no checkpoint, or one this version cannot continue); one line."""
 
 
-def _norm_of_norms(tensors: list[torch.Tensor]) -> float:
-    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
-    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
+@dataclass
+class Cadence:
+    """Which readings the current step takes: a log step, and among log steps the evaluation and
+    probe steps (the first log step at or after each multiple of ``eval_every``/``probe_every``)
+    and the last step."""
+
+    log: bool = False
+    eval: bool = False
+    probe: bool = False
+    last: bool = False
 
 
 def load_checkpoint(path) -> dict:
-    """A checkpoint written by :func:`train_run`: ``config``, ``model``, ``optimizer``, ``step``."""
+    """A checkpoint written by :meth:`Trainer.save_checkpoint`: ``config``, ``model``, ``optimizer``,
+    ``step`` and, to resume exactly, the RNG, schedule, cadence and hook states."""
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _save_checkpoint(path, config, model, optimizer, step) -> None:
-    temporary = f"{path}.partial"
-    torch.save({"config": config.to_dict(), "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step}, temporary)
-    os.replace(temporary, path)
+class Trainer:
+    """Trains run ``run_id`` of ``store`` in this process; measurements are :mod:`stability.hooks`.
 
-
-def train_run(config: RunConfig, store, run_id: int, *,
-              progress: Callable[[dict], None] | None = None) -> str:
-    """Train run ``run_id`` in this process; return its terminal status.
-
-    Returns ``"completed"``, ``"stopped"`` or ``"diverged"`` (and sets it in
-    the store); raises on any other problem, leaving the status to the caller.
+    ``fit()`` runs the loop: draw a batch, step the optimizer, hand a
+    :class:`~stability.hooks.StepResult` to every hook, and at log steps
+    flush the rows the hooks recorded in one transaction.  The built-in hooks
+    (:func:`default_hooks`) come first, then ``hooks``.  ``fit(resume=True)``
+    continues from the run's checkpoint: weights, optimizer state, RNG,
+    learning-rate schedule, cadence, data stream position and hook states are
+    restored and the rows logged after the checkpoint's step are discarded,
+    so the resumed run trains exactly as if it had not stopped.
     """
-    config.validate()
-    torch.manual_seed(config.train.seed)
-    device = resolve_device(config.train.device)
-    dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
-    task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
-    train = config.train.with_epochs_as_steps(task.split_size("train"))
-    model = build_model(config, task).to(device=device, dtype=dtype)
-    recurrent = model.cell.recurrent_parameters()
-    if train.freeze_recurrent:
-        for parameter in recurrent:
-            parameter.requires_grad_(False)
-    optimizer = build_optimizer(model, config)
-    schedule = LearningRate(optimizer, train)
-    evaluator = Evaluator(task, config, device, dtype)
-    stateful = getattr(task, "stateful", False)
-    probe_x, probe_y = next(iter(task.batches("val", train.probe_examples)))
-    probe = ProbeBatch(model, task.loss, *_to(probe_x, probe_y, device, dtype))
-    log_every, eval_every, probe_every = (train.resolved_log_every(), train.resolved_eval_every(),
-                                          train.resolved_probe_every())
-    metric = task.metric
 
-    store.update_run(run_id, status="running", started_at=time.time(), device=describe_device(device),
-                     pid=os.getpid(), total_params=sum(p.numel() * (2 if p.is_complex() else 1)
-                                                       for p in model.parameters()),
-                     recurrent_params=model.cell.recurrent_parameter_count(), baseline=task.baseline,
-                     baseline_label=getattr(task, "baseline_label", None), metric=metric,
-                     total_steps=train.steps, step=0)
+    def __init__(self, config: RunConfig, store, run_id: int, *, hooks=(),
+                 progress: Callable[[dict], None] | None = None):
+        config.validate()
+        torch.manual_seed(config.train.seed)
+        self.config, self.store, self.run_id = config, store, run_id
+        self.device = resolve_device(config.train.device)
+        self.dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
+        self.task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
+        self.train = config.train.with_epochs_as_steps(self.task.split_size("train"))
+        self.model = build_model(config, self.task).to(device=self.device, dtype=self.dtype)
+        self.recurrent = self.model.cell.recurrent_parameters()
+        if self.train.freeze_recurrent:
+            for parameter in self.recurrent:
+                parameter.requires_grad_(False)
+        self.optimizer = build_optimizer(self.model, config)
+        self.schedule = LearningRate(self.optimizer, self.train)
+        self.evaluator = Evaluator(self.task, config, self.device, self.dtype)
+        probe_x, probe_y = next(iter(self.task.batches("val", self.train.probe_examples)))
+        probe = ProbeBatch(self.model, self.task.loss, *_to(probe_x, probe_y, self.device, self.dtype))
+        self.hooks = [*default_hooks(probe, progress), *hooks]
+        self.step, self.status, self.error = 0, "completed", None
+        self.cadence = Cadence()
+        self._every = (self.train.resolved_log_every(), self.train.resolved_eval_every(),
+                       self.train.resolved_probe_every())
+        self._next_eval, self._next_probe = self._every[1], self._every[2]
+        self._scalars: list[tuple] = []
+        self._series: list[tuple] = []
+        self._started = time.time()
+        self._carried = None  # a stateful task's hidden state, carried between batches
+        self._stopping = False
 
-    h0_reading = TimeBudget(H0_READING_BUDGET)
-    scalars: list[tuple] = []
-    series: list[tuple] = []
-    start = last_log_time = time.time()
-    last_stop_poll = last_checkpoint = start
-    window_loss = window_score = 0.0
-    window_steps = 0
-    step = 0
-    status = "completed"
-    batches = task.batches("train", train.batch_size)
-    state = None
+    # ------------------------------------------------------------ for hooks
+    def record(self, name: str, value) -> None:
+        """A scalar row at the current step, written at the next flush."""
+        self._scalars.append((self.step, time.time(), name, float(value)))
 
-    def record(name, value):
-        scalars.append((step, time.time(), name, float(value)))
-
-    def flush():
-        store.flush(run_id, scalars, series, heartbeat_step=step)
-        scalars.clear()
-        series.clear()
-
-    def probe_through_time():
-        probe.sync()
-        norms = probe.through_time()
-        record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
-        record("grad/A_h_norm", probe.output_h0_norm())
+    def record_series(self, name: str, values) -> None:
+        """A vector row (one per component) at the current step."""
         now = time.time()
-        series.extend((step, now, "grad/h_t_norm", t, float(v)) for t, v in enumerate(norms))
-        _, sigma = spectrum_metrics(model.cell.recurrent_matrix(), with_radius=False)
-        series.extend((step, now, "sv/spectrum", i, float(v)) for i, v in enumerate(sigma))
+        self._series.extend((self.step, now, name, i, float(v)) for i, v in enumerate(values))
 
-    def evaluate():
-        held_out = evaluator.split(model, "val")
-        fitted = evaluator.split(model, "train")
-        for key, value in held_out.items():
-            record(f"val/{key}", value)
-            record(f"gap/{key}", value - fitted[key])
-        schedule.after_eval(held_out["loss"])
+    def pending(self) -> dict[str, float]:
+        """The scalars recorded since the last flush, by name (the latest of each)."""
+        return {name: value for _, _, name, value in self._scalars}
 
-    step = 0
-    next_eval, next_probe = eval_every, probe_every
-    probe_through_time()  # the state at initialisation
-    evaluate()
-    flush()
+    def flush(self) -> None:
+        self.store.flush(self.run_id, self._scalars, self._series, heartbeat_step=self.step)
+        self._scalars.clear()
+        self._series.clear()
 
-    model.train()
-    for step in range(1, train.steps + 1):
-        x, y = next(batches)
-        x, y = _to(x, y, device, dtype)
+    def stop(self, status: str, error: str | None = None) -> None:
+        """End the run with ``status`` after the current step (a hook's early stop)."""
+        self.status, self.error, self._stopping = status, error, True
+
+    def elapsed(self) -> float:
+        """Training time of this run so far, across resumes."""
+        return time.time() - self._started
+
+    # ------------------------------------------------------------ the loop
+    def fit(self, resume: bool = False) -> str:
+        """Train to ``train.steps`` (or until a hook stops the run); return the terminal status."""
+        if resume:
+            self._restore()
+        self._announce()
+        batches = self.task.batches("train", self.train.batch_size)
+        for _ in range(self.step):  # the same data stream position as when the checkpoint was taken
+            next(batches)
+        on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
+        for hook in self._hooks_with("on_start"):
+            hook.on_start(self, resume)
+        self.flush()
+        self.model.train()
+        while self.step < self.train.steps and not self._stopping:
+            self.step += 1
+            result = self._train_step(next(batches))
+            if result is None:
+                break
+            for hook in on_step:
+                hook.on_step(self, result)
+            if self.cadence.log:
+                for hook in on_log:
+                    hook.on_log(self, result)
+                self._advance_cadence()
+                self.flush()
+        self.flush()  # the rows of a diverged step
+        for hook in self._hooks_with("on_end"):
+            hook.on_end(self)
+        self.flush()
+        self.store.set_status(self.run_id, self.status, error=self.error)
+        return self.status
+
+    def _hooks_with(self, method: str) -> list:
+        return [hook for hook in self.hooks if overrides(hook, method)]
+
+    def _train_step(self, batch) -> StepResult | None:
+        """One optimizer step; None when the loss or the gradient is not finite (run diverged)."""
+        model, dtype, device = self.model, self.dtype, self.device
+        x, y = _to(*batch, device, dtype)
         h0 = model.cell.initial_state(x.shape[0], dtype=dtype, device=device)
-        if stateful and state is not None and state.shape == h0.shape:
-            h0 = state
+        if self._carried is not None and self._carried.shape == h0.shape:
+            h0 = self._carried
         h0_probe = torch.zeros_like(h0).requires_grad_()  # its gradient is dL/dh0
         pred, h_last = model(x, h0 + h0_probe)
-        state = h_last.detach() if stateful else None
-        loss = task.loss(pred, y)
+        self._carried = h_last.detach() if getattr(self.task, "stateful", False) else None
+        loss = self.task.loss(pred, y)
         penalty = model.cell.penalty()
         objective = loss + penalty
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         if not torch.isfinite(objective):
-            status = "diverged"
-            record("train/loss", objective.item())
-            break
+            return self._diverged(("train/loss", objective.item()))
         objective.backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         # Every step: one fused norm, enough to see a non-finite gradient; logged values use stable_norm.
-        total_norm = torch.nn.utils.get_total_norm(grads).item()
-        if not math.isfinite(total_norm):
-            status = "diverged"
-            record("train/loss", loss.item())
-            record("grad/total_norm", total_norm)
-            break
-        is_log_step = step % log_every == 0 or step == train.steps
-        logged_total_norm = _norm_of_norms(grads) if is_log_step else None  # before any clipping
-        if train.clip_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip_grad_norm)
-        optimizer.step()
+        fused_norm = torch.nn.utils.get_total_norm(grads).item()
+        if not math.isfinite(fused_norm):
+            return self._diverged(("train/loss", loss.item()), ("grad/total_norm", fused_norm))
+        self.cadence = self._cadence()
+        total_norm = norm_of_norms(grads) if self.cadence.log else None  # before any clipping
+        if self.train.clip_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), self.train.clip_grad_norm)
+        self.optimizer.step()
         with torch.no_grad():
             model.cell.after_optimizer_step()
-        schedule.after_step(step)
+        self.schedule.after_step(self.step)
+        return StepResult(self.step, loss.item(), penalty.detach() if torch.is_tensor(penalty) else penalty, pred.detach(), y, h0_probe.grad, total_norm)
 
-        window_loss += loss.item()
-        window_score += task.score(pred.detach(), y)
-        window_steps += 1
+    def _diverged(self, *rows) -> None:
+        for name, value in rows:
+            self.record(name, value)
+        self.stop("diverged", f"loss or gradient became non-finite at step {self.step}")
+        return None
 
-        if is_log_step:
-            now = time.time()
-            steps_per_s = window_steps / max(now - last_log_time, 1e-9)
-            record("train/loss", window_loss / window_steps)
-            record(f"train/{metric}", window_score / window_steps)
-            record("train/lr", schedule.value())
-            if penalty.item() != 0.0:
-                record("train/penalty", penalty.item())
-            last_step = step == train.steps
-            is_eval_step = step >= next_eval or last_step  # first log step at or after each multiple
-            is_probe_step = step >= next_probe or last_step
-            if not is_probe_step and h0_reading.allows(now - start):
-                with h0_reading:
-                    probe.sync()
-                    record("grad/h0_norm", probe.h0_norm())
-            record("grad/h0_norm_train", stable_norm(h0_probe.grad).item())
-            recurrent_grads = [p.grad for p in recurrent if p.grad is not None]
-            if recurrent_grads:  # none while W is frozen
-                record("grad/recurrent_norm", _norm_of_norms(recurrent_grads))
-            record("grad/total_norm", logged_total_norm)
-            spectrum, _ = spectrum_metrics(model.cell.recurrent_matrix(), with_radius=is_eval_step)
-            for name, value in spectrum.items():
-                record(name, value)
-            for name, value in model.cell.gate_values().items():
-                record(f"gate/{name}", value)
-            elapsed = now - start
-            eta = (train.steps - step) / steps_per_s
-            record("speed/steps_per_s", steps_per_s)
-            record("progress/examples", step * train.batch_size)
-            record("progress/elapsed_s", elapsed)
-            record("progress/eta_s", eta)
-            if is_eval_step:
-                evaluate()
-                next_eval = (step // eval_every + 1) * eval_every
-            if is_probe_step:
-                probe_through_time()
-                next_probe = (step // probe_every + 1) * probe_every
-            if last_step:  # in the same transaction as the step's other rows, for since_step pollers
-                for key, value in evaluator.split(model, "test", whole=True).items():
-                    record(f"test/{key}", value)
-            if progress is not None:
-                latest = {name: value for _, _, name, value in scalars}
-                progress({"step": step, "total_steps": train.steps, "elapsed_s": elapsed, "eta_s": eta,
-                          "steps_per_s": steps_per_s, **latest})
-            flush()
-            window_loss = window_score = 0.0
-            window_steps = 0
-            last_log_time = time.time()
+    def _cadence(self) -> Cadence:
+        step, steps = self.step, self.train.steps
+        if step % self._every[0] and step != steps:
+            return Cadence()
+        last = step == steps
+        return Cadence(log=True, eval=step >= self._next_eval or last, probe=step >= self._next_probe or last,
+                       last=last)
 
-        now = time.time()
-        if now - last_stop_poll >= STOP_POLL_S:
-            last_stop_poll = now
-            if store.stop_requested(run_id):
-                status = "stopped"
-                break
-        if now - last_checkpoint >= CHECKPOINT_EVERY_S:
-            _save_checkpoint(store.checkpoint_path(run_id), config, model, optimizer, step)
-            last_checkpoint = now
+    def _advance_cadence(self) -> None:
+        _, eval_every, probe_every = self._every
+        if self.cadence.eval:
+            self._next_eval = (self.step // eval_every + 1) * eval_every
+        if self.cadence.probe:
+            self._next_probe = (self.step // probe_every + 1) * probe_every
 
-    flush()  # the rows of a diverged step
-    if status != "diverged":
-        _save_checkpoint(store.checkpoint_path(run_id), config, model, optimizer, step)
-    error = f"loss or gradient became non-finite at step {step}" if status == "diverged" else None
-    store.set_status(run_id, status, error=error)
-    return status
+    def _announce(self) -> None:
+        """Mark the run running, with what the pages show about it."""
+        model, task = self.model, self.task
+        fields = dict(status="running", device=describe_device(self.device), pid=os.getpid(),
+                      total_params=sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters()),
+                      recurrent_params=model.cell.recurrent_parameter_count(), baseline=task.baseline,
+                      baseline_label=getattr(task, "baseline_label", None), metric=task.metric,
+                      total_steps=self.train.steps, step=self.step, finished_at=None)
+        if self.step == 0:
+            fields["started_at"] = time.time()
+        else:
+            fields["error"] = None
+        self.store.update_run(self.run_id, **fields)
+
+    # ------------------------------------------------------------ checkpoints
+    def save_checkpoint(self) -> None:
+        """Everything :meth:`fit` needs to continue exactly from this step (written atomically)."""
+        path = self.store.checkpoint_path(self.run_id)
+        rng = {"torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        state = {"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "step": self.step,
+                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "schedule": {"best_val": self.schedule.best_val, "bad_evals": self.schedule.bad_evals},
+                 "rng": rng, "carried": self._carried, "elapsed": self.elapsed(),
+                 "cadence": [self._next_eval, self._next_probe],
+                 "hooks": {_hook_key(i, hook): hook.state_dict() for i, hook in enumerate(self.hooks)}}
+        temporary = f"{path}.partial"
+        torch.save(state, temporary)
+        os.replace(temporary, path)
+
+    def _restore(self) -> None:
+        path = self.store.checkpoint_path(self.run_id)
+        if not os.path.exists(path):
+            raise ResumeError(f"run {self.run_id} has no checkpoint to resume from")
+        state = load_checkpoint(path)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise ResumeError(f"run {self.run_id}'s checkpoint was written by a version that cannot be "
+                              "resumed exactly; start a new run with the same config instead")
+        if state["config"] != self.config.to_dict():
+            raise ResumeError(f"run {self.run_id}'s checkpoint belongs to a different config")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.best_val, self.schedule.bad_evals = (state["schedule"]["best_val"],
+                                                           state["schedule"]["bad_evals"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        carried = state["carried"]
+        self._carried = None if carried is None else carried.to(device=self.device, dtype=self.dtype)
+        self._next_eval, self._next_probe = state["cadence"]
+        self._started = time.time() - state["elapsed"]
+        for i, hook in enumerate(self.hooks):
+            if _hook_key(i, hook) in state["hooks"]:
+                hook.load_state_dict(state["hooks"][_hook_key(i, hook)])
+        self.step = state["step"]
+        self.store.discard_after(self.run_id, self.step)
+
+
+CHECKPOINT_FORMAT = 2
+
+
+def _hook_key(index: int, hook: Hook) -> str:
+    return f"{index}:{type(hook).__name__}"
+
+
+def default_hooks(probe: ProbeBatch, progress: Callable[[dict], None] | None = None) -> list[Hook]:
+    """The measurements every run takes, in the order their rows are recorded at a log step."""
+    hooks = [TrainingWindow(), GradientReadings(probe), Speed(), Evaluation(), ProbeThroughTime(probe),
+             StopRequests(), Checkpoints()]
+    if progress is not None:
+        hooks.append(ProgressCallback(progress))
+    return hooks
+
+
+def train_run(config: RunConfig, store, run_id: int, *, progress: Callable[[dict], None] | None = None,
+              hooks=(), resume: bool = False) -> str:
+    """Train run ``run_id`` in this process; return its terminal status.
+
+    Returns ``"completed"``, ``"stopped"``, ``"diverged"`` or a hook's status
+    (and sets it in the store); raises on any other problem, leaving the status
+    to the caller.  ``resume=True`` continues from the run's checkpoint
+    (:class:`ResumeError` when there is none).
+    """
+    return Trainer(config, store, run_id, hooks=hooks, progress=progress).fit(resume=resume)

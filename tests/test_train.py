@@ -9,7 +9,7 @@ import torch
 from stability import tasks
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.store import RunStore
-from stability import train as train_module
+from stability import hooks as hooks_module
 from stability.train import build_model, load_checkpoint, train_run
 
 from reference_gradients import log10_state_gradient_norms
@@ -179,7 +179,7 @@ def test_h0_norm_is_read_in_float64_where_the_training_batch_holds_zero(store, m
     """tanh RNN with ‖W‖ = 0.3 at T = 300: ‖∂L/∂h0‖ ~ 0.3^300 ~ 1e-157.  The float32 training batch
     holds exactly 0; grad/h0_norm reads the float64 value, which a step-by-step log-space
     recomputation from the final checkpoint confirms."""
-    monkeypatch.setattr(train_module, "H0_READING_BUDGET", math.inf)  # a reading at every log step
+    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", math.inf)  # a reading at every log step
     config = tiny(cell="rnn", task_options={"seq_len": 300}, steps=10, log_every=5, probe_every=10)
     config.cell.options = {"nonlinearity": "tanh", "init": "orthogonal", "init_gain": 0.3}
     run_id, _ = run(store, config)
@@ -241,11 +241,11 @@ def test_h0_reading_between_probes_keeps_to_its_time_budget(store, monkeypatch):
     """Budget 0: grad/h0_norm only at the probe steps (where the gradient-through-time probe gives it
     for free); an unlimited budget: at every log step too."""
     config = tiny(cell="rnn", steps=30, log_every=5, probe_every=15)
-    monkeypatch.setattr(train_module, "H0_READING_BUDGET", 0.0)
+    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", 0.0)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 15, 30]
     assert sorted(store.metrics(run_id, ["grad/h0_norm_train"]).step) == [5, 10, 15, 20, 25, 30]
-    monkeypatch.setattr(train_module, "H0_READING_BUDGET", math.inf)
+    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", math.inf)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 5, 10, 15, 20, 25, 30]
 
@@ -319,3 +319,141 @@ def test_total_norm_is_logged_before_clipping(store):
     run_id, _ = run(store, tiny(cell="rnn", steps=10, log_every=5, clip_grad_norm=1e-6))
     logged = store.metrics(run_id, ["grad/total_norm"])["value"]
     assert len(logged) == 2 and (logged > 1e-3).all()  # the raw norm, not the clipped 1e-6
+
+
+# ------------------------------------------------------------------ hooks and resume
+class StopAt(hooks_module.Hook):
+    """Ends the run as 'stopped' after ``step``, as a stop request would, but at a known step."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step(self, trainer, result):
+        if result.step == self.step:
+            trainer.stop("stopped")
+
+
+class CrashAfter(hooks_module.Hook):
+    """Saves a checkpoint after step ``checkpoint`` and then dies at step ``crash``, as a killed
+    worker would: rows logged between the two are in the store, the checkpoint is older."""
+
+    def __init__(self, checkpoint, crash):
+        self.checkpoint, self.crash = checkpoint, crash
+
+    def on_step(self, trainer, result):
+        if result.step == self.checkpoint:
+            trainer.save_checkpoint()
+        if result.step == self.crash:
+            raise RuntimeError("worker killed")
+
+
+def resumable(**train):
+    """Noisy h0 (draws from torch's RNG every step), a fixed training set reshuffled every epoch
+    (a data stream position to restore), a plateau schedule (state in the scheduler) and Adam."""
+    defaults = dict(steps=40, log_every=4, eval_every=8, probe_every=12, lr_schedule="plateau", lr_gamma=0.5)
+    defaults.update(train)
+    config = tiny(cell="rnn", task_options={"seq_len": 10, "train_size": 48}, **defaults)
+    config.cell.options.update(h0="noisy", h0_noise_std=0.3)
+    return config
+
+
+DETERMINISTIC = ["train/loss", "train/mse", "train/lr", "val/loss", "gap/loss", "grad/total_norm", "sv/max",
+                 "grad/h0_norm_train", "test/loss"]
+
+
+def rows_by_step(store, run_id):
+    frame = store.metrics(run_id, DETERMINISTIC)
+    assert not frame.duplicated(["step", "name"]).any(), "a step was logged twice"
+    return frame.set_index(["name", "step"])["value"].sort_index()
+
+
+def final_weights(store, run_id):
+    return load_checkpoint(store.checkpoint_path(run_id))["model"]
+
+
+def test_a_stopped_run_resumes_exactly_as_if_it_had_not_stopped(store):
+    config = resumable()
+    whole, status = run(store, config)
+    assert status == "completed"
+    resumed = store.create_run(config.to_dict())
+    assert train_run(config, store, resumed, hooks=[StopAt(18)]) == "stopped"
+    assert store.metrics(resumed, ["train/loss"]).step.max() == 16  # nothing after the stop
+    assert train_run(config, store, resumed, resume=True) == "completed"
+    expected, got = final_weights(store, whole), final_weights(store, resumed)
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_series_equal(rows_by_step(store, resumed), rows_by_step(store, whole))
+    assert store.run(resumed)["status"] == "completed"
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_loses_only_later_rows(store):
+    config = resumable()
+    whole, _ = run(store, config)
+    killed = store.create_run(config.to_dict())
+    with pytest.raises(RuntimeError, match="worker killed"):
+        train_run(config, store, killed, hooks=[CrashAfter(checkpoint=13, crash=27)])
+    assert store.metrics(killed, ["train/loss"]).step.max() == 24  # rows up to the crash were kept
+    assert train_run(config, store, killed, resume=True) == "completed"
+    # the rows of steps 14..27 were discarded and trained again: one row per step, as uninterrupted
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_series_equal(rows_by_step(store, killed), rows_by_step(store, whole))
+    flow = store.series(killed, "grad/h_t_norm")
+    assert sorted(set(flow.step)) == [0, 12, 24, 36, 40] and not flow.duplicated(["step", "index"]).any()
+    expected, got = final_weights(store, whole), final_weights(store, killed)
+    assert all(torch.equal(expected[name], got[name]) for name in expected)
+
+
+def test_elapsed_time_continues_across_a_resume(store):
+    config = resumable()
+    run_id = store.create_run(config.to_dict())
+    train_run(config, store, run_id, hooks=[StopAt(20)])
+    before = store.metrics(run_id, ["progress/elapsed_s"]).value.max()
+    train_run(config, store, run_id, resume=True)
+    elapsed = store.metrics(run_id, ["progress/elapsed_s"]).sort_values("step").value
+    assert elapsed.is_monotonic_increasing and elapsed.max() > before
+
+
+def test_resume_without_a_checkpoint_is_one_clear_error(store):
+    from stability.train import ResumeError
+    config = resumable()
+    run_id = store.create_run(config.to_dict())
+    with pytest.raises(ResumeError, match=f"run {run_id} has no checkpoint"):
+        train_run(config, store, run_id, resume=True)
+
+
+def test_a_hook_sees_every_step_and_records_into_the_same_flush(store):
+    class Count(hooks_module.Hook):
+        def __init__(self):
+            self.steps, self.logged, self.ended = [], [], None
+
+        def on_step(self, trainer, result):
+            self.steps.append(result.step)
+
+        def on_log(self, trainer, result):
+            self.logged.append(result.step)
+            trainer.record("custom/steps_seen", len(self.steps))
+
+        def on_end(self, trainer):
+            self.ended = trainer.status
+
+    counter = Count()
+    run_id = store.create_run(tiny().to_dict())
+    assert train_run(tiny(), store, run_id, hooks=[counter]) == "completed"
+    assert counter.steps == list(range(1, 31)) and counter.logged == [5, 10, 15, 20, 25, 30]
+    assert counter.ended == "completed"
+    custom = store.metrics(run_id, ["custom/steps_seen"])
+    assert custom.set_index("step").value.to_dict() == {s: float(s) for s in counter.logged}
+
+
+def test_a_hook_can_end_a_run_early_with_its_own_status(store):
+    class Prune(hooks_module.Hook):
+        def on_log(self, trainer, result):
+            if trainer.step >= 10:
+                trainer.stop("stopped", "pruned: no better than the median")
+
+    run_id = store.create_run(tiny().to_dict())
+    assert train_run(tiny(), store, run_id, hooks=[Prune()]) == "stopped"
+    info = store.run(run_id)
+    assert info["error"] == "pruned: no better than the median"
+    assert store.metrics(run_id, ["train/loss"]).step.max() == 10

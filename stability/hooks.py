@@ -1,0 +1,304 @@
+"""What a training run measures, evaluates and decides between steps: the trainer's hooks.
+
+The loop in :class:`stability.train.Trainer` only trains; everything else is a
+:class:`Hook`.  The contract, in the order of a run:
+
+``on_start(trainer, resumed)``
+    once, before the first step.  ``trainer.step`` is 0 for a new run (rows
+    recorded here describe the initial state) or the checkpoint's step when
+    ``resumed`` (the rows of that step are already stored; record nothing).
+``on_step(trainer, result)``
+    after every optimizer step, with the :class:`StepResult`.  Keep it cheap:
+    it runs thousands of times a second for a small cell.  May call
+    ``trainer.stop(status, error)``; the run ends after this step.
+``on_log(trainer, result)``
+    at log steps, after ``on_step``, in the order the hooks were given.
+    ``trainer.cadence`` says whether this log step is also an evaluation,
+    probe or last step.  Rows recorded with ``trainer.record`` /
+    ``trainer.record_series`` are flushed to the store in one transaction
+    after every hook has run (so a poller never sees half a step).
+``on_end(trainer)``
+    once, after the loop, with ``trainer.status`` set ("completed",
+    "stopped", "diverged" or a hook's status); rows recorded here are flushed.
+``state_dict()`` / ``load_state_dict(state)``
+    what a hook must carry across a checkpoint to resume exactly.
+
+A hook overrides only the methods it needs; the trainer calls only those.
+Sweeps add early stopping and pruning, and paper presets their own
+measurements, as hooks (``train_run(..., hooks=[...])``) without editing the loop.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import torch
+
+from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
+
+if TYPE_CHECKING:
+    from .train import Trainer
+
+# The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
+# backward pass of the probe batch); between probe steps it is taken at a log step only while the
+# time spent on it stays within this fraction of the run's time (benchmarks/training.py).
+H0_READING_BUDGET = 0.02
+STOP_POLL_S = 0.5
+CHECKPOINT_EVERY_S = 300.0
+
+
+@dataclass
+class StepResult:
+    """One training step, as the hooks see it (after the optimizer step).
+
+    ``loss`` is the task loss as a float and ``penalty`` the cell's soft
+    constraint (a 0-d tensor, read at log steps only); ``h0_grad`` is ∂L/∂h0 on the training batch in the training dtype;
+    ``total_norm`` the stable gradient norm over every parameter before any
+    clipping, computed at log steps only (None otherwise).
+    """
+
+    step: int
+    loss: float
+    penalty: torch.Tensor
+    pred: torch.Tensor
+    y: torch.Tensor
+    h0_grad: torch.Tensor | None
+    total_norm: float | None
+
+
+class Hook:
+    """Base class: every method is optional (see the module docstring for the contract)."""
+
+    def on_start(self, trainer: Trainer, resumed: bool) -> None: ...
+
+    def on_step(self, trainer: Trainer, result: StepResult) -> None: ...
+
+    def on_log(self, trainer: Trainer, result: StepResult) -> None: ...
+
+    def on_end(self, trainer: Trainer) -> None: ...
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+def overrides(hook: Hook, method: str) -> bool:
+    """Whether ``hook`` defines ``method`` itself (the trainer skips the base class's no-ops)."""
+    return getattr(type(hook), method) is not getattr(Hook, method)
+
+
+class TimeBudget:
+    """Wall time spent inside ``with budget:`` blocks, allowed up to ``fraction`` of a given elapsed time."""
+
+    def __init__(self, fraction: float):
+        self.fraction = fraction
+        self.spent = 0.0
+
+    def allows(self, elapsed: float) -> bool:
+        return self.spent < self.fraction * elapsed
+
+    def __enter__(self):
+        self._entered = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.spent += time.perf_counter() - self._entered
+
+
+def norm_of_norms(tensors: list[torch.Tensor]) -> float:
+    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
+    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
+
+
+class TrainingWindow(Hook):
+    """``train/loss``, ``train/<metric>`` (means over the steps since the last log), ``train/lr``,
+    ``train/penalty`` (when non-zero)."""
+
+    def __init__(self):
+        self.loss = self.score = 0.0
+        self.steps = 0
+
+    def on_step(self, trainer, result):
+        self.loss += result.loss
+        self.score += trainer.task.score(result.pred, result.y)
+        self.steps += 1
+
+    def on_log(self, trainer, result):
+        trainer.record("train/loss", self.loss / self.steps)
+        trainer.record(f"train/{trainer.task.metric}", self.score / self.steps)
+        trainer.record("train/lr", trainer.schedule.value())
+        penalty = float(result.penalty)
+        if penalty != 0.0:
+            trainer.record("train/penalty", penalty)
+        self.loss = self.score = 0.0
+        self.steps = 0
+
+    def state_dict(self):
+        return {"loss": self.loss, "score": self.score, "steps": self.steps}
+
+    def load_state_dict(self, state):
+        self.loss, self.score, self.steps = state["loss"], state["score"], state["steps"]
+
+
+class GradientReadings(Hook):
+    """At every log step: ‖∂L/∂h0‖ (float64 probe batch, within :data:`H0_READING_BUDGET` between
+    probe steps; training batch as ``grad/h0_norm_train``), ``grad/recurrent_norm``,
+    ``grad/total_norm``, the recurrent matrix's singular values (``sv/*``; the spectral radius at
+    evaluation steps) and the cell's gates (``gate/*``).  See docs/readings.md."""
+
+    def __init__(self, probe: ProbeBatch):
+        self.probe = probe
+        self.h0_reading = TimeBudget(H0_READING_BUDGET)
+
+    def on_log(self, trainer, result):
+        cadence = trainer.cadence
+        if not cadence.probe and self.h0_reading.allows(trainer.elapsed()):
+            with self.h0_reading:
+                self.probe.sync()
+                trainer.record("grad/h0_norm", self.probe.h0_norm())
+        trainer.record("grad/h0_norm_train", stable_norm(result.h0_grad).item())
+        recurrent_grads = [p.grad for p in trainer.recurrent if p.grad is not None]
+        if recurrent_grads:  # none while W is frozen
+            trainer.record("grad/recurrent_norm", norm_of_norms(recurrent_grads))
+        trainer.record("grad/total_norm", result.total_norm)
+        cell = trainer.model.cell
+        spectrum, _ = spectrum_metrics(cell.recurrent_matrix(), with_radius=cadence.eval)
+        for name, value in spectrum.items():
+            trainer.record(name, value)
+        for name, value in cell.gate_values().items():
+            trainer.record(f"gate/{name}", value)
+
+    def state_dict(self):
+        return {"h0_reading_spent": self.h0_reading.spent}
+
+    def load_state_dict(self, state):
+        self.h0_reading.spent = state["h0_reading_spent"]
+
+
+class Speed(Hook):
+    """``speed/steps_per_s`` over the log window, ``progress/examples``, ``progress/elapsed_s``,
+    ``progress/eta_s``."""
+
+    def __init__(self):
+        self.steps = 0
+        self.since = time.time()
+
+    def on_start(self, trainer, resumed):
+        self.since = time.time()
+
+    def on_step(self, trainer, result):
+        self.steps += 1
+
+    def on_log(self, trainer, result):
+        now = time.time()
+        steps_per_s = self.steps / max(now - self.since, 1e-9)
+        trainer.record("speed/steps_per_s", steps_per_s)
+        trainer.record("progress/examples", trainer.step * trainer.train.batch_size)
+        trainer.record("progress/elapsed_s", trainer.elapsed())
+        trainer.record("progress/eta_s", (trainer.train.steps - trainer.step) / steps_per_s)
+        self.steps = 0
+        self.since = now
+
+
+class Evaluation(Hook):
+    """``val/*`` and ``gap/*`` (held-out minus training, both on fixed sets; SGORNN paper Fig. 4)
+    at the start and at evaluation steps; ``test/*`` on the whole test split at the last step.
+    The plateau learning-rate schedule reads the validation loss from here."""
+
+    def on_start(self, trainer, resumed):
+        if not resumed:
+            self._validate(trainer)
+
+    def on_log(self, trainer, result):
+        if trainer.cadence.eval:
+            self._validate(trainer)
+        if trainer.cadence.last:  # in the same transaction as the step's other rows, for since_step pollers
+            for key, value in trainer.evaluator.split(trainer.model, "test", whole=True).items():
+                trainer.record(f"test/{key}", value)
+
+    @staticmethod
+    def _validate(trainer):
+        held_out = trainer.evaluator.split(trainer.model, "val")
+        fitted = trainer.evaluator.split(trainer.model, "train")
+        for key, value in held_out.items():
+            trainer.record(f"val/{key}", value)
+            trainer.record(f"gap/{key}", value - fitted[key])
+        trainer.schedule.after_eval(held_out["loss"])
+
+
+class ProbeThroughTime(Hook):
+    """At the start and at probe steps, on the float64 probe batch: ``grad/h0_norm``,
+    ``grad/A_h_norm`` (MASO §5.1, Fig. 4), the series ``grad/h_t_norm`` (t = 0..T) and
+    ``sv/spectrum``."""
+
+    def __init__(self, probe: ProbeBatch):
+        self.probe = probe
+
+    def on_start(self, trainer, resumed):
+        if not resumed:
+            self._read(trainer)
+
+    def on_log(self, trainer, result):
+        if trainer.cadence.probe:
+            self._read(trainer)
+
+    def _read(self, trainer):
+        self.probe.sync()
+        norms = self.probe.through_time()
+        trainer.record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
+        trainer.record("grad/A_h_norm", self.probe.output_h0_norm())
+        trainer.record_series("grad/h_t_norm", norms)
+        _, sigma = spectrum_metrics(trainer.model.cell.recurrent_matrix(), with_radius=False)
+        trainer.record_series("sv/spectrum", sigma)
+
+
+class ProgressCallback(Hook):
+    """Hands ``{"step", "total_steps", "elapsed_s", "eta_s", "steps_per_s", <latest rows>}`` to a
+    function at every log step (the CLI's progress line).  Goes after the hooks that record."""
+
+    def __init__(self, callback: Callable[[dict], None]):
+        self.callback = callback
+
+    def on_log(self, trainer, result):
+        latest = trainer.pending()
+        self.callback({"step": trainer.step, "total_steps": trainer.train.steps,
+                       "elapsed_s": latest.get("progress/elapsed_s", trainer.elapsed()),
+                       "eta_s": latest.get("progress/eta_s", math.nan),
+                       "steps_per_s": latest.get("speed/steps_per_s", math.nan), **latest})
+
+
+class StopRequests(Hook):
+    """Ends the run as ``stopped`` when the store holds a stop request (polled every 0.5 s)."""
+
+    def __init__(self, every_s: float = STOP_POLL_S):
+        self.every_s = every_s
+        self.last_poll = time.time()
+
+    def on_step(self, trainer, result):
+        now = time.time()
+        if now - self.last_poll >= self.every_s:
+            self.last_poll = now
+            if trainer.store.stop_requested(trainer.run_id):
+                trainer.stop("stopped")
+
+
+class Checkpoints(Hook):
+    """Saves a checkpoint every ``every_s`` seconds and at the end of a run that did not diverge,
+    so a killed run loses at most the steps since the last one (``python -m stability resume``)."""
+
+    def __init__(self, every_s: float = CHECKPOINT_EVERY_S):
+        self.every_s = every_s
+        self.last = time.time()
+
+    def on_step(self, trainer, result):
+        now = time.time()
+        if now - self.last >= self.every_s:
+            trainer.save_checkpoint()
+            self.last = now
+
+    def on_end(self, trainer):
+        if trainer.status != "diverged":
+            trainer.save_checkpoint()
