@@ -46,6 +46,14 @@ Note [NaN]
     ``value`` is read back as NaN: a diverging run's last rows survive the round
     trip.
 
+Note [schema versions]
+    The ``meta`` table holds the schema version. A new store gets ``_SCHEMA``
+    (the current tables) and ``SCHEMA_VERSION``; an older store is brought up
+    to date when it is opened by the steps in ``_MIGRATIONS``, all in one write
+    transaction that first re-reads the version (another process may have
+    migrated it meanwhile). A store of a newer version is refused, never
+    changed. Versions: 1 the first; 2 adds ``runs.resumes``.
+
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
     polling is exact when every step's rows are committed in one transaction
@@ -68,7 +76,7 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted")
 TERMINAL = ("completed", "stopped", "diverged", "failed", "interrupted")
 DEFAULT_PATH = Path("~/.stability/runs.db")
@@ -83,6 +91,7 @@ _UPDATABLE = {
     "name": str, "status": str, "started_at": float, "finished_at": float, "device": str,
     "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
+    "resumes": int, "stop_requested": bool,
 }
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
@@ -110,7 +119,8 @@ CREATE TABLE IF NOT EXISTS runs (
     metric TEXT,
     step INTEGER,
     total_steps INTEGER,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    resumes INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS metrics (
     run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
@@ -124,6 +134,11 @@ CREATE TABLE IF NOT EXISTS series (
 );
 CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
 """
+
+# Statements that bring a store of schema version v to version v + 1 (Note [schema versions]).
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0",),
+}
 
 
 class StoreError(RuntimeError):
@@ -170,7 +185,7 @@ class RunStore:
             if version is None:
                 raise self._not_a_store("an SQLite database without a runs table")
             if version < SCHEMA_VERSION:
-                _create_schema(conn)
+                _migrate(conn)
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                 conn.execute("PRAGMA journal_mode=WAL")
         except BaseException as error:
@@ -202,7 +217,7 @@ class RunStore:
             temporary.unlink(missing_ok=True)
             conn = self._connect(temporary)
             try:
-                _create_schema(conn)  # in a rollback journal: WAL is switched on under the final name
+                _migrate(conn)  # in a rollback journal: WAL is switched on under the final name
             finally:
                 conn.close()
             try:
@@ -408,6 +423,17 @@ class RunStore:
             conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         self.checkpoint_path(run_id).unlink(missing_ok=True)
 
+    def discard_after(self, run_id: int, step: int) -> None:
+        """Delete the run's scalar and series rows with a step after ``step``, and lower its
+        reported ``step`` to ``step``, in one transaction: a run resuming from a checkpoint
+        taken at ``step`` then appends to exactly the rows it had at that step."""
+        step = int(step)
+        with self._write() as conn:
+            run_id = self._require(conn, run_id)
+            conn.execute("DELETE FROM metrics WHERE run_id = ? AND step > ?", (run_id, step))
+            conn.execute("DELETE FROM series WHERE run_id = ? AND step > ?", (run_id, step))
+            conn.execute("UPDATE runs SET step = ? WHERE id = ? AND step > ?", (step, run_id, step))
+
     def checkpoint_path(self, run_id: int) -> Path:
         """``<store dir>/checkpoints/run-<id>.pt`` (the folder is created)."""
         folder = self.path.parent / "checkpoints"
@@ -451,7 +477,15 @@ class RunStore:
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
                 since_step: int | None = None) -> pd.DataFrame:
-        """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
+        """Scalar rows of one run with ``step > since_step``, ordered by step (Note [schema versions]
+    The ``meta`` table holds the schema version. A new store gets ``_SCHEMA``
+    (the current tables) and ``SCHEMA_VERSION``; an older store is brought up
+    to date when it is opened by the steps in ``_MIGRATIONS``, all in one write
+    transaction that first re-reads the version (another process may have
+    migrated it meanwhile). A store of a newer version is refused, never
+    changed. Versions: 1 the first; 2 adds ``runs.resumes``.
+
+Note [since_step])."""
         run_id = self._run_id(run_id)
         where, params = ["run_id = ?"], [run_id]
         _filter_names(where, params, names)
@@ -503,29 +537,33 @@ class RunStore:
 
 
 def _schema_version(conn: sqlite3.Connection) -> int | None:
-    """The schema version of an existing store; None for an SQLite file that is no run store.
+    """The schema version of an existing store; None for an SQLite file that is no run store
+    (every store has had a ``meta`` table since its first transaction).
     Only reads: a store locked by a writer can still be opened (Note [concurrency])."""
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "runs" not in tables:
+    if not {"runs", "meta"} <= tables:
         return None
-    if "meta" not in tables:
-        return 0
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return 0 if row is None else int(row[0])
+    return None if row is None else int(row[0])
 
 
-def _create_schema(conn: sqlite3.Connection) -> int:
-    """Create the tables of a new store in one transaction; return the file's schema version
-    (a newer one is left untouched)."""
+def _migrate(conn: sqlite3.Connection) -> int:
+    """Create the tables of a new store, or bring an older store to ``SCHEMA_VERSION``, in one
+    transaction; return the version found (a newer one is left untouched; Note [schema versions])."""
     conn.execute("BEGIN IMMEDIATE")  # not executescript: it would COMMIT on its own
     try:
-        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = SCHEMA_VERSION if row is None else int(row[0])
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "runs" not in tables:
+            statements, version = filter(str.strip, _SCHEMA.split(";")), SCHEMA_VERSION
+            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        else:
+            version = _schema_version(conn)
+            statements = [sql for step in range(version, SCHEMA_VERSION) for sql in _MIGRATIONS[step]]
+        for statement in statements:
+            conn.execute(statement)
         if version <= SCHEMA_VERSION:
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key)"
+                         " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
     except BaseException:
         conn.execute("ROLLBACK")
         raise

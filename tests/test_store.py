@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stability.store import STATUSES, TERMINAL, RunNotFound, RunStore, StoreError
+from stability.store import SCHEMA_VERSION, STATUSES, TERMINAL, RunNotFound, RunStore, StoreError
 
 from store_files import corrupt
 
@@ -243,6 +243,36 @@ def test_export_csv_to_path_and_buffer(store, tmp_path):
         np.testing.assert_array_equal(frame["value"].to_numpy(), [0.25, math.inf, math.nan])
 
 
+def test_discard_after_keeps_rows_up_to_the_step_of_this_run_only(store):
+    run_id, other = store.create_run(CONFIG), store.create_run(CONFIG)
+    for rid in (run_id, other):
+        for step in range(10):
+            store.flush(rid, [(step, 0.0, "train/loss", step), (step, 0.0, "val/loss", -step)],
+                        [(step, 0.0, "sv/spectrum", i, step + i) for i in range(3)], heartbeat_step=step)
+    store.discard_after(run_id, 4)
+    assert sorted(set(store.metrics(run_id)["step"])) == list(range(5))
+    assert sorted(set(store.series(run_id, "sv/spectrum")["step"])) == list(range(5))
+    assert store.run(run_id)["step"] == 4
+    assert len(store.metrics(other)) == 20 and len(store.series(other, "sv/spectrum")) == 30
+    assert store.run(other)["step"] == 9
+    store.flush(run_id, [(5, 0.0, "train/loss", 0.5)], [], heartbeat_step=5)  # the resumed run goes on
+    assert list(store.metrics(run_id, names=["train/loss"])["value"]) == [0, 1, 2, 3, 4, 0.5]
+    store.discard_after(run_id, 50)  # nothing after 50: nothing removed, the step is not raised
+    assert len(store.metrics(run_id)) == 11 and store.run(run_id)["step"] == 5
+    with pytest.raises(RunNotFound, match="no run with id 99 in "):
+        store.discard_after(99, 0)
+
+
+def test_resumes_and_the_stop_request_are_settable(store):
+    run_id = store.create_run(CONFIG)
+    assert store.run(run_id)["resumes"] == 0
+    store.request_stop(run_id)
+    store.update_run(run_id, resumes=np.int64(2), stop_requested=False)  # what a resume does
+    run = store.run(run_id)
+    assert run["resumes"] == 2 and type(run["resumes"]) is int
+    assert run["stop_requested"] is False and store.stop_requested(run_id) is False
+
+
 # --------------------------------------------------------------------- file / path
 def test_default_path_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("STABILITY_STORE", str(tmp_path / "nested" / "dir" / "env.db"))
@@ -257,7 +287,7 @@ def test_default_path_from_env(tmp_path, monkeypatch):
 def test_wal_mode_and_schema_version(store):
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "1"
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     run_id = store.create_run(CONFIG)
     with RunStore(store.path) as again:  # reopening keeps the data
         assert again.run(run_id)["config"] == CONFIG
@@ -266,12 +296,13 @@ def test_wal_mode_and_schema_version(store):
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "runs.db"
     RunStore(path).close()
+    newer = SCHEMA_VERSION + 1
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
     with pytest.raises(StoreError) as info:
         RunStore(path)
     message = str(info.value)
-    assert "\n" not in message and str(path) in message and "schema version 2" in message
+    assert "\n" not in message and str(path) in message and f"schema version {newer}" in message
 
 
 @pytest.mark.parametrize("kind", ["directory", "not a database", "parent is a file"])
@@ -529,3 +560,97 @@ def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(stor
             store.metrics(run_id)
         assert writer.wait() == 0, writer.stderr.read()
         assert len(store.metrics(run_id)) == 50 * (round + 1) and store.run(run_id)["step"] == 50 * round + 49
+
+
+# ------------------------------------------------------------------------ migration
+# The tables of schema version 1, as `git show 03ba6e2:stability/store.py` created them.
+SCHEMA_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, config TEXT NOT NULL, status TEXT NOT NULL,
+    created_at REAL NOT NULL, started_at REAL, finished_at REAL, device TEXT, pid INTEGER, heartbeat REAL,
+    error TEXT, total_params INTEGER, recurrent_params INTEGER, baseline REAL, baseline_label TEXT,
+    metric TEXT, step INTEGER, total_steps INTEGER, stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE metrics (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL, name TEXT NOT NULL, value REAL
+);
+CREATE INDEX metrics_run_name_step ON metrics (run_id, name, step);
+CREATE INDEX metrics_run_step ON metrics (run_id, step);
+CREATE TABLE series (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
+    name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
+);
+CREATE INDEX series_run_name_step ON series (run_id, name, step);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+"""
+
+
+def write_v1_store(path, runs=2, steps=6):
+    """A store file as the version-1 code left it (WAL mode), with runs, metric and series rows
+    (two rows for one name at one step, the second written last, and a NaN)."""
+    import json
+
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA_V1)
+    conn.execute("PRAGMA journal_mode=WAL")
+    for run_id in range(1, runs + 1):
+        conn.execute("INSERT INTO runs (name, config, status, created_at, step, stop_requested)"
+                     " VALUES (?, ?, 'completed', ?, ?, 1)", (f"old {run_id}", json.dumps(CONFIG), 1.0e9, steps - 1))
+        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
+                         [(run_id, step, 0.0, name, run_id * 100 + step + k / 10)
+                          for step in range(steps) for k, name in enumerate(["train/loss", "val/loss"])])
+        conn.execute("INSERT INTO metrics VALUES (?, ?, 0.0, 'val/loss', -1.0)", (run_id, steps - 1))
+        conn.execute("INSERT INTO metrics VALUES (?, 2, 0.0, 'gap/loss', NULL)", (run_id,))
+        conn.execute("INSERT INTO series VALUES (?, 0, 0.0, 'sv/spectrum', 0, 1.5)", (run_id,))
+    conn.commit()
+    conn.close()
+
+
+def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
+    path = tmp_path / "runs.db"
+    write_v1_store(path)
+    with sqlite3.connect(path) as conn:
+        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+                  for table in ("metrics", "series")}
+    with RunStore(path) as store:
+        run = store.run(1)
+        assert run["resumes"] == 0 and run["name"] == "old 1" and run["config"] == CONFIG
+        assert run["stop_requested"] is True
+        store.update_run(1, resumes=1, stop_requested=False)
+        assert store.run(1)["resumes"] == 1 and store.run(2)["resumes"] == 0
+        new = store.create_run(CONFIG)
+        assert new == 3 and store.run(new)["resumes"] == 0
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        for table, rows in before.items():
+            assert conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == rows
+    with RunStore(path) as again:  # opening a migrated store again changes nothing
+        assert again.run(1)["resumes"] == 1
+
+
+def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
+    path = tmp_path / "runs.db"
+    write_v1_store(path)
+    code = f"from stability.store import RunStore\nRunStore({str(path)!r}).update_run(1, resumes=1)\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+    for process in processes:
+        assert process.wait(timeout=60) == 0, process.stderr.read()
+    with RunStore(path) as store:
+        assert store.run(1)["resumes"] == 1 and len(store.runs()) == 2
+
+
+def test_an_sqlite_file_with_a_runs_table_but_no_store_meta_is_refused(tmp_path):
+    path = tmp_path / "runs.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, what TEXT)")
+        conn.execute("INSERT INTO runs VALUES (1, 'my morning runs')")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a run store"):
+        RunStore(path)
+    assert path.read_bytes() == before
