@@ -326,3 +326,32 @@ def test_max_concurrent_from_the_environment(monkeypatch):
         runner.max_concurrent_runs()
     with pytest.raises(ValueError, match="max_concurrent"):
         runner.max_concurrent_runs(0)
+
+
+def test_a_stopped_run_resumes_in_a_worker_and_appends_to_its_rows(store_path, store):
+    run_id = runner.start_run(tiny(600), store_path)
+    wait_for_status(store, run_id, ["running"])
+    wait_for_rows(store, run_id, steps=3)
+    assert runner.stop_run(run_id, store_path) == "stopped"
+    stopped_at = store.metrics(run_id, ["train/loss"]).step.max()
+    assert stopped_at < 600
+    runner.resume_run(run_id, store_path)
+    assert wait_for_status(store, run_id, ["completed", "failed"], timeout=120) == "completed", store.run(run_id)
+    run = store.run(run_id)
+    assert run["resumes"] == 1 and run["error"] is None and not run["stop_requested"]
+    losses = store.metrics(run_id, ["train/loss"])
+    assert sorted(losses.step) == list(range(5, 601, 5))  # every log step once: nothing lost, nothing twice
+
+
+def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(store_path, store):
+    from stability.train import ResumeError
+    done = runner.start_run(tiny(10), store_path)
+    wait_for_status(store, done, ["completed"])
+    with pytest.raises(ResumeError, match=f"run {done} is completed; only a stopped"):
+        runner.resume_run(done, store_path)
+    never_ran = store.create_run(tiny().to_dict())
+    store.set_status(never_ran, "stopped")
+    with pytest.raises(ResumeError, match=f"run {never_ran} has no checkpoint"):
+        runner.resume_run(never_ran, store_path)
+    assert [store.run(i)["resumes"] for i in (done, never_ran)] == [0, 0]
+    assert store.run(never_ran)["status"] == "stopped"
