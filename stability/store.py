@@ -52,7 +52,20 @@ Note [schema versions]
     to date when it is opened by the steps in ``_MIGRATIONS``, all in one write
     transaction that first re-reads the version (another process may have
     migrated it meanwhile). A store of a newer version is refused, never
-    changed. Versions: 1 the first; 2 adds ``runs.resumes``.
+    changed. Versions: 1 the first; 2 adds ``runs.resumes``; 3 adds
+    ``latest_metrics``, filled from the stored rows (Note [latest]).
+
+Note [latest]
+    ``latest_metrics`` holds, per run and scalar name, the row at the run's
+    highest step (of several rows at that step, the one written last), so the
+    latest values of every run are one indexed read (:meth:`RunStore.latest_many`)
+    instead of a scan of each run's rows. Every write of scalar rows (``flush``,
+    ``log``) updates it in the same transaction with an upsert that only moves
+    forward in step; ``discard_after`` recomputes a run's rows from ``metrics``
+    and ``delete_run`` removes them, each in its own write's transaction, so it
+    always equals a max-step read of ``metrics`` (tested against one). The
+    recomputation breaks ties at one step by SQLite's ``rowid``, the order the
+    rows were written in.
 
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
@@ -72,13 +85,17 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 2
+if TYPE_CHECKING:
+    from .records import RunRecord
+
+SCHEMA_VERSION = 3
 STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted")
-TERMINAL = ("completed", "stopped", "diverged", "failed", "interrupted")
+ACTIVE_STATUSES = ("queued", "running")  # a worker will still write to the run
+TERMINAL = tuple(status for status in STATUSES if status not in ACTIVE_STATUSES)
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
 BUSY_TIMEOUT_MS = 10_000
@@ -133,11 +150,31 @@ CREATE TABLE IF NOT EXISTS series (
     name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
 );
 CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
+CREATE TABLE IF NOT EXISTS latest_metrics (
+    run_id INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
+    PRIMARY KEY (run_id, name)
+);
 """
+
+# The latest_metrics rows recomputed from the metrics rows that satisfy {where} (Note [latest]).
+_LATEST_FROM_METRICS = """
+INSERT INTO latest_metrics (run_id, name, step, value)
+SELECT run_id, name, step, value FROM (
+    SELECT run_id, name, step, value,
+           ROW_NUMBER() OVER (PARTITION BY run_id, name ORDER BY step DESC, rowid DESC) AS position
+    FROM metrics WHERE {where}
+) AS ranked WHERE position = 1
+"""
+# Keeps latest_metrics current as scalar rows are written (the same statement runs on PostgreSQL).
+_UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES (?, ?, ?, ?)"
+                  " ON CONFLICT (run_id, name) DO UPDATE SET step = excluded.step, value = excluded.value"
+                  " WHERE excluded.step >= latest_metrics.step")
 
 # Statements that bring a store of schema version v to version v + 1 (Note [schema versions]).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0",),
+    2: (_SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS latest_metrics"):],
+        _LATEST_FROM_METRICS.format(where="1 = 1")),
 }
 
 
@@ -364,11 +401,6 @@ class RunStore:
                 " WHERE id = ?",
                 (status, error, status in TERMINAL, now, status, now, run_id))
 
-    def heartbeat(self, run_id: int, step: int | None = None) -> None:
-        """``heartbeat = time.time()``, and the run's current ``step`` if given."""
-        with self._write() as conn:
-            self._heartbeat(conn, run_id, step)
-
     def _heartbeat(self, conn: sqlite3.Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
         cursor = conn.execute("UPDATE runs SET heartbeat = ?, step = COALESCE(?, step) WHERE id = ?",
@@ -387,21 +419,56 @@ class RunStore:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return bool(rows[0][0])
 
-    def run(self, run_id: int) -> dict[str, Any]:
-        """Every column of the run, ``config`` parsed back to a dict."""
+    def _run_rows(self, where: str = "", params: Iterable[Any] = (), order: str = "id DESC") -> list[dict]:
+        """Every column of the runs ``where`` selects, as dicts (``config`` as the stored JSON text)."""
         with self._lock:
             try:
-                cursor = self._conn.execute("SELECT * FROM runs WHERE id = ?", (self._run_id(run_id),))
-                row = cursor.fetchone()
+                cursor = self._conn.execute(f"SELECT * FROM runs {where} ORDER BY {order}", tuple(params))
+                rows = cursor.fetchall()
             except sqlite3.Error as error:
                 raise self._error(error) from None
-            columns = [description[0] for description in cursor.description]
-        if row is None:
+        columns = [description[0] for description in cursor.description]
+        return [dict(zip(columns, row)) for row in rows]
+
+    def run(self, run_id: int) -> dict[str, Any]:
+        """Every column of the run, ``config`` parsed back to a dict (:meth:`record` types it all)."""
+        rows = self._run_rows("WHERE id = ?", (self._run_id(run_id),))
+        if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
-        run = dict(zip(columns, row))
+        run = rows[0]
         run["config"] = json.loads(run["config"])
         run["stop_requested"] = bool(run["stop_requested"])
         return run
+
+    def record(self, run_id: int) -> RunRecord:
+        """The run as a :class:`~stability.records.RunRecord`, with its latest metric values."""
+        from .records import record_from_row
+
+        rows = self._run_rows("WHERE id = ?", (self._run_id(run_id),))
+        if not rows:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
+
+    def records(self, statuses: Iterable[str] | None = None) -> list[RunRecord]:
+        """Every run (or those in one of ``statuses``) as a :class:`~stability.records.RunRecord`,
+        newest first, in two queries: the runs, then all their latest values (Note [latest])."""
+        from .records import record_from_row
+
+        if statuses is None:
+            rows = self._run_rows()
+            latest = self.latest_many()
+        else:
+            statuses = [statuses] if isinstance(statuses, str) else list(statuses)
+            for status in statuses:
+                _check_status(status)
+            rows = self._run_rows(f"WHERE status IN ({', '.join('?' * len(statuses))})", statuses)
+            latest = self.latest_many(row["id"] for row in rows)
+        return [record_from_row(row, latest.get(row["id"], {})) for row in rows]
+
+    def active_runs(self) -> list[RunRecord]:
+        """The runs a worker will still write to (``ACTIVE_STATUSES``: queued or running), oldest
+        first, the order the runner starts queued runs in."""
+        return self.records(ACTIVE_STATUSES)[::-1]
 
     def runs(self) -> pd.DataFrame:
         """One row per run, newest first; ``cell`` and ``task`` are the config's cell and task names."""
@@ -420,19 +487,24 @@ class RunStore:
             run_id = self._require(conn, run_id)
             conn.execute("DELETE FROM metrics WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM series WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM latest_metrics WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
         self.checkpoint_path(run_id).unlink(missing_ok=True)
 
     def discard_after(self, run_id: int, step: int) -> None:
         """Delete the run's scalar and series rows with a step after ``step``, and lower its
         reported ``step`` to ``step``, in one transaction: a run resuming from a checkpoint
-        taken at ``step`` then appends to exactly the rows it had at that step."""
+        taken at ``step`` then appends to exactly the rows it had at that step. Its latest
+        values become those at or before ``step`` (Note [latest])."""
         step = int(step)
         with self._write() as conn:
             run_id = self._require(conn, run_id)
             conn.execute("DELETE FROM metrics WHERE run_id = ? AND step > ?", (run_id, step))
             conn.execute("DELETE FROM series WHERE run_id = ? AND step > ?", (run_id, step))
             conn.execute("UPDATE runs SET step = ? WHERE id = ? AND step > ?", (step, run_id, step))
+            if conn.execute("DELETE FROM latest_metrics WHERE run_id = ? AND step > ?", (run_id, step)).rowcount:
+                conn.execute("DELETE FROM latest_metrics WHERE run_id = ?", (run_id,))
+                conn.execute(_LATEST_FROM_METRICS.format(where="run_id = ?"), (run_id,))
 
     def checkpoint_path(self, run_id: int) -> Path:
         """``<store dir>/checkpoints/run-<id>.pt`` (the folder is created)."""
@@ -447,15 +519,11 @@ class RunStore:
             run_id = self._require(conn, run_id)
             self._insert_scalars(conn, run_id, rows)
 
-    def log_series(self, run_id: int, rows: Iterable[tuple[int, float, str, int, float]]) -> None:
-        """Vector rows ``(step, wall_time, name, index, value)``, in one transaction."""
-        with self._write() as conn:
-            run_id = self._require(conn, run_id)
-            self._insert_series(conn, run_id, rows)
-
-    def flush(self, run_id: int, scalars: Iterable[tuple], series: Iterable[tuple],
+    def flush(self, run_id: int, scalars: Iterable[tuple], series: Iterable[tuple] = (),
               heartbeat_step: int | None = None) -> None:
-        """Scalar rows, series rows and the heartbeat (and ``step``, if given) in one transaction."""
+        """Scalar rows ``(step, wall_time, name, value)``, series rows ``(step, wall_time, name,
+        index, value)``, ``heartbeat = time.time()`` and the run's ``step`` (if ``heartbeat_step``
+        is given) in one transaction."""
         run_id = self._run_id(run_id)
         with self._write() as conn:
             self._heartbeat(conn, run_id, heartbeat_step)
@@ -464,9 +532,15 @@ class RunStore:
 
     @staticmethod
     def _insert_scalars(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
-        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)",
-                         ((run_id, int(step), float(wall), str(name), float(value))
-                          for step, wall, name, value in rows))
+        """Insert the rows and move the run's latest values forward (Note [latest])."""
+        rows = [(run_id, int(step), float(wall), str(name), float(value)) for step, wall, name, value in rows]
+        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)", rows)
+        newest: dict[str, tuple] = {}
+        for row in rows:  # the last row written at the highest step of each name
+            if row[3] not in newest or row[1] >= newest[row[3]][1]:
+                newest[row[3]] = row
+        conn.executemany(_UPSERT_LATEST, ((run_id, name, step, value) for run_id, step, _, name, value
+                                          in newest.values()))
 
     @staticmethod
     def _insert_series(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
@@ -477,15 +551,7 @@ class RunStore:
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
                 since_step: int | None = None) -> pd.DataFrame:
-        """Scalar rows of one run with ``step > since_step``, ordered by step (Note [schema versions]
-    The ``meta`` table holds the schema version. A new store gets ``_SCHEMA``
-    (the current tables) and ``SCHEMA_VERSION``; an older store is brought up
-    to date when it is opened by the steps in ``_MIGRATIONS``, all in one write
-    transaction that first re-reads the version (another process may have
-    migrated it meanwhile). A store of a newer version is refused, never
-    changed. Versions: 1 the first; 2 adds ``runs.resumes``.
-
-Note [since_step])."""
+        """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
         run_id = self._run_id(run_id)
         where, params = ["run_id = ?"], [run_id]
         _filter_names(where, params, names)
@@ -523,13 +589,24 @@ Note [since_step])."""
                              "index": "int64", "value": "float64"})
 
     def latest(self, run_id: int) -> dict[str, float]:
-        """The value at the highest step of every scalar name (a run's 'final' metrics)."""
+        """The value at the highest step of every scalar name (a run's 'final' metrics; Note [latest])."""
         with self._lock:
             run_id = self._require_read(run_id)
-            # SQLite's bare-column rule: with MAX(step), `value` comes from the row holding the maximum.
-            rows = self._query("SELECT name, value, MAX(step) FROM metrics WHERE run_id = ? GROUP BY name",
+            rows = self._query("SELECT run_id, name, value FROM latest_metrics WHERE run_id = ? ORDER BY name",
                                (run_id,))
-        return {name: math.nan if value is None else float(value) for name, value, _ in rows}
+        return _latest_by_run(rows, [run_id])[run_id]
+
+    def latest_many(self, run_ids: Iterable[int] | None = None) -> dict[int, dict[str, float]]:
+        """:meth:`latest` of every run (or of those of ``run_ids`` that exist), in one query:
+        run id -> {name: value}, ``{}`` for a run without scalar rows."""
+        where, params = "", []
+        if run_ids is not None:
+            params = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
+            where = f"WHERE runs.id IN ({', '.join('?' * len(params))})" if params else "WHERE 0 = 1"
+        rows = self._query("SELECT runs.id, latest_metrics.name, latest_metrics.value FROM runs"
+                           " LEFT JOIN latest_metrics ON latest_metrics.run_id = runs.id"
+                           f" {where} ORDER BY runs.id, latest_metrics.name", params)
+        return _latest_by_run([row for row in rows if row[1] is not None], dict.fromkeys(row[0] for row in rows))
 
     def export_csv(self, run_id: int, path_or_buffer) -> None:
         """Write the run's scalar rows as CSV with columns exactly run_id,step,wall_time,name,value."""
@@ -569,6 +646,15 @@ def _migrate(conn: sqlite3.Connection) -> int:
         raise
     conn.execute("COMMIT")
     return version
+
+
+def _latest_by_run(rows: Iterable[tuple], run_ids: Iterable[int]) -> dict[int, dict[str, float]]:
+    """``(run_id, name, value)`` rows as run id -> {name: value}, every id of ``run_ids`` present;
+    a NULL value (a stored NaN, Note [NaN]) is NaN."""
+    latest: dict[int, dict[str, float]] = {run_id: {} for run_id in run_ids}
+    for run_id, name, value in rows:
+        latest[run_id][name] = math.nan if value is None else float(value)
+    return latest
 
 
 def _check_status(status: str) -> None:

@@ -94,11 +94,11 @@ def test_stop_flag_and_heartbeat(store):
     store.request_stop(run_id)
     assert store.stop_requested(run_id) is True and store.stop_requested(other) is False
     before = time.time()
-    store.heartbeat(run_id, step=7)
+    store.flush(run_id, [], heartbeat_step=7)
     run = store.run(run_id)
     assert run["heartbeat"] >= before and run["step"] == 7
-    store.heartbeat(run_id)
-    assert store.run(run_id)["step"] == 7
+    store.flush(run_id, [])
+    assert store.run(run_id)["step"] == 7 and store.run(run_id)["heartbeat"] >= run["heartbeat"]
 
 
 def test_runs_frame_newest_first_with_cell_and_task(store):
@@ -154,7 +154,7 @@ def test_since_step_returns_only_new_rows(store):
     new = store.metrics(run_id, since_step=last)
     assert list(new["step"]) == [3, 4, 5]
     assert list(store.metrics(run_id, names=["train/loss"], since_step=4)["step"]) == [5]
-    store.log_series(run_id, [(step, 0.0, "sv/spectrum", i, i) for step in range(4) for i in range(2)])
+    store.flush(run_id, [], [(step, 0.0, "sv/spectrum", i, i) for step in range(4) for i in range(2)])
     assert list(store.series(run_id, "sv/spectrum", since_step=2)["step"]) == [3, 3]
 
 
@@ -162,7 +162,7 @@ def test_nan_and_inf_round_trip(store):
     run_id = store.create_run(CONFIG)
     values = [math.nan, math.inf, -math.inf, 1e-300, 0.5]
     store.log(run_id, [(i, 0.0, "train/loss", v) for i, v in enumerate(values)])
-    store.log_series(run_id, [(0, 0.0, "grad/h_t_norm", i, v) for i, v in enumerate(values)])
+    store.flush(run_id, [], [(0, 0.0, "grad/h_t_norm", i, v) for i, v in enumerate(values)])
     np.testing.assert_array_equal(store.metrics(run_id)["value"].to_numpy(), values)
     np.testing.assert_array_equal(store.series(run_id, "grad/h_t_norm")["value"].to_numpy(), values)
     store.log(run_id, [(9, 0.0, "val/loss", math.nan)])
@@ -175,8 +175,8 @@ def test_nan_and_inf_round_trip(store):
 def test_series_round_trip(store):
     run_id = store.create_run(CONFIG)
     rows = [(step, 1.0 + step, "grad/h_t_norm", t, 10.0 ** -t) for step in (0, 5) for t in range(4)]
-    store.log_series(run_id, rows)
-    store.log_series(run_id, [(0, 1.0, "sv/spectrum", 0, 1.0)])
+    store.flush(run_id, [], rows)
+    store.flush(run_id, [], [(0, 1.0, "sv/spectrum", 0, 1.0)])
     frame = store.series(run_id, "grad/h_t_norm")
     assert list(frame.columns) == ["run_id", "step", "wall_time", "name", "index", "value"]
     assert list(frame.itertuples(index=False, name=None)) == [(run_id, *row) for row in rows]
@@ -196,8 +196,8 @@ def test_flush_writes_scalars_series_and_heartbeat_together(store):
 def test_unknown_run_raises_one_line(store, tmp_path):
     store.create_run(CONFIG)
     calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1), lambda: store.set_status(99, "running"),
-             lambda: store.heartbeat(99), lambda: store.request_stop(99), lambda: store.stop_requested(99),
-             lambda: store.log(99, []), lambda: store.log_series(99, []), lambda: store.flush(99, [], []),
+             lambda: store.discard_after(99, 0), lambda: store.request_stop(99), lambda: store.stop_requested(99),
+             lambda: store.log(99, []), lambda: store.flush(99, [], []), lambda: store.record(99),
              lambda: store.metrics(99), lambda: store.series(99, "x"), lambda: store.latest(99),
              lambda: store.delete_run(99), lambda: store.export_csv(99, io.StringIO())]
     for call in calls:
@@ -229,7 +229,7 @@ def test_export_csv_to_path_and_buffer(store, tmp_path):
     run_id = store.create_run(CONFIG)
     rows = [(0, 10.5, "train/loss", 0.25), (0, 10.5, "sv/max", math.inf), (1, 11.5, "train/loss", math.nan)]
     store.log(run_id, rows)
-    store.log_series(run_id, [(0, 10.5, "sv/spectrum", 0, 3.0)])  # not part of the scalar export
+    store.flush(run_id, [], [(0, 10.5, "sv/spectrum", 0, 3.0)])  # not part of the scalar export
     buffer = io.StringIO()
     store.export_csv(run_id, buffer)
     assert buffer.getvalue().splitlines()[0] == "run_id,step,wall_time,name,value"
@@ -259,8 +259,6 @@ def test_discard_after_keeps_rows_up_to_the_step_of_this_run_only(store):
     assert list(store.metrics(run_id, names=["train/loss"])["value"]) == [0, 1, 2, 3, 4, 0.5]
     store.discard_after(run_id, 50)  # nothing after 50: nothing removed, the step is not raised
     assert len(store.metrics(run_id)) == 11 and store.run(run_id)["step"] == 5
-    with pytest.raises(RunNotFound, match="no run with id 99 in "):
-        store.discard_after(99, 0)
 
 
 def test_resumes_and_the_stop_request_are_settable(store):
@@ -352,7 +350,7 @@ def test_reader_polls_while_another_process_writes(store):
     while time.time() < deadline:
         done = writer.poll() is not None
         new = store.metrics(run_id, since_step=last)
-        store.heartbeat(busy, step=polls)  # this process writes too: writer/writer contention
+        store.flush(busy, [], heartbeat_step=polls)  # this process writes too: writer/writer contention
         polls += 1
         if not new.empty:
             frames.append(new)
@@ -449,10 +447,11 @@ def test_run_ids_that_cannot_exist_are_not_found(store, run_id):
                  lambda: store.series(run_id, "x"), lambda: store.set_status(run_id, "stopped"),
                  lambda: store.request_stop(run_id), lambda: store.stop_requested(run_id),
                  lambda: store.flush(run_id, [], []), lambda: store.delete_run(run_id),
+                 lambda: store.record(run_id), lambda: store.discard_after(run_id, 0),
                  lambda: store.export_csv(run_id, io.StringIO())):
         with pytest.raises(RunNotFound, match=f"no run with id {run_id} in "):
             call()
-    assert store.metrics_many([2**70, -1]).empty
+    assert store.metrics_many([2**70, -1]).empty and store.latest_many([2**70, -1]) == {}
 
 
 class _InterruptAfterBegin:
@@ -629,6 +628,10 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
             assert conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == rows
     with RunStore(path) as again:  # opening a migrated store again changes nothing
         assert again.run(1)["resumes"] == 1
+        latest = again.latest_many()
+        assert comparable(latest) == comparable(brute_force_latest(path))
+        assert comparable({1: latest[1]}) == comparable({1: {"gap/loss": math.nan, "train/loss": 105.0,
+                                                             "val/loss": -1.0}})  # the tie: written last
 
 
 def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
@@ -654,3 +657,70 @@ def test_an_sqlite_file_with_a_runs_table_but_no_store_meta_is_refused(tmp_path)
     with pytest.raises(StoreError, match="not a run store"):
         RunStore(path)
     assert path.read_bytes() == before
+
+
+# ----------------------------------------------------------------- latest values
+def brute_force_latest(path):
+    """Run id -> {name: value} from a plain read of every run and metric row: per run and name the
+    row with the highest step, the last written (highest rowid) where several share that step."""
+    with sqlite3.connect(path) as conn:
+        run_ids = [row[0] for row in conn.execute("SELECT id FROM runs")]
+        rows = conn.execute("SELECT rowid, run_id, name, step, value FROM metrics").fetchall()
+    conn.close()
+    best = {}
+    for rowid, run_id, name, step, value in rows:
+        if (run_id, name) not in best or (step, rowid) > best[run_id, name][0]:
+            best[run_id, name] = ((step, rowid), value)
+    latest = {run_id: {} for run_id in run_ids}
+    for (run_id, name), (_, value) in best.items():
+        latest[run_id][name] = math.nan if value is None else value
+    return latest
+
+
+def comparable(latest):
+    """NaN != NaN: compare through repr."""
+    return {run_id: {name: repr(value) for name, value in values.items()} for run_id, values in latest.items()}
+
+
+def random_rows(rng, high_step):
+    names = ["train/loss", "val/loss", "grad/h0_norm", "sv/margin"]
+    values = [0.5, -1.0, math.nan, math.inf, 1e-300, 7.0]
+    return [(int(rng.integers(0, high_step + 1)), 0.0, names[rng.integers(len(names))],
+             float(values[rng.integers(len(values))]) if rng.random() < 0.3 else float(rng.normal()))
+            for _ in range(rng.integers(0, 6))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_latest_values_equal_a_brute_force_read_after_random_writes_discards_and_deletes(store, seed):
+    rng = np.random.default_rng(seed)
+    runs, high = [store.create_run(CONFIG) for _ in range(3)], {}
+    for _ in range(120):
+        run_id, action = runs[rng.integers(len(runs))], rng.random()
+        high[run_id] = high.get(run_id, 0) + int(rng.integers(0, 3))
+        if action < 0.5:  # steps move forward, but rows may land at or below earlier steps too
+            store.flush(run_id, random_rows(rng, high[run_id]), [], heartbeat_step=high[run_id])
+        elif action < 0.7:
+            store.log(run_id, random_rows(rng, high[run_id]))
+        elif action < 0.9:
+            high[run_id] = int(rng.integers(0, high[run_id] + 1))
+            store.discard_after(run_id, high[run_id])
+        else:
+            store.delete_run(run_id)
+            runs[runs.index(run_id)] = store.create_run(CONFIG)
+        expected = comparable(brute_force_latest(store.path))
+        assert comparable(store.latest_many()) == expected
+        subset = runs[:2] + [10**6]
+        assert comparable(store.latest_many(subset)) == {run_id: expected[run_id] for run_id in runs[:2]}
+        assert comparable({run_id: store.latest(run_id) for run_id in runs}) == expected
+    with sqlite3.connect(store.path) as conn:  # no rows left behind by deleted runs
+        assert conn.execute("SELECT COUNT(*) FROM latest_metrics WHERE run_id NOT IN (SELECT id FROM runs)"
+                            ).fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_failed_flush_leaves_the_latest_values_as_they_were(store):
+    run_id = store.create_run(CONFIG)
+    store.flush(run_id, [(1, 0.0, "train/loss", 1.0)])
+    with pytest.raises(ValueError):
+        store.flush(run_id, [(2, 0.0, "train/loss", 2.0)], [(2, 0.0, "v", 0, "not a number")])
+    assert store.latest(run_id) == {"train/loss": 1.0} == brute_force_latest(store.path)[run_id]

@@ -1,0 +1,109 @@
+"""A stored run as one typed value: what the store returns to pages, the CLI and the runner.
+
+    record = store.record(run_id)          # RunRecord
+    record.config.cell.hidden_size         # a RunConfig, parsed once here
+    record.latest["val/loss"]              # the value at the run's highest step of every metric
+    [r.id for r in store.active_runs()]    # queued or running
+
+A config the current code no longer parses (a renamed option, a field a later
+version dropped) does not make the run unreadable: ``config`` is None,
+``raw_config`` keeps the stored dict and ``config_problem`` says, in one
+line, what is wrong with it.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from .store import ACTIVE_STATUSES, _section_name
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run: its stored columns, its config as a :class:`~stability.config.RunConfig`, and the
+    latest value of every scalar metric (``latest``: name -> value at the highest step)."""
+
+    id: int
+    name: str
+    status: str
+    config: RunConfig | None
+    raw_config: Mapping[str, Any]
+    config_problem: str | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    heartbeat: float | None
+    device: str | None
+    pid: int | None
+    total_params: int | None
+    recurrent_params: int | None
+    metric: str | None                   # the task's metric (mse, accuracy, ...), once a worker built it
+    baseline: float | None               # its memoryless baseline, where the task has one
+    baseline_label: str | None
+    step: int | None                     # the last step a worker reported
+    total_steps: int | None              # the budget: as the worker reported it, else the config's
+    error: str | None
+    resumes: int
+    stop_requested: bool
+    latest: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        """Queued or running."""
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def cell(self) -> str | None:
+        """The cell's name (read from the stored dict when the config no longer parses)."""
+        return _section_name(self.raw_config, "cell")
+
+    @property
+    def task(self) -> str | None:
+        """The task's name (read from the stored dict when the config no longer parses)."""
+        return _section_name(self.raw_config, "task")
+
+    @property
+    def progress(self) -> float:
+        """``step / total_steps`` in [0, 1]; 0 before the first report or without a budget."""
+        return min(1.0, (self.step or 0) / self.total_steps) if self.total_steps else 0.0
+
+
+def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunRecord:
+    """The :class:`RunRecord` of a ``runs`` row (column name -> value, ``config`` as stored JSON)."""
+    raw, config, problem = parse_config(row["config"])
+    budget = row["total_steps"]
+    if budget is None and config is not None:
+        budget = config.train.steps
+    return RunRecord(
+        id=int(row["id"]), name=row["name"] or "", status=row["status"],
+        config=config, raw_config=MappingProxyType(raw), config_problem=problem,
+        created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
+        heartbeat=row["heartbeat"], device=row["device"], pid=row["pid"],
+        total_params=row["total_params"], recurrent_params=row["recurrent_params"],
+        metric=row["metric"], baseline=row["baseline"], baseline_label=row["baseline_label"],
+        step=row["step"], total_steps=budget, error=row["error"],
+        resumes=int(row["resumes"] or 0), stop_requested=bool(row["stop_requested"]),
+        latest=MappingProxyType(dict(latest)))
+
+
+def parse_config(text: str) -> tuple[dict, RunConfig | None, str | None]:
+    """``(stored dict, RunConfig or None, one-line problem or None)`` of a stored config."""
+    from .config import ConfigError, RunConfig  # config imports torch; the store alone does not need it
+
+    try:
+        raw = json.loads(text)
+    except (TypeError, ValueError) as error:
+        return {}, None, f"the stored config is not JSON ({error})"
+    try:
+        return raw, RunConfig.from_dict(raw), None
+    except (ConfigError, TypeError) as error:
+        lines = str(error).strip().splitlines()
+        problem = f"the stored config no longer parses: {lines[0] if lines else type(error).__name__}"
+        return (raw if isinstance(raw, dict) else {}), None, problem
+
