@@ -2,7 +2,9 @@
 
     table = run_table(RunStore())          # newest first, like RunStore.runs()
 
-The table the Compare and Runs pages show and select from. Columns:
+The table the Compare and Runs pages show and select from, read in two
+queries however many runs there are (:meth:`RunStore.records`: the runs, then
+every run's latest values from the store's latest-metrics table). Columns:
 
 ==========================  ==================================================
 ``id``, ``name``, ``status``  as stored
@@ -12,7 +14,9 @@ The table the Compare and Runs pages show and select from. Columns:
 ``step``, ``total_steps``   the last step a worker reported, and the budget
 ``progress``                ``step / total_steps`` in [0, 1] (0 before the first report)
 ``created``                 ``created_at`` as a local datetime
-``device``, ``error``       as stored
+``device``, ``error``       as stored; for a run whose stored config no longer
+                            parses, ``error`` says why (and the config columns
+                            other than ``cell`` and ``task`` are empty)
 ``metric``, ``baseline``,   the task's metric name and its memoryless baseline,
 ``baseline_label``          known once a worker has built the task
 ``val/...``, ``test/...``   the last logged value of every held-out metric
@@ -25,18 +29,19 @@ from datetime import datetime
 
 import pandas as pd
 
+from .metric_names import FINAL_PREFIXES, is_final
+from .records import RunRecord
 from .store import RunStore
 
 SUMMARY_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed",
                    "step", "total_steps", "progress", "created", "device", "error",
                    "metric", "baseline", "baseline_label"]
-FINAL_PREFIXES = ("val/", "test/")
 
 
 def run_table(store: RunStore) -> pd.DataFrame:
     """Every run of ``store`` with the columns of the module docstring, newest first."""
-    rows = [_summary(store.run(run_id), store.latest(run_id)) for run_id in store.runs()["id"]]
-    finals = sorted({key for row in rows for key in row if key.startswith(FINAL_PREFIXES)}, key=final_order)
+    rows = [_summary(record) for record in store.records()]
+    finals = sorted({key for row in rows for key in row if is_final(key)}, key=final_order)
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + finals)
     return frame.astype({"id": "int64", "hidden": "Int64", "seq_len": "Int64", "steps": "Int64", "seed": "Int64",
                          "step": "Int64", "total_steps": "Int64", "progress": "float64", "lr": "float64",
@@ -49,20 +54,18 @@ def final_order(name: str) -> tuple:
     return (FINAL_PREFIXES.index(split + "/"), metric != "loss", metric)
 
 
-def _summary(run: dict, latest: dict[str, float]) -> dict:
-    config = run["config"]
-    cell, task, train = (config.get(section) or {} for section in ("cell", "task", "train"))
-    step, total = run["step"], run["total_steps"] or train.get("steps")
+def _summary(record: RunRecord) -> dict:
+    config = record.config
     return {
-        "id": run["id"], "name": run["name"] or "", "status": run["status"],
-        "cell": cell.get("name"), "hidden": cell.get("hidden_size"),
-        "task": task.get("name"), "seq_len": (task.get("options") or {}).get("seq_len"),
-        "steps": train.get("steps"), "lr": train.get("lr"), "seed": train.get("seed"),
-        "step": step, "total_steps": total,
-        "progress": min(1.0, (step or 0) / total) if total else 0.0,
-        "created": datetime.fromtimestamp(run["created_at"]),
-        "device": run["device"] or "", "error": run["error"] or "",
-        "metric": run["metric"] or "", "baseline": math.nan if run["baseline"] is None else run["baseline"],
-        "baseline_label": run["baseline_label"] or "",
-        **{name: value for name, value in latest.items() if name.startswith(FINAL_PREFIXES)},
+        "id": record.id, "name": record.name, "status": record.status,
+        "cell": record.cell, "hidden": config.cell.hidden_size if config else None,
+        "task": record.task, "seq_len": (config.task.options or {}).get("seq_len") if config else None,
+        "steps": config.train.steps if config else None, "lr": config.train.lr if config else None,
+        "seed": config.train.seed if config else None,
+        "step": record.step, "total_steps": record.total_steps, "progress": record.progress,
+        "created": datetime.fromtimestamp(record.created_at),
+        "device": record.device or "", "error": record.error or record.config_problem or "",
+        "metric": record.metric or "", "baseline": math.nan if record.baseline is None else record.baseline,
+        "baseline_label": record.baseline_label or "",
+        **{name: value for name, value in record.latest.items() if is_final(name)},
     }

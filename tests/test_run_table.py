@@ -52,3 +52,53 @@ def test_config_summary_progress_and_final_metrics(store):
     assert fresh["status"] == "queued" and fresh["progress"] == 0.0 and fresh["total_steps"] == 2000
     assert pd.isna(fresh["seq_len"])  # mnist has no free length
     assert math.isnan(fresh["val/accuracy"]) and math.isnan(fresh["baseline"])
+
+
+def statements_while(store, call):
+    """The SQL statements ``call()`` sends through the store's connection."""
+    sent = []
+    store._conn.set_trace_callback(sent.append)
+    try:
+        call()
+    finally:
+        store._conn.set_trace_callback(None)
+    return sent
+
+
+def test_the_number_of_queries_does_not_grow_with_the_number_of_runs(store):
+    counts = []
+    for runs in (2, 12):
+        while len(store.runs()) < runs:
+            run_id = create(store)
+            store.flush(run_id, [(step, 0.0, name, run_id + step) for step in range(3)
+                                 for name in ("val/loss", "test/loss", "train/loss")], heartbeat_step=2)
+        counts.append(len(statements_while(store, lambda: run_table(store))))
+    assert counts[0] == counts[1] <= 2
+
+
+def test_final_columns_equal_the_last_row_of_each_run_read_directly(store):
+    ids = [create(store) for _ in range(4)]
+    for position, run_id in enumerate(ids):
+        steps = range(0, 10 * (position + 1), 5)
+        store.flush(run_id, [(step, 0.0, "val/loss", (step + 1) / (run_id + 1)) for step in steps])
+        if position % 2:
+            store.flush(run_id, [(3, 0.0, "test/accuracy", 0.25 * position)])
+    table = run_table(store).set_index("id")
+    for run_id in ids:
+        rows = store.metrics(run_id)
+        for name in ("val/loss", "test/accuracy"):
+            mine = rows[rows["name"] == name]
+            expected = mine.loc[mine["step"].idxmax(), "value"] if len(mine) else math.nan
+            assert table.loc[run_id, name] == pytest.approx(expected, nan_ok=True)
+
+
+def test_a_run_whose_config_no_longer_parses_is_listed_with_the_reason(store):
+    good = create(store)
+    broken = store.create_run({"cell": {"name": "rnn", "hidden_size": 8, "colour": "red"},
+                               "task": {"name": "adding"}}, name="old")
+    table = run_table(store).set_index("id")
+    row = table.loc[broken]
+    assert (row["name"], row["cell"], row["task"], row["status"]) == ("old", "rnn", "adding", "queued")
+    assert "colour" in row["error"] and "\n" not in row["error"]
+    assert pd.isna(row["hidden"]) and pd.isna(row["steps"]) and row["progress"] == 0.0
+    assert table.loc[good, "error"] == "" and table.loc[good, "hidden"] == 24

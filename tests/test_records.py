@@ -1,0 +1,123 @@
+"""stability/records.py and RunStore.record/records/active_runs: a stored run as one typed value."""
+import dataclasses
+import math
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.records import RunRecord
+from stability.store import STATUSES, TERMINAL, RunNotFound, RunStore
+
+CONFIG = RunConfig(cell=CellConfig("lstm", 12, {}), task=TaskConfig("copy", {"seq_len": 30}),
+                   train=TrainConfig(steps=300, lr=2e-3, seed=4), name="copy lstm")
+
+
+@pytest.fixture
+def store(tmp_path):
+    with RunStore(tmp_path / "runs.db") as store:
+        yield store
+
+
+def test_a_record_carries_the_typed_config_the_columns_and_the_latest_values(store):
+    run_id = store.create_run(CONFIG.to_dict())
+    store.set_status(run_id, "running")
+    store.update_run(run_id, device="cpu", pid=77, total_params=1000, recurrent_params=144, metric="cross_entropy",
+                     baseline=0.3, baseline_label="memoryless", resumes=1)
+    store.flush(run_id, [(10, 1.0, "val/loss", 0.9), (20, 2.0, "val/loss", 0.5), (20, 2.0, "sv/max", math.inf)],
+                heartbeat_step=20)
+    record = store.record(run_id)
+    run = store.run(run_id)
+    assert isinstance(record, RunRecord) and record.config == CONFIG and record.config_problem is None
+    assert dict(record.raw_config) == run["config"] == CONFIG.to_dict()
+    for column in ("name", "status", "created_at", "started_at", "finished_at", "heartbeat", "device", "pid",
+                   "total_params", "recurrent_params", "metric", "baseline", "baseline_label", "step", "error",
+                   "resumes", "stop_requested"):
+        assert getattr(record, column) == run[column], column
+    assert (record.id, record.cell, record.task, record.active) == (run_id, "lstm", "copy", True)
+    assert record.total_steps == 300 and record.progress == pytest.approx(20 / 300)  # budget from the config
+    assert dict(record.latest) == store.latest(run_id) == {"val/loss": 0.5, "sv/max": math.inf}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.status = "completed"
+    with pytest.raises(TypeError):
+        record.latest["val/loss"] = 0.0  # a read-only view: the record cannot drift from the store
+
+
+def test_a_stored_config_that_no_longer_parses_keeps_the_run_readable(store):
+    stored = {**CONFIG.to_dict(), "cell": {"name": "spectral", "hidden_size": 8, "options": {}, "m3": 2}}
+    run_id = store.create_run(stored)
+    store.update_run(run_id, total_steps=50, step=25)
+    record = store.record(run_id)
+    assert record.config is None and dict(record.raw_config) == stored
+    assert "unknown cell field(s) m3" in record.config_problem and "\n" not in record.config_problem
+    assert (record.cell, record.task, record.progress) == ("spectral", "copy", 0.5)
+    assert store.run(run_id)["config"] == stored  # the dict view is unchanged
+
+
+def test_a_config_that_is_not_even_json_is_one_line_too(store):
+    run_id = store.create_run(CONFIG.to_dict())
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE runs SET config = '{\"cell\": ' WHERE id = ?", (run_id,))
+    conn.close()
+    record = store.record(run_id)
+    assert record.config is None and dict(record.raw_config) == {} and record.cell is None
+    assert record.config_problem.startswith("the stored config is not JSON") and "\n" not in record.config_problem
+
+
+def test_records_filter_by_status_newest_first_and_match_one_record_each(store):
+    ids = {}
+    for status in STATUSES:
+        ids[status] = store.create_run(CONFIG.to_dict(), name=status)
+        store.set_status(ids[status], status)
+        store.flush(ids[status], [(1, 0.0, "train/loss", float(ids[status]))])
+    every = store.records()
+    assert [record.id for record in every] == sorted(ids.values(), reverse=True)
+    assert every == [store.record(record.id) for record in every]
+    for statuses in (["completed"], ["failed", "queued"], TERMINAL):
+        assert [r.id for r in store.records(statuses)] == [r.id for r in every if r.status in statuses]
+    assert [r.id for r in store.records("running")] == [ids["running"]]
+    assert store.records([]) == []
+    with pytest.raises(ValueError, match="unknown run status 'done'; valid: queued"):
+        store.records(["done"])
+
+
+def test_active_runs_are_the_queued_and_running_ones_oldest_first(store):
+    statuses = ["running", "completed", "queued", "failed", "running", "interrupted"]
+    for status in statuses:
+        store.set_status(store.create_run(CONFIG.to_dict()), status)
+    frame = store.runs()
+    expected = sorted(frame.loc[frame["status"].isin(["queued", "running"]), "id"])
+    active = store.active_runs()
+    assert [record.id for record in active] == expected == [1, 3, 5]
+    assert all(record.active for record in active)
+    assert not any(record.active for record in store.records(TERMINAL))
+
+
+def test_record_of_a_missing_run_is_one_line(store):
+    with pytest.raises(RunNotFound, match=r"^no run with id 5 in .*runs\.db$"):
+        store.record(5)
+
+
+def test_records_read_the_store_in_two_queries_however_many_runs(store):
+    for _ in range(15):
+        run_id = store.create_run(CONFIG.to_dict())
+        store.flush(run_id, [(step, time.time(), "val/loss", step) for step in range(4)])
+    sent = []
+    store._conn.set_trace_callback(sent.append)
+    try:
+        records = store.records()
+    finally:
+        store._conn.set_trace_callback(None)
+    assert len(records) == 15 and all(record.latest == {"val/loss": 3.0} for record in records)
+    assert len(sent) == 2
+
+
+def test_the_store_module_alone_does_not_import_torch():
+    code = "import sys, stability.store, stability.records, stability.metric_names; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent).stdout.strip() == "False"
+
