@@ -45,11 +45,10 @@ import time
 import traceback
 from pathlib import Path
 
-import pandas as pd
-
 from . import devices
 from .config import RunConfig
-from .store import TERMINAL, RunStore
+from .records import RunRecord
+from .store import ACTIVE_STATUSES, TERMINAL, RunStore
 
 try:
     import fcntl
@@ -290,33 +289,22 @@ def _schedule(store: RunStore, limit: int) -> list[int]:
     """Under the scheduling lock: mark dead workers, then fill free slots oldest first."""
     _reap_launched()
     interrupted, busy, unclaimed = [], 0, []
-    for run in _open_runs(store):
-        pid = run["pid"]
-        if run["status"] == "queued" and pid is None:
-            unclaimed.append(run["id"])
-        elif is_alive(pid) or (pid is None and _heartbeat_age(run) <= STALE_HEARTBEAT_S):
+    for run in store.active_runs():
+        if run.status == "queued" and run.pid is None:
+            unclaimed.append(run.id)
+        elif is_alive(run.pid) or (run.pid is None and _heartbeat_age(run) <= STALE_HEARTBEAT_S):
             busy += 1
-        elif store.run(run["id"])["status"] in ("queued", "running"):
+        elif store.record(run.id).status in ACTIVE_STATUSES:
             # the process is gone and can no longer write, so the status just read is its last
-            store.set_status(run["id"], "interrupted", error=INTERRUPTED_ERROR)
-            interrupted.append(run["id"])
+            store.set_status(run.id, "interrupted", error=INTERRUPTED_ERROR)
+            interrupted.append(run.id)
     for run_id in sorted(unclaimed)[:max(0, limit - busy)]:
         _launch(store, run_id, limit)
     return interrupted
 
 
-def _open_runs(store: RunStore) -> list[dict]:
-    """The 'queued' and 'running' runs, with ``pid`` an int or None."""
-    table = store.runs()
-    table = table[table["status"].isin(["queued", "running"])]
-    runs = table.to_dict("records")
-    for run in runs:
-        run["pid"] = None if pd.isna(run["pid"]) else int(run["pid"])
-    return runs
-
-
-def _heartbeat_age(run: dict) -> float:
-    beats = [t for t in (run["heartbeat"], run["started_at"], run["created_at"]) if pd.notna(t)]
+def _heartbeat_age(run: RunRecord) -> float:
+    beats = [t for t in (run.heartbeat, run.started_at, run.created_at) if t is not None]
     return time.time() - max(beats) if beats else float("inf")
 
 
