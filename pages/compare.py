@@ -11,14 +11,13 @@ import pandas as pd
 from pages.common import QueryReader, live_chart_specs, open_store, require_router, run_rows, show_chart, store_guard
 from pages.run_selection import final_columns, run_selection
 from stability import charts
+from stability.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
 from stability.run_table import run_table
-from stability.store import RunNotFound
+from stability.store import ACTIVE_STATUSES, RunNotFound
 
 require_router(__file__)
 
 DEFAULT_RUNS = 5  # newest runs selected when the URL names none
-LOSS_METRICS = ("mse", "cross_entropy")  # tasks whose loss is their metric, so the baseline fits */loss too
-ACTIVE = ("queued", "running")
 METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "progress")
 X_LABELS = {"step": "step", "wall_time": "wall time"}
 CHART_HEIGHT = 330  # the whole chart, legend and axes included (Streamlit fits the spec into it)
@@ -34,11 +33,11 @@ def metric_order(name):
     return (METRIC_GROUPS.index(group) if group in METRIC_GROUPS else len(METRIC_GROUPS), name)
 
 
-def default_metrics(names, metric):
+def default_metrics(available, metric):
     """The task's headline metric on validation data (where its baseline applies), and ‖∂L/∂h0‖."""
-    headline = "val/loss" if metric in LOSS_METRICS or not metric else f"val/{metric}"
-    first = next((name for name in (headline, "val/loss", "train/loss") if name in names), None)
-    return [name for name in (first, "grad/h0_norm") if name in names]
+    headline = VAL_LOSS if is_loss_metric(metric) or not metric else split_name("val", metric)
+    first = next((name for name in (headline, VAL_LOSS, TRAIN_LOSS) if name in available), None)
+    return [name for name in (first, H0_NORM) if name in available]
 
 
 def baseline_applies(name, metric):
@@ -46,7 +45,7 @@ def baseline_applies(name, metric):
     where the loss is the metric), not gaps or diagnostics."""
     split, _, measured = name.partition("/")
     return split in ("train", "val", "test") and (measured == metric or
-                                                  (measured == "loss" and metric in LOSS_METRICS))
+                                                  (measured == "loss" and is_loss_metric(metric)))
 
 
 def init_state(key, value):
@@ -163,5 +162,5 @@ st.query_params.update({"metrics": ",".join(names), "smooth": f"{smoothing:g}", 
 if not names:
     st.info("Choose at least one metric.")
     st.stop()
-live = selected["status"].isin(ACTIVE).any()
+live = selected["status"].isin(ACTIVE_STATUSES).any()
 st.fragment(draw_charts, run_every=2.0 if live else None)(selected, names, smoothing, log_y, x)

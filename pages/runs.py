@@ -4,32 +4,25 @@ runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> act
 While a run is queued or training the table refreshes itself in place.
 """
 import contextlib
-import io
 
 import streamlit as st
 
-from pages.common import active_runs, open_store, reconcile_now_and_then, require_router, store_guard
+from pages.common import open_store, reconcile_now_and_then, require_router, store_guard
 from pages.run_selection import final_columns, run_selection
 from stability import runner
 from stability.run_table import run_table
-from stability.store import RunNotFound
+from stability.store import ACTIVE_STATUSES, RunNotFound
 
 require_router(__file__)
 
-ACTIVE = ("queued", "running")
 TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done"]  # then finals
 TAIL_COLUMNS = ["created", "error"]
 REFRESH_S = 3.0
 
 
 def export_csv(store, run_ids):
-    """Metric rows of the runs, one after another, as ``python -m stability export`` writes them."""
-    buffer = io.StringIO()
-    for position, run_id in enumerate(run_ids):
-        part = io.StringIO()
-        store.export_csv(run_id, part)
-        buffer.write(part.getvalue() if position == 0 else part.getvalue().split("\n", 1)[1])
-    return buffer.getvalue().encode()
+    """Metric rows of the runs in one read, run after run, in the columns ``python -m stability export`` writes."""
+    return store.metrics_many(run_ids).to_csv(index=False).encode()
 
 
 def id_list(run_ids):
@@ -70,8 +63,8 @@ def confirm_delete(store, selected):
     if pending != selected["id"].tolist():  # the selection changed since Delete was clicked
         cancel_delete()
         return
-    active = selected.loc[selected["status"].isin(ACTIVE), "id"].tolist()
-    finished = selected.loc[~selected["status"].isin(ACTIVE), "id"].tolist()
+    active = selected.loc[selected["status"].isin(ACTIVE_STATUSES), "id"].tolist()
+    finished = selected.loc[~selected["status"].isin(ACTIVE_STATUSES), "id"].tolist()
     with st.container(border=True):
         if active:
             st.warning(f"{id_list(active)} still training: stop {'it' if len(active) == 1 else 'them'} first.")
@@ -84,7 +77,7 @@ def confirm_delete(store, selected):
 
 
 def stop_runs(store, selected):
-    active = selected.loc[selected["status"].isin(ACTIVE), "id"].tolist()
+    active = selected.loc[selected["status"].isin(ACTIVE_STATUSES), "id"].tolist()
     with st.spinner(f"Stopping {id_list(active)}…"):
         outcome = {run_id: runner.stop_run(run_id, store.path) for run_id in active}
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
@@ -93,7 +86,7 @@ def stop_runs(store, selected):
 def actions(store, selected):
     """Open in Compare, Stop, Delete (with a confirm step), Export CSV: on the selected runs."""
     ids = selected["id"].tolist()
-    training = selected["status"].isin(ACTIVE).any()
+    training = selected["status"].isin(ACTIVE_STATUSES).any()
     row = st.container(horizontal=True)
     if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
         st.switch_page("pages/compare.py", query_params={"runs": ",".join(map(str, ids))})
@@ -118,7 +111,7 @@ def runs_panel(polling):
     if table.empty:
         st.info("No runs stored yet. Start one on the **Train** page, or race several cells on **Race**.")
         return
-    training = table["status"].isin(ACTIVE).any()
+    training = table["status"].isin(ACTIVE_STATUSES).any()
     if polling != training:  # a run started or ended elsewhere: poll, or stop polling
         st.rerun()
     counts = table["status"].value_counts()
@@ -141,5 +134,5 @@ st.title("Runs")
 st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
 store = open_store()
 runner.reconcile(store.path)
-polling = not active_runs(store).empty
+polling = bool(store.active_runs())
 st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)

@@ -242,3 +242,23 @@ def test_a_store_path_that_is_a_folder_is_one_error_line(tmp_path, monkeypatch):
     app = run()
     assert not app.exception
     assert len(app.error) == 1 and "is a directory" in app.error[0].value
+
+
+def test_a_task_whose_metric_is_not_its_loss_defaults_to_that_metric_with_its_baseline(store):
+    runs = [add_run(store, cell, "adding", "accuracy", 0.5) for cell in ("rnn", "lstm")]
+    app = run(runs=",".join(map(str, runs)))
+    assert not app.exception
+    assert app.multiselect(key="cmp_metrics").value == ["val/accuracy", "grad/h0_norm"]
+    app.multiselect(key="cmp_metrics").select("val/loss").run()
+    values = {title: rule_values(chart) for title, chart in by_title(app).items()}
+    assert values["val/accuracy"] == [pytest.approx(0.5)]
+    assert values["val/loss"] == []  # a loss is not in accuracy's units
+
+
+def test_a_run_whose_stored_config_no_longer_parses_does_not_break_the_page(store, three_runs):
+    old = store.create_run({"cell": {"name": "gru", "hidden_size": 16, "retired_option": 1},
+                            "task": {"name": "adding"}}, name="")
+    store.log(old, [(0, 1.0, "val/loss", 0.3)])
+    app = run(runs=f"1,{old}")
+    assert not app.exception and not app.error
+    assert {run for run, *_ in drawn(by_title(app)["val/loss"])} == {"#1 rnn", f"#{old} gru"}

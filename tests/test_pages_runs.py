@@ -192,3 +192,22 @@ def test_a_store_path_that_is_a_folder_is_one_error_line(tmp_path, monkeypatch):
     app = run()
     assert not app.exception
     assert len(app.error) == 1 and "is a directory" in app.error[0].value
+
+
+def test_a_run_whose_stored_config_no_longer_parses_is_listed_with_the_reason(store, three_runs):
+    old = store.create_run({"cell": {"name": "rnn", "hidden_size": 16, "retired_option": 1},
+                            "task": {"name": "adding"}, "train": {"steps": 100}}, name="from an old version")
+    store.set_status(old, "completed")
+    app = run()
+    assert not app.exception and not app.error
+    table = app.dataframe[0].value
+    row = table[table["id"] == old].iloc[0]
+    assert (row["cell"], row["task"], row["status"]) == ("rnn", "adding", "completed")
+    assert "retired_option" in row["error"]
+    def reason_shown(app):
+        return any(f"#{old} completed" in caption.value and "retired_option" in caption.value
+                   for caption in app.caption)
+
+    assert not reason_shown(app)  # the caption under the table is for selected rows
+    assert reason_shown(select(app, old))
+
