@@ -26,9 +26,6 @@ import streamlit as st
 
 from stability import cells, optimizers, runner, tasks
 from stability.charts import MAX_SMOOTHING
-from stability.cells.base import H0_MODES
-from stability.cells.rnn import RECURRENT_INITS
-from stability.cells.scan import ACTIVATIONS
 from stability.config import (
     DEVICES,
     DTYPES,
@@ -40,7 +37,7 @@ from stability.config import (
     TaskConfig,
     TrainConfig,
 )
-from stability.parametrizations.exponential import SKEW_INITS
+from stability.registry import OptionInfo
 from stability.store import (
     ENV_VAR,
     TERMINAL,
@@ -49,43 +46,6 @@ from stability.store import (
     StoreError,
     default_path,
 )
-
-# The update equation of each cell, one line per KaTeX row, and where it comes from
-# (the papers in ../shared/papers and their sources).
-CELL_EQUATIONS = {
-    "rnn": ([r"h_t = \phi(W h_{t-1} + U x_t + b)"], "Elman 1990; the RNN of the spectral paper §4"),
-    "irnn": ([r"h_t = \operatorname{relu}(W h_{t-1} + U x_t + b)", r"W_0 = I"], "Le et al. 2015; spectral paper §7"),
-    "lstm": ([r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"g_t = \tanh(W_g h_{t-1} + U_g x_t + b_g)",
-              r"h_t = o_t \odot \tanh(c_t)"], "Hochreiter & Schmidhuber 1997"),
-    "gru": ([r"n_t = \tanh(U_n x_t + r_t \odot (W_n h_{t-1} + b_n))", r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}"],
-            "Cho et al. 2014"),
-    "spectral": ([r"h_t = \phi(W h_{t-1} + U x_t + b)",
-                  r"W = \mathcal{H}_n \cdots \mathcal{H}_{k_1} \, \Sigma \, \mathcal{H}_{k_2} \cdots \mathcal{H}_n",
-                  r"\sigma_i = \sigma^* + 2r \left(\operatorname{sigmoid}(\hat\sigma_i) - \tfrac12\right)"],
-                 "Zhang et al. 2018 (Spectral-RNN) §4, eqs. (1), (4)"),
-    "orthogonal": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \mathcal{H}_n \cdots \mathcal{H}_{n-m+1}"],
-                   "Mhammedi et al. 2017 (oRNN); spectral paper eq. (2)"),
-    "vprnn": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = R_1 Q_1 \cdots R_k Q_k"],
-              "SGORNN paper eq. (2): plane rotations R_i, permutations Q_i"),
-    "fastrnn": ([r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b"],
-                "Kusupati et al. 2018; SGORNN paper eq. (1)"),
-    "sgornn": ([r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b", r"W = R_1 Q_1 \cdots R_k Q_k",
-                r"\beta \le 1 - 2\alpha"], "SGORNN paper eqs. (1)-(3)"),
-    "kru": ([r"h_t = \operatorname{modReLU}(W h_{t-1} + U x_t + b)", r"W = W_0 \otimes \cdots \otimes W_{F-1}",
-             r"\text{penalty } \lambda \textstyle\sum_f \lVert W_f^H W_f - I \rVert^2"], "KRU paper §3, eqs. (4), (7)"),
-    "kru_lstm": ([r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"h_t = o_t \odot \tanh(c_t)",
-                  r"W_{i,f,g,o} = W^{(0)} \otimes \cdots \otimes W^{(F-1)}"], "KRU paper §4.4"),
-    "urnn": ([r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b)",
-              r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1"], "Arjovsky et al. 2016"),
-    "exponential": ([r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \exp(A - A^\top)"],
-                    "Lezcano-Casado & Martínez-Rubio 2019 (expRNN)"),
-}
-
-CELL_CHOICES = {"nonlinearity": ACTIVATIONS, "h0": H0_MODES}
-INIT_CHOICES = {"rnn": RECURRENT_INITS, "exponential": SKEW_INITS}
-TASK_CHOICES = {"normalize": ("unit", "standard")}
-TASK_HIDDEN_OPTIONS = ("data_dir", "download", "progress", "input_size")  # paths, callbacks, derived sizes
-OPTIONAL_COUNTS = {"train_size": "Training set size (0 = fresh examples every step)"}
 
 STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "stopped": "orange",
                   "diverged": "red", "failed": "red", "interrupted": "orange"}
@@ -251,10 +211,10 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     if cells_multi:
         chosen = st.multiselect("Cells", names, default=[n for n in cells_default or [defaults.cell.name]
                                                          if n in names],
-                                key=f"{key_prefix}_cells", help=_cell_help(names))
+                                key=f"{key_prefix}_cells", help=cell_help(names))
     else:
         chosen = [st.selectbox("Cell", names, index=_index(names, defaults.cell.name),
-                               key=f"{key_prefix}_cell", help=_cell_help(names))]
+                               key=f"{key_prefix}_cell", help=cell_help(names))]
     hidden = int(limited_input(st, "Hidden size", "hidden", defaults.cell.hidden_size, step=8,
                                key=f"{key_prefix}_hidden",
                                  help="Units in the recurrent state (the spectral paper uses 128)."))
@@ -262,10 +222,10 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     for name in chosen:
         if cells_multi:
             with st.expander(f"{name}: equation and options"):
-                _cell_about(name)
+                cell_about(name)
                 cell_options[name] = _cell_options(key_prefix, name, defaults)
         else:
-            _cell_about(name)
+            cell_about(name)
             with st.expander("Cell options"):
                 cell_options[name] = _cell_options(key_prefix, name, defaults)
 
@@ -273,11 +233,14 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     task_names = tasks.available()
     task = st.selectbox("Task", task_names, index=_index(task_names, defaults.task.name), key=f"{key_prefix}_task")
     about = tasks.describe(task)
-    task_options = _task_options(key_prefix, task, about, defaults)
-    st.caption(_first_sentence(about["description"]))
+    task_options = _task_options(key_prefix, about, defaults)
+    st.caption(about.summary)
     with st.expander("About this task"):
-        st.markdown(about["description"])
-        st.caption(f"Paper: {about['paper']} · metric: {about['metric']}")
+        st.markdown(about.description)
+        if about.equations:
+            st.latex(r"\small\begin{gathered}" + r" \\ ".join(about.equations) + r"\end{gathered}")
+        st.caption(" · ".join(part for part in (f"Paper: {about.paper}" if about.paper else "",
+                                                 f"metric: {about.metric}") if part))
 
     st.markdown("**Training**")
     train = _train_settings(key_prefix, defaults.train)
@@ -287,7 +250,7 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     try:
         if not configs:
             raise ConfigError("pick at least one cell")
-        missing = [option for option in about["required_options"] if not task_options.get(option)]
+        missing = [option for option in about.required_options if not task_options.get(option)]
         if missing:
             raise ConfigError(f"task {task!r} needs the option {', '.join(missing)}")
         for config in configs:
@@ -324,90 +287,105 @@ def limited_input(container, label: str, limit: str, value, **kwargs):
     return container.number_input(label, min_value=low, max_value=high, value=min(max(value, low), high), **kwargs)
 
 
-def _cell_help(names: list[str]) -> str:
-    return "\n".join(f"**{name}**: {cells.DESCRIPTIONS[name]}" for name in names)
+def cell_help(names: list[str]) -> str:
+    """One line per cell, ``**name**: summary``, for a cell picker's help."""
+    return "\n".join(f"**{name}**: {cells.describe(name).summary}" for name in names)
 
 
-def _index(options: list[str], value: str) -> int:
+def _index(options: list, value) -> int:
     return options.index(value) if value in options else 0
 
 
-def _first_sentence(text: str) -> str:
-    head, dot, _ = text.partition(". ")
-    return head + dot.strip()
+def cell_about(name: str, container=st) -> None:
+    """The cell's summary, its update equations and where they come from (:func:`stability.cells.describe`)."""
+    info = cells.describe(name)
+    container.caption(info.summary)
+    if info.equations:
+        container.latex(r"\small\begin{gathered}" + r" \\ ".join(info.equations) + r"\end{gathered}")
+    if info.paper:
+        container.caption(f"Source: {info.paper}")
 
 
-def _cell_about(name: str) -> None:
-    lines, source = CELL_EQUATIONS[name]
-    st.caption(cells.DESCRIPTIONS[name])
-    st.latex(r"\small\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}")
-    st.caption(f"Source: {source}")
+def option_widget(option: OptionInfo, value, key: str, container=st):
+    """One widget for a cell or task option, typed from its :class:`~stability.registry.OptionInfo`:
+    a select box for choices, a checkbox for a bool, a number field within the option's range, a
+    text field for a string.  An optional number (``int | None``) is a field left empty for the
+    class's own rule (e.g. vprnn's k = 2⌈log₂ n⌉), and gives None then, as does any value the form
+    cannot edit (a tuple stays as it is: the caller keeps it or leaves the option out)."""
+    label, help_text = option.name, _option_help(option)
+    if option.choices:
+        choices = list(option.choices)
+        return container.selectbox(label, choices, index=_index(choices, value), key=key, help=help_text)
+    kind = option.base_type
+    if kind == "bool" and (value is None or isinstance(value, bool)):
+        return container.checkbox(label, value=bool(value), key=key, help=help_text)
+    if kind in ("int", "float") and (value is None or isinstance(value, (int, float))):
+        return _number_widget(option, kind, value, key, container, help_text)
+    if kind == "str" and (value is None or isinstance(value, str)):
+        text = container.text_input(label, value=value or "", key=key, help=help_text).strip()
+        return text if text or not option.optional else None
+    return value
+
+
+def _number_widget(option: OptionInfo, kind: str, value, key: str, container, help_text: str):
+    cast = int if kind == "int" else float
+    low, high = (cast(bound) if bound is not None else None for bound in (option.range or (None, None)))
+    if value is None and not option.optional:
+        value = low if low is not None else cast(0)
+    if value is not None:  # a stored value brought into range, as limited_input does
+        value = cast(value)
+        value = value if low is None else max(value, low)
+        value = value if high is None else min(value, high)
+    extra = {"step": 1} if kind == "int" else {"format": "%.4g"}
+    if option.optional:
+        extra["placeholder"] = "empty: the default rule"
+    number = container.number_input(option.name, min_value=low, max_value=high, value=value, key=key,
+                                    help=help_text, **extra)
+    return None if number is None else cast(number)
+
+
+def _option_help(option: OptionInfo) -> str:
+    """The option's help, then its type, default and range on a line of their own."""
+    facts = [f"`{option.type}`", "required" if option.required else f"default `{option.default!r}`"]
+    if option.range:
+        low, high = option.range
+        facts.append(f"range [{'-∞' if low is None else low}, {'∞' if high is None else high}]")
+    return "  \n".join(part for part in (option.help, " · ".join(facts)) if part)
 
 
 def _cell_options(key_prefix: str, name: str, defaults: RunConfig) -> dict:
-    """One widget per option, typed from its default; an ``int | None`` option (None: the cell's own rule,
-    e.g. vprnn's k = 2⌈log₂ n⌉) is a number field left empty for the rule; tuples stay as they are."""
+    """One widget per option (:func:`option_widget`); an option left empty, or one the form cannot edit
+    and the defaults do not give (e.g. kru's factor_sizes), is left out: the cell's default rule."""
     given = defaults.cell.options if defaults.cell.name == name else {}
-    annotations = cells.option_annotations(name)
     chosen = {}
-    for option, default in cells.options(name).items():
-        value = given.get(option, default)
-        key = f"{key_prefix}_{name}_{option}"
-        choices = INIT_CHOICES.get(name) if option == "init" else CELL_CHOICES.get(option)
-        if choices:
-            chosen[option] = st.selectbox(option, choices, index=_index(list(choices), value), key=key)
-        elif isinstance(default, bool):
-            chosen[option] = st.checkbox(option, value=bool(value), key=key)
-        elif isinstance(default, int):
-            chosen[option] = int(st.number_input(option, value=int(value), step=1, key=key))
-        elif isinstance(default, float):
-            chosen[option] = float(st.number_input(option, value=float(value), format="%.4g", key=key))
-        elif default is None and annotations[option] == "int | None":
-            number = st.number_input(option, value=None if value is None else int(value), step=1, key=key,
-                                     placeholder="the cell's default rule")
-            if number is not None:
-                chosen[option] = int(number)
-        elif option in given:
-            chosen[option] = value  # e.g. factor_sizes from a stored config: kept, not editable here
+    for option in cells.describe(name).options:
+        if not option.in_form:
+            continue
+        value = option_widget(option, given.get(option.name, option.default), f"{key_prefix}_{name}_{option.name}")
+        if value is not None:
+            chosen[option.name] = value
     return chosen
 
 
-def _task_options(key_prefix: str, task: str, about: dict, defaults: RunConfig) -> dict:
-    """seq_len first (where the task has it), the rest in an expander; None-valued options are left out."""
+def _task_options(key_prefix: str, about, defaults: RunConfig) -> dict:
+    """seq_len first (where the task has it), required options next, the rest in an expander;
+    options the form does not ask for (folders, callbacks, derived sizes) and empty ones are left out."""
+    task = about.name
     given = defaults.task.options if defaults.task.name == task else {}
-    shown = {option: given.get(option, default) for option, default in about["options"].items()
-             if option not in TASK_HIDDEN_OPTIONS}
+    shown = {option.name: option for option in about.options if option.in_form}
     chosen = {}
     if "seq_len" in shown:
+        option = shown.pop("seq_len")
         chosen["seq_len"] = int(limited_input(
-            st, "Sequence length T", "seq_len", int(shown.pop("seq_len")), step=10, key=f"{key_prefix}_{task}_seq_len",
-            help="Steps the network must carry information across; longer is harder."))
-    for option in about["required_options"]:
-        chosen[option] = st.text_input(option, value=str(shown.pop(option) or ""),
-                                       key=f"{key_prefix}_{task}_{option}", help="required").strip()
+            st, "Sequence length T", "seq_len", int(given.get("seq_len", option.default or 100)), step=10,
+            key=f"{key_prefix}_{task}_seq_len", help=option.help))
+    for name in [name for name, option in shown.items() if option.required]:
+        chosen[name] = option_widget(shown.pop(name), given.get(name), f"{key_prefix}_{task}_{name}")
     if shown:
         with st.expander("Task options"):
-            for option, value in shown.items():
-                chosen[option] = _task_option_widget(f"{key_prefix}_{task}_{option}", option, value,
-                                                     about["options"][option])
+            for name, option in shown.items():
+                chosen[name] = option_widget(option, given.get(name, option.default), f"{key_prefix}_{task}_{name}")
     return {option: value for option, value in chosen.items() if value is not None}
-
-
-def _task_option_widget(key: str, option: str, value, default):
-    if option in TASK_CHOICES:
-        return st.selectbox(option, TASK_CHOICES[option], index=_index(list(TASK_CHOICES[option]), value), key=key)
-    if option in OPTIONAL_COUNTS:
-        count = int(st.number_input(OPTIONAL_COUNTS[option], value=int(value or 0), step=100, key=key))
-        return count or None
-    if isinstance(default, bool):
-        return st.checkbox(option, value=bool(value), key=key)
-    if isinstance(default, int):
-        return int(st.number_input(option, value=int(value), step=1, key=key))
-    if isinstance(default, float):
-        return float(st.number_input(option, value=float(value), format="%.4g", key=key))
-    if isinstance(default, str):
-        return st.text_input(option, value=str(value), key=key)
-    return value
 
 
 def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
@@ -544,8 +522,9 @@ def config_from_query(base: RunConfig, query: QueryReader) -> RunConfig:
     cell = query.choice("cell", cells.available(), base.cell.name)
     task = query.choice("task", tasks.available(), base.task.name)
     task_options = dict(base.task.options) if task == base.task.name else {}
-    if "seq_len" in st.query_params and "seq_len" in tasks.describe(task)["options"]:
-        default_length = task_options.get("seq_len") or tasks.describe(task)["options"]["seq_len"] or 100
+    task_defaults = tasks.describe(task).defaults()
+    if "seq_len" in st.query_params and "seq_len" in task_defaults:
+        default_length = task_options.get("seq_len") or task_defaults["seq_len"] or 100
         task_options["seq_len"] = query.number("seq_len", int(default_length))
     train = replace(base.train, steps=query.number("steps", base.train.steps),
                     seed=query.number("seed", base.train.seed), lr=query.number("lr", float(base.train.lr)))
@@ -732,7 +711,6 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
 
 
 __all__ = [
-    "CELL_EQUATIONS",
     "RunRows",
     "config_form",
     "config_from_query",
@@ -744,10 +722,13 @@ __all__ = [
     "QueryReader",
     "LIMITS",
     "live_chart_specs",
+    "option_widget",
     "show_chart",
     "store_guard",
     "open_store_quietly",
     "active_runs",
+    "cell_about",
+    "cell_help",
     "reconcile_now_and_then",
     "run_rows",
     "run_status_panel",

@@ -6,18 +6,14 @@ No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 import streamlit as st
 import torch
 
-from pages.common import LIMITS, QueryReader, require_router
+from pages.common import LIMITS, QueryReader, cell_about, cell_help, option_widget, require_router
 from stability import cells, charts, diagnostics
-from stability.cells.base import H0_MODES
-from stability.cells.rnn import RECURRENT_INITS
-from stability.cells.scan import ACTIVATIONS
-from stability.parametrizations.exponential import SKEW_INITS
+from stability.demos import GRADIENT_FLOW_CELL
 
 require_router(__file__)
 
 HIDDEN_SIZES = [8, 16, 32, 64, 128, 256]
-CHOICES = {"nonlinearity": ACTIVATIONS, "h0": H0_MODES}
-INIT_CHOICES = {"rnn": RECURRENT_INITS, "exponential": SKEW_INITS}
+UNUSED_HERE = ("h0", "h0_noise_std")  # the measurement starts every cell from h0 = 0
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -29,19 +25,16 @@ def measure(name: str, hidden: int, seq_len: int, seed: int, options: tuple) -> 
     return diagnostics.gradient_flow(cell, seq_len, seed=seed)
 
 
-def option_widget(cell_name, option, default):
-    """One widget per cell option, typed from its default."""
-    key = f"gf_{cell_name}_{option}"
-    choices = INIT_CHOICES.get(cell_name) if option == "init" else CHOICES.get(option)
-    if choices:
-        return st.selectbox(option, choices, index=list(choices).index(default), key=key)
-    if isinstance(default, bool):
-        return st.checkbox(option, value=default, key=key)
-    if isinstance(default, int):
-        return int(st.number_input(option, value=default, step=1, key=key))
-    if isinstance(default, float):
-        return st.number_input(option, value=default, format="%.4g", key=key)
-    return default  # tuples / None: keep the cell's default
+def cell_options(name: str) -> dict:
+    """One widget per option the measurement uses (:func:`pages.common.option_widget`); an option left
+    empty, or one the form cannot edit, keeps the cell's default."""
+    chosen = {}
+    for option in cells.describe(name).options:
+        if option.in_form and option.name not in UNUSED_HERE:
+            value = option_widget(option, option.default, f"gf_{name}_{option.name}")
+            if value is not None:
+                chosen[option.name] = value
+    return chosen
 
 
 st.title("Gradient flow")
@@ -51,23 +44,21 @@ st.caption("How strongly does the last state depend on each earlier one, before 
 
 names = cells.available()
 query = QueryReader()
-initial_cell = query.choice("cell", names, "rnn")
+initial_cell = query.choice("cell", names, GRADIENT_FLOW_CELL if GRADIENT_FLOW_CELL in names else names[0])
 initial_hidden = query.choice("hidden", [str(size) for size in HIDDEN_SIZES], "64")
 initial_length = query.number("T", 200, "T")
 initial_seed = query.number("seed", 0)
 query.warn()
 controls, plots = st.columns([1, 3], gap="large")
 with controls:
-    name = st.selectbox("Cell", names, index=names.index(initial_cell),
-                        key="gf_cell", help="\n".join(f"**{n}**: {cells.DESCRIPTIONS[n]}" for n in names))
-    st.caption(cells.DESCRIPTIONS[name])
+    name = st.selectbox("Cell", names, index=names.index(initial_cell), key="gf_cell", help=cell_help(names))
+    cell_about(name)
     hidden = st.select_slider("Hidden size", HIDDEN_SIZES, value=int(initial_hidden), key="gf_hidden")
     seq_len = st.slider("Sequence length T", *LIMITS["T"], initial_length, step=10, key="gf_T")
     seed = int(st.number_input("Seed", min_value=LIMITS["seed"][0], max_value=LIMITS["seed"][1], value=initial_seed,
                                step=1, key="gf_seed"))
     with st.expander("Cell options", expanded=True):
-        chosen = {option: option_widget(name, option, default)
-                  for option, default in cells.options(name).items() if option not in ("h0", "h0_noise_std")}
+        chosen = cell_options(name)
 
 st.query_params.update({"cell": name, "hidden": str(hidden), "T": str(seq_len), "seed": str(seed)})
 

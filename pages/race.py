@@ -24,17 +24,12 @@ from pages.common import (
 )
 from stability import cells
 from stability import charts, runner
-from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.config import ConfigError
+from stability.demos import RACE_DEFAULTS, race_cells
 from stability.store import TERMINAL, RunNotFound
 
 require_router(__file__)
 
-RACE_CELLS = ["rnn", "lstm", "spectral", "sgornn"]
-# The spectral paper's setting (§7.1, n = 128) at T = 200: long enough for the curves to part. Measured on
-# 2 CPU cores: spectral and orthogonal pass below 0.1 MSE after ~800-1100 steps, the tanh RNN never does,
-# and ‖∂L/∂h0‖ separates from the first logged step (rnn 1e-26..1e-17, lstm ~1e-17, sgornn ~7e-4, spectral ~1e-2).
-RACE_DEFAULTS = RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 200}),
-                          train=TrainConfig(steps=2000, lr=1e-3, batch_size=64, seed=0))
 LOSS_UNITS = ("mse", "cross_entropy")
 
 
@@ -128,12 +123,12 @@ st.caption("One task, several cells, the same seed, data and budget: one click s
 store = open_store()
 query = QueryReader()
 defaults = config_from_query(RACE_DEFAULTS, query)
-race_cells = query.choices("cells", cells.available(), RACE_CELLS)
+chosen_cells = query.choices("cells", cells.available(), race_cells(cells.available()))
 race = query.ids("runs")
 query.warn()
 form, live = st.columns([1, 2.6], gap="large")
 with form:
-    configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=race_cells)
+    configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=chosen_cells)
     start_column, stop_column = st.columns(2)
     if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
                            width="stretch"):

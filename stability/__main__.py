@@ -3,7 +3,8 @@
     python -m stability train --cell spectral --task adding --seq-len 100
     python -m stability train --cell rnn --steps 500 --background
     python -m stability runs | show ID | export ID [--output FILE] | stop ID
-    python -m stability cells | tasks
+    python -m stability cells | tasks [NAME]
+    python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
 
 ``train`` takes the :class:`~stability.config.RunConfig` fields as flags
 (``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
@@ -82,12 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", parents=[store], help="train a cell on a task")
     train.set_defaults(handler=cmd_train)
     cell, task = CellConfig(), TaskConfig()
-    train.add_argument("--cell", default=cell.name, metavar="NAME", help=f"cell name (default: {cell.name}; see `cells`)")
+    train.add_argument("--cell", default=cell.name, metavar="NAME",
+                       help=f"cell name, or package.module:Class for a cell of your own (default: {cell.name}; "
+                            "see `cells`)")
     train.add_argument("--hidden-size", type=int, default=cell.hidden_size, metavar="N",
                        help=f"default: {cell.hidden_size}")
     train.add_argument("--cell-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a cell option, e.g. m1=16 or nonlinearity=relu (repeatable)")
-    train.add_argument("--task", default=task.name, metavar="NAME", help=f"task name (default: {task.name}; see `tasks`)")
+    train.add_argument("--task", default=task.name, metavar="NAME",
+                       help=f"task name, or package.module:Class for a task of your own (default: {task.name}; "
+                            "see `tasks`)")
     train.add_argument("--seq-len", type=int, metavar="T", help="the task's sequence length (its seq_len option)")
     train.add_argument("--task-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a task option, e.g. dataset=ECG200 (repeatable)")
@@ -124,8 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", type=int, metavar="ID")
     export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
     export.set_defaults(handler=cmd_export)
-    commands.add_parser("cells", help="the recurrent cells").set_defaults(handler=cmd_cells)
-    commands.add_parser("tasks", help="the sequence tasks").set_defaults(handler=cmd_tasks)
+    for name, handler, text in (("cells", cmd_cells, "the recurrent cells"), ("tasks", cmd_tasks, "the sequence tasks")):
+        command = commands.add_parser(name, help=f"{text}; with a NAME, one {name[:-1]} in full")
+        command.add_argument("name", nargs="?", metavar="NAME",
+                             help=f"a {name[:-1]} name or package.module:Class: its equations, paper and options")
+        command.set_defaults(handler=handler)
     return parser
 
 
@@ -280,21 +288,56 @@ def cmd_stop(args) -> int:
 def cmd_cells(args) -> int:
     from . import cells
 
-    width = max(map(len, cells.available()))
-    for name in cells.available():
-        print(f"{name.ljust(width)}  {cells.DESCRIPTIONS.get(name, '')}")
+    if args.name is not None:
+        print("\n".join(describe_lines(cells.describe(args.name))))
+        return 0
+    described = [cells.describe(name) for name in cells.available()]
+    width = max(len(info.name) for info in described)
+    for info in described:
+        print(f"{info.name.ljust(width)}  {info.summary}")
     return 0
 
 
 def cmd_tasks(args) -> int:
     from . import tasks
 
+    if args.name is not None:
+        print("\n".join(describe_lines(tasks.describe(args.name))))
+        return 0
     described = [tasks.describe(name) for name in tasks.available()]
-    width = max(len(task["name"]) for task in described)
-    metric_width = max(len(task["metric"]) for task in described)
-    for task in described:
-        print(f"{task['name'].ljust(width)}  {task['metric'].ljust(metric_width)}  {task['paper']}")
+    width = max(len(info.name) for info in described)
+    metric_width = max(len(info.metric) for info in described)
+    for info in described:
+        print(f"{info.name.ljust(width)}  {info.metric.ljust(metric_width)}  {info.paper}")
     return 0
+
+
+def describe_lines(info) -> list[str]:
+    """A cell's or task's :func:`describe` as text: summary, paper, metric, equations, one line per option."""
+    lines = [f"{info.name}: {info.summary}"]
+    if info.paper:
+        lines.append(f"paper: {info.paper}")
+    if getattr(info, "metric", None):
+        lines.append(f"metric: {info.metric} (target: {info.target_mode} step{'s' if info.target_mode == 'every' else ''})")
+    if info.equations:
+        lines += ["equations (LaTeX):", *(f"  {equation}" for equation in info.equations)]
+    if info.options:
+        lines.append("options:")
+        rows = [(option.name, option.type, "required" if option.required else f"= {option.default!r}",
+                 _option_limits(option), option.help) for option in info.options]
+        widths = [max(len(row[column]) for row in rows) for column in range(4)]
+        lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0])).rstrip()
+                  for row in rows]
+    return lines
+
+
+def _option_limits(option) -> str:
+    if option.choices:
+        return "one of " + ", ".join(map(str, option.choices))
+    if option.range:
+        low, high = option.range
+        return f"in [{'-inf' if low is None else low}, {'inf' if high is None else high}]"
+    return ""
 
 
 # ------------------------------------------------------------------ rendering

@@ -30,7 +30,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class CellConfig:
-    """Which recurrent cell (``stability.cells.build(name, input_size, hidden_size, **options)``)."""
+    """Which recurrent cell (``stability.cells.build(name, input_size, hidden_size, **options)``);
+    ``name`` is a registered name or a ``package.module:Class`` import path."""
 
     name: str = "spectral"
     hidden_size: int = 128
@@ -130,10 +131,10 @@ class RunConfig:
         """Check every field; raise :class:`ConfigError` on the first problem. Returns self."""
         from . import cells, tasks  # the registries know the valid names and options
 
-        _check_choice("cell", self.cell.name, cells.available())
+        _check_registered("cell", self.cell.name, cells)
         _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1)
         _check_options("cell", self.cell.name, self.cell.options, cells.options(self.cell.name))
-        _check_choice("task", self.task.name, tasks.available())
+        _check_registered("task", self.task.name, tasks)
         _check_options("task", self.task.name, self.task.options, tasks.options(self.task.name))
 
         train = self.train
@@ -176,10 +177,7 @@ class RunConfig:
         - a forced device exists.
         """
         from . import budget, cells, tasks
-        try:
-            from .devices import resolve_device
-        except ImportError:  # older layout: the trainer held it
-            from .train import resolve_device
+        from .devices import resolve_device
 
         try:
             task = tasks.check(self.task.name, seed=self.train.seed, **self.task.options)
@@ -208,6 +206,17 @@ def _section(kind, data, label):
 def _check_choice(label, value, choices):
     if value not in choices:
         raise ConfigError(f"{label} must be one of {', '.join(map(str, choices))}; got {value!r}")
+
+
+def _check_registered(label, name, registry):
+    """``name`` is registered in ``registry`` (``stability.cells`` or ``tasks``); a
+    ``package.module:Class`` name is imported and registered first (one line if it cannot be)."""
+    if isinstance(name, str) and ":" in name:
+        try:
+            registry.get_class(name)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    _check_choice(label, name, registry.available())
 
 
 def _check_int(label, value, minimum):

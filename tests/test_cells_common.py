@@ -166,3 +166,43 @@ def test_bad_input_shape_is_a_clear_error(name):
 def test_bad_h0_options(option, value):
     with pytest.raises(ValueError, match=option):
         cells.build("rnn", 2, 8, **{option: value})
+
+
+# ------------------------------------------------------------------------------ describe()
+def _just_outside(bound, side):
+    """A value just beyond a declared bound: the next integer for an int bound, 1e-3 off for a float."""
+    step = 1 if isinstance(bound, int) else 1e-3
+    return bound - step if side == "low" else bound + step
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_describe_reads_the_class_and_its_signature(name):
+    import inspect
+
+    info = cells.describe(name)
+    assert info.summary and "\n" not in info.summary and info.paper and info.equations
+    signature = inspect.signature(cells.get_class(name))
+    keyword = {p.name: p for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    assert [option.name for option in info.options] == list(keyword)
+    for option in info.options:
+        assert option.default == keyword[option.name].default and option.help, option.name
+        assert option.type == keyword[option.name].annotation  # as written in the signature
+    assert cells.options(name) == info.defaults()
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_declared_choice_builds_and_every_declared_range_is_no_tighter_than_the_cell(name):
+    """The form offers exactly the declared choices and never blocks a value the cell accepts: each
+    choice builds, and a value just outside a declared bound is refused by the cell itself."""
+    for option in cells.describe(name).options:
+        for choice in option.choices or ():
+            make(name, **{option.name: choice})
+        for side, bound in zip(("low", "high"), option.range or ()):
+            if bound is not None:
+                with pytest.raises(ValueError, match=option.name):
+                    make(name, **{option.name: _just_outside(bound, side)})
+
+
+def test_describe_of_an_unknown_cell_names_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown cell 'spectrall'; valid cells: .*spectral"):
+        cells.describe("spectrall")

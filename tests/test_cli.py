@@ -58,12 +58,12 @@ def trained(store):
     return strict_json(result.stdout), result
 
 
-def test_cells_lists_every_cell_with_its_description(store):
+def test_cells_lists_every_cell_with_its_summary(store):
     result = cli("cells", store=store)
     assert result.returncode == 0
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == cells.available()
-    assert all(cells.DESCRIPTIONS[line.split()[0]] in line for line in lines)
+    assert all(cells.describe(line.split()[0]).summary in line for line in lines)
 
 
 def test_tasks_lists_every_task_with_metric_and_paper(store):
@@ -73,7 +73,43 @@ def test_tasks_lists_every_task_with_metric_and_paper(store):
     assert [line.split()[0] for line in lines] == tasks.available()
     for line in lines:
         described = tasks.describe(line.split()[0])
-        assert line.split()[1] == described["metric"] and described["paper"] in line
+        assert line.split()[1] == described.metric and described.paper in line
+
+
+def test_cells_name_shows_the_equations_paper_and_every_option_from_the_class(store):
+    result = cli("cells", "spectral", store=store)
+    assert result.returncode == 0, result.stderr
+    info = cells.describe("spectral")
+    text = result.stdout
+    assert text.splitlines()[0] == f"spectral: {info.summary}" and f"paper: {info.paper}" in text
+    assert all(equation in text for equation in info.equations)
+    rows = {line.split()[0]: line for line in text.split("options:\n")[1].splitlines()}
+    assert list(rows) == [option.name for option in info.options]
+    assert "in [1, inf]" in rows["m1"] and "one of zero, learned, noisy" in rows["h0"]
+    assert info.option("r").help in rows["r"]
+
+
+def test_tasks_name_shows_required_options(store):
+    result = cli("tasks", "ucr", store=store)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.split("options:\n")[1].splitlines()}
+    assert "required" in rows["dataset"] and "= 0.2" in rows["val_fraction"]
+    assert "metric: accuracy" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["cells", "nope"], "unknown cell 'nope'; valid cells: rnn,"),
+    (["cells", "no_such_module_xyz:Cell"], "cannot import cell 'no_such_module_xyz:Cell': ModuleNotFoundError"),
+    (["tasks", "stability.tasks:SPLITS"], "task 'stability.tasks:SPLITS' must be a subclass of stability.tasks.Task"),
+    (["train", "--cell", "no_such_module_xyz:Cell"], "cannot import cell 'no_such_module_xyz:Cell'"),
+    (["train", "--cell", "stability.cells.base:check_bool"], "must be a torch.nn.Module class"),
+    (["train", "--task", "stability.tasks:nothing_here"], "module 'stability.tasks' has no 'nothing_here'"),
+])
+def test_a_bad_cell_or_task_path_is_one_line_and_exit_2(store, args, message):
+    result = cli(*args, store=store)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("stability: error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_train_json_prints_one_object_with_the_final_metrics(store, trained):

@@ -36,12 +36,16 @@ def test_available_lists_every_task_of_the_issue():
 @pytest.mark.parametrize("name", available())
 def test_describe_needs_no_data(name):
     info = describe(name)
-    assert info["name"] == name
-    assert info["metric"] in HIGHER_IS_BETTER
-    assert info["target_mode"] in ("last", "every")
-    assert len(info["description"]) > 200 and "\n" not in info["description"]
-    assert "§" in info["paper"] or "App." in info["paper"]
-    assert "seed" not in info["options"]
+    assert info.name == name
+    assert info.metric in HIGHER_IS_BETTER
+    assert info.target_mode in ("last", "every")
+    assert len(info.description) > 200 and "\n" not in info.description
+    assert info.summary and "\n" not in info.summary and len(info.summary) < len(info.description)
+    assert "§" in info.paper or "App." in info.paper
+    assert "seed" not in [option.name for option in info.options]
+    assert all(option.help for option in info.options)
+    # the dict describe() returned before still answers its old keys
+    assert info["metric"] == info.metric and info["options"] == info.defaults()
 
 
 def test_unknown_task_names_the_valid_ones():
@@ -58,8 +62,9 @@ def test_missing_required_option_is_named():
     with pytest.raises(ValueError, match="needs the option dataset"):
         build("ucr")
     assert tasks.options("ucr")["dataset"] is inspect.Parameter.empty
-    assert describe("ucr")["required_options"] == ["dataset"] and describe("adding")["required_options"] == []
-    json.dumps(describe("ucr"))  # the CLI can print it
+    assert describe("ucr").required_options == ["dataset"] and describe("adding").required_options == []
+    assert describe("ucr").option("dataset").required and describe("ucr").option("dataset").default is None
+    assert json.loads(json.dumps(describe("ucr").to_dict()))["options"][0]["name"] == "dataset"
 
 
 @pytest.mark.parametrize(
@@ -169,3 +174,25 @@ def test_check_names_unknown_and_missing_options_as_build_does():
         tasks.check("adding", length=10)
     with pytest.raises(ValueError, match="needs the option dataset"):
         tasks.check("ucr")
+
+
+def _just_outside(bound, side):
+    step = 1 if isinstance(bound, int) else 1e-3
+    return bound - step if side == "low" else bound + step
+
+
+@pytest.mark.parametrize("name", available())
+def test_declared_choices_pass_and_declared_ranges_are_no_tighter_than_the_task(name):
+    """What the form offers comes from describe(); each declared choice passes ``check`` (no data read)
+    and a value just outside a declared bound is refused by the task's own check."""
+    info = describe(name)
+    required = {option.name: "ECG200" for option in info.options if option.required}
+    for option in info.options:
+        for choice in option.choices or ():
+            tasks.check(name, **required, **{option.name: choice})
+        if not option.in_form:
+            continue  # e.g. ucr's input_size: checked against the data's length, after loading
+        for side, bound in zip(("low", "high"), option.range or ()):
+            if bound is not None:
+                with pytest.raises(ValueError, match=option.name):
+                    tasks.check(name, **required, **{option.name: _just_outside(bound, side)})

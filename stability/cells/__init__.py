@@ -1,78 +1,150 @@
-"""Recurrent cells of the papers, behind one registry.
+"""Recurrent cells of the papers, and any cell of your own, behind one registry.
 
     >>> from stability import cells
     >>> cell = cells.build("spectral", input_size=2, hidden_size=128, m1=16, m2=16)
     >>> outputs, h_last = cell(x)             # x (batch, time, 2)
+    >>> cells.describe("spectral").equations  # what the dashboard and the CLI show
 
-Every cell follows the contract in :mod:`stability.cells.base`.
+Every cell follows the contract in :mod:`stability.cells.base`.  A cell of your
+own (best a :class:`RecurrentCell` subclass) joins with ``register("leaky",
+LeakyRNN)``, an entry point in the group ``stability.cells``, or simply by its
+import path wherever a name is taken: ``build("mylab.cells:LeakyRNN", ...)``,
+``--cell mylab.cells:LeakyRNN`` (see :mod:`stability.registry`).
+
+What a cell says about itself lives on its class (read by :func:`describe`)::
+
+    summary = "one line"                           # else the docstring's first line
+    equations = (r"h_t = ...", ...)                # LaTeX, one row each
+    paper = "Zhang et al. 2018 (Spectral-RNN) §4, eq. (4)"
+    option_help = {"leak": "..."}                  # merged along the MRO: bases serve subclasses
+    option_choices = {"init": ("gaussian", ...)}
+    option_ranges = {"leak": (0.0, 1.0)}           # closed bounds, None for an open side
+
+and each option's type and default come from the ``__init__`` signature.
 """
 from __future__ import annotations
 
-import importlib
+import functools
 import inspect
+from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
+from ..registry import OptionInfo, PluginWarning, Registry, docstring_line, option_infos, own_lines, own_text
 from .base import RecurrentCell
 
-# name -> "module:Class"; modules are imported on first use.
-_CELLS = {
-    "rnn": "rnn:ElmanRNN",
-    "irnn": "rnn:IRNN",
-    "lstm": "gated:LSTM",
-    "gru": "gated:GRU",
-    "spectral": "spectral:SpectralRNN",
-    "orthogonal": "spectral:OrthogonalRNN",
-    "vprnn": "vprnn:VPRNN",
-    "fastrnn": "fastrnn:FastRNN",
-    "sgornn": "fastrnn:SGORNN",
-    "kru": "kru:KRU",
-    "kru_lstm": "kru:KRULSTM",
-    "urnn": "unitary:URNN",
-    "exponential": "unitary:ExponentialRNN",
-}
-
-# Shown with the "what is this" of each cell in the CLI and dashboard.
-DESCRIPTIONS = {
-    "rnn": "Elman RNN, tanh/relu/leaky_relu; gaussian, orthogonal or identity init",
-    "irnn": "ReLU RNN with identity init (Le et al. 2015)",
-    "lstm": "Long short-term memory",
-    "gru": "Gated recurrent unit",
-    "spectral": "Spectral-RNN: W = U diag(sigma) V^T by Householder reflectors (spectral paper §3-4)",
-    "orthogonal": "oRNN: W a product of m Householder reflectors (Mhammedi et al. 2017)",
-    "vprnn": "VPRNN: W = R1 Q1 ... Rk Qk, plane rotations and permutations (SGORNN paper eq. 2)",
-    "fastrnn": "FastRNN: h = alpha f(Wx + Uh + b) + beta h (SGORNN paper eq. 1)",
-    "sgornn": "SGORNN: FastRNN with orthogonal U and beta <= 1 - 2 alpha (SGORNN paper eq. 3)",
-    "kru": "Kronecker Recurrent Unit: complex W = W_0 (x) ... (x) W_F-1, soft unitary penalty (KRU paper §3)",
-    "kru_lstm": "LSTM with Kronecker-factored recurrent matrices (KRU paper §4.4)",
-    "urnn": "Unitary RNN, restricted capacity (Arjovsky et al. 2016)",
-    "exponential": "expRNN: W = exp(A - A^T), orthogonal (Lezcano-Casado & Martinez-Rubio 2019)",
-}
+# The methods the trainer and the diagnostics call (a RecurrentCell has them all).
+CONTRACT = ("forward", "initial_state", "recurrent_matrix", "gate_values", "penalty", "recurrent_parameters",
+            "recurrent_parameter_count", "after_optimizer_step")
 
 
-def _cell_class(name: str) -> type[RecurrentCell]:
-    module_name, class_name = _CELLS[name].split(":")
-    return getattr(importlib.import_module(f"{__name__}.{module_name}"), class_name)
+def check_cell_class(name: str, cls: Any) -> None:
+    """ValueError (one line) unless ``cls`` can be built as ``cls(input_size, hidden_size, **options)``
+    and keeps the cell contract."""
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"cell {name!r} must be a torch.nn.Module class (best a subclass of "
+                         f"stability.cells.RecurrentCell); got {cls!r}")
+    if not issubclass(cls, RecurrentCell):
+        missing = [method for method in CONTRACT if not callable(getattr(cls, method, None))]
+        if missing:
+            raise ValueError(f"cell {name!r} ({cls.__qualname__}) lacks {', '.join(missing)} of the cell "
+                             "contract; derive it from stability.cells.RecurrentCell to inherit them")
+    try:
+        inspect.signature(cls).bind(1, 1)
+    except (TypeError, ValueError):
+        raise ValueError(f"cell {name!r} ({cls.__qualname__}) must be built as "
+                         "cls(input_size, hidden_size, **options)") from None
+
+
+registry = Registry("cell", check=check_cell_class, builtins={
+    name: f"{__name__}.{path}" for name, path in {
+        "rnn": "rnn:ElmanRNN",
+        "irnn": "rnn:IRNN",
+        "lstm": "gated:LSTM",
+        "gru": "gated:GRU",
+        "spectral": "spectral:SpectralRNN",
+        "orthogonal": "spectral:OrthogonalRNN",
+        "vprnn": "vprnn:VPRNN",
+        "fastrnn": "fastrnn:FastRNN",
+        "sgornn": "fastrnn:SGORNN",
+        "kru": "kru:KRU",
+        "kru_lstm": "kru:KRULSTM",
+        "urnn": "unitary:URNN",
+        "exponential": "unitary:ExponentialRNN",
+    }.items()})
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    """What a cell says about itself (:func:`describe`)."""
+
+    name: str
+    summary: str
+    equations: tuple[str, ...]
+    paper: str
+    options: tuple[OptionInfo, ...]
+
+    def option(self, name: str) -> OptionInfo:
+        for option in self.options:
+            if option.name == name:
+                return option
+        raise ValueError(f"cell {self.name!r} has no option {name!r}; valid options: "
+                         f"{', '.join(option.name for option in self.options)}")
+
+    def defaults(self) -> dict[str, Any]:
+        return {option.name: option.default for option in self.options}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "summary": self.summary, "equations": list(self.equations),
+                "paper": self.paper, "options": [option.to_dict() for option in self.options]}
 
 
 def available() -> list[str]:
-    """Names accepted by :func:`build`."""
-    return list(_CELLS)
+    """Names accepted by :func:`build`: the built-ins, then plugins and registered cells."""
+    return registry.names()
+
+
+def get_class(name: str) -> type:
+    """The class of cell ``name`` (a ``package.module:Class`` name is imported); ValueError if unknown."""
+    return registry.get(name)
+
+
+def register(name: str, cls: type | None = None, *, replace: bool = False):
+    """Register cell class ``cls`` as ``name`` (also usable as ``@register("leaky")``).
+
+    ValueError on a name already taken by another class, unless ``replace=True``, and on a
+    class that breaks the contract (:func:`check_cell_class`)."""
+    if cls is None:
+        return lambda cls: registry.register(name, cls, replace=replace)
+    return registry.register(name, cls, replace=replace)
+
+
+def unregister(name: str) -> None:
+    """Forget a registered cell (a built-in that was replaced comes back)."""
+    registry.unregister(name)
+
+
+def describe(name: str) -> CellInfo:
+    """Summary, equations (LaTeX), paper and options of cell ``name``, read from its class."""
+    return _describe(name, get_class(name))
+
+
+@functools.lru_cache(maxsize=256)
+def _describe(name: str, cls: type) -> CellInfo:
+    return CellInfo(name=name, summary=own_text(cls, "summary") or docstring_line(cls),
+                    equations=own_lines(cls, "equations"), paper=own_text(cls, "paper"),
+                    options=option_infos(cls, positional=2))
 
 
 def options(name: str) -> dict[str, object]:
     """The options a cell accepts, with their defaults."""
-    if name not in _CELLS:
-        raise ValueError(f"unknown cell {name!r}; valid cells: {', '.join(_CELLS)}")
-    signature = inspect.signature(_cell_class(name).__init__)
-    return {p.name: p.default for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    return describe(name).defaults()
 
 
 def option_annotations(name: str) -> dict[str, str]:
     """Each option's annotation as written in the cell's signature, e.g. ``{"k": "int | None"}``."""
-    options(name)  # a one-line ValueError for an unknown name
-    signature = inspect.signature(_cell_class(name).__init__)
-    return {p.name: str(p.annotation) for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    return {option.name: option.type for option in describe(name).options}
 
 
 def build(name: str, input_size: int, hidden_size: int, **cell_options) -> nn.Module:
@@ -82,7 +154,8 @@ def build(name: str, input_size: int, hidden_size: int, **cell_options) -> nn.Mo
     if unknown:
         raise ValueError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
                          f"for cell {name!r}; valid options: {', '.join(valid)}")
-    return _cell_class(name)(input_size, hidden_size, **cell_options)
+    return get_class(name)(input_size, hidden_size, **cell_options)
 
 
-__all__ = ["available", "build", "options", "option_annotations", "DESCRIPTIONS", "RecurrentCell"]
+__all__ = ["CONTRACT", "CellInfo", "OptionInfo", "PluginWarning", "RecurrentCell", "available", "build",
+           "describe", "get_class", "option_annotations", "options", "register", "registry", "unregister"]

@@ -93,6 +93,14 @@ class RecurrentCell(nn.Module):
     """
 
     complex_state = False
+    # What describe() shows of every cell's options (subclasses add theirs; merged along the MRO).
+    option_help = {
+        "h0": "initial hidden state: zero, learned (a trainable vector), or noisy: h0 ~ N(0, sigma^2 I) "
+              "while training, zero at evaluation (MASO paper §5.1, Thm. 3)",
+        "h0_noise_std": "sigma of the noisy h0; the noise penalises ‖dL/dh0‖ (MASO paper §5.2)",
+    }
+    option_choices = {"h0": H0_MODES}
+    option_ranges = {"h0_noise_std": (0.0, None)}
     # The trainer gives recurrent_parameters() this multiple of the learning rate (expRNN's authors
     # train the skew-symmetric parameter at lr / 10); cells set it from an option where they have one.
     recurrent_lr_scale = 1.0

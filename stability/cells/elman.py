@@ -44,6 +44,13 @@ _NATIVE_KERNELS = {"tanh": torch.rnn_tanh, "relu": torch.rnn_relu}
 class ElmanCell(RecurrentCell):
     """Shared machinery of the Elman-type cells; not registered by itself."""
 
+    option_help = {
+        "nonlinearity": "f of the update; modrelu is sign(a) relu(|a| + c) with a trainable c per unit (expRNN)",
+        "negative_slope": "slope of leaky_relu below zero",
+    }
+    option_choices = {"nonlinearity": ACTIVATIONS}
+    option_ranges = {"negative_slope": (0.0, None)}
+
     def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "tanh",
                  negative_slope: float = 0.01, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)

@@ -84,6 +84,11 @@ def clip_beta(beta: Tensor, alpha: Tensor) -> Tensor:
 class _ScalarGatedCell(ElmanCell):
     """The gates shared by FastRNN and SGORNN; subclasses provide ``weight_hh``."""
 
+    option_help = {
+        "alpha_init": "alpha = sigmoid(alpha_init) at the start: the weight of the new update",
+        "beta_init": "beta = sigmoid(beta_init) at the start: the weight of h_{t-1}",
+    }
+
     def __init__(self, input_size: int, hidden_size: int, *, alpha_init: float, beta_init: float,
                  nonlinearity: str, negative_slope: float, h0: str, h0_noise_std: float):
         super().__init__(input_size, hidden_size, nonlinearity=nonlinearity,
@@ -109,6 +114,10 @@ class FastRNN(_ScalarGatedCell):
         alpha_init, beta_init: the pre-sigmoid starting values (-3, 3).
         nonlinearity: ``f``; ReLU as in the SGORNN paper's experiments (§3).
     """
+
+    summary = "FastRNN: h = alpha f(Wx + Uh + b) + beta h (SGORNN paper eq. 1)"
+    equations = (r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b")
+    paper = "Kusupati et al. 2018; SGORNN paper eq. (1)"
 
     def __init__(self, input_size: int, hidden_size: int, *, alpha_init: float = -3.0,
                  beta_init: float = 3.0, nonlinearity: str = "relu", negative_slope: float = 0.01,
@@ -137,6 +146,19 @@ class SGORNN(_ScalarGatedCell):
         alpha_init: -3.75, so that the clip starts inactive (see the module docstring).
         beta_init, nonlinearity: as for ``fastrnn``.
     """
+
+    summary = "SGORNN: FastRNN with orthogonal U and beta <= 1 - 2 alpha (SGORNN paper eq. 3)"
+    equations = (r"h_t = \alpha \, \phi(z_t) + \beta \, h_{t-1}", r"z_t = U x_t + W h_{t-1} + b",
+                 r"W = R_1 Q_1 \cdots R_k Q_k", r"\beta \le 1 - 2\alpha")
+    paper = "SGORNN paper eqs. (1)-(3)"
+    option_help = {
+        "k": "rotational sublayers R_i Q_i; empty: 2⌈log₂ n⌉, 14 at n = 128 (SGORNN paper App. A.3)",
+        "angle_init": "rotation angles start uniform in [-angle_init, angle_init]; 0.05 starts W near a "
+                      "permutation (the reference code), pi well mixed",
+        "clip_beta": "keep beta in [0, 1 - 2 alpha] (eq. 3), as in all the paper's experiments",
+        "alpha_init": "alpha = sigmoid(alpha_init) at the start; -3.75 starts the beta clip inactive",
+    }
+    option_ranges = {"k": (1, None), "angle_init": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, k: int | None = None, angle_init: float = 0.05,
                  clip_beta: bool = True, alpha_init: float = -3.75, beta_init: float = 3.0,

@@ -79,6 +79,13 @@ class _GatedCell(RecurrentCell):
 class LSTM(_GatedCell):
     """``lstm``: the standard LSTM; state [h, c] of size 2H."""
 
+    summary = "Long short-term memory"
+    equations = (r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"g_t = \tanh(W_g h_{t-1} + U_g x_t + b_g)",
+                 r"h_t = o_t \odot \tanh(c_t)")
+    paper = "Hochreiter & Schmidhuber 1997; the baseline of every paper here"
+    option_help = {"forget_bias": "added to the forget gate's bias at the start, so the cell starts by "
+                                  "remembering (Jozefowicz et al. 2015)"}
+
     gate_count = 4
     candidate_block = 2  # (i, f, g, o)
 
@@ -129,6 +136,11 @@ class LSTM(_GatedCell):
 
 class GRU(_GatedCell):
     """``gru``: the standard GRU."""
+
+    summary = "Gated recurrent unit"
+    equations = (r"n_t = \tanh(U_n x_t + r_t \odot (W_n h_{t-1} + b_n))",
+                 r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}")
+    paper = "Cho et al. 2014"
 
     gate_count = 3
     candidate_block = 2  # (r, z, n)

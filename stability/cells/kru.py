@@ -119,6 +119,17 @@ class KRU(KroneckerFactored, ModReLUCell):
     :func:`two_factor_split` and Note [Two-factor step].
     """
 
+    summary = "Kronecker Recurrent Unit: complex W = W_0 (x) ... (x) W_F-1, soft unitary penalty (KRU paper §3)"
+    equations = (r"h_t = \operatorname{modReLU}(W h_{t-1} + U x_t + b)", r"W = W_0 \otimes \cdots \otimes W_{F-1}",
+                 r"\text{penalty } \lambda \textstyle\sum_f \lVert W_f^H W_f - I \rVert^2")
+    paper = "Jose et al. 2018 (KRU paper) §3, eqs. (4), (7)"
+    option_help = {
+        "factor_sizes": "sizes n_f of the square complex factors, product hidden_size; default all 2 "
+                        "(hidden_size a power of two)",
+        "penalty_strength": "lambda of the soft unitary penalty (eq. 7); the paper's best lie in 1e-5 ... 1e-1",
+    }
+    option_ranges = {"penalty_strength": (0.0, None)}
+
     def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
                  penalty_strength: float = 1e-3, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, input_bias=True, h0=h0, h0_noise_std=h0_noise_std)
@@ -165,6 +176,17 @@ class KRULSTM(KroneckerFactored, LSTM):
     matrix starts orthogonal, as KRU's starts unitary); input weights and
     biases as in ``lstm``.  ``recurrent_matrix()`` is W_c, as for ``lstm``.
     """
+
+    summary = "LSTM with Kronecker-factored recurrent matrices (KRU paper §4.4)"
+    equations = (r"c_t = f_t \odot c_{t-1} + i_t \odot g_t", r"h_t = o_t \odot \tanh(c_t)",
+                 r"W_{i,f,g,o} = W^{(0)} \otimes \cdots \otimes W^{(F-1)}")
+    paper = "Jose et al. 2018 (KRU paper) §4.4-4.5"
+    option_help = {
+        "factor_sizes": "sizes of the square real factors of each gate's W; default all 2 "
+                        "(hidden_size a power of two)",
+        "penalty_strength": "weight of the orthogonality penalty on the factors (default 0)",
+    }
+    option_ranges = {"penalty_strength": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, factor_sizes: tuple[int, ...] | None = None,
                  penalty_strength: float = 0.0, forget_bias: float = 1.0, h0: str = "zero",

@@ -34,6 +34,17 @@ RECURRENT_INITS = ("gaussian", "orthogonal", "identity")
 class ElmanRNN(ElmanCell):
     """``rnn``: a free H x H recurrent matrix."""
 
+    summary = "Elman RNN, tanh/relu/leaky_relu; gaussian, orthogonal or identity init"
+    equations = (r"h_t = \phi(W h_{t-1} + U x_t + b)",)
+    paper = "Elman 1990; KRU paper eq. (1); the RNN of the spectral paper §4"
+    option_help = {
+        "init": "W at the start: gaussian N(0, gain²/H) (spectral radius ≈ gain), orthogonal (gain · Q), "
+                "or identity (gain · I, Le et al. 2015)",
+        "init_gain": "scale of the initial W",
+    }
+    option_choices = {"init": RECURRENT_INITS}
+    option_ranges = {"init_gain": (0.0, None)}
+
     def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "tanh",
                  negative_slope: float = 0.01, init: str = "gaussian", init_gain: float = 1.0,
                  h0: str = "zero", h0_noise_std: float = 0.1):
@@ -56,6 +67,11 @@ class ElmanRNN(ElmanCell):
 
 class IRNN(ElmanRNN):
     """``irnn``: ReLU, W initialised to the identity (Le et al.; MASO paper §5.3)."""
+
+    summary = "ReLU RNN with identity init (Le et al. 2015)"
+    equations = (r"h_t = \operatorname{relu}(W h_{t-1} + U x_t + b)", r"W_0 = g I")
+    paper = "Le et al. 2015; MASO paper §5.3; spectral paper §7"
+    option_help = {"init_gain": "g: W starts as g · I"}
 
     def __init__(self, input_size: int, hidden_size: int, *, init_gain: float = 1.0,
                  h0: str = "zero", h0_noise_std: float = 0.1):

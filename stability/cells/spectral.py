@@ -79,6 +79,21 @@ class SpectralRNN(ElmanCell):
     vectors and first renormalises them after the first update.)
     """
 
+    summary = "Spectral-RNN: W = U diag(sigma) V^T by Householder reflectors (spectral paper §3-4)"
+    equations = (r"h_t = \phi(W h_{t-1} + U x_t + b)",
+                 r"W = \mathcal{H}_n \cdots \mathcal{H}_{k_1} \, \Sigma \, \mathcal{H}_{k_2} \cdots \mathcal{H}_n",
+                 r"\sigma_i = \sigma^* + 2r \left(\operatorname{sigmoid}(\hat\sigma_i) - \tfrac12\right)")
+    paper = "Zhang et al. 2018 (Spectral-RNN) §4, eqs. (1), (4)"
+    option_help = {
+        "m1": "Householder reflectors in U (k1 = n - m1 + 1); §7 uses 16 at n = 128; capped at hidden_size",
+        "m2": "Householder reflectors in V (k2 = n - m2 + 1); capped at hidden_size",
+        "r": "half-width of the singular-value band [sigma* - r, sigma* + r] (eq. 4); at most sigma_star",
+        "sigma_star": "centre sigma* of the singular-value band (eq. 4; usually 1)",
+        "renormalize": "put every reflector back to unit length after each optimizer step, as the authors' "
+                       "code does (W is unchanged by it, the training path is not)",
+    }
+    option_ranges = {"m1": (1, None), "m2": (1, None), "r": (0.0, None), "sigma_star": (0.0, None)}
+
     def __init__(self, input_size: int, hidden_size: int, *, m1: int = 16, m2: int = 16,
                  r: float = 0.01, sigma_star: float = 1.0, renormalize: bool = True,
                  nonlinearity: str = "leaky_relu", negative_slope: float = 0.01,
@@ -134,6 +149,17 @@ class OrthogonalRNN(ElmanCell):
     Initialisation: each reflector a random unit vector (direction uniform on
     the sphere), as the authors' code starts (``RNN_models.py``).
     """
+
+    summary = "oRNN: W a product of m Householder reflectors (Mhammedi et al. 2017)"
+    equations = (r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \mathcal{H}_n \cdots \mathcal{H}_{n-m+1}")
+    paper = "Mhammedi et al. 2017 (oRNN); spectral paper eq. (2)"
+    option_help = {
+        "m": "Householder reflectors in W; m = hidden_size reaches every orthogonal matrix (Thm. 1); "
+             "capped at hidden_size",
+        "renormalize": "put every reflector back to unit length after each optimizer step, as the authors' "
+                       "code does (W is unchanged by it, the training path is not)",
+    }
+    option_ranges = {"m": (1, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, m: int = 16, renormalize: bool = True,
                  nonlinearity: str = "leaky_relu", negative_slope: float = 0.01,

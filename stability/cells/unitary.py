@@ -50,6 +50,11 @@ class URNN(ModReLUCell):
     ``h0``, like every state, is complex (B, N); ``outputs`` are real (B, T, 2N).
     """
 
+    summary = "Unitary RNN, restricted capacity (Arjovsky et al. 2016)"
+    equations = (r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b)",
+                 r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1")
+    paper = "Arjovsky et al. 2016 (uRNN); the KRU paper's baseline"
+
     def __init__(self, input_size: int, hidden_size: int, *, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, input_bias=False, h0=h0, h0_noise_std=h0_noise_std)
         bound = math.sqrt(6.0 / (input_size + hidden_size))
@@ -96,6 +101,17 @@ class ExponentialRNN(ElmanCell):
         recurrent_lr_scale: A's learning rate as a multiple of the run's (0.1,
             the reference's ratio; 1 trains everything at one rate).
     """
+
+    summary = "expRNN: W = exp(A - A^T), orthogonal (Lezcano-Casado & Martinez-Rubio 2019)"
+    equations = (r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = \exp(A - A^\top)")
+    paper = "Lezcano-Casado & Martínez-Rubio 2019 (expRNN)"
+    option_help = {
+        "init": "the skew-symmetric A at the start: henaff (copying task) or cayley (MNIST), as the "
+                "reference code",
+        "recurrent_lr_scale": "A's learning rate as a multiple of the run's (0.1: the reference's lr / 10)",
+    }
+    option_choices = {"init": SKEW_INITS}
+    option_ranges = {"recurrent_lr_scale": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, nonlinearity: str = "modrelu",
                  negative_slope: float = 0.01, init: str = "henaff", recurrent_lr_scale: float = 0.1,

@@ -48,6 +48,16 @@ class VPRNN(ElmanCell):
         nonlinearity: ReLU by default, as in all SGORNN paper experiments (§3).
     """
 
+    summary = "VPRNN: W = R1 Q1 ... Rk Qk, plane rotations and permutations (SGORNN paper eq. 2)"
+    equations = (r"h_t = \phi(W h_{t-1} + U x_t + b)", r"W = R_1 Q_1 \cdots R_k Q_k")
+    paper = "Taylor-Melanson et al. 2021; SGORNN paper §2, eq. (2): plane rotations R_i, permutations Q_i"
+    option_help = {
+        "k": "rotational sublayers R_i Q_i; empty: 2⌈log₂ n⌉, 14 at n = 128 (SGORNN paper App. A.3)",
+        "angle_init": "rotation angles start uniform in [-angle_init, angle_init]; 0.05 starts W near a "
+                      "permutation (the reference code), pi well mixed",
+    }
+    option_ranges = {"k": (1, None), "angle_init": (0.0, None)}
+
     def __init__(self, input_size: int, hidden_size: int, *, k: int | None = None, angle_init: float = 0.05,
                  nonlinearity: str = "relu", negative_slope: float = 0.01, h0: str = "zero",
                  h0_noise_std: float = 0.1):

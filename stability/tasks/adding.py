@@ -32,8 +32,12 @@ from .synthetic import SyntheticTask
 
 class AddingTask(SyntheticTask):
     name = "adding"
+    summary = "Sum of two marked values in a length-T sequence"
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.1; SGORNN §3.1; KRU §4.2"
+    equations = (r"y = x_{t_1} + x_{t_2}, \quad t_1 < T/2 \le t_2", r"\text{baseline: } \hat y = 1, \ \text{MSE} = 1/6")
     metric = "mse"
+    option_help = {"seq_len": "T: steps over which the two marked numbers must be carried"}
+    option_ranges = {"seq_len": (2, None)}
     target_mode = "last"
     description = (
         "The adding problem: two input channels, a stream of numbers drawn uniformly from "
@@ -93,6 +97,8 @@ class AddingTask(SyntheticTask):
 
 class AddingTernaryTask(SyntheticTask):
     name = "adding_ternary"
+    summary = "Sum of two marked 0/1 values in a length-T sequence, as one of 3 classes"
+    option_ranges = {"seq_len": (2, None)}
     paper = "MASO-RNN (ICLR 2019 submission) §5.3, Fig. 4"
     metric = "accuracy"
     target_mode = "last"

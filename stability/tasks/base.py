@@ -64,6 +64,20 @@ class Task:
     target_mode: str = "last"  # "last" or "every"
     stateful: bool = False  # True: consecutive train batches continue each other's streams
 
+    # What describe() shows of the options (subclasses add theirs; merged along the MRO).
+    option_help = {
+        "seq_len": "sequence length T: steps the network must carry information across; longer is harder",
+        "train_size": "a fixed training set of this many examples, reshuffled every epoch; "
+                      "empty: fresh examples every step",
+        "val_size": "examples in the fixed validation set",
+        "test_size": "examples in the fixed test set",
+        "data_dir": "dataset cache folder (default $STABILITY_DATA, else ~/.stability/data)",
+        "download": "download missing files; false: fail, naming the URL and where to put the file",
+        "progress": "callback(done, total) during downloads",
+    }
+    option_ranges = {"seq_len": (1, None), "train_size": (1, None), "val_size": (1, None), "test_size": (1, None)}
+    form_hidden_options = ("data_dir", "download", "progress")  # folders and callbacks: not asked in a form
+
     def __init__(self, *, seed: int, input_size: int, output_size: int, seq_len: int):
         self.seed = seed
         self.input_size = input_size

@@ -50,7 +50,10 @@ COPY_LENGTH = 10
 
 class CopyTask(SyntheticTask):
     name = "copy"
+    summary = "Recall 10 symbols after a lag of T blank steps"
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.1; KRU §4.1"
+    equations = (r"\text{baseline: } \frac{10 \ln 8}{T + 20} \text{ nats per step}",)
+    option_help = {"seq_len": "the lag T of blanks between the symbols and the delimiter"}
     metric = "cross_entropy"
     target_mode = "every"
     description = (

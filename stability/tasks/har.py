@@ -99,6 +99,9 @@ def load_split(dataset: Path, split: str) -> Arrays:
 
 class Har2Task(StoredTask):
     name = "har2"
+    summary = "UCI HAR inertial signals, 128 steps of 9 channels, 2 classes"
+    option_help = {"val_fraction": "fraction of the training windows held out for validation (between 0 and 1)"}
+    option_ranges = {"val_fraction": (0.0, 1.0)}
     paper = "SGORNN (ICLR 2022 submission) §3.2, Table 2, Fig. 4"
     metric = "accuracy"
     target_mode = "last"

@@ -89,7 +89,15 @@ def pixel_statistics(images: np.ndarray) -> tuple[float, float]:
 
 class MnistTask(StoredTask):
     name = "mnist"
+    summary = "Pixel-by-pixel MNIST: 784 steps of one pixel"
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.2, Table 2; KRU §4.3, Table 2"
+    option_help = {
+        "pixels_per_step": "pixels read per step (a divisor of 784): T = 784 / pixels_per_step",
+        "normalize": "unit: pixels in [0, 1]; standard: zero mean, unit variance over the training pixels",
+        "val_size": "training images held out for validation",
+    }
+    option_choices = {"normalize": ("unit", "standard")}
+    option_ranges = {"pixels_per_step": (1, PIXELS)}
     metric = "accuracy"
     target_mode = "last"
     description = (
@@ -156,6 +164,9 @@ class MnistTask(StoredTask):
 
 class PermutedMnistTask(MnistTask):
     name = "permuted_mnist"
+    summary = "Pixel MNIST with the 784 pixels in one fixed random order"
+    option_help = {"permutation_seed": "seed of the fixed pixel permutation (the same for every run seed)"}
+    option_ranges = {"permutation_seed": (0, None)}
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.2, Fig. 3(c); KRU §4.3, Table 2"
     description = (
         "Permuted pixel MNIST: like pixel-by-pixel MNIST, but the 784 pixels are shuffled by "
@@ -197,6 +208,7 @@ class PermutedMnistTask(MnistTask):
 
 class MnistRowsTask(MnistTask):
     name = "mnist_rows"
+    summary = "Row-by-row MNIST: 28 steps of 28 pixels"
     paper = "Zhang et al., ICLR 2018 review version (svdRNN) §7.2, Fig. 2(a)"
     description = (
         "Row-by-row MNIST: each digit is read as 28 steps of 28 pixels, one image row per "

@@ -161,6 +161,8 @@ class LanguageModelTask(Task):
 
 class PtbWordTask(LanguageModelTask):
     name = "ptb_word"
+    summary = "Penn Treebank word-level language modelling (10k words)"
+    option_help = {"seq_len": "truncated-BPTT window; the state carries over between windows"}
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.3, Table 3; SGORNN §3.3, Table 3"
     metric = "perplexity"
     description = (
@@ -190,6 +192,8 @@ class PtbWordTask(LanguageModelTask):
 
 class PtbCharTask(LanguageModelTask):
     name = "ptb_char"
+    summary = "Penn Treebank character-level language modelling (50 symbols)"
+    option_help = {"seq_len": "truncated-BPTT window; the state carries over between windows"}
     paper = "KRU §4.4, Table 3"
     metric = "bpc"
     description = (

@@ -175,6 +175,15 @@ def class_ids(train_labels: np.ndarray, test_labels: np.ndarray, path: Path) -> 
 
 class UcrTask(StoredTask):
     name = "ucr"
+    summary = "Any UCR archive time-series dataset, by name"
+    option_help = {
+        "dataset": "UCR archive dataset name, e.g. ECG200, ArrowHead, FaceAll",
+        "input_size": "values read per step (a divisor of the series length); "
+                      "default: the largest divisor not above its square root",
+        "val_fraction": "fraction of the training series held out for validation (between 0 and 1)",
+    }
+    option_ranges = {"input_size": (1, None), "val_fraction": (0.0, 1.0)}
+    form_hidden_options = ("input_size",)  # derived from the data's length unless given
     paper = "Zhang et al. 2018 (Spectral-RNN) App. C.1, Table 4, Fig. 6"
     metric = "accuracy"
     target_mode = "last"
