@@ -273,7 +273,7 @@ class Registry:
         try:
             points = importlib.metadata.entry_points(group=self.group)
         except Exception as error:  # noqa: BLE001 - a broken installation must not hide the built-ins
-            _warn(f"stability: could not read the {self.group} entry points: {one_line(error)}")
+            _warn(f"could not read the {self.group} entry points: {one_line(error)}")
             points = ()
         for point in points:
             yield point.name, point.value, point.load
@@ -294,7 +294,7 @@ class Registry:
             self._check_name(name, cls)
             self._check(name, cls)
         except Exception as error:  # noqa: BLE001 - any failure of someone else's code
-            _warn(f"stability: skipped {label}: {one_line(error)}")
+            _warn(f"skipped {label}: {one_line(error)}")
             return
         self._entries[name] = cls
         self._plugins.add(name)
