@@ -6,6 +6,8 @@
                 [(step, time.time(), "grad/h_t_norm", t, g) for t, g in enumerate(norms)],
                 heartbeat_step=step)
     store.metrics(run_id, since_step=last_seen)   # DataFrame run_id,step,wall_time,name,value
+    store.records()                         # every run as a RunRecord (typed config, latest values)
+    store.latest_many()                     # {run_id: {name: value}}, every run in one query
 
 Note [concurrency]
     WAL journal mode: readers never block the writer and never see half a
@@ -18,7 +20,8 @@ Note [concurrency]
     store may be shared between the threads of one process; each process opens
     its own ``RunStore``. Opening an existing store only reads (its schema
     version), so ``runs`` and ``show`` work while another process holds the
-    write lock for longer than the busy timeout.
+    write lock for longer than the busy timeout; only the first opening of a
+    store of an older schema writes (Note [schema versions]).
 
 Note [creating and refusing]
     A new store is built under a temporary name beside its path and linked into

@@ -83,7 +83,6 @@ def test_status_transitions_set_timestamps(store):
         other = store.create_run(CONFIG)
         store.set_status(other, status)
         assert store.run(other)["finished_at"] is not None
-    assert set(STATUSES) - set(TERMINAL) == {"queued", "running"}
     with pytest.raises(ValueError, match="unknown run status 'finished'"):
         store.set_status(run_id, "finished")
 
