@@ -308,7 +308,7 @@ def cell_about(name: str, container=st) -> None:
 
 def option_widget(option: OptionInfo, value, key: str, container=st):
     """One widget for a cell or task option, typed from its :class:`~stability.registry.OptionInfo`:
-    a select box for choices, a checkbox for a bool, a number field within the option's range, a
+    a select box for choices, a checkbox for a bool, a number field (its range in the help), a
     text field for a string.  An optional number (``int | None``) is a field left empty for the
     class's own rule (e.g. vprnn's k = 2⌈log₂ n⌉), and gives None then, as does any value the form
     cannot edit (a tuple stays as it is: the caller keeps it or leaves the option out)."""
@@ -328,18 +328,16 @@ def option_widget(option: OptionInfo, value, key: str, container=st):
 
 
 def _number_widget(option: OptionInfo, kind: str, value, key: str, container, help_text: str):
+    """A number field; its range is in the help, not a bound, so a value out of it reaches the class's own
+    check and comes back as one error line saying what is allowed (a bound would silently clamp it)."""
     cast = int if kind == "int" else float
-    low, high = (cast(bound) if bound is not None else None for bound in (option.range or (None, None)))
     if value is None and not option.optional:
-        value = low if low is not None else cast(0)
-    if value is not None:  # a stored value brought into range, as limited_input does
-        value = cast(value)
-        value = value if low is None else max(value, low)
-        value = value if high is None else min(value, high)
+        low = (option.range or (None,))[0]
+        value = low if low is not None else 0
     extra = {"step": 1} if kind == "int" else {"format": "%.4g"}
     if option.optional:
         extra["placeholder"] = "empty: the default rule"
-    number = container.number_input(option.name, min_value=low, max_value=high, value=value, key=key,
+    number = container.number_input(option.name, value=None if value is None else cast(value), key=key,
                                     help=help_text, **extra)
     return None if number is None else cast(number)
 

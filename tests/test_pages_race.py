@@ -108,6 +108,7 @@ def test_the_chosen_cells_and_their_options_go_into_their_own_configs(store, fak
 @pytest.mark.parametrize("change, message", [
     (lambda app: app.multiselect(key="race_cells").set_value([]), "pick at least one cell"),
     (lambda app: app.number_input(key="race_spectral_r").set_value(2.0), "cell 'spectral'"),
+    (lambda app: app.number_input(key="race_spectral_m1").set_value(-1), "cell 'spectral'"),
     (lambda app: app.number_input(key="race_spectral_sigma_star").set_value(0.001), "r must be <= sigma_star"),
 ])
 def test_a_bad_value_shows_one_error_and_starts_nothing(store, fake_runner, change, message):
