@@ -234,13 +234,7 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
     task = st.selectbox("Task", task_names, index=_index(task_names, defaults.task.name), key=f"{key_prefix}_task")
     about = tasks.describe(task)
     task_options = _task_options(key_prefix, about, defaults)
-    st.caption(about.summary)
-    with st.expander("About this task"):
-        st.markdown(about.description)
-        if about.equations:
-            st.latex(r"\small\begin{gathered}" + r" \\ ".join(about.equations) + r"\end{gathered}")
-        st.caption(" · ".join(part for part in (f"Paper: {about.paper}" if about.paper else "",
-                                                 f"metric: {about.metric}") if part))
+    task_about(about)
 
     st.markdown("**Training**")
     train = _train_settings(key_prefix, defaults.train)
@@ -304,6 +298,18 @@ def cell_about(name: str, container=st) -> None:
         container.latex(r"\small\begin{gathered}" + r" \\ ".join(info.equations) + r"\end{gathered}")
     if info.paper:
         container.caption(f"Source: {info.paper}")
+
+
+def task_about(about) -> None:
+    """A task's summary, and in an expander its description, equations, paper and metric
+    (:func:`stability.tasks.describe`)."""
+    st.caption(about.summary)
+    with st.expander("About this task"):
+        st.markdown(about.description)
+        if about.equations:
+            st.latex(r"\small\begin{gathered}" + r" \\ ".join(about.equations) + r"\end{gathered}")
+        st.caption(" · ".join(part for part in (f"Paper: {about.paper}" if about.paper else "",
+                                                 f"metric: {about.metric}") if part))
 
 
 def option_widget(option: OptionInfo, value, key: str, container=st):

@@ -129,12 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", type=int, metavar="ID")
     export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
     export.set_defaults(handler=cmd_export)
-    for name, handler, text in (("cells", cmd_cells, "the recurrent cells"), ("tasks", cmd_tasks, "the sequence tasks")):
+    _add_catalogue_commands(commands)
+    return parser
+
+
+def _add_catalogue_commands(commands) -> None:
+    """``cells [NAME]`` and ``tasks [NAME]``: every one in a line, or one in full."""
+    for name, handler, text in (("cells", cmd_cells, "the recurrent cells"),
+                                ("tasks", cmd_tasks, "the sequence tasks")):
         command = commands.add_parser(name, help=f"{text}; with a NAME, one {name[:-1]} in full")
         command.add_argument("name", nargs="?", metavar="NAME",
                              help=f"a {name[:-1]} name or package.module:Class: its equations, paper and options")
         command.set_defaults(handler=handler)
-    return parser
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -318,7 +324,8 @@ def describe_lines(info) -> list[str]:
     if info.paper:
         lines.append(f"paper: {info.paper}")
     if getattr(info, "metric", None):
-        lines.append(f"metric: {info.metric} (target: {info.target_mode} step{'s' if info.target_mode == 'every' else ''})")
+        steps = "every step" if info.target_mode == "every" else "the last step"
+        lines.append(f"metric: {info.metric} (targets at {steps})")
     if info.equations:
         lines += ["equations (LaTeX):", *(f"  {equation}" for equation in info.equations)]
     if info.options:

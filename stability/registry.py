@@ -288,7 +288,8 @@ class Registry:
         try:
             cls = load()
             if current is not None and current is not cls:
-                raise ValueError(f"the name is taken by {current if isinstance(current, str) else current.__qualname__}")
+                taken = current if isinstance(current, str) else current.__qualname__
+                raise ValueError(f"the name is taken by {taken}")
             if current is cls:
                 return  # registered here and exported for the workers: already known
             self._check_name(name, cls)
