@@ -82,3 +82,20 @@ def test_app_frame_shows_the_device_and_runs_in_progress(tmp_path, monkeypatch):
     app = run(ROOT / "app.py")
     assert not app.exception
     assert any("2** runs in progress" in caption.value for caption in app.sidebar.caption)
+
+
+@pytest.mark.parametrize("name", ["spectral", "exponential"])
+def test_the_cell_is_described_by_its_class(name):
+    """Summary, equations, paper and the option widgets all come from cells.describe()."""
+    from stability import cells
+
+    info = cells.describe(name)
+    app = run(cell=name, hidden="16", T="50")
+    assert not app.exception and not app.error
+    [latex] = app.latex
+    assert all(equation in latex.value for equation in info.equations)
+    captions = [caption.value for caption in app.caption]
+    assert info.summary in captions and f"Source: {info.paper}" in captions
+    assert app.selectbox(key=f"gf_{name}_nonlinearity").options == list(info.option("nonlinearity").choices)
+    keys = [widget.key for widget in [*app.selectbox, *app.number_input]]
+    assert f"gf_{name}_h0" not in keys and f"gf_{name}_h0_noise_std" not in keys  # unused by the measurement
