@@ -191,7 +191,7 @@ def _attribute_path(obj: Any, qualname: str) -> Any:
 class Registry:
     """Names of one kind of class (cells or tasks); see the module docstring."""
 
-    def __init__(self, kind: str, *, builtins: dict[str, str], check: Callable[[str, Any], None]):
+    def __init__(self, kind: str, *, builtins: dict[str, type | str], check: Callable[[str, Any], None]):
         self.kind = kind
         self.group = f"stability.{kind}s"
         self.env_var = f"STABILITY_{kind.upper()}S"
