@@ -31,6 +31,7 @@ the playwright package and /usr/bin/chromium (never ``playwright install``).
 from __future__ import annotations
 
 import argparse
+import math
 import contextlib
 import os
 import shutil
@@ -39,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -335,6 +337,131 @@ def busy_benchmark(args, folder: Path) -> None:
                   f"| {ratio(busy, alone)} | {ratio(busy, reference)} |")
 
 
+# ----------------------------------------------------------------- what a watched page costs
+# A synthetic run: rows written by a thread of this process at a real run's cadence, so the server and
+# the browser are measured with no worker beside them (CPU time is what they used, whatever else runs).
+PROFILES = {  # name: (steps/s, log every, probe every, T of the probe, eval every)
+    "default (rnn 128, T=100)": (20.0, 10, 100, 100, 100),
+    "tiny (rnn 16, T=20, log every step)": (700.0, 1, 100, 20, 100),
+}
+LOGGED = ("train/loss", "train/mse", "train/lr", "grad/h0_norm_train", "grad/recurrent_norm", "grad/total_norm",
+          "progress/elapsed_s", "progress/eta_s", "progress/examples", "speed/steps_per_s", "sv/condition",
+          "sv/margin", "sv/max", "sv/min")
+EVALUATED = ("val/loss", "val/mse", "gap/loss", "gap/mse", "grad/h0_norm", "grad/A_h_norm")
+
+
+class SyntheticRun:
+    """A ``running`` run whose rows a thread appends every ``period`` seconds, as a worker would."""
+
+    def __init__(self, store_path: Path, profile: tuple, period: float = 0.1):
+        self.store_path, self.profile, self.period = store_path, profile, period
+        config = RunConfig(cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": profile[3]}),
+                           train=TrainConfig(steps=10_000_000))
+        with RunStore(store_path) as store:
+            self.run_id = store.create_run(config.to_dict())
+            store.update_run(self.run_id, device="cpu (synthetic)", metric="mse", baseline=1 / 6,
+                             baseline_label="always predict 1", total_steps=10_000_000)
+            store.set_status(self.run_id, "running")
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._write, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        with RunStore(self.store_path) as store:
+            store.set_status(self.run_id, "stopped")
+
+    def _rows(self, step: int, now: float) -> tuple[list, list]:
+        speed, log_every, probe_every, length, eval_every = self.profile
+        value = 0.2 + 0.1 * math.exp(-step / 5000) * (1 + 0.3 * math.sin(step / 37))
+        scalars = [(step, now, name, value * (1 + index)) for index, name in enumerate(LOGGED)]
+        if step % eval_every == 0:
+            scalars += [(step, now, name, value * 1e-3 ** index) for index, name in enumerate(EVALUATED)]
+        series = ([(step, now, "grad/h_t_norm", t, 10.0 ** (t - length) * value) for t in range(length)]
+                  if step % probe_every == 0 else [])
+        return scalars, series
+
+    def _write(self) -> None:
+        speed, log_every = self.profile[0], self.profile[1]
+        with RunStore(self.store_path) as store:
+            started, step = time.monotonic(), 0
+            while not self.stop.wait(self.period):
+                due = int((time.monotonic() - started) * speed) // log_every * log_every
+                scalars, series, now = [], [], time.time()
+                while step + log_every <= due:
+                    step += log_every
+                    more, vectors = self._rows(step, now)
+                    scalars += more
+                    series += vectors
+                if scalars:
+                    store.flush(self.run_id, scalars, series, heartbeat_step=step)
+
+
+def page_cost(browser, url: str, store_path: Path, server_pid: int, profile: tuple, query: str,
+              seconds: float, settle_s: float) -> dict:
+    """Server and browser CPU seconds per minute while one Train page watches a synthetic run."""
+    me = os.getpid()
+    with SyntheticRun(store_path, profile) as run:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{url}/?run={run.run_id}{query}", wait_until="domcontentloaded")
+            with contextlib.suppress(Exception):
+                page.get_by_text("steps/s").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(settle_s * 1000)
+            browser_pids = descendants(me) - {server_pid} - descendants(server_pid)
+            before = cpu_seconds({server_pid}), cpu_seconds(browser_pids), time.monotonic()
+            page.wait_for_timeout(seconds * 1000)
+            after = cpu_seconds({server_pid}), cpu_seconds(browser_pids), time.monotonic()
+            charts = page.locator('[data-testid="stVegaLiteChart"]').count()
+            if not charts:
+                problems = page.locator('[data-testid="stAlert"], [data-testid="stException"]').all_inner_texts()
+                print(f"WARNING: no chart on the page: {' | '.join(problems)[:500] or 'no message'}")
+        finally:
+            page.close()
+    minutes = (after[2] - before[2]) / 60
+    return {"server": (after[0] - before[0]) / minutes, "browser": (after[1] - before[1]) / minutes,
+            "charts": charts}
+
+
+def cost_benchmark(args, folder: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    store_path = folder / "runs.db"
+    RunStore(store_path).close()
+    queries = {setting: f"&refresh={setting}" if setting else "" for setting in args.refresh}
+    rows = []
+    with streamlit_server(store_path) as (server, url), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        warm = browser.new_page()
+        warm.goto(url, wait_until="domcontentloaded")
+        time.sleep(5)
+        warm.close()
+        for round_ in range(args.rounds):
+            for name, profile in PROFILES.items():
+                for setting, query in queries.items():
+                    result = page_cost(browser, url, store_path, server.pid, profile, query, args.seconds,
+                                       args.settle)
+                    rows.append((name, setting or "page default", result))
+                    print(f"  round {round_ + 1}, {name}, refresh {setting or 'default'}: server "
+                          f"{result['server']:.1f} CPU s/min, browser {result['browser']:.1f} CPU s/min, "
+                          f"{result['charts']} charts", flush=True)
+        browser.close()
+    print(f"\n{args.rounds} round(s), {args.seconds:g} s windows after {args.settle:g} s; machine: "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n")
+    print("| synthetic run | refresh | server CPU s/min | Chromium CPU s/min | charts on the page |")
+    print("|---|---|---|---|---|")
+    for name in PROFILES:
+        for setting in [setting or "page default" for setting in queries]:
+            results = [r for n, s, r in rows if n == name and s == setting]
+            print(f"| {name} | {setting} | {statistics.median(r['server'] for r in results):.1f} "
+                  f"| {statistics.median(r['browser'] for r in results):.1f} "
+                  f"| {min(r['charts'] for r in results)} |")
+
+
 def run_rounds(args, store_path: Path, neighbours, watched) -> dict:
     """Every (config, neighbour) pair once per round, the neighbour order flipped every other round."""
     results: dict = {}
@@ -355,15 +482,22 @@ def run_rounds(args, store_path: Path, neighbours, watched) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--neighbour", choices=["page", "busy"], default="page")
+    parser.add_argument("--cost", action="store_true",
+                        help="only what a watched page costs: server and Chromium CPU s/min beside a synthetic run")
+    parser.add_argument("--refresh", nargs="*", default=[""],
+                        help="with --cost: the page's refresh settings to compare (?refresh=...; '' = its default)")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each measured window")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds between the neighbour's start and the window")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    if args.neighbour == "page" and not (os.path.exists(CHROMIUM) and shutil.which(sys.executable)):
+    if (args.cost or args.neighbour == "page") and not (os.path.exists(CHROMIUM) and shutil.which(sys.executable)):
         sys.exit(f"needs Chromium at {CHROMIUM}")
     folder = Path(tempfile.mkdtemp(prefix="stability-live-page-"))
     try:
-        (page_benchmark if args.neighbour == "page" else busy_benchmark)(args, folder)
+        if args.cost:
+            cost_benchmark(args, folder)
+        else:
+            (page_benchmark if args.neighbour == "page" else busy_benchmark)(args, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,8 +1,10 @@
 """Train: configure a run, start it in the background, watch it live.
 
-Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that reads the
-store once a second, only the rows logged since its last look, and redraws the charts in place.
-The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run.
+Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
+run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
+its last look, and redraws only the charts whose rows changed (pages/live.py, Note [Watching cheaply]).
+The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
+``?refresh=auto|2|5|10|30|off`` sets the live updates.
 """
 import math
 
@@ -14,14 +16,26 @@ from pages.common import (
     config_from_query,
     config_to_query,
     latest_value,
-    live_chart_specs,
     open_store,
     require_router,
-    run_rows,
     run_status_panel,
-    show_chart,
     store_guard,
     store_path,
+)
+from pages.live import (
+    DEFAULT_REFRESH,
+    HOVER_POINTS,
+    LIVE_POINTS,
+    REFRESH_CHOICES,
+    Panel,
+    cached_rows,
+    describe_refresh,
+    live_chart_specs,
+    live_every,
+    refresh_control,
+    retime_if_needed,
+    run_rows,
+    show_chart,
 )
 from stability import charts, runner
 from stability.config import ConfigError, RunConfig
@@ -60,33 +74,43 @@ def summary(run: dict, metrics) -> None:
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
 
-def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list:
+def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Panel]:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
-    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step."""
-    metrics = rows.metrics.assign(run=run["config"]["cell"]["name"])
-    metric, names = run["metric"], set(metrics["name"])
+    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a Panel
+    whose data version is the rows it draws (pages/live.py, Note [Live charts])."""
+    label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
     baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
-    panels = [charts.metric_chart(metrics, names=["train/loss", "val/loss"], smoothing=smoothing, log_y=log_loss,
-                                  title="Loss (train, validation)",
-                                  **(baseline if metric in LOSS_UNITS else {}))]
+
+    def curves(key: str, drawn: list, **options) -> Panel:
+        def build():
+            frame = rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
+            return charts.metric_chart(frame, names=drawn, max_points=LIVE_POINTS, hover_points=HOVER_POINTS,
+                                       **options)
+        return Panel(key, (tuple(drawn), tuple(sorted(options.items(), key=str))), rows.version(drawn), build)
+
+    panels = [curves("loss", ["train/loss", "val/loss"], smoothing=smoothing, log_y=log_loss,
+                     title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
     if metric and metric not in LOSS_UNITS:
-        panels.append(charts.metric_chart(metrics, names=[f"train/{metric}", f"val/{metric}"], smoothing=smoothing,
-                                          title=f"{metric} (train, validation)", **baseline))
-    panels.append(charts.metric_chart(metrics, names=["grad/h0_norm"], log_y=True, smoothing=smoothing,
-                                      title="‖∂L/∂h₀‖, gradient at the first step (log)"))
+        panels.append(curves("metric", [f"train/{metric}", f"val/{metric}"], smoothing=smoothing,
+                             title=f"{metric} (train, validation)", **baseline))
+    panels.append(curves("h0", ["grad/h0_norm"], log_y=True, smoothing=smoothing,
+                         title="‖∂L/∂h₀‖, gradient at the first step (log)"))
     maso = [name for name in ("grad/A_h_norm", "grad/recurrent_norm") if name in names]
     if maso:
-        panels.append(charts.metric_chart(metrics, names=maso, log_y=True, smoothing=smoothing,
-                                          title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
-    panels.append(charts.singular_value_band_chart(metrics, title="Singular values of W (band) and margin"))
+        panels.append(curves("maso", maso, log_y=True, smoothing=smoothing,
+                             title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
+    sv = ["sv/min", "sv/max", "sv/margin"]
+    panels.append(Panel("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
+        rows.metrics[rows.metrics["name"].isin(sv)].assign(run=label), max_points=LIVE_POINTS,
+        title="Singular values of W (band) and margin")))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:
-        panels.append(charts.metric_chart(metrics, names=gates, smoothing=smoothing, title="Gates"))
+        panels.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
     gap = f"gap/{metric}" if f"gap/{metric}" in names else "gap/loss"
-    panels.append(charts.metric_chart(metrics, names=[gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
+    panels.append(curves("gap", [gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
     if rows.flow is not None and len(rows.flow):
-        panels.append(charts.gradient_flow_heatmap(rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖",
-                                                   height=300))
+        panels.append(Panel("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
+            rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300)))
     return panels
 
 
@@ -101,26 +125,30 @@ def draw_grid(specs: list, flow_last: bool) -> None:
 
 
 @store_guard
-def live_panel(run_id: int, smoothing: float, log_loss: bool) -> None:
+def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
+               every: float | None = None) -> None:
     store = open_store()
     try:
-        run = store.run(run_id)
+        run = store.run(run_id)  # one row: the rows are read only when its step or heartbeat moved
     except RunNotFound:
         st.warning(f"Run {run_id} is not in the store {store.path}.")
         return
-    rows = run_rows(store, run_id, run["status"], flow=True)
+    rows = run_rows(store, run, flow=True)
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
         rows.just_finished = False
         st.rerun()
+    retime_if_needed(refresh, every, run, rows)
     run_status_panel(store, run_id, run=run, rows=rows)
+    st.caption(describe_refresh(refresh, every, run, rows))
+    if every is None and run["status"] not in TERMINAL:
+        st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
         return
     summary(run, rows.metrics)
-    flow = rows.flow is not None and len(rows.flow) > 0
-    specs = live_chart_specs("train", (run_id, smoothing, log_loss), (len(rows.metrics), flow and len(rows.flow)),
-                             lambda: chart_panels(run, rows, smoothing, log_loss), final=rows.final)
-    draw_grid(specs, flow)
+    specs = live_chart_specs(("train", str(store.path), run_id), chart_panels(run, rows, smoothing, log_loss),
+                             final=rows.final)
+    draw_grid(specs, rows.flow is not None and len(rows.flow) > 0)
 
 
 st.title("Train")
@@ -131,6 +159,7 @@ store = open_store()
 query = QueryReader()
 requested = next(iter(query.ids("run")), None)
 defaults = form_defaults(store, requested, query)
+linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
 query.warn()
 form, live = st.columns([1, 2.6], gap="large")
 
@@ -153,19 +182,24 @@ with live:
         st.info("No runs yet: configure one on the left and press **Start**.")
     else:
         labels = {row.id: run_label(row) for row in runs.itertuples()}
-        pick, smooth, scale = st.columns([3, 1.2, 0.9], vertical_alignment="bottom")
+        pick, smooth, scale, cadence = st.columns([2.6, 1.2, 0.8, 1.3], vertical_alignment="bottom")
         watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch",
                                  index=list(labels).index(requested if requested in labels else int(runs["id"].iloc[0])))
         smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
                                   help="Exponential moving average of the curves (TensorBoard's, debiased); "
                                        "the raw curve stays faint behind.")
         log_loss = scale.toggle("Log y", value=False, key="train_log_loss", help="Log scale for the loss.")
+        refresh = refresh_control(cadence, linked_refresh)
         st.query_params["run"] = str(watched)
 
-status = store.run(watched)["status"] if watched is not None else None
+record = store.run(watched) if watched is not None else None
+status = record["status"] if record is not None else None
 if stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop", width="stretch"):
     status = runner.stop_run(watched, store_path())
 
 if watched is not None:
+    if status != record["status"]:  # stopped just now
+        record = store.run(watched)
+    every = live_every(refresh, record, cached_rows(store, watched))
     with live:
-        st.fragment(live_panel, run_every=None if status in TERMINAL else 1.0)(watched, smoothing, log_loss)
+        st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every)

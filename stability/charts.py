@@ -148,20 +148,27 @@ def ema(values: np.ndarray, weight: float) -> np.ndarray:
     return out
 
 
-def downsample_indices(columns: list[np.ndarray], max_points: int) -> np.ndarray:
+def downsample_indices(columns: list[np.ndarray], max_points: int, *, log: bool = False) -> np.ndarray:
     """Sorted row indices keeping at most ``max_points`` rows: first, last, and per bucket the argmin and
     argmax of every column, so spikes survive (min-max decimation over equal-count buckets).
 
-    NaN counts as neither small nor large; infinities are kept as extremes.
+    NaN counts as neither small nor large; infinities are kept as extremes. Rows are picked, never
+    averaged, so a tiny value is drawn as it is, never as 0. With ``log`` (a log-scale axis) the first
+    row of every distinct decade of every column is kept too (:func:`decades`), so no order of magnitude a
+    series visited disappears; those rows come out of the budget, which a series spanning more decades
+    than ``max_points`` can exceed.
     """
     n = len(columns[0]) if columns else 0
     if n <= max_points:
         return np.arange(n)
-    buckets = max(1, (max_points - 2) // (2 * len(columns)))
+    keep = [np.array([0, n - 1])]
+    if log:
+        keep += [np.unique(decades(column), return_index=True)[1] for column in columns]
+    spare = max_points - len(np.unique(np.concatenate(keep)))
+    buckets = max(1, spare // (2 * len(columns)))
     inner = np.arange(1, n - 1)
     bucket = (inner - 1) * buckets // (n - 2)  # equal-count, contiguous buckets over the interior rows
     starts = np.searchsorted(bucket, np.arange(buckets))
-    keep = [np.array([0, n - 1])]
     for column in columns:
         values = np.asarray(column, dtype=float)[inner]
         for key in (np.where(np.isnan(values), np.inf, values), -np.where(np.isnan(values), -np.inf, values)):
@@ -169,6 +176,21 @@ def downsample_indices(columns: list[np.ndarray], max_points: int) -> np.ndarray
             first = np.unique(bucket[hits], return_index=True)[1]  # the first extreme of each bucket
             keep.append(inner[hits[first]])
     return np.unique(np.concatenate(keep))
+
+
+UNDER_DECADE, OVER_DECADE, NAN_DECADE = -10_000.0, 10_000.0, 20_000.0
+
+
+def decades(values) -> np.ndarray:
+    """The decade floor(log10 v) of every positive finite value; what a log axis cannot show gets one
+    class each: zero or negative (:data:`UNDER_DECADE`), infinite (:data:`OVER_DECADE`), NaN (:data:`NAN_DECADE`)."""
+    numbers = np.asarray(values, dtype=float)
+    out = np.full(numbers.shape, NAN_DECADE)
+    positive = np.isfinite(numbers) & (numbers > 0)
+    out[positive] = np.floor(np.log10(numbers[positive]))
+    out[numbers <= 0] = UNDER_DECADE
+    out[np.isposinf(numbers)] = OVER_DECADE
+    return out
 
 
 def _with_labels(frame: pd.DataFrame) -> pd.DataFrame:
@@ -206,8 +228,9 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
     ``frame`` has columns run_id, step, wall_time, name, value and optionally ``run`` (a display label,
     default ``str(run_id)``). Returns columns run_id, run, name, step, wall_time, time_s (seconds since the
     run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, or
-    :func:`log_ema` with ``log``, computed on the full series before decimation), sorted by run, name and ``x``, at most ``max_points`` rows per series
-    (:func:`downsample_indices` on the raw values, so the first, last, smallest and largest rows survive).
+    :func:`log_ema` with ``log``, computed on the full series before decimation), sorted by run, name and
+    ``x``, at most ``max_points`` rows per series (:func:`downsample_indices` on the raw values, so the
+    first, last, smallest and largest rows survive, and with ``log`` every decade the series visited).
     """
     _check_x(x)
     _check_smoothing(smoothing)
@@ -221,7 +244,7 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
     rows, smoothed = [], []
     for positions in data.groupby(["run_id", "run", "name"], sort=True).indices.values():
         positions = positions[np.argsort(along[positions], kind="stable")]
-        keep = downsample_indices([values[positions]], max_points)
+        keep = downsample_indices([values[positions]], max_points, log=log)
         rows.append(positions[keep])
         smoothed.append(average(values[positions], float(smoothing))[keep])
     out = data.iloc[np.concatenate(rows)][PREPARED_COLUMNS[:-1]].reset_index(drop=True)
@@ -261,18 +284,59 @@ def _finite_or_nan(values: pd.Series) -> pd.Series:
 
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
                  log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
-                 height: int = 260) -> alt.LayerChart:
+                 height: int = 260, max_points: int = 2000, hover_points: int | None = None) -> alt.LayerChart:
     """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
     smoothed curve is drawn over the faint raw one. Clicking a run in the legend highlights it; hovering
     shows the nearest points' values. On a log y scale zeros and infinities are flagged
-    (:func:`clip_for_log`), drawn a decade beyond the data (:func:`_log_edges`) and marked with a triangle. ``baseline`` (e.g. the task's chance-level loss)
-    is a dashed rule labelled ``baseline_label``; on a log scale a baseline <= 0 has no place and is left out.
+    (:func:`clip_for_log`), drawn a decade beyond the data (:func:`_log_edges`) and marked with a triangle.
+    ``baseline`` (e.g. the task's chance-level loss) is a dashed rule labelled ``baseline_label``; on a log
+    scale a baseline <= 0 has no place and is left out. At most ``max_points`` rows per curve
+    (:func:`prepare`).
+
+    ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
+    dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
+    ``hover_points`` rows per curve, picked by :func:`downsample_indices` so a spike keeps its tooltip,
+    and the flagged rows of a log scale a small dataset of their own instead of a filter over every row.
     """
     names = [names] if isinstance(names, str) else list(names)
-    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x, log=log_y)
+    data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
     x_field, x_title = X_AXES[x]
+    y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
+    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    legend_pick = alt.selection_point(fields=["run"], bind="legend")
+    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
+                                clear="pointerout", empty=False)
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
+    if len(names) > 1:
+        encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
+    lines, points, flagged = (alt.Chart(rows).encode(**encoding) if rows is not None else None
+                              for rows in _metric_sources(data, x_field, smoothing, log_y, hover_points))
+    y, y_raw = alt.Y("y:Q", title=y_title, scale=y_scale), alt.Y("y_raw:Q", title=y_title, scale=y_scale)
+    tooltip = _metric_tooltip(smoothing)
+
+    layers = []
+    if smoothing > 0:
+        layers.append(lines.mark_line(strokeWidth=1).encode(
+            y=y_raw, opacity=alt.condition(legend_pick, alt.value(0.25), alt.value(0.04))))
+    layers.append(lines.mark_line(strokeWidth=2).encode(
+        y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
+    layers.append(points.mark_point(size=40, filled=True).encode(
+        y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
+    if log_y:
+        marked = flagged if flagged is not None else points.transform_filter(alt.datum.note != "")
+        layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
+    if baseline is not None and not (log_y and baseline <= 0):
+        layers += _baseline_layers(float(baseline), baseline_label or "baseline", y_title, y_scale)
+    return alt.layer(*layers).properties(title=title, height=height)
+
+
+def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log_y: bool,
+                 max_points: int) -> pd.DataFrame:
+    """:func:`prepare`'s rows of ``names`` with what the chart draws: y (smoothed or raw), y_raw and note."""
+    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x, log=log_y, max_points=max_points)
     shown = "smoothed" if smoothing > 0 else "value"
     if log_y:
         edges = _log_edges(pd.concat([data[shown], data["value"]]))
@@ -282,47 +346,40 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         data["y"], data["y_raw"] = _finite_or_nan(data[shown]), _finite_or_nan(data["value"])
         data["note"] = np.where(data["y_raw"].isna(), NOTE_NAN, "")
         data.loc[np.isinf(data["value"].astype(float)), "note"] = NOTE_OVERFLOW
-    y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
-    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    return data
 
-    legend_pick = alt.selection_point(fields=["run"], bind="legend")
-    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
-                                clear="pointerout", empty=False)
-    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
-                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
-    if len(names) > 1:
-        encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
-    base = alt.Chart(data).encode(**encoding)
-    y = alt.Y("y:Q", title=y_title, scale=y_scale)
+
+def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: bool,
+                    hover_points: int | None) -> tuple:
+    """(rows of the lines, rows of the hover points, flagged rows or None): ``data`` shared by every layer,
+    or with ``hover_points`` the light split of Note [Light charts]."""
+    if hover_points is None:
+        return data, data, None
+    drawn = list(dict.fromkeys([x_field, "y", *(["y_raw"] if smoothing > 0 else []), "run", "name"]))
+    series = data.groupby(["run_id", "run", "name"], sort=False).indices.values()
+    y = data["y"].to_numpy(dtype=float)
+    picked = [positions[downsample_indices([y[positions]], hover_points, log=log_y)] for positions in series]
+    hovered = data.iloc[np.sort(np.concatenate(picked))] if picked else data
+    return data[drawn], hovered, data[data["note"] != ""] if log_y else None
+
+
+def _metric_tooltip(smoothing: float) -> list:
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("name:N", title="metric"), alt.Tooltip("step:Q"),
                alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
                alt.Tooltip("value:Q", title="raw", format=".4g")]
     if smoothing > 0:
         tooltip.append(alt.Tooltip("smoothed:Q", format=".4g"))
-    tooltip.append(alt.Tooltip("note:N"))
+    return tooltip + [alt.Tooltip("note:N")]
 
-    layers = []
-    if smoothing > 0:
-        layers.append(base.mark_line(strokeWidth=1).encode(
-            y=alt.Y("y_raw:Q", title=y_title, scale=y_scale),
-            opacity=alt.condition(legend_pick, alt.value(0.25), alt.value(0.04))))
-    layers.append(base.mark_line(strokeWidth=2).encode(
-        y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
-    layers.append(base.mark_point(size=40, filled=True).encode(
-        y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
-    if log_y:
-        layers.append(base.transform_filter(alt.datum.note != "").mark_point(
-            shape="triangle-down", size=50, filled=True).encode(
-            y=alt.Y("y_raw:Q", title=y_title, scale=y_scale), tooltip=tooltip))
-    if baseline is not None and not (log_y and baseline <= 0):
-        label = baseline_label or "baseline"
-        reference = alt.Chart(pd.DataFrame({"baseline": [float(baseline)], "label": [label]}))
-        layers.append(reference.mark_rule(strokeDash=[6, 4], color="#666").encode(
-            y=alt.Y("baseline:Q", title=y_title, scale=y_scale),
-            tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]))
-        layers.append(reference.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
-            x=alt.value(0), y=alt.Y("baseline:Q", title=y_title, scale=y_scale), text="label:N"))
-    return alt.layer(*layers).properties(title=title, height=height)
+
+def _baseline_layers(baseline: float, label: str, y_title: str, y_scale: alt.Scale) -> list:
+    """A dashed rule at ``baseline`` and its label at the left edge."""
+    reference = alt.Chart(pd.DataFrame({"baseline": [baseline], "label": [label]}))
+    y = alt.Y("baseline:Q", title=y_title, scale=y_scale)
+    return [reference.mark_rule(strokeDash=[6, 4], color="#666").encode(
+                y=y, tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]),
+            reference.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
+                x=alt.value(0), y=y, text="label:N")]
 
 
 SV_NAMES = {"sv/min": "sv_min", "sv/max": "sv_max", "sv/margin": "sv_margin"}
@@ -348,14 +405,16 @@ def _singular_value_rows(frame: pd.DataFrame, x: str, max_points: int = 2000) ->
 
 
 def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: str = "",
-                              height: int = 260) -> alt.LayerChart:
+                              height: int = 260, max_points: int = 2000) -> alt.LayerChart:
     """σ_min..σ_max of the recurrent matrix as a band per run over training, the orthogonal reference σ = 1,
     and the margin max_i |σ_i − 1| (spectral paper Fig. 4) as a line on its own right-hand axis.
 
-    ``frame`` holds long metric rows (see :func:`prepare`); only sv/min, sv/max and sv/margin are used.
+    ``frame`` holds long metric rows (see :func:`prepare`); only sv/min, sv/max and sv/margin are used, at
+    most ``max_points`` steps per run (min-max decimated over all three).
     """
     _check_x(x)
-    data = _singular_value_rows(frame, x)
+    _check_max_points(max_points)
+    data = _singular_value_rows(frame, x, max_points)
     x_field, x_title = X_AXES[x]
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
     base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),

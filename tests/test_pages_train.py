@@ -226,7 +226,7 @@ def test_live_panel_reads_only_new_rows_and_appends_them(store, monkeypatch):
     app.run()
     assert not app.exception
     assert reads == [None, 10]
-    [rows] = app.session_state["_run_rows"].values()
+    [rows] = app.session_state["_live_rows"].values()
     stored = store.metrics(run_id)
     assert len(rows.metrics) == len(stored) and list(rows.metrics["step"]) == list(stored["step"])
     assert sorted(set(rows.flow["step"])) == [0, 10, 20, 30]
@@ -242,7 +242,7 @@ def test_a_run_that_finishes_is_read_in_full_once_and_polling_stops(store):
     store.set_status(run_id, "completed")
     app.run()
     assert not app.exception and not app.error
-    [rows] = app.session_state["_run_rows"].values()
+    [rows] = app.session_state["_live_rows"].values()
     assert rows.final and not rows.just_finished
     assert float(metric(app, "test mse")) == pytest.approx(0.05)
     assert button(app, "Stop").disabled

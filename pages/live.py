@@ -1,0 +1,294 @@
+"""The Train page's live panel made cheap to watch: when it reruns, what it reads, what it sends.
+
+    refresh = refresh_control(column, query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH))
+    every = live_every(refresh, run, cached_rows(store, run_id))      # seconds between reruns; None: no polling
+    rows = run_rows(store, run, flow=True)              # read only when the run's step or heartbeat moved
+    specs = live_chart_specs(("train", store.path, run_id), panels, final=rows.final)
+    for spec in specs: show_chart(st, spec)             # a chart whose rows did not change is the same spec
+
+Note [Watching cheaply]
+-----------------------
+A live page is a neighbour of the worker it watches: on 2 cores, a Train page redrawing every second cost
+the worker a quarter of its steps/s, and Chromium, not the server, was the main neighbour.  Measured with
+benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the renderer's own profile:
+
+* every fragment rerun costs the browser ~25 ms and the server a script run, even when nothing changed;
+* a chart element identical to the one on the page (same spec, same Arrow bytes) is sent by Streamlit as
+  a 75-byte reference to the browser's cached message, and the frontend keeps the element it has (same
+  hash): no Vega work at all, ~7 ms of decoding and React per chart;
+* a chart whose rows changed is re-run through Vega's dataflow with Streamlit's CSP-safe expression
+  interpreter, per row and per layer: a Train page's six charts at 2000 points a line kept the
+  renderer's main thread busy for a second at every redraw.
+
+So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
+interval, 5 to 30 s, like TensorBoard's reload timer), or the user's choice, or never ("Paused"); each
+rerun reads one row of the runs table and reads metric rows only when the run's step or heartbeat moved
+(:func:`run_rows`); each chart is rebuilt only when the rows it draws or its controls changed
+(:func:`live_chart_specs`), otherwise the identical spec goes out again; and the charts are drawn light
+(:data:`LIVE_POINTS` points a line, :data:`HOVER_POINTS` hover points; stability.charts, Note [Light charts]).
+
+Streamlit only; nothing here decides what is valid (stability.config does).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from pages.common import FLOW, latest_value
+from stability.config import ConfigError, RunConfig
+from stability.store import TERMINAL
+
+REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
+                   "30": "Every 30 s", "off": "Paused"}
+DEFAULT_REFRESH = "auto"
+AUTO_EVERY_S = (5.0, 30.0)  # Auto: the run's logging interval, within these bounds
+RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
+RETIME_EVERY_S = 30.0       # and at most this often
+LIVE_POINTS = 1000          # per line: a chart half a page wide has ~500 pixel columns, min and max of each
+HOVER_POINTS = 200          # per line: nearest-point tooltips
+REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
+KEPT_SLOTS = 4              # runs whose chart specs a session keeps
+ROWS_KEY, SPECS_KEY, RETIMED_KEY = "_live_rows", "_live_specs", "_live_retimed"
+
+
+# ---------------------------------------------------------------------------------------- refresh
+def refresh_control(container, default: str = DEFAULT_REFRESH, key: str = "train_refresh") -> str:
+    """The "Live updates" setting (a key of :data:`REFRESH_CHOICES`), starting at ``default`` (a link's
+    ``?refresh=``), written back to the URL when it is not the default."""
+    choices = list(REFRESH_CHOICES)
+    refresh = container.selectbox(
+        "Live updates", choices, index=choices.index(default if default in choices else DEFAULT_REFRESH),
+        format_func=REFRESH_CHOICES.get, key=key,
+        help="How often the panel looks for new rows. Auto follows the run: as often as it logs, every "
+             f"{AUTO_EVERY_S[0]:g} to {AUTO_EVERY_S[1]:g} s. Only charts whose rows changed are redrawn.")
+    if refresh == DEFAULT_REFRESH:
+        st.query_params.pop("refresh", None)
+    else:
+        st.query_params["refresh"] = refresh
+    return refresh
+
+
+def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
+    """Seconds between the run's logged rows: its log interval in steps over its steps/s (the worker's
+    own ``speed/steps_per_s`` when read, else step over the time since it started); None before it is known."""
+    try:
+        log_every = RunConfig.from_dict(run["config"]).train.resolved_log_every()
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+    speed = latest_value(rows.metrics, "speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
+    if not (math.isfinite(speed) and speed > 0):
+        started, heartbeat, step = run.get("started_at"), run.get("heartbeat"), run.get("step") or 0
+        speed = step / (heartbeat - started) if started and heartbeat and heartbeat > started and step else math.nan
+    return log_every / speed if math.isfinite(speed) and speed > 0 else None
+
+
+def live_every(refresh: str, run: dict, rows: LiveRows | None = None) -> float | None:
+    """Seconds between the panel's reruns for the setting ``refresh``; None (no polling) when paused or
+    when the run has ended."""
+    if run["status"] in TERMINAL or refresh == "off":
+        return None
+    if refresh != "auto":
+        return float(refresh)
+    low, high = AUTO_EVERY_S
+    interval = log_interval(run, rows)
+    return low if interval is None else min(high, max(low, interval))
+
+
+def describe_refresh(refresh: str, every: float | None, run: dict, rows: LiveRows | None) -> str:
+    """One line saying how the panel is kept up to date."""
+    if run["status"] in TERMINAL:
+        return "The run has ended: nothing more to poll."
+    if every is None:
+        return "Live updates paused: the panel shows the rows read so far."
+    text = f"Live: looks for new rows every {every:g} s"
+    interval = log_interval(run, rows)
+    if refresh == "auto" and interval is not None:
+        text += f" (Auto: the run logs every {interval:.2g} s)"
+    return text + "; a chart is redrawn only when its rows changed."
+
+
+def retime_if_needed(refresh: str, every: float | None, run: dict, rows: LiveRows) -> None:
+    """With Auto, rerun the whole page (which sets the panel's timer again) when the run's logging interval
+    has moved :data:`RETIME_FACTOR` away from the panel's timer; at most every :data:`RETIME_EVERY_S`."""
+    if refresh != "auto" or every is None:
+        return
+    wanted = live_every(refresh, run, rows)
+    if wanted is None or max(wanted, every) / min(wanted, every) < RETIME_FACTOR:
+        return
+    now = time.monotonic()
+    if now - st.session_state.get(RETIMED_KEY, -math.inf) >= RETIME_EVERY_S:
+        st.session_state[RETIMED_KEY] = now
+        st.rerun()
+
+
+# ------------------------------------------------------------------------------------ live rows
+@dataclass
+class LiveRows:
+    """A run's rows as read so far in this session: metric rows, and the 'grad/h_t_norm' series if asked.
+
+    ``final``: read in full after the run ended, so never read again. ``just_finished``: the run ended
+    since the previous look (a page reruns itself once, to stop polling and update its buttons).
+    ``seen``: the run's (status, step, heartbeat) at the last read; rows are read again only when it moved.
+    ``counts``: per metric name, (rows, last step): what a chart's data version is made of.
+    """
+
+    metrics: pd.DataFrame
+    flow: pd.DataFrame | None = None
+    final: bool = False
+    just_finished: bool = False
+    seen: tuple = ()
+    counts: dict = field(default_factory=dict)
+
+    def version(self, names) -> tuple:
+        """Changes whenever a row of one of ``names`` is added."""
+        return tuple(self.counts.get(name, (0, None)) for name in names)
+
+    def flow_version(self) -> tuple:
+        return (0, None) if self.flow is None or self.flow.empty else (len(self.flow), int(self.flow["step"].iat[-1]))
+
+
+def cached_rows(store, run_id: int) -> LiveRows | None:
+    """The rows this session has read of ``run_id``, without reading anything."""
+    return st.session_state.get(ROWS_KEY, {}).get((str(store.path), int(run_id)))
+
+
+def run_rows(store, run: dict, *, flow: bool = False) -> LiveRows:
+    """This session's rows of ``run`` (a :meth:`RunStore.run` record read just now), topped up with the
+    rows logged since the last look, only if the run's step or heartbeat moved since then.
+
+    A terminal status means every row is already stored: then everything is read once more in full (rows
+    a worker added to an already-seen step included) and the cache is final. A step that went back (a
+    resumed run discards the rows after its checkpoint) is read afresh.
+    """
+    cache = st.session_state.setdefault(ROWS_KEY, {})
+    key = (str(store.path), int(run["id"]))
+    rows, terminal = cache.get(key), run["status"] in TERMINAL
+    position = (run["status"], run["step"], run["heartbeat"])
+    went_back = (rows is not None and not rows.final and run["step"] is not None and len(rows.metrics) > 0
+                 and run["step"] < int(rows.metrics["step"].iat[-1]))
+    if rows is None or (terminal and not rows.final) or went_back:
+        rows = LiveRows(store.metrics(key[1]), store.series(key[1], FLOW) if flow else None, final=terminal,
+                        just_finished=rows is not None and terminal and not went_back)
+        rows.counts = _counts(rows.metrics)
+    elif not rows.final and rows.seen != position:
+        new = store.metrics(key[1], since_step=_last_step(rows.metrics))
+        rows.metrics = _appended(rows.metrics, new)
+        rows.counts = _counts(new, rows.counts)
+        if flow and rows.flow is not None:
+            rows.flow = _appended(rows.flow, store.series(key[1], FLOW, since_step=_last_step(rows.flow)))
+    if flow and rows.flow is None:
+        rows.flow = store.series(key[1], FLOW)
+    rows.seen = position
+    cache[key] = rows
+    return rows
+
+
+def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
+    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added."""
+    counts = dict(counts or {})
+    if len(new):
+        for name, (size, last) in new.groupby("name", sort=False)["step"].agg(["size", "max"]).iterrows():
+            before = counts.get(name, (0, None))[0]
+            counts[name] = (before + int(size), int(last))
+    return counts
+
+
+def _last_step(frame: pd.DataFrame) -> int | None:
+    return int(frame["step"].max()) if len(frame) else None
+
+
+def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([old, new], ignore_index=True) if len(new) else old
+
+
+# ---------------------------------------------------------------------------------- live charts
+# Note [Live charts]
+# ------------------
+# A fragment rerun that draws nothing clears what it drew, so every chart is sent again at every rerun;
+# an identical spec costs the browser almost nothing (Note [Watching cheaply]), a rebuilt one a Vega
+# re-run.  Building an Altair chart and converting it to a Vega-Lite spec with Arrow data costs 0.1-1 s
+# of CPU for a Train page's charts.  So each chart is a Panel with a data version (the rows it draws) and
+# its controls; its converted spec is kept per panel and rebuilt only when its controls changed (at once),
+# or when its rows changed and the last build lies at least REBUILD_FACTOR times its own CPU cost in the
+# past: chart building takes at most 1/REBUILD_FACTOR of a core, and a slow machine simply redraws less often.
+@dataclass(frozen=True)
+class Panel:
+    """One live chart: ``build()`` returns its Altair chart; ``data`` changes when its rows do and
+    ``controls`` when its settings (smoothing, scale, which names) do."""
+
+    key: str
+    controls: object
+    data: object
+    build: Callable[[], object]
+
+
+@dataclass
+class _ChartSpecs:
+    specs: dict = field(default_factory=dict)     # panel key -> converted spec
+    versions: dict = field(default_factory=dict)  # panel key -> (controls, data) it was built from
+    built_at: float = -math.inf
+    cost_s: float = 0.0
+
+
+def live_chart_specs(slot, panels: list[Panel], *, final: bool = False) -> list[dict]:
+    """The Vega-Lite specs of ``panels``, kept in this session under ``slot`` (one per watched run) and
+    rebuilt per panel only when needed (Note [Live charts]); ``final``: the data will not change again,
+    so it is drawn now."""
+    cache = st.session_state.setdefault(SPECS_KEY, {})
+    entry = cache.pop(slot, None) or _ChartSpecs()
+    cache[slot] = entry  # most recently used last
+    while len(cache) > KEPT_SLOTS:
+        cache.pop(next(iter(cache)))
+    stale = [panel for panel in panels if entry.versions.get(panel.key) != (panel.controls, panel.data)]
+    urgent = any(panel.key not in entry.specs or entry.versions[panel.key][0] != panel.controls for panel in stale)
+    now = time.monotonic()
+    if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
+        started = time.thread_time()
+        for panel in stale:
+            entry.specs[panel.key] = _vega_lite_spec(panel.build())
+            entry.versions[panel.key] = (panel.controls, panel.data)
+        entry.built_at, entry.cost_s = now, time.thread_time() - started
+    for key in set(entry.specs) - {panel.key for panel in panels}:
+        del entry.specs[key], entry.versions[key]
+    return [entry.specs[panel.key] for panel in panels]
+
+
+def show_chart(container, spec: dict) -> None:
+    """Draw a spec from :func:`live_chart_specs` (Streamlit copies the spec before it takes the data out)."""
+    container.vega_lite_chart(spec=spec, width="stretch")
+
+
+def _vega_lite_spec(chart) -> dict:
+    """The spec ``st.altair_chart`` would send, with its datasets already serialised to Arrow."""
+    try:
+        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
+    except ImportError:  # another Streamlit version: the public path, data inline (converted on each send)
+        import altair as alt
+
+        with alt.data_transformers.disable_max_rows():
+            return chart.to_dict()
+    return _convert_altair_to_vega_lite_spec(chart)
+
+
+__all__ = [
+    "DEFAULT_REFRESH",
+    "HOVER_POINTS",
+    "LIVE_POINTS",
+    "REFRESH_CHOICES",
+    "LiveRows",
+    "Panel",
+    "cached_rows",
+    "describe_refresh",
+    "live_chart_specs",
+    "live_every",
+    "log_interval",
+    "refresh_control",
+    "retime_if_needed",
+    "run_rows",
+    "show_chart",
+]
