@@ -2,7 +2,7 @@
 
     python -m stability train --cell spectral --task adding --seq-len 100
     python -m stability train --cell rnn --steps 500 --background
-    python -m stability runs | show ID | export ID [--output FILE] | stop ID
+    python -m stability runs | show ID | export ID [--output FILE] | stop ID | resume ID [--background]
     python -m stability cells | tasks [NAME]
     python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
 
@@ -125,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, parents=[store], help=text)
         command.add_argument("run_id", type=int, metavar="ID")
         command.set_defaults(handler=handler)
+    resume = commands.add_parser("resume", parents=[store],
+                                 help="continue a stopped, interrupted or failed run from its last checkpoint")
+    resume.add_argument("run_id", type=int, metavar="ID")
+    resume.add_argument("--background", action="store_true", help="continue in a worker process")
+    resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+    resume.set_defaults(handler=cmd_resume)
     export = commands.add_parser("export", parents=[store], help="a run's metric rows as CSV")
     export.add_argument("run_id", type=int, metavar="ID")
     export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
@@ -159,8 +165,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 # ------------------------------------------------------------------- commands
 def cmd_train(args) -> int:
-    from . import tasks
-    from .train import resolve_device, train_run
+    from .devices import resolve_device
 
     config = config_from_args(args)
     config.validate()
@@ -180,30 +185,52 @@ def cmd_train(args) -> int:
     with RunStore(args.store) as store:
         with _interrupts_deferred() as interrupted:  # never a claimed run that nobody trains or stops
             run_id = runner.create_attached_run(store, config)
-        progress = ProgressLine(tasks.describe(config.task.name)["metric"])
-        try:
-            if interrupted:
-                raise KeyboardInterrupt
-            status = train_run(config, store, run_id, progress=progress)
-        except KeyboardInterrupt:
-            with _interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
-                store.set_status(run_id, "stopped", error="interrupted from the keyboard")
-            status = "stopped"
-        except Exception as error:
-            store.set_status(run_id, "failed", error=runner.describe_error(error))
-            if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
-                _print_error(error)
-                return 2
-            status = "failed"
-        finally:
-            progress.finish()
-        if args.json:
-            final = {name: (value if math.isfinite(value) else None) for name, value in store.latest(run_id).items()}
-            print(json.dumps({"run_id": run_id, "status": status, "final": final}))
-        else:
-            print_summary(store, run_id)
-        if status == "failed":
-            _print_error(f"run {run_id} failed: {store.run(run_id)['error']}")
+        return _train_attached(store, config, run_id, args, interrupted)
+
+
+def cmd_resume(args) -> int:
+    """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker."""
+    if args.background:
+        runner.resume_run(args.run_id, args.store)
+        print(args.run_id)
+        print(f"run {args.run_id} handed to a background worker; watch it with "
+              f"`python -m stability show {args.run_id}`", file=sys.stderr)
+        return 0
+    with RunStore(args.store) as store:
+        with _interrupts_deferred() as interrupted, runner.scheduling_lock(store):
+            config = runner.prepare_resume(store, args.run_id, claim=True)
+        return _train_attached(store, config, args.run_id, args, interrupted, resume=True)
+
+
+def _train_attached(store: RunStore, config, run_id: int, args, interrupted: list, resume: bool = False) -> int:
+    """Train (or resume) a run claimed by this process, with a progress line; Ctrl-C stops it."""
+    from . import tasks
+    from .train import train_run
+
+    progress = ProgressLine(tasks.describe(config.task.name).metric)
+    try:
+        if interrupted:
+            raise KeyboardInterrupt
+        status = train_run(config, store, run_id, progress=progress, resume=resume)
+    except KeyboardInterrupt:
+        with _interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
+            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
+        status = "stopped"
+    except Exception as error:
+        store.set_status(run_id, "failed", error=runner.describe_error(error))
+        if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
+            _print_error(error)
+            return 2
+        status = "failed"
+    finally:
+        progress.finish()
+    if args.json:
+        final = {name: (value if math.isfinite(value) else None) for name, value in store.latest(run_id).items()}
+        print(json.dumps({"run_id": run_id, "status": status, "final": final}))
+    else:
+        print_summary(store, run_id)
+    if status == "failed":
+        _print_error(f"run {run_id} failed: {store.run(run_id)['error']}")
     return EXIT_CODES.get(status, 1)
 
 
@@ -239,17 +266,16 @@ def _reconcile(store_path) -> None:
 def cmd_runs(args) -> int:
     _reconcile(args.store)
     with RunStore(args.store) as store:
-        table = store.runs()
-        if table.empty:
+        records = store.records()  # newest first, latest values included: two queries in all
+        if not records:
             print(f"no runs in {store.path}")
             return 0
         header = ("id", "name", "status", "cell", "task", "step", "final", "created")
         rows = [header]
-        for run in table.to_dict("records"):
-            rows.append((str(run["id"]), run["name"] or "", run["status"], run["cell"] or "?", run["task"] or "?",
-                         f"{_or_blank(run['step'])}/{_or_blank(run['total_steps'])}",
-                         _final_metric(store, run["id"]),
-                         time.strftime("%Y-%m-%d %H:%M", time.localtime(run["created_at"]))))
+        for run in records:
+            rows.append((str(run.id), run.name or "", run.status, run.cell or "?", run.task or "?",
+                         f"{_or_blank(run.step)}/{_or_blank(run.total_steps)}", _final_metric(run),
+                         time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -403,13 +429,12 @@ def print_summary(store: RunStore, run_id: int) -> None:
     print(f"  store: {store.path}  (python -m stability show {run_id})")
 
 
-def _final_metric(store: RunStore, run_id: int) -> str:
+def _final_metric(run) -> str:
     """``test <metric> value`` once the run has one, else the latest validation value."""
-    metric = store.run(run_id)["metric"]
-    latest = store.latest(run_id)
     for split in ("test", "val"):
-        if f"{split}/{metric}" in latest:
-            return f"{split} {metric} {latest[f'{split}/{metric}']:.4g}"
+        name = f"{split}/{run.metric}"
+        if name in run.latest:
+            return f"{split} {run.metric} {run.latest[name]:.4g}"
     return ""
 
 

@@ -96,10 +96,7 @@ registry = Registry("task", check=check_task_class, builtins={
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """What a task says about itself (:func:`describe`); nothing is generated or downloaded.
-
-    ``info["metric"]`` and the other keys of the dict ``describe`` used to return still work.
-    """
+    """What a task says about itself (:func:`describe`); nothing is generated or downloaded."""
 
     name: str
     summary: str
@@ -131,16 +128,6 @@ class TaskInfo:
                 "paper": self.paper, "metric": self.metric, "target_mode": self.target_mode,
                 "stateful": self.stateful, "equations": list(self.equations),
                 "options": [option.to_dict() for option in self.options]}
-
-    def __getitem__(self, key: str) -> Any:
-        """The keys of the dict ``describe`` returned before it returned a TaskInfo."""
-        if key == "options":
-            return self.defaults()
-        if key == "required_options":
-            return self.required_options
-        if key in ("name", "paper", "description", "metric", "target_mode", "stateful"):
-            return getattr(self, key)
-        raise KeyError(key)
 
 
 def available() -> list[str]:
