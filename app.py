@@ -12,6 +12,7 @@ import streamlit as st
 import torch
 
 from pages.common import STORE_ERRORS, active_runs, open_store_quietly, reconcile_now_and_then, store_problem
+from pages.ui.router import app_pages, routed
 
 # Note [Garbage collector]
 # Streamlit runs a full gc.collect() after every script run, a live panel's fragment reruns included.
@@ -25,14 +26,7 @@ if gc.get_freeze_count() == 0:
 
 st.set_page_config(page_title="stability", page_icon="〰️", layout="wide")
 
-pages = [
-    st.Page("pages/train.py", title="Train", icon=":material/model_training:", default=True),
-    st.Page("pages/race.py", title="Race", icon=":material/sports_score:"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/stacked_line_chart:"),
-    st.Page("pages/gradient_flow.py", title="Gradient flow", icon=":material/waves:"),
-    st.Page("pages/runs.py", title="Runs", icon=":material/list_alt:"),
-]
-navigation = st.navigation(pages)
+navigation = st.navigation(app_pages())
 
 ACTIVE_REFRESH_S = 2.0  # while runs are in progress
 IDLE_REFRESH_S = 10.0   # otherwise: a run started from a page shows at once (a full rerun), others within 10 s
@@ -74,6 +68,7 @@ with st.sidebar:
     st.fragment(runs_in_progress, run_every=ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)()
 
 try:
-    navigation.run()
+    with routed():
+        navigation.run()
 except STORE_ERRORS as error:  # a store that breaks while a page reads it: one line, not a traceback
     st.error(store_problem(error))

@@ -8,8 +8,11 @@ import streamlit as st
 
 import pandas as pd
 
-from pages.common import QueryReader, live_chart_specs, open_store, require_router, run_rows, show_chart, store_guard
-from pages.run_selection import final_columns, run_selection
+from pages.common import live_chart_specs, run_rows, show_chart
+from pages.ui.links import QueryReader
+from pages.ui.router import require_router
+from pages.ui.selection import final_columns, run_selection
+from pages.ui.store import open_store, store_guard
 from stability import charts
 from stability.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
 from stability.run_table import run_table

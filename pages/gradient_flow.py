@@ -6,7 +6,10 @@ No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 import streamlit as st
 import torch
 
-from pages.common import LIMITS, QueryReader, cell_about, cell_help, option_widget, require_router
+from pages.ui.form import cell_about, cell_help, option_widget
+from pages.ui.limits import LIMITS
+from pages.ui.links import QueryReader
+from pages.ui.router import require_router
 from stability import cells, charts, diagnostics
 from stability.demos import GRADIENT_FLOW_CELL
 

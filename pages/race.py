@@ -8,20 +8,11 @@ slots as cells -> a fragment that reads every run's new rows once a second. ``?r
 import pandas as pd
 import streamlit as st
 
-from pages.common import (
-    QueryReader,
-    config_form,
-    config_from_query,
-    config_to_query,
-    latest_value,
-    live_chart_specs,
-    open_store,
-    require_router,
-    run_rows,
-    show_chart,
-    store_guard,
-    store_path,
-)
+from pages.common import latest_value, live_chart_specs, run_rows, show_chart
+from pages.ui.form import config_form
+from pages.ui.links import QueryReader, config_from_query, config_to_query
+from pages.ui.router import require_router
+from pages.ui.store import open_store, store_guard, store_path
 from stability import cells
 from stability import charts, runner
 from stability.config import ConfigError

@@ -1,4 +1,4 @@
-"""Runs: every stored run with its status, config and final metrics; open, stop, delete, export.
+"""Runs: every stored run with its status, config and final metrics; open, stop, resume, delete, export.
 
 runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
 While a run is queued or training the table refreshes itself in place.
@@ -7,9 +7,12 @@ import contextlib
 
 import streamlit as st
 
-from pages.common import open_store, reconcile_now_and_then, require_router, store_guard
-from pages.run_selection import final_columns, run_selection
+from pages.ui.router import require_router
+from pages.ui.selection import final_columns, run_selection
+from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability import runner
+from stability.runner import RESUMABLE
+from stability.train import ResumeError
 from stability.run_table import run_table
 from stability.store import ACTIVE_STATUSES, RunNotFound
 
@@ -83,16 +86,34 @@ def stop_runs(store, selected):
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
 
 
+def resume_runs(store, selected):
+    """Queue the selected stopped, interrupted or failed runs to continue from their checkpoints."""
+    outcome = []
+    for run_id in selected.loc[selected["status"].isin(RESUMABLE), "id"].tolist():
+        try:
+            runner.resume_run(run_id, store.path)
+            outcome.append(f"#{run_id} resumed")
+        except (ResumeError, RunNotFound) as error:
+            outcome.append(str(error))
+    st.session_state["runs_notice"] = "; ".join(outcome)
+
+
 def actions(store, selected):
-    """Open in Compare, Stop, Delete (with a confirm step), Export CSV: on the selected runs."""
+    """Open in Compare, Stop, Resume, Delete (with a confirm step), Export CSV: on the selected runs."""
     ids = selected["id"].tolist()
     training = selected["status"].isin(ACTIVE_STATUSES).any()
+    resumable = selected["status"].isin(RESUMABLE).any()
     row = st.container(horizontal=True)
     if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
         st.switch_page("pages/compare.py", query_params={"runs": ",".join(map(str, ids))})
     if row.button("Stop", key="runs_stop", icon=":material/stop_circle:", disabled=not training,
                   help="Stop the selected runs that are queued or training."):
         stop_runs(store, selected)
+        st.rerun()
+    if row.button("Resume", key="runs_resume", icon=":material/play_circle:", disabled=not resumable,
+                  help="Continue the selected stopped, interrupted or failed runs from their last checkpoint "
+                       "(written every 5 minutes and when a run ends), appending to the same rows."):
+        resume_runs(store, selected)
         st.rerun()
     row.button("Delete", key="runs_delete", icon=":material/delete:", disabled=not ids,
                on_click=ask_to_delete, args=(ids,))

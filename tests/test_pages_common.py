@@ -110,7 +110,7 @@ def test_the_sidebar_and_the_page_read_the_servers_store(store, tmp_path):
 
 def test_the_server_owner_may_name_the_store_after_double_dash(store, tmp_path, monkeypatch):
     """``streamlit run app.py -- --store PATH`` gives the script ``sys.argv == ['app.py', '--store', PATH]``."""
-    from pages.common import store_path
+    from pages.ui.store import store_path
     from stability.store import RunStore
 
     chosen = tmp_path / "chosen.db"
@@ -166,7 +166,7 @@ def broken_store(tmp_path, monkeypatch):
 @pytest.mark.parametrize("how", ["random bytes", "garbage after the header"])
 @pytest.mark.parametrize("page", ["app.py", "pages/train.py", "pages/race.py", "pages/compare.py", "pages/runs.py"])
 def test_a_corrupted_store_is_one_error_line_naming_the_file(broken_store, page, how):
-    from pages.common import _open_store
+    from pages.ui.store import _open_store
 
     _open_store.clear()
     corrupt(broken_store, how)
@@ -177,7 +177,7 @@ def test_a_corrupted_store_is_one_error_line_naming_the_file(broken_store, page,
 
 
 def test_a_store_that_is_not_sqlite_raises_what_the_pages_catch(tmp_path):
-    from pages.common import STORE_ERRORS
+    from pages.ui.store import STORE_ERRORS
     from stability.store import RunStore
 
     path = tmp_path / "runs.db"

@@ -211,3 +211,16 @@ def test_a_run_whose_stored_config_no_longer_parses_is_listed_with_the_reason(st
     assert not reason_shown(app)  # the caption under the table is for selected rows
     assert reason_shown(select(app, old))
 
+
+
+def test_resume_is_offered_for_runs_that_can_continue_and_says_why_one_cannot(store, three_runs):
+    completed, lost, live = three_runs
+    app = select(run(), completed, live)
+    assert button(app, "runs_resume").disabled  # a completed and a running run: nothing to resume
+    app = select(app, lost)  # interrupted (its worker is gone) but it never wrote a checkpoint
+    assert not button(app, "runs_resume").disabled
+    button(app, "runs_resume").click()
+    app.run()
+    assert not app.exception
+    assert any(f"run {lost} has no checkpoint to resume from" in s.value for s in app.success)
+    assert store.run(lost)["status"] == "interrupted" and store.run(lost)["resumes"] == 0

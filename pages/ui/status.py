@@ -1,0 +1,79 @@
+"""A run's status line: badge, config in one line, progress with ETA and speed, and what went wrong."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import streamlit as st
+
+from stability.metric_names import ETA_S, STEPS_PER_S
+from stability.records import RunRecord
+from stability.store import TERMINAL, RunNotFound, RunStore
+
+
+
+STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "stopped": "orange",
+                  "diverged": "red", "failed": "red", "interrupted": "orange"}
+
+
+def format_duration(seconds: float | None) -> str:
+    """``"45 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``; an em dash when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "—"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def describe_config(config: dict) -> str:
+    """One line: ``spectral (128) on adding T=200 · adam lr 0.001 · 2000 steps · seed 0``."""
+    cell, task, train = config.get("cell", {}), config.get("task", {}), config.get("train", {})
+    length = task.get("options", {}).get("seq_len")
+    return (f"{cell.get('name')} ({cell.get('hidden_size')}) on {task.get('name')}"
+            f"{f' T={length}' if length else ''} · {train.get('optimizer')} lr {train.get('lr'):g} · "
+            f"{train.get('steps')} steps · seed {train.get('seed')}")
+
+
+def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
+    """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
+    run's error as a plain message.  ``run`` is the :class:`~stability.records.RunRecord` a live panel
+    has just read (its ``latest`` values give speed and ETA), or a run id to read it now."""
+    if not isinstance(run, RunRecord):
+        try:
+            run = store.record(run)
+        except RunNotFound:
+            st.warning(f"Run {run} is not in the store {store.path}.")
+            return
+    status, step, total = run.status, run.step or 0, run.total_steps or 0
+    if status in TERMINAL and run.started_at and run.finished_at:
+        elapsed = run.finished_at - run.started_at
+        speed, timing = (step / elapsed if elapsed > 0 else math.nan), f"took {format_duration(elapsed)}"
+    else:
+        speed = run.latest.get(STEPS_PER_S, math.nan) if status == "running" else math.nan
+        timing = f"ETA {format_duration(run.latest.get(ETA_S))}" if status == "running" else ""
+    head = st.container(horizontal=True, vertical_alignment="center")
+    head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
+    head.markdown(f"**Run {run.id}** · {describe_config(dict(run.raw_config))}")
+    parts = [f"step {step:,} / {total:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
+             run.device or ""]
+    st.progress(run.progress, text=" · ".join(part for part in parts if part))
+    _explain(store, run, step)
+
+
+def _explain(store: RunStore, run: RunRecord, step: int) -> None:
+    """What happened to a run that is not training, in one message."""
+    error = run.error or "no error message was recorded"
+    if run.status == "diverged":
+        st.error(f"Run {run.id} diverged: {error}. Try a lower learning rate, gradient clipping, "
+                 "or a cell that bounds its spectrum.")
+    elif run.status == "failed":
+        st.error(f"Run {run.id} failed: {error} (log: {Path(store.path).parent / 'logs' / f'run-{run.id}.log'})")
+    elif run.status == "interrupted":
+        st.warning(f"Run {run.id} was interrupted: {error}")
+    elif run.status == "stopped":
+        st.info(f"Run {run.id} was stopped at step {step:,}.")
+    elif run.status == "queued":
+        st.info(f"Run {run.id} is queued: it starts when a worker slot is free.")
