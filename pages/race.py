@@ -5,10 +5,12 @@ gradient reaching the first step vanishes and the LSTM slows down, while Spectra
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
 slots as cells -> a fragment that reads every run's new rows once a second. ``?runs=1,2,3`` reopens a race.
 """
+import math
+
 import pandas as pd
 import streamlit as st
 
-from pages.common import latest_value, live_chart_specs, run_rows, show_chart
+from pages.common import live_chart_specs, run_rows, show_chart
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -17,33 +19,31 @@ from stability import cells
 from stability import charts, runner
 from stability.config import ConfigError
 from stability.demos import RACE_DEFAULTS, race_cells
-from stability.store import TERMINAL, RunNotFound
+from stability.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
+from stability.records import RunRecord
+from stability.store import RunNotFound
 
 require_router(__file__)
 
-LOSS_UNITS = ("mse", "cross_entropy")
 
-
-def labels_for(runs: dict[int, dict]) -> dict[int, str]:
+def labels_for(runs: dict[int, RunRecord]) -> dict[int, str]:
     """The cell's name, with the run id where two runs share a cell."""
-    names = {run_id: run["config"]["cell"]["name"] for run_id, run in runs.items()}
+    names = {run_id: run.cell for run_id, run in runs.items()}
     repeated = {name for name in names.values() if list(names.values()).count(name) > 1}
     return {run_id: f"{name} #{run_id}" if name in repeated else name for run_id, name in names.items()}
 
 
-def standings(runs: dict[int, dict], rows: dict, labels: dict[int, str]) -> pd.DataFrame:
+def standings(runs: dict[int, RunRecord], labels: dict[int, str]) -> pd.DataFrame:
+    """One row per run from its latest values (read with the run, in the same query)."""
     table = []
     for run_id, run in runs.items():
-        metrics, metric = rows[run_id].metrics, run["metric"] or "loss"
-        total = run["total_steps"] or run["config"]["train"]["steps"]
-        entry = {"run": labels[run_id], "id": run_id, "status": run["status"],
-                 "progress": (run["step"] or 0) / total if total else 0.0, "step": run["step"] or 0,
-                 "val loss": latest_value(metrics, "val/loss")}
-        if metric not in LOSS_UNITS:
-            entry[f"val {metric}"] = latest_value(metrics, f"val/{metric}")
-        table.append({**entry, "‖∂L/∂h₀‖": latest_value(metrics, "grad/h0_norm"),
-                      "σ margin": latest_value(metrics, "sv/margin"),
-                      "steps/s": latest_value(metrics, "speed/steps_per_s"), "error": run["error"] or ""})
+        metric, latest = run.metric or "loss", run.latest
+        entry = {"run": labels[run_id], "id": run_id, "status": run.status, "progress": run.progress,
+                 "step": run.step or 0, "val loss": latest.get(VAL_LOSS, math.nan)}
+        if not is_loss_metric(metric):
+            entry[f"val {metric}"] = latest.get(f"val/{metric}", math.nan)
+        table.append({**entry, "‖∂L/∂h₀‖": latest.get(H0_NORM, math.nan), "σ margin": latest.get(SV_MARGIN, math.nan),
+                      "steps/s": latest.get(STEPS_PER_S, math.nan), "error": run.error or ""})
     frame = pd.DataFrame(table)
     return frame if frame["error"].any() else frame.drop(columns="error")
 
@@ -54,25 +54,25 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     runs = {}
     for run_id in run_ids:
         try:
-            runs[run_id] = store.run(run_id)
+            runs[run_id] = store.record(run_id)
         except RunNotFound:
             st.warning(f"Run {run_id} is not in the store {store.path}.")
     if not runs:
         return
-    rows = {run_id: run_rows(store, run_id, run["status"]) for run_id, run in runs.items()}
+    rows = {run_id: run_rows(store, run_id, run.status) for run_id, run in runs.items()}
     if any(row.just_finished for row in rows.values()):  # a full rerun updates the buttons, stops polling at the end
         for row in rows.values():
             row.just_finished = False
         st.rerun()
     labels = labels_for(runs)
-    st.dataframe(standings(runs, rows, labels), hide_index=True, width="stretch", column_config={
+    st.dataframe(standings(runs, labels), hide_index=True, width="stretch", column_config={
         "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
         "‖∂L/∂h₀‖": st.column_config.NumberColumn(format="%.2e"),
         "σ margin": st.column_config.NumberColumn(format="%.3g"),
         "steps/s": st.column_config.NumberColumn(format="%.1f")})
     for run_id, run in runs.items():
-        if run["status"] in ("diverged", "failed"):
-            st.error(f"{labels[run_id]} (run {run_id}) {run['status']}: {run['error'] or 'no error message'}")
+        if run.status in ("diverged", "failed"):
+            st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
     if all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
         return
@@ -88,20 +88,20 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
             show_chart(column, spec)
 
 
-def race_charts(frame: pd.DataFrame, first: dict, smoothing: float, log_loss: bool) -> list:
+def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool) -> list:
     """Validation and training loss (with the baseline where it is in the loss's units), the task metric,
     ‖∂L/∂h₀‖ and the singular-value band, every run overlaid."""
-    metric = first["metric"]
-    baseline = {"baseline": first["baseline"], "baseline_label": first["baseline_label"]}
-    loss_baseline = baseline if metric in LOSS_UNITS else {}
-    panels = [charts.metric_chart(frame, names=["val/loss"], log_y=log_loss, title="Validation loss",
+    metric = first.metric
+    baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
+    loss_baseline = baseline if metric and is_loss_metric(metric) else {}
+    panels = [charts.metric_chart(frame, names=[VAL_LOSS], log_y=log_loss, title="Validation loss",
                                   **loss_baseline),
-              charts.metric_chart(frame, names=["train/loss"], log_y=log_loss, smoothing=smoothing,
+              charts.metric_chart(frame, names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing,
                                   title="Training loss", **loss_baseline),
-              charts.metric_chart(frame, names=["grad/h0_norm"], log_y=True, smoothing=smoothing,
+              charts.metric_chart(frame, names=[H0_NORM], log_y=True, smoothing=smoothing,
                                   title="‖∂L/∂h₀‖, gradient at the first step (log)"),
               charts.singular_value_band_chart(frame, title="Singular values of W (band) and margin")]
-    if metric and metric not in LOSS_UNITS:
+    if metric and not is_loss_metric(metric):
         panels.insert(1, charts.metric_chart(frame, names=[f"val/{metric}"], title=f"Validation {metric}",
                                              **baseline))
     return panels
@@ -146,13 +146,7 @@ with live:
         st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                 "seed and budget, and their curves appear here.")
 
-running = []
-for run_id in race:
-    try:
-        if store.run(run_id)["status"] not in TERMINAL:
-            running.append(run_id)
-    except RunNotFound:
-        pass
+running = [run.id for run in store.active_runs() if run.id in race]
 if stop_column.button("Stop race", disabled=not running, key="race_stop", width="stretch"):
     for run_id in running:
         runner.stop_run(run_id, store_path())
