@@ -8,8 +8,6 @@ cell built) once per server process, not on every rerun (:func:`config_problem`)
 """
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from pages.ui.limits import LIMITS, limited_input
@@ -79,7 +77,7 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
         if missing:
             raise ConfigError(f"task {task!r} needs the option {', '.join(missing)}")
         for config in configs:
-            problem = config_problem(json.dumps(config.to_dict(), sort_keys=True))
+            problem = config_problem(config.to_json())
             if problem:
                 raise ConfigError(problem)
     except ConfigError as error:
@@ -90,10 +88,10 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def config_problem(config_json: str) -> str | None:
-    """Why the config (``RunConfig.to_dict`` as JSON) cannot run, or None; each config is checked, and its
+    """Why the config (``RunConfig.to_json``) cannot run, or None; each config is checked, and its
     cell built, once per server process rather than on every rerun of the form."""
     try:
-        config = RunConfig.from_dict(json.loads(config_json))
+        config = RunConfig.from_json(config_json)
         config.validate()
         low, high = LIMITS["seq_len"]
         length = config.task.options.get("seq_len")

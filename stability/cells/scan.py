@@ -199,26 +199,3 @@ def elman_scan(
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"bias must have shape ({weight.shape[0]},); got {tuple(bias.shape)}")
     return _ElmanScan.apply(u.contiguous(), weight, h0, alpha, beta, bias, activation, float(negative_slope))
-
-
-def elman_loop(
-    u: Tensor,
-    weight: Tensor,
-    h0: Tensor,
-    activation: str = "tanh",
-    negative_slope: float = 0.01,
-    alpha: Tensor | None = None,
-    beta: Tensor | None = None,
-    bias: Tensor | None = None,
-) -> Tensor:
-    """The same recurrence as :func:`elman_scan`, step by step under autograd.
-
-    The independent reference the fused scan is tested against.
-    """
-    h = h0
-    states = []
-    for u_t in u.unbind(0):
-        s = apply_activation(u_t + h @ weight.t(), activation, negative_slope, bias)
-        h = s if alpha is None else alpha * s + beta * h
-        states.append(h)
-    return torch.stack(states)
