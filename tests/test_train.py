@@ -457,3 +457,16 @@ def test_a_hook_can_end_a_run_early_with_its_own_status(store):
     info = store.run(run_id)
     assert info["error"] == "pruned: no better than the median"
     assert store.metrics(run_id, ["train/loss"]).step.max() == 10
+
+
+def test_the_readme_hook_example_runs_and_records_its_rows(store):
+    """README 'Add your own measurement': the code block as written, on a tiny run."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### Add your own measurement", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    config = tiny(cell="kru", steps=20)
+    run_id = store.create_run(config.to_dict())
+    exec(compile(code, "README.md", "exec"), {"config": config, "store": store, "run_id": run_id})
+    norms = store.metrics(run_id, ["custom/weight_norm"])
+    assert sorted(norms.step) == [5, 10, 15, 20] and (norms.value > 0).all()
