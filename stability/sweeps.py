@@ -4,7 +4,7 @@
     spec.size(), spec.describe()                # 24 runs; "grid: train.lr (4) x cell (2) x 3 seeds = 24 runs ..."
     study = create_study(spec)                  # storage=None: in memory; an RDB URL is passed to Optuna
     while (asked := next_trial(study, spec)) is not None:
-        trial, config = asked; study.tell(trial, final_val_loss_of(train(config)))
+        trial, config = asked; tell(study, trial, final_val_loss(train(config)))
 
 This is the engine's first slice of issue 12 ("Hyperparameter sanity checks: sweeps"): what comes
 next builds on it and keeps the issue's CLI contract, ``python -m stability sweep [train flags]
@@ -93,7 +93,7 @@ def _option_field(section: str, option: str, names: list[str]) -> _Field:
         except ValueError:
             continue
         return _Field(f"{section}.{option}", info.base_type, info.optional, info.choices)
-    valid = sorted({o.name for name in names for o in _described(registry, name)})
+    valid = list(dict.fromkeys(o.name for name in names for o in _described(registry, name)))
     raise SweepError(f"vary {section}.{option}: {section} {' / '.join(names)} has no option {option!r}; "
                      f"valid options: {', '.join(valid) or 'none'}")
 
@@ -236,14 +236,6 @@ class Vary:
         if self.continuous:
             return int(param) if self.kind == "int" else float(param)
         return self.values[self.choices().index(param)]
-
-    def suggest(self, trial) -> Any:
-        """Ask ``trial`` (an ``optuna.Trial``) for this field's param; returns the typed value."""
-        if self.continuous and self.kind == "int":
-            return trial.suggest_int(self.field, int(self.low), int(self.high), log=self.log)
-        if self.continuous:
-            return trial.suggest_float(self.field, self.low, self.high, log=self.log)
-        return self.decode(trial.suggest_categorical(self.field, self.choices()))
 
     def distribution(self):
         """The Optuna distribution this field's params are drawn from."""
@@ -567,17 +559,21 @@ def load_study(study_name: str, storage: str):
 def next_trial(study, spec: SweepSpec):
     """``(trial, config)``: the study's next trial (``study.ask()``) and the run it stands for, or
     None when the sweep has asked all its runs. An enqueued (waiting) trial is always taken first:
-    random and TPE sampling enqueue each new setting's other seeds. Tell the study the run's final
-    :func:`objective_name` with ``study.tell(trial, value)``."""
+    random and TPE sampling enqueue each new setting's other seeds. Report the run's final
+    :func:`objective_name` with :func:`tell`."""
+    from optuna.distributions import CategoricalDistribution
     from optuna.trial import TrialState
 
     trials = study.get_trials(deepcopy=False)
     if not any(t.state == TrialState.WAITING for t in trials) and len(trials) >= spec.size():
         return None
-    trial = study.ask()
-    setting = {vary.field: vary.suggest(trial) for vary in spec.vary}
+    distributions = {vary.field: vary.distribution() for vary in spec.vary}
     if spec.sampler == "grid":
-        seed = trial.suggest_categorical(SEED_PARAM, spec.seed_values())
+        distributions[SEED_PARAM] = CategoricalDistribution(spec.seed_values())
+    trial = study.ask(distributions)
+    setting = setting_of(trial.params, spec)
+    if spec.sampler == "grid":
+        seed = trial.params[SEED_PARAM]
     else:
         seed = trial.user_attrs.get("seed")
         if seed is None:
@@ -586,6 +582,23 @@ def next_trial(study, spec: SweepSpec):
                 study.enqueue_trial(trial.params, user_attrs={"seed": other})
     trial.set_user_attr("seed", seed)
     return trial, spec.config_for(setting, seed)
+
+
+def tell(study, trial, value: float | None = None, state=None):
+    """``study.tell(trial, value, state)``, also for a grid's last trial: Optuna's GridSampler then
+    calls ``study.stop()``, which raises RuntimeError outside ``study.optimize`` (a documented
+    limit of ask-and-tell with GridSampler; the trial's result is stored before it raises).
+    Returns the finished ``FrozenTrial``."""
+    import optuna
+
+    try:
+        return study.tell(trial, value, state)
+    except RuntimeError:
+        sampler = study.sampler
+        if not (isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study)):
+            raise
+        number = trial if isinstance(trial, int) else trial.number
+        return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
 
 
 def setting_of(params: dict[str, Any], spec: SweepSpec) -> dict[str, Any]:

@@ -1,0 +1,265 @@
+"""Sweeps (stability/sweeps.py): --vary parsing and typing, one-line errors, the grid, Optuna studies
+(grid coverage, seeded random/TPE), configs of trials, and a tiny grid trained end to end."""
+import collections
+import itertools
+import json
+import subprocess
+import sys
+
+import numpy as np
+import optuna
+import pytest
+
+from stability import metric_names
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.store import RunStore
+from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, next_trial, objective_name,
+                              parse_varies, setting_of, tell)
+from stability.train import train_run
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def tiny(cell="spectral", **train):
+    settings = dict(steps=3, batch_size=8, eval_examples=16, probe_examples=4, log_every=1, eval_every=1)
+    settings.update(train)
+    return RunConfig(cell=CellConfig(cell, 8), task=TaskConfig("adding", {"seq_len": 10}),
+                     train=TrainConfig(**settings))
+
+
+def one(text, base=None):
+    (vary,) = parse_varies([text], base or tiny())
+    return vary
+
+
+# ------------------------------------------------------------------------------ parsing and types
+@pytest.mark.parametrize("text, field, values", [
+    ("lr=1e-3,0.01", "train.lr", (0.001, 0.01)),
+    ("train.lr=1", "train.lr", (1.0,)),
+    ("steps=10,1e2", "train.steps", (10, 100)),
+    ("optimizer=adam,sgd", "train.optimizer", ("adam", "sgd")),
+    ("clip_grad_norm=none,1", "train.clip_grad_norm", (None, 1.0)),
+    ("freeze_recurrent=true,false", "train.freeze_recurrent", (True, False)),
+    ("hidden_size=8,16", "cell.hidden_size", (8, 16)),
+    ("cell.m1=4,8", "cell.m1", (4, 8)),
+    ("cell.h0=zero,noisy", "cell.h0", ("zero", "noisy")),
+    ("cell.h0_noise_std=0.1,1", "cell.h0_noise_std", (0.1, 1.0)),
+    ("task.seq_len=50,100", "task.seq_len", (50, 100)),
+    ("task.seq-len=20", "task.seq_len", (20,)),
+    ("cell=rnn,lstm", "cell", ("rnn", "lstm")),
+])
+def test_values_take_the_type_the_config_declares(text, field, values):
+    vary = one(text)
+    assert vary.field == field
+    assert vary.values == values
+    assert [type(value) for value in vary.values] == [type(value) for value in values]
+
+
+def test_a_cell_option_is_typed_from_the_varied_cells_and_checked_against_its_choices():
+    (cell, nonlinearity) = parse_varies(["cell=rnn,exponential", "cell.nonlinearity=tanh,relu"], tiny("spectral"))
+    assert nonlinearity.values == ("tanh", "relu")
+    with pytest.raises(SweepError, match="sigmoid.*tanh, relu, leaky_relu"):
+        one("cell.nonlinearity=tanh,sigmoid", tiny("rnn"))
+
+
+def test_a_json_valued_option_splits_outside_brackets_and_survives_the_study():
+    spec = build_spec(tiny("kru"), ["cell.factor_sizes=[2,4],[4,2]"])
+    assert spec.vary[0].values == ([2, 4], [4, 2])
+    study = create_study(spec)
+    built = sorted(next_trial(study, spec)[1].cell.options["factor_sizes"] for _ in range(spec.size()))
+    assert built == [[2, 4], [4, 2]]
+
+
+@pytest.mark.parametrize("low, high, count", [(1e-4, 1e-1, 4), (3e-5, 0.2, 7)])
+def test_a_log_range_matches_numpy_geomspace(low, high, count):
+    vary = one(f"lr={low}:{high}:{count}:log")
+    assert np.allclose(vary.values, np.geomspace(low, high, count), rtol=1e-10, atol=0)
+    assert (vary.values[0], vary.values[-1]) == (low, high)
+
+
+def test_a_linear_range_matches_linspace_and_an_int_range_is_rounded_without_repeats():
+    assert np.allclose(one("cell.h0_noise_std=0:1:5").values, np.linspace(0, 1, 5))
+    expected = list(dict.fromkeys(int(round(v)) for v in np.geomspace(8, 10, 5)))
+    assert list(one("hidden_size=8:10:5:log").values) == expected
+    assert len(expected) < 5
+
+
+def test_a_range_without_count_is_sampled_by_random_search_within_its_bounds():
+    spec = build_spec(tiny(), ["lr=1e-4:1e-1:log", "cell.m1=2:8"], sampler="random", trials=6)
+    study = create_study(spec)
+    configs = [next_trial(study, spec)[1] for _ in range(spec.size())]
+    assert all(1e-4 <= c.train.lr <= 1e-1 for c in configs)
+    assert all(isinstance(c.cell.options["m1"], int) and 2 <= c.cell.options["m1"] <= 8 for c in configs)
+    assert len({c.train.lr for c in configs}) == 6
+    distributions = study.trials[0].distributions
+    assert isinstance(distributions["train.lr"], optuna.distributions.FloatDistribution)
+    lr = distributions["train.lr"]
+    assert lr.log and (lr.low, lr.high) == (1e-4, 0.1)
+    assert isinstance(distributions["cell.m1"], optuna.distributions.IntDistribution)
+
+
+# ------------------------------------------------------------------------------ bad input
+BAD = [
+    (["foo=1"], {}, "vary foo: unknown field"),
+    (["seq_len=10"], {}, "vary seq_len: unknown field"),
+    (["lr"], {}, "expected FIELD=V1,V2"),
+    (["lr="], {}, "vary train.lr: no values"),
+    (["lr=1e-3,,1e-2"], {}, "vary train.lr: an empty value"),
+    (["lr=abc"], {}, "'abc' is not a finite number"),
+    (["lr=-1"], {}, "vary train.lr=-1: lr must be a positive number"),
+    (["lr=1e-3,0.001"], {}, "listed twice"),
+    (["lr=1e-1:1e-4:3"], {}, "LOW < HIGH"),
+    (["lr=0:1:3:log"], {}, "log range needs LOW > 0"),
+    (["lr=1:2:3:4"], {}, "a range is LOW:HIGH:COUNT"),
+    (["lr=1e-4:1e-1:1"], {}, "COUNT must be at least 2"),
+    (["lr=1e-4:1e-1"], {}, "a grid needs LOW:HIGH:COUNT"),
+    (["seed=1,2"], {}, "the seeds come from --seeds"),
+    (["lr=1e-3", "train.lr=1e-2"], {}, "named twice"),
+    (["cell=nope"], {}, "vary cell=nope: cell must be one of rnn"),
+    (["cell.m1=1.5"], {}, "vary cell.m1: '1.5' is not an integer"),
+    (["cell.m1=0"], {}, "vary cell.m1=0: cell 'spectral': m1"),
+    (["cell.m9=1"], {}, "has no option 'm9'; valid options: m1, m2"),
+    (["cell.r=0.5,2"], {}, "vary cell.r=2: cell 'spectral': r must be <= sigma_star"),
+    (["cell=rnn,spectral", "cell.m1=4"], {}, "vary cell=rnn, cell.m1=4: unknown cell option(s) m1"),
+    (["hidden_size=7", "cell=spectral,vprnn"], {}, "hidden_size=7, cell=vprnn: cell 'vprnn'"),
+    (["task.seq_len=1"], {}, "vary task.seq_len=1: task 'adding': seq_len"),
+    (["freeze_recurrent=maybe"], {}, "not true or false"),
+    (["lr=1e-3,1e-2"], {"seeds": 0}, "seeds must be an integer >= 1"),
+    (["lr=1e-3,1e-2"], {"sampler": "bayes"}, "sampler must be one of grid, random, tpe"),
+    (["lr=1e-3,1e-2"], {"sampler": "tpe"}, "--sampler tpe needs --trials N"),
+    (["lr=1e-3,1e-2"], {"trials": 4}, "trials is for --sampler random or tpe"),
+    (["lr=1e-5:1:101:log", "steps=1:100:100"], {}, "this sweep is 10,100 runs, over 10,000; pass --yes"),
+]
+
+
+@pytest.mark.parametrize("vary, options, message", BAD)
+def test_bad_input_is_one_sweep_error_line_before_any_config_is_built_twice(monkeypatch, vary, options, message):
+    built = collections.Counter()
+    check_buildable = RunConfig.check_buildable
+
+    def counted(config):
+        built[config.to_json()] += 1
+        return check_buildable(config)
+
+    monkeypatch.setattr(RunConfig, "check_buildable", counted)
+    with pytest.raises(SweepError) as raised:
+        build_spec(tiny(), vary, **options)
+    text = str(raised.value)
+    assert isinstance(raised.value, ValueError) and "\n" not in text
+    assert message in text
+    assert max(built.values(), default=1) == 1
+
+
+def test_a_large_grid_runs_with_allow_large_and_a_good_sweep_builds_each_distinct_config_once(monkeypatch):
+    assert build_spec(tiny(), ["lr=1e-5:1:101:log", "steps=1:100:100"], allow_large=True).size() == 10_100
+    built = collections.Counter()
+    check_buildable = RunConfig.check_buildable
+    monkeypatch.setattr(RunConfig, "check_buildable",
+                        lambda config: (built.update([config.to_json()]), check_buildable(config))[1])
+    # m1=16 and cell=spectral are the base's own values: the same configs as the base and as each other
+    build_spec(tiny(), ["cell=spectral,orthogonal", "lr=1e-3,1e-2", "cell.renormalize=true,false"], seeds=2)
+    assert built and max(built.values()) == 1
+
+
+# ------------------------------------------------------------------------------ the grid and its study
+def grid_spec(seeds=2):
+    return build_spec(tiny(), ["lr=1e-3,1e-2,1e-1", "cell=rnn,spectral", "cell.h0=zero,noisy"], seeds=seeds)
+
+
+def test_the_grid_is_the_cartesian_product_in_order():
+    spec = grid_spec()
+    product = itertools.product((1e-3, 1e-2, 1e-1), ("rnn", "spectral"), ("zero", "noisy"))
+    assert [tuple(setting.values()) for setting in spec.settings()] == list(product)
+    assert spec.size() == 3 * 2 * 2 * 2
+
+
+def test_the_grid_study_asks_every_setting_and_seed_exactly_once_then_is_exhausted():
+    spec = grid_spec()
+    study = create_study(spec)
+    asked = [next_trial(study, spec) for _ in range(spec.size())]  # none told yet: all running at once
+    seen = collections.Counter((json.dumps(setting_of(t.params, spec)), c.train.seed) for t, c in asked)
+    expected = {(json.dumps(s), seed) for s in spec.settings() for seed in (0, 1)}
+    assert set(seen) == expected and set(seen.values()) == {1}
+    assert next_trial(study, spec) is None
+    for trial, _ in asked:
+        tell(study, trial, 1.0)
+    assert study.sampler.is_exhausted(study) and next_trial(study, spec) is None
+
+
+def test_config_for_applies_the_setting_and_seeds_differ_only_in_train_seed():
+    spec = grid_spec(seeds=3)
+    setting = spec.settings()[5]
+    configs = [spec.config_for(setting, seed) for seed in spec.seed_values()]
+    for config in configs:
+        config.validate()
+        assert (config.train.lr, config.cell.name, config.cell.options["h0"]) == tuple(setting.values())
+    assert [config.train.seed for config in configs] == [0, 1, 2]
+    assert "lr=0.01" in configs[0].name and "seed=2" in configs[2].name
+
+    def without_seed(config):
+        data = config.to_dict()
+        data["train"].pop("seed")
+        data.pop("name")
+        return data
+
+    assert all(without_seed(config) == without_seed(configs[0]) for config in configs)
+    with pytest.raises(SweepError, match="this sweep varies train.lr, cell, cell.h0"):
+        spec.config_for({"train.lr": 1e-3}, 0)
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_seeded_random_and_tpe_studies_ask_the_same_sequence_twice(sampler):
+    def sequence():
+        spec = build_spec(tiny(seed=7), ["lr=1e-4:1e-1:log", "cell=rnn,spectral", "cell.h0=zero,noisy"],
+                          sampler=sampler, trials=12, seeds=2)
+        study = create_study(spec)
+        names = []
+        while (asked := next_trial(study, spec)) is not None:
+            trial, config = asked
+            names.append(config.name)
+            tell(study, trial, abs(np.log10(config.train.lr) + 2) + (config.cell.name == "rnn"))
+        return spec, names
+
+    (spec, first), (_, second) = sequence(), sequence()
+    assert first == second and len(first) == spec.size() == 24
+    settings = collections.Counter(name.rpartition(" seed=")[0] for name in first)
+    assert set(settings.values()) == {2}  # each sampled setting runs with both seeds, 7 and 8
+    assert {name.rpartition("seed=")[2] for name in first} == {"7", "8"}
+
+
+def test_the_spec_round_trips_through_json_and_describes_itself_on_one_line():
+    for spec in (grid_spec(), build_spec(tiny("kru"), ["cell.factor_sizes=[2,4],[4,2]", "lr=1e-4:1e-2:log",
+                                                       "clip_grad_norm=none,1"], sampler="tpe", trials=5,
+                                         prune=True)):
+        assert SweepSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+        line = spec.describe()
+        assert "\n" not in line and f"= {spec.size():,} runs" in line
+    with pytest.raises(SweepError, match="not a sweep description"):
+        SweepSpec.from_dict({"base": {}})
+
+
+def test_importing_sweeps_imports_neither_optuna_nor_streamlit():
+    code = ("import sys, stability, stability.sweeps; "
+            "print(sorted(m for m in ('optuna', 'streamlit') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# ------------------------------------------------------------------------------ end to end
+def test_a_tiny_grid_trained_into_a_store_gives_optuna_the_best_setting(tmp_path):
+    spec = build_spec(tiny("rnn"), ["lr=1e-3,3e-1", "cell.h0=zero,learned"], seeds=1)
+    study = create_study(spec)
+    settings = {}
+    with RunStore(tmp_path / "runs.db") as store:
+        while (asked := next_trial(study, spec)) is not None:
+            trial, config = asked
+            run_id = store.create_run(config.to_dict())
+            assert train_run(config, store, run_id) == "completed"
+            settings[run_id] = setting_of(trial.params, spec)
+            tell(study, trial, store.latest(run_id)[objective_name(spec)])
+        rows = store.metrics_many(list(settings), names=[metric_names.VAL_LOSS])
+    assert len(settings) == spec.size() == 4
+    final = rows.sort_values("step").groupby("run_id")["value"].last()
+    best_run = final.idxmin()
+    assert {**settings[best_run], "train.seed": 0} == study.best_params
+    assert study.best_value == final.min()
