@@ -13,7 +13,7 @@ import pytest
 from stability import metric_names
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.store import RunStore
-from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, next_trial, objective_name,
+from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
 from stability.train import train_run
 
@@ -184,6 +184,25 @@ def test_the_grid_study_asks_every_setting_and_seed_exactly_once_then_is_exhaust
     for trial, _ in asked:
         tell(study, trial, 1.0)
     assert study.sampler.is_exhausted(study) and next_trial(study, spec) is None
+
+
+def test_a_stored_study_is_loaded_with_its_spec_and_a_second_worker_finishes_its_grid(tmp_path):
+    spec = grid_spec(seeds=1)
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    first = create_study(spec, storage=url, study_name="sweep-1")
+    asked = [next_trial(first, spec) for _ in range(5)]
+    for trial, _ in asked[:3]:
+        tell(first, trial, 0.5)
+    second, loaded = load_study("sweep-1", url)
+    assert loaded == spec
+    while (more := next_trial(second, loaded)) is not None:
+        asked.append(more)
+        tell(second, more[0], 0.5)
+    names = [config.name for _, config in asked]
+    assert len(names) == len(set(names)) == spec.size()
+    with pytest.raises(SweepError, match="not a sweep"):
+        optuna.create_study(storage=url, study_name="plain")
+        load_study("plain", url)
 
 
 def test_config_for_applies_the_setting_and_seeds_differ_only_in_train_seed():
