@@ -82,6 +82,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", parents=[store], help="train a cell on a task")
     train.set_defaults(handler=cmd_train)
+    _add_config_flags(train)
+    train.add_argument("--name", default="", help="a label for the run")
+    train.add_argument("--background", action="store_true", help="train in a worker process; print the run id")
+    train.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+
+    runs = commands.add_parser("runs", parents=[store], help="list the runs in the store")
+    runs.set_defaults(handler=cmd_runs)
+    for name, handler, text in (("show", cmd_show, "a run's config, status and final metrics"),
+                                ("stop", cmd_stop, "stop a running or queued run")):
+        command = commands.add_parser(name, parents=[store], help=text)
+        command.add_argument("run_id", type=int, metavar="ID")
+        command.set_defaults(handler=handler)
+    resume = commands.add_parser("resume", parents=[store],
+                                 help="continue a stopped, interrupted or failed run from its last checkpoint")
+    resume.add_argument("run_id", type=int, metavar="ID")
+    resume.add_argument("--background", action="store_true", help="continue in a worker process")
+    resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+    resume.set_defaults(handler=cmd_resume)
+    export = commands.add_parser("export", parents=[store], help="a run's metric rows as CSV")
+    export.add_argument("run_id", type=int, metavar="ID")
+    export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
+    export.set_defaults(handler=cmd_export)
+    _add_catalogue_commands(commands)
+    return parser
+
+
+def _add_config_flags(train) -> None:
+    """One flag per config field: the cell, the task and every TrainConfig field."""
     cell, task = CellConfig(), TaskConfig()
     train.add_argument("--cell", default=cell.name, metavar="NAME",
                        help=f"cell name, or package.module:Class for a cell of your own (default: {cell.name}; "
@@ -114,29 +142,6 @@ def build_parser() -> argparse.ArgumentParser:
             text = f"one of {', '.join(_CHOICES[field.name])}; {text}"
         train.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, type=kind,
                            metavar={int: "N", float: "X", str: "NAME"}[kind], help=text)
-    train.add_argument("--name", default="", help="a label for the run")
-    train.add_argument("--background", action="store_true", help="train in a worker process; print the run id")
-    train.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
-
-    runs = commands.add_parser("runs", parents=[store], help="list the runs in the store")
-    runs.set_defaults(handler=cmd_runs)
-    for name, handler, text in (("show", cmd_show, "a run's config, status and final metrics"),
-                                ("stop", cmd_stop, "stop a running or queued run")):
-        command = commands.add_parser(name, parents=[store], help=text)
-        command.add_argument("run_id", type=int, metavar="ID")
-        command.set_defaults(handler=handler)
-    resume = commands.add_parser("resume", parents=[store],
-                                 help="continue a stopped, interrupted or failed run from its last checkpoint")
-    resume.add_argument("run_id", type=int, metavar="ID")
-    resume.add_argument("--background", action="store_true", help="continue in a worker process")
-    resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
-    resume.set_defaults(handler=cmd_resume)
-    export = commands.add_parser("export", parents=[store], help="a run's metric rows as CSV")
-    export.add_argument("run_id", type=int, metavar="ID")
-    export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
-    export.set_defaults(handler=cmd_export)
-    _add_catalogue_commands(commands)
-    return parser
 
 
 def _add_catalogue_commands(commands) -> None:
