@@ -28,8 +28,13 @@ st.set_page_config(page_title="stability", page_icon="〰️", layout="wide")
 
 navigation = st.navigation(app_pages())
 
-ACTIVE_REFRESH_S = 2.0  # while runs are in progress
-IDLE_REFRESH_S = 10.0   # otherwise: a run started from a page shows at once (a full rerun), others within 10 s
+# Note [Sidebar refresh]
+# Every fragment rerun, this one included, re-renders the page's whole React tree in the browser: ~50 ms
+# of Chromium's renderer on the Train page, whatever the fragment draws.  At 2 s the sidebar alone cost
+# a watched page ~1.5 CPU s a minute, as much as the live panel itself (pages/live.py, Note [Watching
+# cheaply]); its progress bars moving every 10 s lose nothing, and the Train page shows its run live.
+ACTIVE_REFRESH_S = 10.0  # while runs are in progress
+IDLE_REFRESH_S = 10.0    # otherwise: a run started from a page shows at once (a full rerun), others within 10 s
 
 
 def runs_in_progress() -> None:

@@ -31,7 +31,9 @@ Streamlit only; nothing here decides what is valid (stability.config does).
 """
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -49,8 +51,8 @@ DEFAULT_REFRESH = "auto"
 AUTO_EVERY_S = (5.0, 30.0)  # Auto: the run's logging interval, within these bounds
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
-LIVE_POINTS = 1000          # per line: a chart half a page wide has ~500 pixel columns, min and max of each
-HOVER_POINTS = 200          # per line: nearest-point tooltips
+LIVE_POINTS = 800           # per line: min and max of each pixel column of a chart up to 400 px wide (the grid's)
+HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apart
 REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
 KEPT_SLOTS = 4              # runs whose chart specs a session keeps
 ROWS_KEY, SPECS_KEY, RETIMED_KEY = "_live_rows", "_live_specs", "_live_retimed"
@@ -263,16 +265,60 @@ def show_chart(container, spec: dict) -> None:
     container.vega_lite_chart(spec=spec, width="stretch")
 
 
-def _vega_lite_spec(chart) -> dict:
-    """The spec ``st.altair_chart`` would send, with its datasets already serialised to Arrow."""
-    try:
-        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
-    except ImportError:  # another Streamlit version: the public path, data inline (converted on each send)
-        import altair as alt
+# Note [Stable specs]
+# -------------------
+# Streamlit's frontend keeps a Vega view as long as the chart's spec (its JSON without the data) and its
+# dataset names stay the same, and then only swaps the rows of a dataset whose bytes changed; any other
+# change of the spec compiles the Vega-Lite spec and builds a new view.  st.altair_chart names each
+# dataset by a hash of its rows and Altair names its selections and views afresh for every chart, so a
+# chart rebuilt with one new row used to be a new spec: a full re-embed at every redraw.  Here datasets are
+# named by their place in the chart (rows_0, rows_1, ...; never data_<n>, which Vega-Lite gives its own
+# sources: a dataset of that name draws nothing) and the generated names are numbered within the
+# chart, so a chart whose rows changed reaches the browser as the same spec with new rows.  The spec is
+# produced without Altair's JSON-schema validation (two thirds of its building cost, and the same specs
+# are validated by tests/test_charts.py); like st.altair_chart, Altair's default theme is left out.
+#
+# Two embedding options make every redraw cheaper (Chromium's CPU from /proc, a page of six line charts
+# redrawn every 2 s): Vega's canvas renderer instead of SVG (Streamlit picks canvas by itself only above
+# 2000 marks; 29 -> 19 CPU s a minute), and no ARIA description per mark (Vega-Lite builds a text label for
+# every point through Streamlit's expression interpreter, and Streamlit drops them itself above 5000 marks;
+# 19 -> 17 s).  A screen reader still gets the chart's title; hundreds of per-point labels were no help to it.
+_GENERATED_NAME = re.compile(r'"(param|view)_[0-9a-f]+(?:_[0-9]+)*"')
+_DEFAULT_THEME = {"view": {"continuousWidth": 300, "continuousHeight": 300}}
 
-        with alt.data_transformers.disable_max_rows():
-            return chart.to_dict()
-    return _convert_altair_to_vega_lite_spec(chart)
+
+def _vega_lite_spec(chart) -> dict:
+    """The chart as the Vega-Lite spec Streamlit sends, its datasets serialised to Arrow, its names stable
+    (Note [Stable specs]); ``chart`` gives up its data to the spec."""
+    from streamlit import dataframe_util
+
+    frames: dict[int, tuple[str, object]] = {}
+    _name_datasets(chart, frames)
+    spec = chart.to_dict(validate=False)
+    numbers: dict[str, str] = {}
+    text = _GENERATED_NAME.sub(
+        lambda match: numbers.setdefault(match.group(0), f'"{match.group(1)}_{len(numbers) + 1}"'), json.dumps(spec))
+    spec = json.loads(text)
+    if spec.get("config") == _DEFAULT_THEME:
+        del spec["config"]
+    spec.setdefault("config", {})["aria"] = False
+    spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
+    spec["datasets"] = {name: dataframe_util.convert_anything_to_arrow_bytes(data) for name, data in frames.values()}
+    return spec
+
+
+def _name_datasets(chart, frames: dict) -> None:
+    """Replace every DataFrame of ``chart`` and its layers by a dataset name (``rows_<n>``, in the order
+    met; one name per frame object), collected in ``frames``: id -> (name, frame)."""
+    import altair as alt
+
+    data = getattr(chart, "data", alt.Undefined)
+    if isinstance(data, pd.DataFrame):
+        name, _ = frames.setdefault(id(data), (f"rows_{len(frames)}", data))
+        chart.data = alt.NamedData(name=name)
+    layers = getattr(chart, "layer", alt.Undefined)
+    for layer in layers if isinstance(layers, list) else []:
+        _name_datasets(layer, frames)
 
 
 __all__ = [

@@ -182,7 +182,7 @@ with live:
         st.info("No runs yet: configure one on the left and press **Start**.")
     else:
         labels = {row.id: run_label(row) for row in runs.itertuples()}
-        pick, smooth, scale, cadence = st.columns([2.6, 1.2, 0.8, 1.3], vertical_alignment="bottom")
+        pick, smooth, scale, cadence = st.columns([2.2, 1.2, 0.9, 1.4], vertical_alignment="bottom")
         watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch",
                                  index=list(labels).index(requested if requested in labels else int(runs["id"].iloc[0])))
         smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",

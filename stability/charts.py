@@ -298,7 +298,8 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
     dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
     ``hover_points`` rows per curve, picked by :func:`downsample_indices` so a spike keeps its tooltip,
-    and the flagged rows of a log scale a small dataset of their own instead of a filter over every row.
+    and the flagged rows of a log scale a small dataset of their own (no layer while there are none)
+    instead of a filter over every row.
     """
     names = [names] if isinstance(names, str) else list(names)
     data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
@@ -312,8 +313,9 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
                 "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
     if len(names) > 1:
         encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
-    lines, points, flagged = (alt.Chart(rows).encode(**encoding) if rows is not None else None
-                              for rows in _metric_sources(data, x_field, smoothing, log_y, hover_points))
+    line_rows, hover_rows, flagged_rows = _metric_sources(data, x_field, smoothing, log_y, hover_points)
+    lines = alt.Chart(line_rows).encode(**encoding)
+    points = lines if hover_rows is line_rows else alt.Chart(hover_rows).encode(**encoding)
     y, y_raw = alt.Y("y:Q", title=y_title, scale=y_scale), alt.Y("y_raw:Q", title=y_title, scale=y_scale)
     tooltip = _metric_tooltip(smoothing)
 
@@ -325,8 +327,9 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
     layers.append(points.mark_point(size=40, filled=True).encode(
         y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
-    if log_y:
-        marked = flagged if flagged is not None else points.transform_filter(alt.datum.note != "")
+    if log_y and (flagged_rows is None or len(flagged_rows)):
+        marked = (points.transform_filter(alt.datum.note != "") if flagged_rows is None
+                  else alt.Chart(flagged_rows).encode(**encoding))
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
     if baseline is not None and not (log_y and baseline <= 0):
         layers += _baseline_layers(float(baseline), baseline_label or "baseline", y_title, y_scale)
@@ -448,9 +451,11 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
     """‖∂L/∂h_t‖ over time step t (x) and training step (y, newest on top), coloured by log10 of the norm.
 
     ``series_frame`` holds rows of the 'grad/h_t_norm' series (run_id, step, wall_time, name, index, value; one
-    run). Zeros (underflow), infinities and NaNs are clipped (:func:`clip_for_log`) and drawn grey, with a
-    note in the tooltip; the colour scale spans the finite positive values only. At most
-    ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` time steps are drawn, evenly spaced.
+    run). Zeros (underflow), infinities and NaNs are drawn grey in a layer of their own, with a note in the
+    tooltip (:func:`clip_for_log`); the colour scale spans the finite positive values only. At most
+    ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` time steps are drawn, evenly spaced. The
+    spec does not depend on the rows (axis labels thinned by Vega, the colour domain taken from the data),
+    so a live page swaps the rows of the chart it has instead of building a new one.
     """
     data = series_frame
     if "name" in data:
@@ -458,22 +463,18 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
     data = data[data["step"].isin(_evenly(data["step"].to_numpy(), HEATMAP_MAX_STEPS))
                 & data["index"].isin(_evenly(data["index"].to_numpy(), HEATMAP_MAX_T))].copy()
     clipped, data["note"] = _log_clip(data["value"])
-    data["log10"] = np.log10(clipped)
     data["note"] = data["note"].fillna("")
-    finite = data.loc[data["note"] == "", "log10"]
-    low, high = (float(finite.min()), float(finite.max())) if len(finite) else (-1.0, 0.0)
-    domain = [low, high] if high > low else [low - 0.5, high + 0.5]
-    ticks = {column: [int(value) for value in _evenly(data[column].to_numpy(), count)]
-             for column, count in (("index", 12), ("step", 8))}  # a label on every band would overlap
-    base = alt.Chart(data).encode(
-        x=alt.X("index:O", title="time step t", axis=alt.Axis(values=ticks["index"], labelAngle=0)),
-        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(values=ticks["step"])),
+    flagged = data["note"] != ""
+    data["log10"] = np.log10(clipped).mask(flagged)  # what a log cannot show stays off the colour scale
+    encoding = dict(
+        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
+        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap="greedy")),
         tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
                  alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
                  alt.Tooltip("note:N")])
-    cells = base.mark_rect().encode(color=alt.Color(
-        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis", domain=domain, clamp=True)))
-    flagged = base.transform_filter(alt.datum.note != "").mark_rect().encode(color=alt.Color(
+    cells = alt.Chart(data[~flagged]).mark_rect().encode(**encoding, color=alt.Color(
+        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis")))
+    marked = alt.Chart(data[flagged]).mark_rect().encode(**encoding, color=alt.Color(
         "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
         scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
-    return alt.layer(cells, flagged).resolve_scale(color="independent").properties(title=title, height=height)
+    return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)

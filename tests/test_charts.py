@@ -339,27 +339,37 @@ def test_gradient_flow_heatmap_colours_log10_and_flags_what_a_log_cannot_show():
     assert cells["encoding"]["y"]["field"] == "step" and cells["encoding"]["y"]["type"] == "ordinal"
     assert cells["encoding"]["color"]["field"] == "log10" and cells["encoding"]["color"]["type"] == "quantitative"
     assert {tip["field"] for tip in cells["encoding"]["tooltip"]} >= {"value", "step", "index", "note"}
-    data = rows_of(spec, cells)
-    assert len(data) == 12 and set(data["name"]) == {"grad/h_t_norm"}
-    finite = data[data["index"] >= 2]
-    np.testing.assert_allclose(finite["log10"], finite["index"] - finite["step"] / 10)
-    assert (finite["note"] == "").all()
-    zeros = data[data["index"] == 0]
-    assert (zeros["note"] == charts.NOTE_UNDERFLOW).all()
-    np.testing.assert_allclose(zeros["log10"], np.log10(charts.TINY))
-    assert (data.loc[data["index"] == 1, "note"] == charts.NOTE_NAN).all()
-    # The colour scale spans the finite values only; clipped cells are clamped to its ends.
-    assert cells["encoding"]["color"]["scale"]["domain"] == pytest.approx([1.0, 5.0])
-    assert cells["encoding"]["color"]["scale"]["clamp"] is True
+    coloured, grey = rows_of(spec, cells), rows_of(spec, flagged)
+    assert len(coloured) + len(grey) == 12 and set(pd.concat([coloured, grey])["name"]) == {"grad/h_t_norm"}
+    # The colour scale sees the finite values only (no domain written into the spec: Vega takes the rows')
+    assert (coloured["index"] >= 2).all() and (coloured["note"] == "").all()
+    np.testing.assert_allclose(coloured["log10"], coloured["index"] - coloured["step"] / 10)
+    assert "domain" not in cells["encoding"]["color"]["scale"]
+    # zeros and NaN are the grey layer's, noted, and never on the colour scale
+    assert sorted(grey["index"]) == [0, 0, 1, 1] and grey["log10"].isna().all()
+    assert set(grey.loc[grey["index"] == 0, "note"]) == {charts.NOTE_UNDERFLOW}
+    assert set(grey.loc[grey["index"] == 1, "note"]) == {charts.NOTE_NAN}
     assert flagged["encoding"]["color"]["field"] == "note"
-    assert "datum.note !== ''" in flagged["transform"][0]["filter"]
     assert spec["resolve"] == {"scale": {"color": "independent"}}
+
+
+def test_gradient_flow_heatmap_spec_does_not_depend_on_its_rows():
+    """A live page keeps the chart and swaps its rows only if the spec (all but the data) is the same."""
+    def spec_without_data(steps, value):
+        spec = charts.gradient_flow_heatmap(h_t_rows(steps, 50, value)).to_dict()
+        del spec["datasets"]
+        for layer in flat_layers(spec):
+            del layer["data"]
+        return spec
+
+    assert spec_without_data(range(0, 100, 10), lambda step, t: 1.0) == \
+        spec_without_data(range(0, 900, 10), lambda step, t: 10.0 ** (t - step))
 
 
 def test_gradient_flow_heatmap_thins_long_histories_keeping_first_and_last():
     steps = list(range(0, 1000, 5))
     spec = charts.gradient_flow_heatmap(h_t_rows(steps, 300, lambda step, t: 1.0)).to_dict()
-    data = rows_of(spec, flat_layers(spec)[0])
+    data = rows_of(spec, flat_layers(spec)[0])  # every value finite: all in the coloured layer
     shown_steps, shown_t = sorted(set(data["step"])), sorted(set(data["index"]))
     assert len(shown_steps) == charts.HEATMAP_MAX_STEPS and len(shown_t) == charts.HEATMAP_MAX_T
     assert shown_steps[0] == 0 and shown_steps[-1] == 995 and shown_t[0] == 0 and shown_t[-1] == 299
