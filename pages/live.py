@@ -212,26 +212,33 @@ def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 # Note [Live charts]
 # ------------------
 # A fragment rerun that draws nothing clears what it drew, so every chart is sent again at every rerun;
-# an identical spec costs the browser almost nothing (Note [Watching cheaply]), a rebuilt one a Vega
-# re-run.  Building an Altair chart and converting it to a Vega-Lite spec with Arrow data costs 0.1-1 s
-# of CPU for a Train page's charts.  So each chart is a Panel with a data version (the rows it draws) and
-# its controls; its converted spec is kept per panel and rebuilt only when its controls changed (at once),
-# or when its rows changed and the last build lies at least REBUILD_FACTOR times its own CPU cost in the
-# past: chart building takes at most 1/REBUILD_FACTOR of a core, and a slow machine simply redraws less often.
+# an identical spec costs the browser almost nothing (Note [Watching cheaply]), new rows in the same spec
+# a Vega re-run of that chart (Note [Stable specs]).  Building an Altair chart costs ~50 ms of the server's
+# CPU per chart, nearly all of it Altair's own (encodings inferred and validated, layers' params merged);
+# computing its rows costs a few ms.  So each chart is a Panel with a data version (the rows it draws),
+# its controls, a builder and, where the chart module has one, a function giving the chart's datasets
+# alone.  Its spec is kept per panel and rebuilt in full only when its controls changed (at once); when
+# only its rows changed, the new rows are put into the spec it has (if they still fit it: as many
+# datasets, the same columns; else it is rebuilt), provided the last refresh lies at least REBUILD_FACTOR
+# times its own CPU cost in the past: chart work takes at most 1/REBUILD_FACTOR of a core, and a slow
+# machine simply redraws less often.
 @dataclass(frozen=True)
 class Panel:
-    """One live chart: ``build()`` returns its Altair chart; ``data`` changes when its rows do and
-    ``controls`` when its settings (smoothing, scale, which names) do."""
+    """One live chart: ``build()`` returns its Altair chart, ``rows()`` (optional) the datasets of that chart
+    in the order its layers first use them; ``data`` changes when its rows do and ``controls`` when its
+    settings (smoothing, scale, which names) do."""
 
     key: str
     controls: object
     data: object
     build: Callable[[], object]
+    rows: Callable[[], list] | None = None
 
 
 @dataclass
 class _ChartSpecs:
     specs: dict = field(default_factory=dict)     # panel key -> converted spec
+    columns: dict = field(default_factory=dict)   # panel key -> the columns of each of its datasets
     versions: dict = field(default_factory=dict)  # panel key -> (controls, data) it was built from
     built_at: float = -math.inf
     cost_s: float = 0.0
@@ -239,7 +246,7 @@ class _ChartSpecs:
 
 def live_chart_specs(slot, panels: list[Panel], *, final: bool = False) -> list[dict]:
     """The Vega-Lite specs of ``panels``, kept in this session under ``slot`` (one per watched run) and
-    rebuilt per panel only when needed (Note [Live charts]); ``final``: the data will not change again,
+    refreshed per panel only when needed (Note [Live charts]); ``final``: the data will not change again,
     so it is drawn now."""
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
@@ -252,12 +259,25 @@ def live_chart_specs(slot, panels: list[Panel], *, final: bool = False) -> list[
     if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
         started = time.thread_time()
         for panel in stale:
-            entry.specs[panel.key] = _vega_lite_spec(panel.build())
-            entry.versions[panel.key] = (panel.controls, panel.data)
+            _refresh(entry, panel)
         entry.built_at, entry.cost_s = now, time.thread_time() - started
     for key in set(entry.specs) - {panel.key for panel in panels}:
-        del entry.specs[key], entry.versions[key]
+        del entry.specs[key], entry.columns[key], entry.versions[key]
     return [entry.specs[panel.key] for panel in panels]
+
+
+def _refresh(entry: _ChartSpecs, panel: Panel) -> None:
+    """Bring ``panel``'s spec up to date: its new rows in the spec it has when only its rows changed and
+    they fit that spec, else a full build."""
+    built = entry.versions.get(panel.key)
+    if built is not None and built[0] == panel.controls and panel.rows is not None:
+        frames = panel.rows()
+        if [list(frame.columns) for frame in frames] == entry.columns[panel.key]:
+            entry.specs[panel.key] = {**entry.specs[panel.key], "datasets": _arrow_datasets(frames)}
+            entry.versions[panel.key] = (panel.controls, panel.data)
+            return
+    entry.specs[panel.key], entry.columns[panel.key] = _vega_lite_spec(panel.build())
+    entry.versions[panel.key] = (panel.controls, panel.data)
 
 
 def show_chart(container, spec: dict) -> None:
@@ -287,11 +307,9 @@ _GENERATED_NAME = re.compile(r'"(param|view)_[0-9a-f]+(?:_[0-9]+)*"')
 _DEFAULT_THEME = {"view": {"continuousWidth": 300, "continuousHeight": 300}}
 
 
-def _vega_lite_spec(chart) -> dict:
+def _vega_lite_spec(chart) -> tuple[dict, list[list[str]]]:
     """The chart as the Vega-Lite spec Streamlit sends, its datasets serialised to Arrow, its names stable
-    (Note [Stable specs]); ``chart`` gives up its data to the spec."""
-    from streamlit import dataframe_util
-
+    (Note [Stable specs]), and the columns of each of its datasets; ``chart`` gives up its data to the spec."""
     frames: dict[int, tuple[str, object]] = {}
     _name_datasets(chart, frames)
     spec = chart.to_dict(validate=False)
@@ -303,8 +321,17 @@ def _vega_lite_spec(chart) -> dict:
         del spec["config"]
     spec.setdefault("config", {})["aria"] = False
     spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
-    spec["datasets"] = {name: dataframe_util.convert_anything_to_arrow_bytes(data) for name, data in frames.values()}
-    return spec
+    ordered = [data for _, data in frames.values()]
+    spec["datasets"] = _arrow_datasets(ordered)
+    return spec, [list(data.columns) for data in ordered]
+
+
+def _arrow_datasets(frames: list) -> dict[str, bytes]:
+    """``rows_0``, ``rows_1``, ... -> the frames as Arrow bytes, as Streamlit sends them."""
+    from streamlit import dataframe_util
+
+    return {f"rows_{index}": dataframe_util.convert_anything_to_arrow_bytes(frame)
+            for index, frame in enumerate(frames)}
 
 
 def _name_datasets(chart, frames: dict) -> None:
@@ -314,7 +341,7 @@ def _name_datasets(chart, frames: dict) -> None:
 
     data = getattr(chart, "data", alt.Undefined)
     if isinstance(data, pd.DataFrame):
-        name, _ = frames.setdefault(id(data), (f"rows_{len(frames)}", data))
+        name, _ = frames.setdefault(id(data), (f"rows_{len(frames)}", data))  # as _arrow_datasets names them
         chart.data = alt.NamedData(name=name)
     layers = getattr(chart, "layer", alt.Undefined)
     for layer in layers if isinstance(layers, list) else []:

@@ -81,12 +81,14 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
     baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
 
-    def curves(key: str, drawn: list, **options) -> Panel:
-        def build():
-            frame = rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
-            return charts.metric_chart(frame, names=drawn, max_points=LIVE_POINTS, hover_points=HOVER_POINTS,
-                                       **options)
-        return Panel(key, (tuple(drawn), tuple(sorted(options.items(), key=str))), rows.version(drawn), build)
+    def drawn_rows(drawn: list):
+        return rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
+
+    def curves(key: str, drawn: list, title: str, **options) -> Panel:
+        options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS)
+        return Panel(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
+                     lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title, **options),
+                     lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets())
 
     panels = [curves("loss", ["train/loss", "val/loss"], smoothing=smoothing, log_y=log_loss,
                      title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
@@ -101,8 +103,8 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
                              title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
     sv = ["sv/min", "sv/max", "sv/margin"]
     panels.append(Panel("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
-        rows.metrics[rows.metrics["name"].isin(sv)].assign(run=label), max_points=LIVE_POINTS,
-        title="Singular values of W (band) and margin")))
+        drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin"),
+        lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS)))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:
         panels.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
@@ -110,7 +112,8 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     panels.append(curves("gap", [gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
     if rows.flow is not None and len(rows.flow):
         panels.append(Panel("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
-            rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300)))
+            rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
+            lambda: charts.gradient_flow_heatmap_rows(rows.flow)))
     return panels
 
 

@@ -11,6 +11,8 @@ smooths them like TensorBoard and decimates them so a long run stays cheap to dr
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -299,10 +301,11 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
     ``hover_points`` rows per curve, picked by :func:`downsample_indices` so a spike keeps its tooltip,
     and the flagged rows of a log scale a small dataset of their own (no layer while there are none)
-    instead of a filter over every row.
+    instead of a filter over every row. :func:`metric_chart_rows` gives the datasets alone.
     """
     names = [names] if isinstance(names, str) else list(names)
-    data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
+    rows = metric_chart_rows(frame, names=names, baseline=baseline, baseline_label=baseline_label, log_y=log_y,
+                             x=x, smoothing=smoothing, max_points=max_points, hover_points=hover_points)
     x_field, x_title = X_AXES[x]
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
@@ -313,9 +316,8 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
                 "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
     if len(names) > 1:
         encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
-    line_rows, hover_rows, flagged_rows = _metric_sources(data, x_field, smoothing, log_y, hover_points)
-    lines = alt.Chart(line_rows).encode(**encoding)
-    points = lines if hover_rows is line_rows else alt.Chart(hover_rows).encode(**encoding)
+    lines = alt.Chart(rows.lines).encode(**encoding)
+    points = lines if rows.hover is rows.lines else alt.Chart(rows.hover).encode(**encoding)
     y, y_raw = alt.Y("y:Q", title=y_title, scale=y_scale), alt.Y("y_raw:Q", title=y_title, scale=y_scale)
     tooltip = _metric_tooltip(smoothing)
 
@@ -327,13 +329,43 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
     layers.append(points.mark_point(size=40, filled=True).encode(
         y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
-    if log_y and (flagged_rows is None or len(flagged_rows)):
-        marked = (points.transform_filter(alt.datum.note != "") if flagged_rows is None
-                  else alt.Chart(flagged_rows).encode(**encoding))
+    if log_y and (rows.flagged is None or len(rows.flagged)):
+        marked = (points.transform_filter(alt.datum.note != "") if rows.flagged is None
+                  else alt.Chart(rows.flagged).encode(**encoding))
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
-    if baseline is not None and not (log_y and baseline <= 0):
-        layers += _baseline_layers(float(baseline), baseline_label or "baseline", y_title, y_scale)
+    if rows.baseline is not None:
+        layers += _baseline_layers(rows.baseline, y_title, y_scale)
     return alt.layer(*layers).properties(title=title, height=height)
+
+
+@dataclass
+class MetricRows:
+    """The datasets of a :func:`metric_chart`: the lines', the hover points' (the same frame unless the
+    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the baseline."""
+
+    lines: pd.DataFrame
+    hover: pd.DataFrame
+    flagged: pd.DataFrame | None = None
+    baseline: pd.DataFrame | None = None
+
+    def datasets(self) -> list[pd.DataFrame]:
+        """The distinct frames in the order the chart's layers first use them (tests/test_charts.py checks
+        the order against the chart's own)."""
+        frames = [self.lines] + ([self.hover] if self.hover is not self.lines else [])
+        frames += [self.flagged] if self.flagged is not None and len(self.flagged) else []
+        return frames + ([self.baseline] if self.baseline is not None else [])
+
+
+def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = None,
+                      baseline_label: str | None = None, log_y: bool = False, x: str = "step",
+                      smoothing: float = 0.0, max_points: int = 2000, hover_points: int | None = None) -> MetricRows:
+    """The rows :func:`metric_chart` draws with these arguments, without building the chart."""
+    names = [names] if isinstance(names, str) else list(names)
+    data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
+    rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
+    if baseline is not None and not (log_y and baseline <= 0):
+        rows.baseline = pd.DataFrame({"baseline": [float(baseline)], "label": [baseline_label or "baseline"]})
+    return rows
 
 
 def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log_y: bool,
@@ -375,13 +407,13 @@ def _metric_tooltip(smoothing: float) -> list:
     return tooltip + [alt.Tooltip("note:N")]
 
 
-def _baseline_layers(baseline: float, label: str, y_title: str, y_scale: alt.Scale) -> list:
-    """A dashed rule at ``baseline`` and its label at the left edge."""
-    reference = alt.Chart(pd.DataFrame({"baseline": [baseline], "label": [label]}))
+def _baseline_layers(reference: pd.DataFrame, y_title: str, y_scale: alt.Scale) -> list:
+    """A dashed rule at ``reference``'s baseline and its label at the left edge."""
+    base = alt.Chart(reference)
     y = alt.Y("baseline:Q", title=y_title, scale=y_scale)
-    return [reference.mark_rule(strokeDash=[6, 4], color="#666").encode(
+    return [base.mark_rule(strokeDash=[6, 4], color="#666").encode(
                 y=y, tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]),
-            reference.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
+            base.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
                 x=alt.value(0), y=y, text="label:N")]
 
 
@@ -413,11 +445,10 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
     and the margin max_i |σ_i − 1| (spectral paper Fig. 4) as a line on its own right-hand axis.
 
     ``frame`` holds long metric rows (see :func:`prepare`); only sv/min, sv/max and sv/margin are used, at
-    most ``max_points`` steps per run (min-max decimated over all three).
+    most ``max_points`` steps per run (min-max decimated over all three); :func:`singular_value_band_rows`
+    gives the datasets alone.
     """
-    _check_x(x)
-    _check_max_points(max_points)
-    data = _singular_value_rows(frame, x, max_points)
+    data, unit_rows = singular_value_band_rows(frame, x=x, max_points=max_points)
     x_field, x_title = X_AXES[x]
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
     base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),
@@ -430,13 +461,21 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
     band = base.mark_area(line={"strokeWidth": 1}).encode(
         y=sigma, y2="sv_max:Q", opacity=alt.condition(legend_pick, alt.value(0.35), alt.value(0.05)),
         tooltip=tooltip).add_params(legend_pick)
-    unit = alt.Chart(pd.DataFrame({"sigma": [1.0]})).mark_rule(strokeDash=[4, 4], color="#555").encode(
+    unit = alt.Chart(unit_rows).mark_rule(strokeDash=[4, 4], color="#555").encode(
         y=alt.Y("sigma:Q", title="singular values σ_min..σ_max"))
     margin = base.mark_line(strokeDash=[2, 2], strokeWidth=1.5).encode(
         y=alt.Y("sv_margin:Q", title="margin max|σ − 1|", axis=alt.Axis(orient="right")),
         opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12)), tooltip=tooltip)
     return alt.layer(alt.layer(band, unit), margin).resolve_scale(y="independent").properties(
         title=title, height=height)
+
+
+def singular_value_band_rows(frame: pd.DataFrame, *, x: str = "step", max_points: int = 2000) -> list[pd.DataFrame]:
+    """The datasets of :func:`singular_value_band_chart`, in the order its layers first use them: one row per
+    (run, step) with sv_min, sv_max, sv_margin, and the reference σ = 1."""
+    _check_x(x)
+    _check_max_points(max_points)
+    return [_singular_value_rows(frame, x, max_points), pd.DataFrame({"sigma": [1.0]})]
 
 
 def _evenly(values: np.ndarray, limit: int) -> np.ndarray:
@@ -455,8 +494,27 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
     tooltip (:func:`clip_for_log`); the colour scale spans the finite positive values only. At most
     ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` time steps are drawn, evenly spaced. The
     spec does not depend on the rows (axis labels thinned by Vega, the colour domain taken from the data),
-    so a live page swaps the rows of the chart it has instead of building a new one.
+    so a live page swaps the rows of the chart it has instead of building a new one
+    (:func:`gradient_flow_heatmap_rows` gives them alone).
     """
+    cell_rows, flagged_rows = gradient_flow_heatmap_rows(series_frame)
+    encoding = dict(
+        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
+        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap="greedy")),
+        tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
+                 alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
+                 alt.Tooltip("note:N")])
+    cells = alt.Chart(cell_rows).mark_rect().encode(**encoding, color=alt.Color(
+        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis")))
+    marked = alt.Chart(flagged_rows).mark_rect().encode(**encoding, color=alt.Color(
+        "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
+        scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
+    return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)
+
+
+def gradient_flow_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The datasets of :func:`gradient_flow_heatmap`, in the order its layers use them: the cells coloured by
+    log10 of the norm, and the cells a log cannot show (log10 NaN, a note saying why)."""
     data = series_frame
     if "name" in data:
         data = data[data["name"] == "grad/h_t_norm"]
@@ -466,15 +524,4 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
     data["note"] = data["note"].fillna("")
     flagged = data["note"] != ""
     data["log10"] = np.log10(clipped).mask(flagged)  # what a log cannot show stays off the colour scale
-    encoding = dict(
-        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
-        y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap="greedy")),
-        tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
-                 alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
-                 alt.Tooltip("note:N")])
-    cells = alt.Chart(data[~flagged]).mark_rect().encode(**encoding, color=alt.Color(
-        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis")))
-    marked = alt.Chart(data[flagged]).mark_rect().encode(**encoding, color=alt.Color(
-        "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
-        scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
-    return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)
+    return [data[~flagged], data[flagged]]
