@@ -157,8 +157,9 @@ def downsample_indices(columns: list[np.ndarray], max_points: int, *, log: bool 
     NaN counts as neither small nor large; infinities are kept as extremes. Rows are picked, never
     averaged, so a tiny value is drawn as it is, never as 0. With ``log`` (a log-scale axis) the first
     row of every distinct decade of every column is kept too (:func:`decades`), so no order of magnitude a
-    series visited disappears; those rows come out of the budget, which a series spanning more decades
-    than ``max_points`` can exceed.
+    series visited disappears. The buckets split the interior rows 1..n−2 into contiguous runs of equal
+    length (±1), as many as the budget left after those rows allows: (max_points − kept) // (2 × columns),
+    at least one; so only a series spanning more decades than ``max_points`` gets more rows.
     """
     n = len(columns[0]) if columns else 0
     if n <= max_points:

@@ -1,4 +1,6 @@
 """Chart specs: marks, encodings and scales, without a browser."""
+import math
+
 import numpy as np
 import pytest
 import pandas as pd
@@ -172,6 +174,89 @@ def test_downsample_indices_keeps_the_extremes_of_every_column():
     assert len(keep) <= 20 and {0, 999, 500, 501} <= set(keep.tolist())
     assert np.all(np.diff(keep) > 0)
     np.testing.assert_array_equal(charts.downsample_indices([first[:20]], 20), np.arange(20))
+
+
+def random_series(rng, n):
+    """A series a training run could log, and worse: log-uniform magnitudes over the whole float64 range
+    (subnormals included), flat runs with ties, one-row spikes, zeros, negatives, infinities and NaN."""
+    kind = rng.integers(4)
+    if kind == 0:  # a gradient norm vanishing or exploding over many decades
+        with np.errstate(over="ignore", under="ignore"):
+            values = 10.0 ** np.cumsum(rng.normal(0, rng.choice([0.1, 3.0, 30.0]), n))
+    elif kind == 1:
+        values = 10.0 ** rng.uniform(-323, 308, n) * rng.choice([1.0, -1.0], n, p=[0.9, 0.1])
+    elif kind == 2:  # plateaus: many ties
+        values = rng.choice([0.0, 1e-300, 1.0, 2.0], n)
+    else:
+        values = rng.normal(1.0, 0.1, n)
+    for special in (0.0, np.inf, -np.inf, np.nan, 1e-310, 1e300):
+        values[rng.random(n) < 0.02] = special
+    return values
+
+
+def expected_buckets(n, max_points, kept, columns):
+    """The buckets :func:`charts.downsample_indices` documents: the interior rows 1..n-2 in contiguous runs
+    of equal length, as many as (max_points - kept) // (2 * columns), at least one."""
+    count = max(1, (max_points - kept) // (2 * columns))
+    return [[row for row in range(1, n - 1) if (row - 1) * count // (n - 2) == bucket] for bucket in range(count)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_downsampling_keeps_every_buckets_extremes_and_every_decade_brute_force(seed):
+    """Against a brute-force reading of the contract: first and last rows; in every bucket a row holding
+    the bucket's smallest and one holding its largest value of every column (NaN aside); with log, a row
+    of every decade each column visited (zero/negative, infinite and NaN each counted as one); at most
+    max_points rows unless the decades alone need more; rows are picked, so values are never altered."""
+    rng = np.random.default_rng(seed)
+    for _ in range(12):
+        n, width, log = int(rng.integers(1, 700)), int(rng.integers(1, 4)), bool(rng.integers(2))
+        max_points = int(rng.integers(4, 120))
+        columns = [random_series(rng, n) for _ in range(width)]
+        keep = charts.downsample_indices(columns, max_points, log=log)
+        kept = set(keep.tolist())
+        assert keep.tolist() == sorted(kept) and (n == 0 or {0, n - 1} <= kept)
+        if n <= max_points:
+            assert kept == set(range(n))
+            continue
+        first_of_decade = set()
+        for column in columns if log else []:
+            seen = {}
+            for row, value in enumerate(column):
+                seen.setdefault(float(charts.decades([value])[0]), row)
+            first_of_decade |= set(seen.values())
+        assert first_of_decade <= kept
+        decade_rows = len(first_of_decade | {0, n - 1})
+        assert len(kept) <= max(max_points, decade_rows + 2 * width)
+        for rows in expected_buckets(n, max_points, decade_rows, width):
+            for column in columns:
+                values = {row: column[row] for row in rows if not np.isnan(column[row])}
+                if values:
+                    shown = [values[row] for row in values if row in kept]
+                    assert min(values.values()) in shown and max(values.values()) in shown
+
+
+def test_decades_are_floor_log10_with_one_class_for_each_thing_a_log_axis_cannot_show():
+    values = [3e-5, 7e12, 5e-324, 1.5, 0.0, -2.0, -np.inf, np.inf, np.nan]
+    assert charts.decades(values)[:4].tolist() == [math.floor(math.log10(v)) for v in values[:4]]
+    classes = charts.decades(values)[4:].tolist()
+    assert classes[0] == classes[1] == classes[2] and len({classes[0], classes[3], classes[4]}) == 3
+    assert not set(classes) & set(range(-400, 400))
+
+
+def test_a_log_chart_downsampled_draws_tiny_values_as_they_are():
+    """Decimation picks rows: 1e-300 stays 1e-300 (never averaged into 0 nor lifted), and the decades a
+    vanishing gradient passes through all appear however long the run."""
+    steps = np.arange(20_000)
+    values = 10.0 ** (-steps / 70.0)  # 1 down to ~1e-286: 286 decades in 20 000 rows
+    values[7_777] = 1e-300
+    frame = pd.DataFrame({"run_id": 1, "step": steps, "wall_time": steps * 0.1, "name": "grad/h0_norm",
+                          "value": values})
+    rows = charts.metric_chart_rows(frame, names=["grad/h0_norm"], log_y=True, max_points=500, hover_points=50)
+    drawn = rows.lines.set_index("step")["y"]
+    assert len(drawn) <= 500 and drawn.loc[7_777] == 1e-300 and (drawn > 0).all()
+    np.testing.assert_array_equal(drawn.to_numpy(), values[drawn.index])
+    assert set(np.floor(np.log10(drawn))) == set(np.floor(np.log10(values)))
+    assert 7_777 in set(rows.hover["step"])  # the spike keeps its tooltip among the thinned hover points
 
 
 def test_prepare_of_nothing_has_the_columns():
@@ -395,3 +480,74 @@ def test_log_axis_smoothing_averages_exponents_not_values():
     assert data.loc[9, "smoothed"] == pytest.approx(expected[9], rel=1e-9)
     linear = charts.metric_chart(frame, names=["grad/h0_norm"], smoothing=weight).to_dict()
     assert rows_of(linear, flat_layers(linear)[0]).set_index("step").loc[9, "smoothed"] > 1e-8
+
+
+def datasets_in_layer_order(spec):
+    """The chart's datasets, each once, in the order its layers (depth first) first use them."""
+    names = []
+
+    def visit(node):
+        name = node.get("data", {}).get("name")
+        if name and name not in names:
+            names.append(name)
+        for layer in node.get("layer", []):
+            visit(layer)
+
+    visit(spec)
+    return [pd.DataFrame(spec["datasets"][name]) for name in names]
+
+
+@pytest.mark.parametrize("draw, rows", [
+    (lambda f: charts.metric_chart(f, names=["grad/h0_norm", "val/loss"], log_y=True, smoothing=0.5, baseline=0.3,
+                                   hover_points=5, max_points=20),
+     lambda f: charts.metric_chart_rows(f, names=["grad/h0_norm", "val/loss"], log_y=True, smoothing=0.5,
+                                        baseline=0.3, hover_points=5, max_points=20).datasets()),
+    (lambda f: charts.metric_chart(f, names="val/loss", hover_points=5),
+     lambda f: charts.metric_chart_rows(f, names="val/loss", hover_points=5).datasets()),
+    (lambda f: charts.metric_chart(f, names="grad/h0_norm", baseline=2.0, baseline_label="chance"),
+     lambda f: charts.metric_chart_rows(f, names="grad/h0_norm", baseline=2.0, baseline_label="chance").datasets()),
+    (lambda f: charts.singular_value_band_chart(f, max_points=10),
+     lambda f: charts.singular_value_band_rows(f, max_points=10)),
+])
+def test_a_charts_rows_function_gives_its_datasets_in_the_order_its_layers_use_them(draw, rows):
+    """A live page puts the rows of these functions into a chart's spec by position (pages/live.py)."""
+    values = {step: 10.0 ** -step for step in range(40)} | {7: 0.0, 9: np.inf}
+    frame = pd.concat([metric_rows({"grad/h0_norm": lambda run, step: values[step],
+                                    "val/loss": lambda run, step: 1.0 + step % 3}, steps=range(40)), sv_rows()])
+    drawn, expected = datasets_in_layer_order(draw(frame).to_dict()), rows(frame)
+    assert len(drawn) == len(expected)
+    for shown, frame_rows in zip(drawn, expected):
+        as_json = frame_rows.reset_index(drop=True).replace([np.inf, -np.inf], np.nan)  # JSON has no infinity
+        pd.testing.assert_frame_equal(shown, as_json, check_dtype=False)
+
+
+def test_the_heatmaps_rows_function_gives_its_datasets_in_layer_order():
+    flow = h_t_rows([0, 10, 20], 8, lambda step, t: 0.0 if t == 3 else 10.0 ** -t)
+    drawn = datasets_in_layer_order(charts.gradient_flow_heatmap(flow).to_dict())
+    expected = charts.gradient_flow_heatmap_rows(flow)
+    assert [len(frame) for frame in drawn] == [21, 3]
+    for shown, frame_rows in zip(drawn, expected):  # JSON turns a column of NaN into None
+        pd.testing.assert_frame_equal(shown.fillna(np.nan), frame_rows.reset_index(drop=True), check_dtype=False)
+
+
+def test_a_light_metric_chart_draws_lean_lines_few_hover_points_and_flags_apart():
+    steps = range(3000)
+    spike = {1234: 40.0}
+    frame = metric_rows({"train/loss": lambda run, step: spike.get(step, 1.0 / (1 + step)),
+                         "val/loss": lambda run, step: 2.0}, steps=steps)
+    spec = charts.metric_chart(frame, names=["train/loss", "val/loss"], smoothing=0.6, max_points=400,
+                               hover_points=30).to_dict()
+    raw, line, points = flat_layers(spec)
+    lines, hover = rows_of(spec, line), rows_of(spec, points)
+    assert list(lines.columns) == ["step", "y", "y_raw", "run", "name"]  # what the lines draw, nothing else
+    assert lines.groupby("name").size().max() <= 400
+    assert {tip["field"] for tip in points["encoding"]["tooltip"]} <= set(hover.columns)
+    assert hover.groupby("name").size().max() <= 30
+    assert 1234 in set(hover.loc[hover["name"] == "train/loss", "step"])  # the spike keeps its tooltip
+    log_spec = charts.metric_chart(frame, names="train/loss", log_y=True, hover_points=30).to_dict()
+    assert "triangle-down" not in str(log_spec)  # nothing to flag: no layer for it
+    zeros = metric_rows({"grad/h0_norm": lambda run, step: 0.0 if step == 3 else 1.0})
+    flagged_spec = charts.metric_chart(zeros, names="grad/h0_norm", log_y=True, hover_points=30).to_dict()
+    marks = flat_layers(flagged_spec)[-1]
+    assert marks["mark"]["shape"] == "triangle-down" and "transform" not in marks
+    assert rows_of(flagged_spec, marks)["step"].tolist() == [3]

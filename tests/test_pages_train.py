@@ -316,3 +316,89 @@ def test_vprnn_k_is_left_to_the_cells_rule_unless_typed(store, fake_runner):
     button(app, "Start").click().run()
     assert not app.exception and not app.error
     assert fake_runner["start"][-1][0].cell.options["k"] == 4
+
+
+def chart_elements(app):
+    """Every chart as Streamlit sends it: (spec JSON, {dataset name: Arrow bytes})."""
+    return [(chart.proto.spec, {dataset.name: dataset.data.data for dataset in chart.proto.datasets})
+            for chart in charts(app)]
+
+
+def test_a_rerun_with_no_new_rows_reads_nothing_and_sends_the_same_charts(store, monkeypatch):
+    """The same element at the same place is what the browser keeps as it is (pages/live.py, Note
+    [Watching cheaply]); and the panel looks at the run's row only, not at its metrics."""
+    run_id = add_run(store, status="running", steps=(0, 10, 20))
+    app = run(run=run_id)
+    before = chart_elements(app)
+    reads = []
+    metrics = RunStore.metrics
+    monkeypatch.setattr(RunStore, "metrics", lambda self, *args, **kwargs: reads.append(args) or
+                        metrics(self, *args, **kwargs))
+    app.run()
+    assert not app.exception and reads == []
+    assert len(before) == 6 and chart_elements(app) == before
+
+
+def test_new_rows_change_only_the_charts_that_draw_them_and_never_their_specs(store, monkeypatch):
+    """A new train/loss row redraws the loss chart with new data in the same spec (the browser swaps the
+    rows of the view it has); the other charts go out exactly as they were."""
+    import pages.live
+
+    monkeypatch.setattr(pages.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10, 20))
+    app = run(run=run_id)
+    before = dict(zip(titles(app), chart_elements(app)))
+    store.flush(run_id, [(30, time.time(), "train/loss", 0.01)], [], heartbeat_step=30)
+    app.run()
+    assert not app.exception
+    after = dict(zip(titles(app), chart_elements(app)))
+    assert after.keys() == before.keys()
+    changed = [title for title in after if after[title] != before[title]]
+    assert changed == ["Loss (train, validation)"]
+    (spec_before, data_before), (spec_after, data_after) = before[changed[0]], after[changed[0]]
+    assert spec_after == spec_before and data_after.keys() == data_before.keys() and data_after != data_before
+
+
+@pytest.mark.parametrize("link, chosen, shown", [
+    ({}, "auto", "looks for new rows every 5 s (Auto"),
+    ({"refresh": "10"}, "10", "looks for new rows every 10 s;"),
+    ({"refresh": "off"}, "off", "Live updates paused"),
+])
+def test_the_refresh_setting_comes_from_the_link_and_is_said_on_the_page(store, link, chosen, shown):
+    run_id = add_run(store, status="running", steps=(0, 10))
+    app = run(run=run_id, **link)
+    assert not app.exception and not app.warning
+    assert app.selectbox(key="train_refresh").value == chosen
+    assert any(shown in caption.value for caption in app.caption)
+    assert ("Refresh now" in [b.label for b in app.button]) == (chosen == "off")
+
+
+def test_changing_the_refresh_setting_is_written_to_the_link_and_pausing_offers_refresh_now(store):
+    run_id = add_run(store, status="running", steps=(0, 10))
+    app = run(run=run_id)
+    assert "refresh" not in app.query_params  # the default leaves the link as it was
+    app.selectbox(key="train_refresh").set_value("30").run()
+    assert app.query_params["refresh"] in ("30", ["30"])
+    assert any("every 30 s" in caption.value for caption in app.caption)
+    app.selectbox(key="train_refresh").set_value("off").run()
+    assert app.query_params["refresh"] in ("off", ["off"])
+    log(store, run_id, (20,))
+    button(app, "Refresh now").click().run()  # paused: the rows come when asked for
+    assert not app.exception
+    [rows] = app.session_state["_live_rows"].values()
+    assert int(rows.metrics["step"].max()) == 20
+
+
+def test_a_bad_refresh_in_a_link_is_one_warning_line(store):
+    run_id = add_run(store, status="running", steps=(0, 10))
+    app = run(run=run_id, refresh="0.001")
+    assert not app.exception
+    [warning] = app.warning
+    assert "refresh=0.001" in warning.value and "\n" not in warning.value
+    assert app.selectbox(key="train_refresh").value == "auto"
+
+
+def test_an_ended_run_says_it_is_not_polled(store):
+    run_id = add_run(store, status="completed", steps=(0, 10))
+    app = run(run=run_id)
+    assert any("nothing more to poll" in caption.value for caption in app.caption)

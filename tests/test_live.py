@@ -1,0 +1,144 @@
+"""pages/live.py without a page: the refresh cadence, and chart specs that stay the same when only rows change
+(what lets the browser swap rows in the Vega view it has; pages/live.py, Note [Stable specs])."""
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pages import live
+from stability import charts
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+
+
+def run_record(status="running", steps=2000, log_every=None, step=0, started=None, heartbeat=None):
+    config = RunConfig(CellConfig("rnn", 16), TaskConfig("adding", {"seq_len": 20}),
+                       TrainConfig(steps=steps, log_every=log_every))
+    return {"id": 1, "status": status, "config": config.to_dict(), "step": step, "started_at": started,
+            "heartbeat": heartbeat}
+
+
+def rows_with_speed(speed):
+    metrics = pd.DataFrame({"run_id": 1, "step": [10, 20], "wall_time": [1.0, 2.0],
+                            "name": ["speed/steps_per_s"] * 2, "value": [speed / 2, speed]})
+    return live.LiveRows(metrics)
+
+
+@pytest.mark.parametrize("refresh, every", [("2", 2.0), ("5", 5.0), ("10", 10.0), ("30", 30.0), ("off", None)])
+def test_a_chosen_refresh_is_the_panels_timer_and_paused_is_none(refresh, every):
+    assert live.live_every(refresh, run_record(), rows_with_speed(100.0)) == every
+
+
+@pytest.mark.parametrize("status", ["completed", "stopped", "diverged", "failed", "interrupted"])
+def test_an_ended_run_is_not_polled_whatever_the_setting(status):
+    assert all(live.live_every(refresh, run_record(status)) is None for refresh in live.REFRESH_CHOICES)
+
+
+@pytest.mark.parametrize("log_every, speed, every", [
+    (10, 50.0, 5.0),     # a row every 0.2 s: no faster than the lower bound
+    (100, 10.0, 10.0),   # a row every 10 s: every 10 s, not every 2
+    (50, 2.0, 25.0),
+    (1000, 1.0, 30.0),   # a row every 1000 s: the panel still looks every 30 s (status, heartbeat)
+])
+def test_auto_follows_the_runs_logging_interval_within_its_bounds(log_every, speed, every):
+    run = run_record(log_every=log_every)
+    assert live.log_interval(run, rows_with_speed(speed)) == pytest.approx(log_every / speed)
+    assert live.live_every("auto", run, rows_with_speed(speed)) == pytest.approx(every)
+
+
+def test_auto_without_speed_rows_uses_the_runs_own_progress_and_else_its_lower_bound():
+    now = time.time()
+    progressed = run_record(log_every=100, step=400, started=now - 200, heartbeat=now)  # 2 steps/s
+    assert live.log_interval(progressed) == pytest.approx(50.0)
+    assert live.live_every("auto", progressed) == pytest.approx(30.0)
+    assert live.log_interval(run_record(status="queued")) is None
+    assert live.live_every("auto", run_record(status="queued")) == live.AUTO_EVERY_S[0]
+    assert live.log_interval({**run_record(), "config": {"cell": "not a config"}}) is None
+
+
+def test_the_refresh_line_says_what_the_panel_does():
+    run = run_record(log_every=100)
+    assert "every 10 s" in live.describe_refresh("auto", 10.0, run, rows_with_speed(10.0))
+    assert "the run logs every 10 s" in live.describe_refresh("auto", 10.0, run, rows_with_speed(10.0))
+    assert "paused" in live.describe_refresh("off", None, run, None).lower()
+    assert "ended" in live.describe_refresh("auto", None, run_record("completed"), None)
+
+
+# --------------------------------------------------------------------------------------- chart specs
+def metric_frame(steps, spike=None):
+    steps = np.arange(steps)
+    values = 1.0 / (1.0 + steps)
+    if spike is not None:
+        values[spike] = 0.0
+    return pd.concat([pd.DataFrame({"run_id": 1, "run": "rnn", "step": steps, "wall_time": steps * 0.1,
+                                    "name": name, "value": values * scale})
+                      for name, scale in (("train/loss", 1.0), ("val/loss", 1.1))], ignore_index=True)
+
+
+def flow_frame(steps):
+    return pd.DataFrame([(1, step, float(step), "grad/h_t_norm", t, 10.0 ** (t - 20 - step / 100))
+                         for step in range(0, steps, 10) for t in range(21)],
+                        columns=["run_id", "step", "wall_time", "name", "index", "value"])
+
+
+NAMES = ["train/loss", "val/loss"]
+OPTIONS = dict(log_y=True, smoothing=0.5, baseline=0.2, baseline_label="chance", max_points=50, hover_points=10)
+PANELS = {
+    "metric": (metric_frame, lambda f: charts.metric_chart(f, names=NAMES, title="loss", **OPTIONS),
+               lambda f: charts.metric_chart_rows(f, names=NAMES, **OPTIONS).datasets()),
+    "singular values": (lambda n: metric_frame(n).assign(name=lambda f: f["name"].map(
+                            {"train/loss": "sv/min", "val/loss": "sv/max"})),
+                        lambda f: charts.singular_value_band_chart(f, max_points=50),
+                        lambda f: charts.singular_value_band_rows(f, max_points=50)),
+    "heatmap": (flow_frame, lambda f: charts.gradient_flow_heatmap(f, height=300),
+                lambda f: charts.gradient_flow_heatmap_rows(f)),
+}
+
+
+def without_data(spec):
+    return json.dumps({key: value for key, value in spec.items() if key != "datasets"}, sort_keys=True)
+
+
+@pytest.mark.parametrize("kind", PANELS)
+def test_new_rows_leave_a_live_charts_spec_as_it_was(kind):
+    """Only the Arrow datasets differ, named by place; Altair's generated names are numbered per chart."""
+    make, build, _ = PANELS[kind]
+    (before, _), (after, _) = live._vega_lite_spec(build(make(60))), live._vega_lite_spec(build(make(90)))
+    assert without_data(before) == without_data(after)
+    assert before["datasets"] != after["datasets"]
+    assert sorted(before["datasets"]) == [f"rows_{index}" for index in range(len(before["datasets"]))]
+    assert "data_" not in without_data(before)  # Vega-Lite's own source names: a dataset so named draws nothing
+    assert before["usermeta"]["embedOptions"]["renderer"] == "canvas" and before["config"]["aria"] is False
+
+
+@pytest.mark.parametrize("kind", PANELS)
+def test_rows_put_into_a_kept_spec_are_what_a_full_build_sends(kind):
+    make, build, rows = PANELS[kind]
+    entry = live._ChartSpecs()
+    old, new = make(60), make(90)
+    live._refresh(entry, live.Panel("p", (), 60, lambda: build(old), lambda: rows(old)))
+    built_calls = []
+    live._refresh(entry, live.Panel("p", (), 90, lambda: built_calls.append(1) or build(new), lambda: rows(new)))
+    assert built_calls == []  # the chart was not built again
+    assert entry.specs["p"] == live._vega_lite_spec(build(new))[0]
+
+
+def test_rows_that_no_longer_fit_the_kept_spec_build_the_chart_again():
+    """A zero appears on a log scale: the flagged rows need a layer the kept spec does not have."""
+    make, build, rows = PANELS["metric"]
+    entry = live._ChartSpecs()
+    live._refresh(entry, live.Panel("p", (), 1, lambda: build(make(60)), lambda: rows(make(60))))
+    flagged = make(60, spike=30)
+    live._refresh(entry, live.Panel("p", (), 2, lambda: build(flagged), lambda: rows(flagged)))
+    assert entry.specs["p"] == live._vega_lite_spec(build(flagged))[0]
+    assert "triangle-down" in without_data(entry.specs["p"])
+
+
+def test_changed_controls_build_the_chart_again_even_when_the_rows_fit():
+    make, build, rows = PANELS["metric"]
+    entry = live._ChartSpecs()
+    live._refresh(entry, live.Panel("p", ("loss",), 1, lambda: build(make(60)), lambda: rows(make(60))))
+    retitled = lambda: charts.metric_chart(make(60), names=NAMES, title="renamed", **OPTIONS)  # noqa: E731
+    live._refresh(entry, live.Panel("p", ("renamed",), 1, retitled, lambda: rows(make(60))))
+    assert json.loads(without_data(entry.specs["p"]))["title"] == "renamed"
