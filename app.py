@@ -3,15 +3,14 @@
     streamlit run app.py                              # the store: $STABILITY_STORE, else ~/.stability/runs.db
     streamlit run app.py -- --store PATH              # or this one
 
-Whoever starts the server chooses the run store; a URL never does (pages/common.py, Note [Store choice]).
+Whoever starts the server chooses the run store; a URL never does (pages/ui/store.py, Note [Store choice]).
 """
 import gc
 
-import pandas as pd
 import streamlit as st
 import torch
 
-from pages.common import STORE_ERRORS, active_runs, open_store_quietly, reconcile_now_and_then, store_problem
+from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
 
 # Note [Garbage collector]
@@ -31,36 +30,34 @@ navigation = st.navigation(app_pages())
 # Note [Sidebar refresh]
 # Every fragment rerun, this one included, re-renders the page's whole React tree in the browser: ~50 ms
 # of Chromium's renderer on the Train page, whatever the fragment draws.  At 2 s the sidebar alone cost
-# a watched page ~1.5 CPU s a minute, as much as the live panel itself (pages/live.py, Note [Watching
+# a watched page ~1.5 CPU s a minute, as much as the live panel itself (pages/ui/live.py, Note [Watching
 # cheaply]); its progress bars moving every 10 s lose nothing, and the Train page shows its run live.
 ACTIVE_REFRESH_S = 10.0  # while runs are in progress
 IDLE_REFRESH_S = 10.0    # otherwise: a run started from a page shows at once (a full rerun), others within 10 s
 
 
 def runs_in_progress() -> None:
-    """Runs queued or training in the pages' store, from one light query; dead workers are marked
-    interrupted now and then (at most every 10 s per server, however many pages poll)."""
+    """Runs queued or training in the pages' store (``store.active_runs()``: the active runs' rows and
+    latest values, two indexed queries); dead workers are marked interrupted now and then (at most every
+    10 s per server, however many pages poll)."""
     try:
         store = open_store_quietly()
         reconcile_now_and_then(str(store.path))
-        active = active_runs(store)
+        active = store.active_runs()
     except (*STORE_ERRORS, OSError) as error:
         st.caption(f"Run store unavailable: {store_problem(error)}")
         return
-    if active.empty:
+    if not active:
         st.caption("No runs in progress.")
         return
     st.caption(f"**{len(active)}** run{'s' if len(active) > 1 else ''} in progress")
-    for run in active.itertuples():
-        total = None if pd.isna(run.total_steps) else int(run.total_steps)
-        done = 0 if pd.isna(run.step) else int(run.step)
-        label = f"#{run.id} {run.cell} on {run.task} · {run.status}"
-        st.progress(min(1.0, done / total) if total else 0.0, text=label)
+    for run in active:
+        st.progress(run.progress, text=f"#{run.id} {run.cell} on {run.task} · {run.status}")
 
 
 def any_run_in_progress() -> bool:
     try:
-        return not active_runs(open_store_quietly()).empty
+        return bool(open_store_quietly().active_runs())
     except (*STORE_ERRORS, OSError):
         return False
 

@@ -8,7 +8,7 @@ import streamlit as st
 
 import pandas as pd
 
-from pages.common import live_chart_specs, run_rows, show_chart
+from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
@@ -72,13 +72,13 @@ def draw_charts(selected, names, smoothing, log_y, x):
     rows = {}
     for run_id in labels:
         try:
-            rows[run_id] = run_rows(store, run_id, store.run(run_id)["status"])
+            rows[run_id] = run_rows(store, store.run(run_id))
         except RunNotFound:  # deleted meanwhile, e.g. from the Runs page
             pass
-    specs = live_chart_specs("compare", (tuple(rows), tuple(names), smoothing, log_y, x),
-                             tuple(len(row.metrics) for row in rows.values()),
-                             lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x),
-                             final=all(row.final for row in rows.values()))
+    panels = chart_panels("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x),
+                          tuple(row.version(names) for row in rows.values()),
+                          lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x))
+    specs = live_chart_specs("compare", panels, final=all(row.final for row in rows.values()))
     grid = st.columns(2)
     for position, spec in enumerate(specs):
         show_chart(grid[position % 2], spec)
@@ -132,7 +132,7 @@ if selected.empty:
     st.info("Select one or more runs in the table to draw their curves.")
     st.stop()
 
-available = sorted(set().union(*(set(run_rows(store, run.id, run.status).metrics["name"])
+available = sorted(set().union(*(set(run_rows(store, store.record(run.id)).metrics["name"])
                                   for run in selected.itertuples())), key=metric_order)
 if not available:
     query.warn()

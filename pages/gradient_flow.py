@@ -29,7 +29,7 @@ def measure(name: str, hidden: int, seq_len: int, seed: int, options: tuple) -> 
 
 
 def cell_options(name: str) -> dict:
-    """One widget per option the measurement uses (:func:`pages.common.option_widget`); an option left
+    """One widget per option the measurement uses (:func:`pages.ui.form.option_widget`); an option left
     empty, or one the form cannot edit, keeps the cell's default."""
     chosen = {}
     for option in cells.describe(name).options:

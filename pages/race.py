@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from pages.common import live_chart_specs, run_rows, show_chart
+from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -59,7 +59,7 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
             st.warning(f"Run {run_id} is not in the store {store.path}.")
     if not runs:
         return
-    rows = {run_id: run_rows(store, run_id, run.status) for run_id, run in runs.items()}
+    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
     if any(row.just_finished for row in rows.values()):  # a full rerun updates the buttons, stops polling at the end
         for row in rows.values():
             row.just_finished = False
@@ -77,12 +77,13 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
         st.info("Waiting for the first rows from the workers…")
         return
     first = next(iter(runs.values()))
-    specs = live_chart_specs("race", (tuple(runs), smoothing, log_loss),
-                             tuple(len(rows[run_id].metrics) for run_id in runs),
-                             lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
-                                                            for run_id in runs], ignore_index=True),
-                                                 first, smoothing, log_loss),
-                             final=all(rows[run_id].final for run_id in runs))
+    count = 4 if is_loss_metric(first.metric) or not first.metric else 5
+    panels = chart_panels("race", count, (tuple(runs), smoothing, log_loss),
+                          tuple(len(rows[run_id].metrics) for run_id in runs),
+                          lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
+                                                         for run_id in runs], ignore_index=True),
+                                              first, smoothing, log_loss))
+    specs = live_chart_specs("race", panels, final=all(rows[run_id].final for run_id in runs))
     for start in range(0, len(specs), 2):
         for column, spec in zip(st.columns(2), specs[start:start + 2]):
             show_chart(column, spec)

@@ -2,7 +2,7 @@
 
 Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
 run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
-its last look, and redraws only the charts whose rows changed (pages/live.py, Note [Watching cheaply]).
+its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]).
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
 ``?refresh=auto|2|5|10|30|off`` sets the live updates.
 """
@@ -10,24 +10,18 @@ import math
 
 import streamlit as st
 
-from pages.common import (
-    QueryReader,
-    config_form,
-    config_from_query,
-    config_to_query,
-    latest_value,
-    open_store,
-    require_router,
-    run_status_panel,
-    store_guard,
-    store_path,
-)
-from pages.live import (
+from pages.ui.form import config_form
+from pages.ui.links import QueryReader, config_from_query, config_to_query
+from pages.ui.router import require_router
+from pages.ui.status import run_status_panel
+from pages.ui.store import open_store, store_guard, store_path
+from pages.ui.live import (
     DEFAULT_REFRESH,
     HOVER_POINTS,
     LIVE_POINTS,
     REFRESH_CHOICES,
     Panel,
+    latest_value,
     cached_rows,
     describe_refresh,
     live_chart_specs,
@@ -77,7 +71,7 @@ def summary(run: dict, metrics) -> None:
 def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Panel]:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
     gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a Panel
-    whose data version is the rows it draws (pages/live.py, Note [Live charts])."""
+    whose data version is the rows it draws (pages/ui/live.py, Note [Live charts])."""
     label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
     baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
 
@@ -141,7 +135,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    run_status_panel(store, run_id, run=run, rows=rows)
+    run_status_panel(store, store.record(run_id))  # with its latest values: speed and ETA
     st.caption(describe_refresh(refresh, every, run, rows))
     if every is None and run["status"] not in TERMINAL:
         st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
@@ -171,7 +165,8 @@ with form:
     start_column, stop_column = st.columns(2)
     if start_column.button("Start", type="primary", disabled=config is None, key="train_start", width="stretch"):
         try:
-            st.query_params["run"] = str(runner.start_run(config, store_path()))
+            requested = runner.start_run(config, store_path())  # watched from now on, whatever ?run= said
+            st.query_params["run"] = str(requested)
             st.session_state.pop("train_watch", None)  # the "Watching" box starts again from ?run=
         except ConfigError as error:
             st.error(str(error))

@@ -510,7 +510,7 @@ def datasets_in_layer_order(spec):
      lambda f: charts.singular_value_band_rows(f, max_points=10)),
 ])
 def test_a_charts_rows_function_gives_its_datasets_in_the_order_its_layers_use_them(draw, rows):
-    """A live page puts the rows of these functions into a chart's spec by position (pages/live.py)."""
+    """A live page puts the rows of these functions into a chart's spec by position (pages/ui/live.py)."""
     values = {step: 10.0 ** -step for step in range(40)} | {7: 0.0, 9: np.inf}
     frame = pd.concat([metric_rows({"grad/h0_norm": lambda run, step: values[step],
                                     "val/loss": lambda run, step: 1.0 + step % 3}, steps=range(40)), sv_rows()])

@@ -1,5 +1,5 @@
-"""pages/live.py without a page: the refresh cadence, and chart specs that stay the same when only rows change
-(what lets the browser swap rows in the Vega view it has; pages/live.py, Note [Stable specs])."""
+"""pages/ui/live.py without a page: the refresh cadence, and chart specs that stay the same when only rows change
+(what lets the browser swap rows in the Vega view it has; pages/ui/live.py, Note [Stable specs])."""
 import json
 import time
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pages import live
+from pages.ui import live
 from stability import charts
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 

@@ -1,4 +1,4 @@
-"""What every page shares (pages/common.py, app.py): the store is the server's, never the URL's; a bad link
+"""What every page shares (pages/ui/, app.py): the store is the server's, never the URL's; a bad link
 is one warning line and the defaults; a broken store is one error line; opening pages leaks nothing."""
 import os
 import sqlite3

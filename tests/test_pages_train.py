@@ -149,7 +149,7 @@ def test_a_bad_value_shows_one_error_line_and_disables_start(store, fake_runner,
 def test_the_number_widgets_keep_to_the_limits_a_link_keeps_to(store, fake_runner, key, value, limit):
     """The widgets refuse what a URL may not set (LIMITS): a sequence length of 0 or a 40000-unit model
     never reaches the config, so Start stays a valid choice."""
-    from pages.common import LIMITS
+    from pages.ui.limits import LIMITS
 
     app = run()
     app.number_input(key=key).set_value(value).run()
@@ -161,7 +161,7 @@ def test_the_number_widgets_keep_to_the_limits_a_link_keeps_to(store, fake_runne
 
 def test_a_sequence_length_out_of_range_is_one_reason_and_no_start():
     """What the widgets cannot produce is still refused with one line (a config from elsewhere)."""
-    from pages.common import config_problem
+    from pages.ui.form import config_problem
 
     config = RunConfig(CellConfig("rnn", 16), TaskConfig("adding", {"seq_len": 0}), TrainConfig(steps=10))
     assert config_problem(json.dumps(config.to_dict(), sort_keys=True)) == \
@@ -325,7 +325,7 @@ def chart_elements(app):
 
 
 def test_a_rerun_with_no_new_rows_reads_nothing_and_sends_the_same_charts(store, monkeypatch):
-    """The same element at the same place is what the browser keeps as it is (pages/live.py, Note
+    """The same element at the same place is what the browser keeps as it is (pages/ui/live.py, Note
     [Watching cheaply]); and the panel looks at the run's row only, not at its metrics."""
     run_id = add_run(store, status="running", steps=(0, 10, 20))
     app = run(run=run_id)
@@ -342,9 +342,9 @@ def test_a_rerun_with_no_new_rows_reads_nothing_and_sends_the_same_charts(store,
 def test_new_rows_change_only_the_charts_that_draw_them_and_never_their_specs(store, monkeypatch):
     """A new train/loss row redraws the loss chart with new data in the same spec (the browser swaps the
     rows of the view it has); the other charts go out exactly as they were."""
-    import pages.live
+    import pages.ui.live
 
-    monkeypatch.setattr(pages.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
+    monkeypatch.setattr(pages.ui.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
     run_id = add_run(store, status="running", cell="rnn", steps=(0, 10, 20))
     app = run(run=run_id)
     before = dict(zip(titles(app), chart_elements(app)))
@@ -402,3 +402,13 @@ def test_an_ended_run_says_it_is_not_polled(store):
     run_id = add_run(store, status="completed", steps=(0, 10))
     app = run(run=run_id)
     assert any("nothing more to poll" in caption.value for caption in app.caption)
+
+
+def test_start_from_a_page_watching_another_run_watches_the_new_one(store, fake_runner):
+    old = add_run(store, status="completed")
+    app = run(run=old)
+    button(app, "Start").click().run()
+    assert not app.exception
+    new = max(store.runs()["id"])
+    assert new != old and app.selectbox(key="train_watch").value == new
+    assert app.query_params["run"] in (str(new), [str(new)])

@@ -31,6 +31,7 @@ Streamlit only; nothing here decides what is valid (stability.config does).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -41,7 +42,7 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from pages.common import FLOW, latest_value
+from stability.metric_names import H_T_NORM as FLOW
 from stability.config import ConfigError, RunConfig
 from stability.store import TERMINAL
 
@@ -159,8 +160,14 @@ def cached_rows(store, run_id: int) -> LiveRows | None:
     return st.session_state.get(ROWS_KEY, {}).get((str(store.path), int(run_id)))
 
 
-def run_rows(store, run: dict, *, flow: bool = False) -> LiveRows:
-    """This session's rows of ``run`` (a :meth:`RunStore.run` record read just now), topped up with the
+def latest_value(frame: pd.DataFrame, name: str) -> float:
+    """The last logged value of metric ``name`` in long rows, NaN if there is none."""
+    values = frame.loc[frame["name"] == name, "value"]
+    return float(values.iloc[-1]) if len(values) else math.nan
+
+
+def run_rows(store, run, *, flow: bool = False) -> LiveRows:
+    """This session's rows of ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``, read just now), topped up with the
     rows logged since the last look, only if the run's step or heartbeat moved since then.
 
     A terminal status means every row is already stored: then everything is read once more in full (rows
@@ -168,11 +175,12 @@ def run_rows(store, run: dict, *, flow: bool = False) -> LiveRows:
     resumed run discards the rows after its checkpoint) is read afresh.
     """
     cache = st.session_state.setdefault(ROWS_KEY, {})
-    key = (str(store.path), int(run["id"]))
-    rows, terminal = cache.get(key), run["status"] in TERMINAL
-    position = (run["status"], run["step"], run["heartbeat"])
-    went_back = (rows is not None and not rows.final and run["step"] is not None and len(rows.metrics) > 0
-                 and run["step"] < int(rows.metrics["step"].iat[-1]))
+    key = (str(store.path), int(run["id"] if isinstance(run, dict) else run.id))
+    status, step, heartbeat = _position(run)
+    rows, terminal = cache.get(key), status in TERMINAL
+    position = (status, step, heartbeat)
+    went_back = (rows is not None and not rows.final and step is not None and len(rows.metrics) > 0
+                 and step < int(rows.metrics["step"].iat[-1]))
     if rows is None or (terminal and not rows.final) or went_back:
         rows = LiveRows(store.metrics(key[1]), store.series(key[1], FLOW) if flow else None, final=terminal,
                         just_finished=rows is not None and terminal and not went_back)
@@ -188,6 +196,13 @@ def run_rows(store, run: dict, *, flow: bool = False) -> LiveRows:
     rows.seen = position
     cache[key] = rows
     return rows
+
+
+def _position(run) -> tuple:
+    """(status, step, heartbeat) of a run dict (``RunStore.run``) or a ``RunRecord``."""
+    if isinstance(run, dict):
+        return run["status"], run["step"], run["heartbeat"]
+    return run.status, run.step, run.heartbeat
 
 
 def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
@@ -278,6 +293,19 @@ def _refresh(entry: _ChartSpecs, panel: Panel) -> None:
             return
     entry.specs[panel.key], entry.columns[panel.key] = _vega_lite_spec(panel.build())
     entry.versions[panel.key] = (panel.controls, panel.data)
+
+
+def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], list]) -> list[Panel]:
+    """``count`` panels over the charts one call of ``build_all()`` returns (pages that overlay several runs
+    build their charts together); ``build_all`` runs at most once per rerun, and only when a panel needs it."""
+    built: list = []
+
+    def chart(index: int):
+        if not built:
+            built.append(build_all())
+        return built[0][index]
+
+    return [Panel(f"{key}/{index}", controls, data, functools.partial(chart, index)) for index in range(count)]
 
 
 def show_chart(container, spec: dict) -> None:
