@@ -165,9 +165,11 @@ with form:
     start_column, stop_column = st.columns(2)
     if start_column.button("Start", type="primary", disabled=config is None, key="train_start", width="stretch"):
         try:
-            requested = runner.start_run(config, store_path())  # watched from now on, whatever ?run= said
+            requested = runner.start_run(config, store_path())
             st.query_params["run"] = str(requested)
-            st.session_state.pop("train_watch", None)  # the "Watching" box starts again from ?run=
+            # Watched from now on, whatever ?run= said: set through the widget's state, which the browser
+            # takes too (a removed state would come back from the browser's copy at the next click).
+            st.session_state["train_watch"] = requested
         except ConfigError as error:
             st.error(str(error))
 if config is not None:
@@ -181,8 +183,9 @@ with live:
     else:
         labels = {row.id: run_label(row) for row in runs.itertuples()}
         pick, smooth, scale, cadence = st.columns([2.2, 1.2, 0.9, 1.4], vertical_alignment="bottom")
-        watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch",
-                                 index=list(labels).index(requested if requested in labels else int(runs["id"].iloc[0])))
+        if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
+            st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
+        watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")
         smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
                                   help="Exponential moving average of the curves (TensorBoard's, debiased); "
                                        "the raw curve stays faint behind.")

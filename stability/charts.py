@@ -92,6 +92,23 @@ def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
 
 # --- Training dashboards: metric curves, singular-value bands, gradient-flow heatmaps ---------------------
 
+# Note [Light charts]
+# -------------------
+# A live page redraws its charts while a worker trains beside it, and in the browser a redraw runs every
+# row through Vega's dataflow with Streamlit's expression interpreter (pages/live.py, Note [Watching
+# cheaply]).  What a chart costs there grows with rows x layers x fields, so a live chart sends what it
+# draws and no more, hiding nothing:
+# * at most ~2 points per pixel column a line (prepare's max_points), picked by min-max decimation, so a
+#   one-step spike is never lost, and on a log axis a row of every decade the series visited, so a
+#   gradient falling through 1e-10 still shows 1e-10; rows are picked, never averaged, so a tiny value is
+#   drawn as it is, never as 0;
+# * the lines get only the columns they draw; the tooltip fields go with the hover points, at most
+#   hover_points a line (min-max picked again: a spike keeps its tooltip);
+# * rows a log axis cannot show go in a small dataset of their own instead of a filter over every row;
+# * the spec never depends on the rows (the heatmap's colour domain and axis labels come from Vega), so a
+#   page can put new rows into the chart it has (metric_chart_rows, singular_value_band_rows,
+#   gradient_flow_heatmap_rows give a chart's datasets, in the order its layers use them).
+
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
 MAX_SMOOTHING = 0.99

@@ -161,3 +161,36 @@ def test_train_page_starts_a_run_and_watches_it_complete(server, browser):
         page.wait_for_timeout(2500)
         page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     assert page.get_by_text("completed").count() >= 1  # the Runs table lists the finished run
+
+
+def progress_moves(page, times=1):
+    """Wait until the run's progress line has changed ``times`` times (a redraw with new rows each)."""
+    line = '[data-testid="stMain"] [data-testid="stProgress"]'  # the sidebar's bars have no step in them
+    for _ in range(times):
+        before = page.locator(line).first.inner_text()
+        page.wait_for_function(f"before => document.querySelector('{line}').innerText !== before", arg=before,
+                               timeout=30_000)
+
+
+def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browser):
+    """New rows reach a chart as new data for the Vega view on the page (the same canvas, never a new
+    chart), at the chosen refresh: pages/live.py, Notes [Watching cheaply] and [Stable specs]."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    page.goto(f"{server}/?cell=rnn&hidden=16&task=adding&seq_len=20&steps=100000&seed=1&refresh=2")
+    page.get_by_role("button", name="Start", exact=True).wait_for(timeout=60_000)
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
+    page.get_by_role("button", name="Start", exact=True).click()
+    page.get_by_text("looks for new rows every 2 s").first.wait_for(timeout=60_000)
+    wait_for_charts(page, 6)
+    progress_moves(page, 2)  # every metric logged at least once: the charts' structure is settled
+    marked = page.evaluate("""() => {
+        const canvases = [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')];
+        canvases.forEach(canvas => { canvas.dataset.kept = "yes"; });
+        return canvases.length; }""")
+    progress_moves(page, 3)
+    kept = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]
+        .map(canvas => canvas.dataset.kept === "yes")""")
+    page.get_by_role("button", name="Stop", exact=True).click()
+    page.get_by_text("was stopped at step").first.wait_for(timeout=60_000)
+    page.close()
+    assert marked == 6 and kept == [True] * 6
