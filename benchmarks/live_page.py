@@ -2,6 +2,7 @@
 
     python benchmarks/live_page.py                       # a live Train page against no page
     python benchmarks/live_page.py --neighbour busy      # thread policies beside a busy process
+    python benchmarks/live_page.py --cost --refresh "" 2 10 off   # what a watched page costs, per setting
 
 ``--neighbour page`` (the issue's check): a real ``streamlit run app.py``
 server on a temporary store and a real headless Chromium on the Train page
@@ -12,6 +13,17 @@ a tiny one (rnn 16, T = 20, log every step).  The server's CPU (and the
 browser's: the Playwright driver and Chromium) is read from /proc over the
 same window, and so is the number of websocket messages the page receives
 (proof that it is live: a page that stopped redrawing would pass trivially).
+CPU is reported as % of one core and as CPU seconds a minute (utime + stime
+from /proc/<pid>/stat), which other load on the machine barely changes,
+unlike steps/s ratios; Chromium (all its processes) and the Playwright
+driver are counted apart.
+
+``--cost``: no worker; a synthetic run written by a thread of this process at
+a real run's cadence (the default run's and the tiny run's: rows, evaluations,
+probes), watched by one Train page per ``?refresh=`` setting ('' = the page's
+default, Auto); the server's and Chromium's CPU seconds a minute over the
+window.  What the page itself costs, measured before and after each change of
+pages/ui/live.py (Note [Watching cheaply]).
 
 ``--neighbour busy``: the page replaced by a Python ``while True`` loop (one
 busy core, about what a Streamlit server costs while a live page redraws),
@@ -389,7 +401,8 @@ class SyntheticRun:
     def _rows(self, step: int, now: float) -> tuple[list, list]:
         speed, log_every, probe_every, length, eval_every = self.profile
         value = 0.2 + 0.1 * math.exp(-step / 5000) * (1 + 0.3 * math.sin(step / 37))
-        scalars = [(step, now, name, value * (1 + index)) for index, name in enumerate(LOGGED)]
+        scalars = [(step, now, name, speed if name == SPEED else value * (1 + index))
+                   for index, name in enumerate(LOGGED)]  # the run's true speed: what Auto follows
         if step % eval_every == 0:
             scalars += [(step, now, name, value * 1e-3 ** index) for index, name in enumerate(EVALUATED)]
         series = ([(step, now, "grad/h_t_norm", t, 10.0 ** (t - length) * value) for t in range(length)]
