@@ -2,6 +2,7 @@
 (what lets the browser swap rows in the Vega view it has; pages/ui/live.py, Note [Stable specs])."""
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -63,6 +64,21 @@ def test_the_refresh_line_says_what_the_panel_does():
     assert "the run logs every 10 s" in live.describe_refresh("auto", 10.0, run, rows_with_speed(10.0))
     assert "paused" in live.describe_refresh("off", None, run, None).lower()
     assert "ended" in live.describe_refresh("auto", None, run_record("completed"), None)
+
+
+def test_auto_retimes_the_panel_when_the_runs_pace_moved_and_not_twice_in_a_row(monkeypatch):
+    """The panel's timer is set by a full rerun: Auto asks for one when the run now logs every 10 s and
+    the panel looks every 5 s, not again straight away, and never for a chosen setting."""
+    reruns = []
+    monkeypatch.setattr(live, "st", SimpleNamespace(session_state={}, rerun=lambda: reruns.append("rerun")))
+    run, slower = run_record(log_every=100), rows_with_speed(10.0)  # a row every 10 s
+    live.retime_if_needed("auto", 10.0, run, slower)
+    assert reruns == []  # already right
+    live.retime_if_needed("5", 5.0, run, slower)
+    assert reruns == []  # the user's choice stays
+    live.retime_if_needed("auto", 5.0, run, slower)
+    live.retime_if_needed("auto", 5.0, run, slower)
+    assert reruns == ["rerun"]
 
 
 # --------------------------------------------------------------------------------------- chart specs
