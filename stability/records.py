@@ -3,6 +3,7 @@
     record = store.record(run_id)          # RunRecord
     record.config.cell.hidden_size         # a RunConfig, parsed once here
     record.latest["val/loss"]              # the value at the run's highest step of every metric
+    record.sweep_id, record.params         # a sweep's trial: its sweep and varied values
     [r.id for r in store.active_runs()]    # queued or running
 
 A config the current code no longer parses (a renamed option, a field a later
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .store import ACTIVE_STATUSES, _section_name
+from .store import ACTIVE_STATUSES, _section_name, parse_params
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -51,6 +52,10 @@ class RunRecord:
     error: str | None
     resumes: int
     stop_requested: bool
+    sweep_id: int | None = None          # the sweep the run is a trial of (store Note [sweeps])
+    trial: int | None = None             # its Optuna trial number
+    params: Mapping[str, Any] = field(default_factory=dict)  # the sweep's varied values: {"train.lr": 0.001}
+    host: str | None = None              # the host of the process that claimed it (pid means something there)
     latest: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -89,7 +94,8 @@ def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunR
         metric=row["metric"], baseline=row["baseline"], baseline_label=row["baseline_label"],
         step=row["step"], total_steps=budget, error=row["error"],
         resumes=int(row["resumes"] or 0), stop_requested=bool(row["stop_requested"]),
-        latest=MappingProxyType(dict(latest)))
+        sweep_id=row["sweep_id"], trial=row["trial"], params=MappingProxyType(parse_params(row["params"])),
+        host=row["host"], latest=MappingProxyType(dict(latest)))
 
 
 def parse_config(text: str) -> tuple[dict, RunConfig | None, str | None]:

@@ -56,7 +56,22 @@ Note [schema versions]
     transaction that first re-reads the version (another process may have
     migrated it meanwhile). A store of a newer version is refused, never
     changed. Versions: 1 the first; 2 adds ``runs.resumes``; 3 adds
-    ``latest_metrics``, filled from the stored rows (Note [latest]).
+    ``latest_metrics``, filled from the stored rows (Note [latest]); 4 adds the
+    ``sweeps`` table and the runs' ``sweep_id``, ``trial``, ``params`` and
+    ``host`` (Note [sweeps]).
+
+Note [sweeps]
+    A sweep is an Optuna study whose trials are ordinary runs
+    (``stability/sweeps.py``). The store keeps what the dashboard and the CLI
+    need about it: a ``sweeps`` row (its spec as JSON, the study's name, its
+    status of ``SWEEP_STATUSES``, how many workers its last start asked for,
+    a stop request) and, on each of its runs, ``sweep_id``, the Optuna
+    ``trial`` number and ``params``, the JSON object of the varied values
+    (``{"cell": "rnn", "train.lr": 0.001}``). The trials themselves live in
+    Optuna's own tables; nothing here mirrors them. A run records the
+    ``host`` of the process that claimed it, since its ``pid`` only means
+    something on that host. A pruned run (status ``pruned``) is terminal and
+    keeps its rows, like a diverged one.
 
 Note [latest]
     ``latest_metrics`` holds, per run and scalar name, the row at the run's
@@ -85,7 +100,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,10 +110,11 @@ import pandas as pd
 if TYPE_CHECKING:
     from .records import RunRecord
 
-SCHEMA_VERSION = 3
-STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted")
+SCHEMA_VERSION = 4
+STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted", "pruned")
 ACTIVE_STATUSES = ("queued", "running")  # a worker will still write to the run
 TERMINAL = tuple(status for status in STATUSES if status not in ACTIVE_STATUSES)
+SWEEP_STATUSES = ("running", "stopped", "completed")
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
 BUSY_TIMEOUT_MS = 10_000
@@ -111,13 +127,17 @@ _UPDATABLE = {
     "name": str, "status": str, "started_at": float, "finished_at": float, "device": str,
     "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
-    "resumes": int, "stop_requested": bool,
+    "resumes": int, "stop_requested": bool, "host": str, "sweep_id": int, "trial": int,
+    "params": lambda value: _json_object(value, "params"),
 }
+# Fields update_sweep may set, coerced the same way.
+_SWEEP_UPDATABLE = {"name": str, "status": str, "finished_at": float, "workers": int, "stop_requested": bool}
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
 RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at", "device", "pid",
-                "heartbeat", "error", "total_params", "recurrent_params", "step", "total_steps"]
-_NULLABLE_INTS = ["pid", "total_params", "recurrent_params", "step", "total_steps"]
+                "heartbeat", "error", "total_params", "recurrent_params", "step", "total_steps", "sweep_id",
+                "trial"]
+_NULLABLE_INTS = ["pid", "total_params", "recurrent_params", "step", "total_steps", "sweep_id", "trial"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -140,7 +160,11 @@ CREATE TABLE IF NOT EXISTS runs (
     step INTEGER,
     total_steps INTEGER,
     stop_requested INTEGER NOT NULL DEFAULT 0,
-    resumes INTEGER NOT NULL DEFAULT 0
+    resumes INTEGER NOT NULL DEFAULT 0,
+    sweep_id INTEGER,
+    trial INTEGER,
+    params TEXT,
+    host TEXT
 );
 CREATE TABLE IF NOT EXISTS metrics (
     run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
@@ -153,11 +177,28 @@ CREATE TABLE IF NOT EXISTS series (
     name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
 );
 CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
+"""
+_LATEST_TABLE = """
 CREATE TABLE IF NOT EXISTS latest_metrics (
     run_id INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
     PRIMARY KEY (run_id, name)
 );
 """
+_SWEEPS_TABLE = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT,
+    spec TEXT NOT NULL,
+    study TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    workers INTEGER,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id);
+"""
+_SCHEMA += _LATEST_TABLE + _SWEEPS_TABLE
 
 # The latest_metrics rows recomputed from the metrics rows that satisfy {where} (Note [latest]).
 _LATEST_FROM_METRICS = """
@@ -176,8 +217,10 @@ _UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES
 # Statements that bring a store of schema version v to version v + 1 (Note [schema versions]).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0",),
-    2: (_SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS latest_metrics"):],
-        _LATEST_FROM_METRICS.format(where="1 = 1")),
+    2: (_LATEST_TABLE, _LATEST_FROM_METRICS.format(where="1 = 1")),
+    3: (*(f"ALTER TABLE runs ADD COLUMN {column}" for column in
+          ("sweep_id INTEGER", "trial INTEGER", "params TEXT", "host TEXT")),
+        *filter(str.strip, _SWEEPS_TABLE.split(";"))),
 }
 
 
@@ -191,6 +234,10 @@ class StoreBusy(StoreError):
 
 class RunNotFound(ValueError):
     """No run with the given id."""
+
+
+class SweepNotFound(ValueError):
+    """No sweep with the given id."""
 
 
 def default_path() -> Path:
@@ -364,15 +411,19 @@ class RunStore:
         return run_id
 
     # ------------------------------------------------------------------------ runs
-    def create_run(self, config: dict, name: str | None = None) -> int:
-        """A new run in status 'queued'; ``name`` defaults to ``config['name']``. Returns its id."""
+    def create_run(self, config: dict, name: str | None = None, *, sweep_id: int | None = None,
+                   trial: int | None = None, params: dict | None = None) -> int:
+        """A new run in status 'queued'; ``name`` defaults to ``config['name']``; a sweep's trial
+        also gets its sweep, trial number and varied values (Note [sweeps]). Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
         name = name if name is not None else str(config.get("name") or "")
         text = json.dumps(config)
+        values = (None if sweep_id is None else int(sweep_id), None if trial is None else int(trial),
+                  None if params is None else _json_object(params, "params"))
         with self._write() as conn:
-            cursor = conn.execute("INSERT INTO runs (name, config, status, created_at) VALUES (?, ?, 'queued', ?)",
-                                  (name, text, time.time()))
+            cursor = conn.execute("INSERT INTO runs (name, config, status, created_at, sweep_id, trial, params)"
+                                  " VALUES (?, ?, 'queued', ?, ?, ?, ?)", (name, text, time.time(), *values))
             return int(cursor.lastrowid)
 
     def update_run(self, run_id: int, **fields: Any) -> None:
@@ -440,6 +491,7 @@ class RunStore:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         run = rows[0]
         run["config"] = json.loads(run["config"])
+        run["params"] = parse_params(run["params"])
         run["stop_requested"] = bool(run["stop_requested"])
         return run
 
@@ -452,19 +504,27 @@ class RunStore:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
 
-    def records(self, statuses: Iterable[str] | None = None) -> list[RunRecord]:
-        """Every run (or those in one of ``statuses``) as a :class:`~stability.records.RunRecord`,
-        newest first, in two queries: the runs, then all their latest values (Note [latest])."""
+    def records(self, statuses: Iterable[str] | None = None, sweep_id: int | None = None) -> list[RunRecord]:
+        """Every run (or those in one of ``statuses``, or of one sweep) as a
+        :class:`~stability.records.RunRecord`, newest first, in two queries: the runs, then all
+        their latest values (Note [latest])."""
         from .records import record_from_row
 
-        if statuses is None:
-            rows = self._run_rows()
-            latest = self.latest_many()
-        else:
+        where, params = [], []
+        if statuses is not None:
             statuses = [statuses] if isinstance(statuses, str) else list(statuses)
             for status in statuses:
                 _check_status(status)
-            rows = self._run_rows(f"WHERE status IN ({', '.join('?' * len(statuses))})", statuses)
+            where.append(f"status IN ({', '.join('?' * len(statuses))})" if statuses else "0 = 1")
+            params.extend(statuses)
+        if sweep_id is not None:
+            where.append("sweep_id = ?")
+            params.append(int(sweep_id))
+        if not where:
+            rows = self._run_rows()
+            latest = self.latest_many()
+        else:
+            rows = self._run_rows(f"WHERE {' AND '.join(where)}", params)
             latest = self.latest_many(row["id"] for row in rows)
         return [record_from_row(row, latest.get(row["id"], {})) for row in rows]
 
@@ -474,7 +534,8 @@ class RunStore:
         return self.records(ACTIVE_STATUSES)[::-1]
 
     def runs(self) -> pd.DataFrame:
-        """One row per run, newest first; ``cell`` and ``task`` are the config's cell and task names."""
+        """One row per run, newest first; ``cell`` and ``task`` are the config's cell and task names,
+        ``sweep_id`` and ``trial`` empty (``<NA>``) for a run of no sweep."""
         rows = self._query(f"SELECT {', '.join(RUNS_COLUMNS)}, config FROM runs ORDER BY id DESC")
         frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
         configs = [json.loads(row[-1]) for row in rows]
@@ -514,6 +575,74 @@ class RunStore:
         folder = self.path.parent / "checkpoints"
         folder.mkdir(exist_ok=True)
         return folder / f"run-{int(run_id)}.pt"
+
+    # ---------------------------------------------------------------------- sweeps
+    def create_sweep(self, spec: dict, name: str = "", study: str | None = None) -> int:
+        """A new sweep in status 'running'; its Optuna study's name defaults to
+        ``stability-sweep-<id>`` (Note [sweeps]). Returns its id."""
+        text = _json_object(spec, "spec")
+        with self._write() as conn:
+            cursor = conn.execute("INSERT INTO sweeps (name, spec, study, status, created_at)"
+                                  " VALUES (?, ?, ?, 'running', ?)", (str(name or ""), text, study or "", time.time()))
+            sweep_id = int(cursor.lastrowid)
+            if study is None:
+                conn.execute("UPDATE sweeps SET study = ? WHERE id = ?", (f"stability-sweep-{sweep_id}", sweep_id))
+            return sweep_id
+
+    def sweep(self, sweep_id: int) -> dict[str, Any]:
+        """Every column of the sweep, ``spec`` parsed back to a dict."""
+        rows = self._sweep_rows("WHERE id = ?", (self._sweep_id(sweep_id),))
+        if not rows:
+            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}")
+        return rows[0]
+
+    def sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep, newest first, as :meth:`sweep` gives it plus ``counts``: run status -> how
+        many of the sweep's runs are in it (two queries however many sweeps)."""
+        sweeps = self._sweep_rows()
+        counts: dict[int, dict[str, int]] = {sweep["id"]: {} for sweep in sweeps}
+        for sweep_id, status, count in self._query("SELECT sweep_id, status, COUNT(*) FROM runs WHERE sweep_id"
+                                                   " IS NOT NULL GROUP BY sweep_id, status ORDER BY sweep_id, status"):
+            if sweep_id in counts:
+                counts[sweep_id][status] = int(count)
+        return [{**sweep, "counts": counts[sweep["id"]]} for sweep in sweeps]
+
+    def update_sweep(self, sweep_id: int, **fields: Any) -> None:
+        """Set any of ``name``, ``status``, ``finished_at``, ``workers``, ``stop_requested``;
+        ``None`` clears a column."""
+        unknown = sorted(set(fields) - set(_SWEEP_UPDATABLE))
+        if unknown:
+            raise ValueError(f"unknown sweep field(s) {', '.join(unknown)}; valid: {', '.join(_SWEEP_UPDATABLE)}")
+        if "status" in fields and fields["status"] not in SWEEP_STATUSES:
+            raise ValueError(f"unknown sweep status {fields['status']!r}; valid: {', '.join(SWEEP_STATUSES)}")
+        if not fields:
+            return
+        values = [None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in fields.items()]
+        assignments = ", ".join(f"{key} = ?" for key in fields)
+        with self._write() as conn:
+            sweep_id = self._sweep_id(sweep_id)
+            if conn.execute(f"UPDATE sweeps SET {assignments} WHERE id = ?", (*values, sweep_id)).rowcount == 0:
+                raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}")
+
+    def _sweep_rows(self, where: str = "", params: Iterable[Any] = ()) -> list[dict]:
+        with self._lock:
+            try:
+                cursor = self._conn.execute(f"SELECT * FROM sweeps {where} ORDER BY id DESC", tuple(params))
+                rows = cursor.fetchall()
+            except sqlite3.Error as error:
+                raise self._error(error) from None
+        columns = [description[0] for description in cursor.description]
+        sweeps = [dict(zip(columns, row)) for row in rows]
+        for sweep in sweeps:
+            sweep["spec"] = json.loads(sweep["spec"])
+            sweep["stop_requested"] = bool(sweep["stop_requested"])
+        return sweeps
+
+    def _sweep_id(self, sweep_id) -> int:
+        try:
+            return self._run_id(sweep_id)
+        except RunNotFound:
+            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}") from None
 
     # --------------------------------------------------------------------- writes
     def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:
@@ -658,6 +787,25 @@ def _latest_by_run(rows: Iterable[tuple], run_ids: Iterable[int]) -> dict[int, d
     for run_id, name, value in rows:
         latest[run_id][name] = math.nan if value is None else float(value)
     return latest
+
+
+def _json_object(value: Any, what: str) -> str:
+    """A mapping as JSON object text (``params``, a sweep's ``spec``); anything else is a ValueError."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a dict; got {type(value).__name__}")
+    return json.dumps(dict(value))
+
+
+def parse_params(text: str | None) -> dict[str, Any]:
+    """A run's stored varied values (Note [sweeps]); {} for a run of no sweep, and for text that is
+    no JSON object (the run stays readable)."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _check_status(status: str) -> None:

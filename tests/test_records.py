@@ -36,8 +36,9 @@ def test_a_record_carries_the_typed_config_the_columns_and_the_latest_values(sto
     assert dict(record.raw_config) == run["config"] == CONFIG.to_dict()
     for column in ("name", "status", "created_at", "started_at", "finished_at", "heartbeat", "device", "pid",
                    "total_params", "recurrent_params", "metric", "baseline", "baseline_label", "step", "error",
-                   "resumes", "stop_requested"):
+                   "resumes", "stop_requested", "sweep_id", "trial", "params", "host"):
         assert getattr(record, column) == run[column], column
+    assert (record.sweep_id, record.trial, dict(record.params), record.host) == (None, None, {}, None)
     assert (record.id, record.cell, record.task, record.active) == (run_id, "lstm", "copy", True)
     assert record.total_steps == 300 and record.progress == pytest.approx(20 / 300)  # budget from the config
     assert dict(record.latest) == store.latest(run_id) == {"val/loss": 0.5, "sv/max": math.inf}
@@ -83,6 +84,35 @@ def test_records_filter_by_status_newest_first_and_match_one_record_each(store):
     assert store.records([]) == []
     with pytest.raises(ValueError, match="unknown run status 'done'; valid: queued"):
         store.records(["done"])
+
+
+def test_a_trial_record_carries_its_sweep_and_records_filter_by_sweep(store):
+    first, second = store.create_sweep({"seeds": 2}), store.create_sweep({"seeds": 1})
+    plain = store.create_run(CONFIG.to_dict())
+    trials = {}
+    for number, (sweep_id, lr) in enumerate([(first, 0.1), (second, 0.1), (first, 0.01), (first, 0.001)]):
+        trials[number] = store.create_run(CONFIG.to_dict(), sweep_id=sweep_id, trial=number, params={"train.lr": lr})
+    store.update_run(trials[2], host="gpu-2")
+    store.set_status(trials[3], "pruned")
+    record = store.record(trials[2])
+    assert (record.sweep_id, record.trial, dict(record.params), record.host) == (first, 2, {"train.lr": 0.01}, "gpu-2")
+    with pytest.raises(TypeError):
+        record.params["train.lr"] = 1.0
+    assert [r.id for r in store.records(sweep_id=first)] == [trials[3], trials[2], trials[0]]
+    assert [r.id for r in store.records(sweep_id=second)] == [trials[1]]
+    assert [r.id for r in store.records(["queued"], sweep_id=first)] == [trials[2], trials[0]]
+    assert [r.id for r in store.records("pruned", sweep_id=first)] == [trials[3]]
+    assert store.records(sweep_id=99) == [] and store.records([], sweep_id=first) == []
+    assert plain not in [r.id for r in store.records(sweep_id=first)]
+
+
+def test_params_that_are_not_a_json_object_read_as_empty(store):
+    run_id = store.create_run(CONFIG.to_dict(), params={"lr": 1})
+    for text in ("[1, 2]", "{broken"):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("UPDATE runs SET params = ? WHERE id = ?", (text, run_id))
+        conn.close()
+        assert dict(store.record(run_id).params) == {} == store.run(run_id)["params"]
 
 
 def test_active_runs_are_the_queued_and_running_ones_oldest_first(store):

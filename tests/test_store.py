@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stability.store import SCHEMA_VERSION, STATUSES, TERMINAL, RunNotFound, RunStore, StoreError
+from stability.store import (SCHEMA_VERSION, STATUSES, SWEEP_STATUSES, TERMINAL, RunNotFound, RunStore, StoreError,
+                             SweepNotFound)
 
 from store_files import corrupt
 
@@ -107,7 +108,7 @@ def test_runs_frame_newest_first_with_cell_and_task(store):
     frame = store.runs()
     assert list(frame.columns) == ["id", "name", "status", "created_at", "started_at", "finished_at", "device",
                                    "pid", "heartbeat", "error", "total_params", "recurrent_params", "step",
-                                   "total_steps", "cell", "task"]
+                                   "total_steps", "sweep_id", "trial", "cell", "task"]
     assert list(frame["id"]) == [second, first]
     assert list(frame["cell"]) == ["rnn", "spectral"] and list(frame["task"]) == ["copy", "adding"]
     assert frame.loc[frame["id"] == first, "pid"].item() == 42
@@ -122,6 +123,102 @@ def test_empty_store_reads(store):
     assert store.series(run_id, "sv/spectrum").empty
     assert store.latest(run_id) == {}
     assert store.metrics_many([]).empty
+
+
+# --------------------------------------------------------------------------- sweeps
+SPEC = {"base": CONFIG, "vary": [{"field": "train.lr", "values": [0.1, 0.01]}], "seeds": 2, "sampler": "grid"}
+
+
+def test_pruned_is_a_terminal_status(store):
+    assert "pruned" in STATUSES and "pruned" in TERMINAL
+    run_id = store.create_run(CONFIG)
+    store.set_status(run_id, "running")
+    store.log(run_id, [(step, 0.0, "val/loss", 1.0 / (step + 1)) for step in range(3)])
+    store.set_status(run_id, "pruned")
+    run = store.run(run_id)
+    assert run["status"] == "pruned" and run["finished_at"] >= run["started_at"]
+    assert len(store.metrics(run_id)) == 3  # its rows are kept
+    assert store.active_runs() == []
+
+
+def test_a_trial_run_carries_its_sweep_trial_params_and_host(store):
+    sweep_id = store.create_sweep(SPEC)
+    plain = store.create_run(CONFIG)
+    trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=np.int64(3), params={"cell": "rnn", "train.lr": 0.001})
+    run = store.run(trial)
+    assert (run["sweep_id"], run["trial"], run["params"]) == (sweep_id, 3, {"cell": "rnn", "train.lr": 0.001})
+    assert type(run["trial"]) is int and run["host"] is None
+    assert (store.run(plain)["sweep_id"], store.run(plain)["trial"], store.run(plain)["params"]) == (None, None, {})
+    store.update_run(plain, host="gpu-box-2", sweep_id=sweep_id, trial=7, params={"train.lr": np.float64(0.5)})
+    run = store.run(plain)
+    assert (run["host"], run["sweep_id"], run["trial"], run["params"]) == ("gpu-box-2", sweep_id, 7, {"train.lr": 0.5})
+    store.update_run(plain, sweep_id=None, trial=None, params=None, host=None)
+    run = store.run(plain)
+    assert (run["host"], run["sweep_id"], run["trial"], run["params"]) == (None, None, None, {})
+    with pytest.raises(ValueError, match="params must be a dict; got list"):
+        store.update_run(plain, params=[1, 2])
+    with pytest.raises(ValueError, match="params must be a dict"):
+        store.create_run(CONFIG, params="lr=1")
+    frame = store.runs()
+    assert str(frame["sweep_id"].dtype) == "Int64" and str(frame["trial"].dtype) == "Int64"
+    by_id = frame.set_index("id")
+    assert by_id.loc[trial, "trial"] == 3 and by_id.loc[trial, "sweep_id"] == sweep_id
+    assert pd.isna(by_id.loc[plain, "trial"]) and pd.isna(by_id.loc[plain, "sweep_id"])
+
+
+def test_sweeps_are_created_read_listed_and_updated(store):
+    first = store.create_sweep(SPEC, name="lr check")
+    second = store.create_sweep({**SPEC, "seeds": 3}, study="my-study")
+    sweep = store.sweep(first)
+    assert sweep["spec"] == SPEC and sweep["name"] == "lr check" and sweep["study"] == f"stability-sweep-{first}"
+    assert sweep["status"] == "running" and sweep["status"] in SWEEP_STATUSES
+    assert abs(sweep["created_at"] - time.time()) < 60 and sweep["finished_at"] is None
+    assert sweep["workers"] is None and sweep["stop_requested"] is False
+    assert store.sweep(second)["study"] == "my-study" and store.sweep(second)["name"] == ""
+    store.update_sweep(first, status="stopped", workers=np.int64(2), stop_requested=True, finished_at=12.5,
+                       name="renamed")
+    sweep = store.sweep(first)
+    assert (sweep["status"], sweep["workers"], sweep["stop_requested"], sweep["finished_at"], sweep["name"]) == (
+        "stopped", 2, True, 12.5, "renamed")
+    assert type(sweep["workers"]) is int
+    store.update_sweep(first, stop_requested=False, finished_at=None)
+    assert store.sweep(first)["stop_requested"] is False and store.sweep(first)["finished_at"] is None
+    with pytest.raises(ValueError, match="unknown sweep field.*colour.*valid: name"):
+        store.update_sweep(first, colour="red")
+    with pytest.raises(ValueError, match="unknown sweep status 'done'; valid: running, stopped, completed"):
+        store.update_sweep(first, status="done")
+    with pytest.raises(ValueError, match="spec must be a dict"):
+        store.create_sweep(["not", "a", "dict"])
+    assert [sweep["id"] for sweep in store.sweeps()] == [second, first]
+
+
+def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
+    rng = np.random.default_rng(0)
+    sweep_ids = [store.create_sweep(SPEC) for _ in range(3)]
+    for number in range(40):
+        sweep_id = [None, *sweep_ids][rng.integers(4)]
+        run_id = store.create_run(CONFIG, sweep_id=sweep_id, trial=number, params={"train.lr": 0.1})
+        store.set_status(run_id, STATUSES[rng.integers(len(STATUSES))])
+    frame = store.runs()
+    expected = frame.dropna(subset=["sweep_id"]).groupby(["sweep_id", "status"]).size()
+    listed = store.sweeps()
+    assert [sweep["id"] for sweep in listed] == sorted(sweep_ids, reverse=True)
+    for sweep in listed:
+        counts = expected.loc[sweep["id"]].to_dict() if sweep["id"] in expected.index.get_level_values(0) else {}
+        assert sweep["counts"] == counts
+        assert {key: value for key, value in sweep.items() if key != "counts"} == store.sweep(sweep["id"])
+    empty = store.create_sweep(SPEC)
+    assert store.sweeps()[0]["id"] == empty and store.sweeps()[0]["counts"] == {}
+
+
+@pytest.mark.parametrize("sweep_id", [99, -1, "abc", 2**70])
+def test_an_unknown_sweep_is_one_line(store, tmp_path, sweep_id):
+    store.create_sweep(SPEC)
+    for call in (lambda: store.sweep(sweep_id), lambda: store.update_sweep(sweep_id, status="stopped")):
+        with pytest.raises(SweepNotFound) as info:
+            call()
+        assert str(info.value) == f"no sweep with id {sweep_id} in {tmp_path / 'runs.db'}"
+    assert issubclass(SweepNotFound, ValueError)
 
 
 # -------------------------------------------------------------------------- metrics
@@ -631,6 +728,83 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
         assert comparable(latest) == comparable(brute_force_latest(path))
         assert comparable({1: latest[1]}) == comparable({1: {"gap/loss": math.nan, "train/loss": 105.0,
                                                              "val/loss": -1.0}})  # the tie: written last
+
+
+# The tables of schema version 3, as `git show 0525f64:stability/store.py` created them.
+SCHEMA_V3 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, config TEXT NOT NULL, status TEXT NOT NULL,
+    created_at REAL NOT NULL, started_at REAL, finished_at REAL, device TEXT, pid INTEGER, heartbeat REAL,
+    error TEXT, total_params INTEGER, recurrent_params INTEGER, baseline REAL, baseline_label TEXT,
+    metric TEXT, step INTEGER, total_steps INTEGER, stop_requested INTEGER NOT NULL DEFAULT 0,
+    resumes INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE metrics (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL, name TEXT NOT NULL, value REAL
+);
+CREATE INDEX metrics_run_name_step ON metrics (run_id, name, step);
+CREATE INDEX metrics_run_step ON metrics (run_id, step);
+CREATE TABLE series (
+    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
+    name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
+);
+CREATE INDEX series_run_name_step ON series (run_id, name, step);
+CREATE TABLE latest_metrics (
+    run_id INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '3');
+"""
+
+
+def test_a_version_3_store_gains_the_sweep_columns_and_table(tmp_path):
+    import json
+
+    path = tmp_path / "runs.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA_V3)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("INSERT INTO runs (name, config, status, created_at, step, resumes)"
+                 " VALUES ('old', ?, 'completed', 1.0e9, 4, 2)", (json.dumps(CONFIG),))
+    conn.executemany("INSERT INTO metrics VALUES (1, ?, 0.0, 'val/loss', ?)", [(step, step / 10) for step in range(5)])
+    conn.execute("INSERT INTO latest_metrics VALUES (1, 'val/loss', 4, 0.4)")
+    conn.commit()
+    before = conn.execute("SELECT * FROM runs").fetchall()
+    conn.close()
+    with RunStore(path) as store:
+        run = store.run(1)
+        assert (run["sweep_id"], run["trial"], run["params"], run["host"]) == (None, None, {}, None)
+        assert (run["name"], run["resumes"], run["config"]) == ("old", 2, CONFIG)
+        assert store.latest(1) == {"val/loss": 0.4} and store.sweeps() == []
+        sweep_id = store.create_sweep(SPEC)
+        trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
+        assert trial == 2 and store.sweeps()[0]["counts"] == {"queued": 1}
+        assert [record.id for record in store.records(sweep_id=sweep_id)] == [trial]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT * FROM runs WHERE id = 1").fetchall() == [(*before[0], None, None, None, None)]
+        assert {row[1] for row in conn.execute("PRAGMA index_list(runs)")} >= {"runs_sweep"}
+    conn.close()
+
+
+def test_a_new_store_has_the_tables_of_a_migrated_one(tmp_path):
+    """Creating at version 4 and migrating 1 -> 4 give the same columns, types and indexes."""
+    def layout(path):
+        with sqlite3.connect(path) as conn:
+            tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                                     " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+            columns = {table: [row[1:] for row in conn.execute(f"PRAGMA table_info({table})")] for table in tables}
+            indexes = sorted(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'"
+                                                              " AND name NOT LIKE 'sqlite_%'"))
+        conn.close()
+        return columns, indexes
+
+    write_v1_store(tmp_path / "old.db")
+    RunStore(tmp_path / "old.db").close()
+    RunStore(tmp_path / "new.db").close()
+    assert layout(tmp_path / "old.db") == layout(tmp_path / "new.db")
 
 
 def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
