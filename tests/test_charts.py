@@ -551,3 +551,139 @@ def test_a_light_metric_chart_draws_lean_lines_few_hover_points_and_flags_apart(
     marks = flat_layers(flagged_spec)[-1]
     assert marks["mark"]["shape"] == "triangle-down" and "transform" not in marks
     assert rows_of(flagged_spec, marks)["step"].tolist() == [3]
+
+
+# --- sweeps: objective chart, heatmap, parallel coordinates, curves over seeds ------------------------------
+
+def sweep_results(seed=0):
+    """A finished grid cell x lr x 3 seeds: rnn at lr 0.1 diverges twice, one rnn seed at 1e-4 is pruned."""
+    rng = np.random.default_rng(seed)
+    rows, run_id = [], 0
+    for cell in ("rnn", "spectral"):
+        for lr in (1e-4, 1e-3, 1e-2, 1e-1):
+            for s in range(3):
+                run_id += 1
+                status, objective = "completed", float(rng.lognormal(np.log(0.05 + lr), 0.3))
+                if cell == "rnn" and lr == 1e-1 and s < 2:
+                    status, objective = "diverged", np.nan
+                if cell == "rnn" and lr == 1e-4 and s == 0:
+                    status = "pruned"
+                rows.append({"run_id": run_id, "trial": run_id - 1, "seed": s, "status": status,
+                             "objective": objective, "step": 100, "setting": f"cell={cell} lr={lr:g}",
+                             "cell": cell, "train.lr": lr})
+    return pd.DataFrame(rows)
+
+
+def layer_by_mark(spec, mark):
+    return [layer for layer in flat_layers(spec) if mark_type(layer) == mark]
+
+
+def test_sweep_objective_chart_log_x_band_mean_and_every_seed():
+    results = sweep_results()
+    spec = charts.sweep_objective_chart(results, "train.lr", "cell", log_x=True, log_y=True).to_dict()
+    area, = layer_by_mark(spec, "area")
+    line, = layer_by_mark(spec, "line")
+    points, = layer_by_mark(spec, "point")
+    assert area["encoding"]["x"]["scale"]["type"] == "log" and line["encoding"]["y"]["scale"]["type"] == "log"
+    assert area["encoding"]["y"]["field"] == "min" and area["encoding"]["y2"]["field"] == "max"
+    means = rows_of(spec, line)
+    counted = results[(results["status"] == "completed") & np.isfinite(results["objective"])]
+    expected = counted.groupby(["cell", "train.lr"])["objective"].agg(["mean", "min", "max"])
+    got = means.set_index(["group", "x"])
+    for (cell, lr), row in expected.iterrows():
+        assert got.loc[(cell, lr), "mean"] == pytest.approx(row["mean"])
+        assert got.loc[(cell, lr), "min"] == row["min"] and got.loc[(cell, lr), "max"] == row["max"]
+    assert len(rows_of(spec, points)) == len(results)  # every seed a point, diverged ones included
+
+
+def test_sweep_objective_chart_marks_diverged_at_the_top_and_pruned_apart():
+    results = sweep_results()
+    spec = charts.sweep_objective_chart(results, "train.lr", "cell", log_x=True, log_y=True).to_dict()
+    points, = layer_by_mark(spec, "point")
+    rows = rows_of(spec, points)
+    diverged = rows[rows["status"] == "diverged"]
+    assert len(diverged) == 2 and (diverged["note"] == charts.NOTE_DIVERGED).all()
+    assert (diverged["y"] > results["objective"].max()).all()  # above every finite objective
+    shape = points["encoding"]["shape"]
+    assert dict(zip(shape["scale"]["domain"], shape["scale"]["range"])) == {
+        "completed": "circle", "pruned": "cross", "diverged": "triangle-up"}
+    assert points["encoding"]["color"]["condition"]["value"] == charts.DIVERGED_COLOUR
+    linear = charts.sweep_objective_chart(results, "train.lr", "cell").to_dict()
+    top = rows_of(linear, layer_by_mark(linear, "point")[0])
+    assert layer_by_mark(linear, "area")[0]["encoding"]["x"]["scale"].get("type") != "log"
+    assert (top.loc[top["status"] == "diverged", "y"] > results["objective"].max()).all()
+
+
+def test_sweep_objective_chart_over_a_categorical_field_draws_min_max_rules():
+    results = sweep_results()
+    spec = charts.sweep_objective_chart(results, "cell", "train.lr", log_x=True).to_dict()
+    assert not layer_by_mark(spec, "area")
+    rule, = layer_by_mark(spec, "rule")
+    assert rule["encoding"]["x"]["type"] == "ordinal" and rule["encoding"]["x"]["sort"] == ["rnn", "spectral"]
+    assert rule["encoding"]["y"]["field"] == "min" and rule["encoding"]["y2"]["field"] == "max"
+    with pytest.raises(ValueError, match="task.seq_len"):
+        charts.sweep_objective_chart(results, "task.seq_len")
+
+
+def test_sweep_heatmap_one_cell_per_setting_coloured_by_the_mean():
+    from stability.groups import setting_table
+
+    results = sweep_results()
+    results.loc[(results["cell"] == "rnn") & (results["train.lr"] == 1e-1), ["status", "objective"]] = [
+        "diverged", np.nan]
+    table = setting_table(results, ["train.lr", "cell"])
+    spec = charts.sweep_heatmap(table, "train.lr", "cell", log_color=True).to_dict()
+    cells, grey = layer_by_mark(spec, "rect")
+    text, = layer_by_mark(spec, "text")
+    assert cells["encoding"]["color"]["field"] == "mean" and cells["encoding"]["color"]["scale"]["type"] == "log"
+    assert cells["encoding"]["x"]["sort"] == ["0.0001", "0.001", "0.01", "0.1"]
+    coloured, empty, labels = rows_of(spec, cells), rows_of(spec, grey), rows_of(spec, text)
+    assert len(coloured) + len(empty) == len(labels) == 8
+    assert empty[["x", "y"]].values.tolist() == [["0.1", "rnn"]]
+    assert labels.set_index(["x", "y"]).loc[("0.1", "rnn"), "label"] == "diverged"
+    expected = results[results["status"] == "completed"].groupby(["cell", "train.lr"])["objective"].mean()
+    for row in coloured.itertuples():
+        assert row.mean == pytest.approx(expected[(row.y, float(row.x))])
+
+
+def test_parallel_coordinates_positions_categorical_log_and_objective_axes():
+    results = sweep_results()
+    spec = charts.parallel_coordinates(results, ["cell", "train.lr"], log_fields={"train.lr"},
+                                       log_objective=True).to_dict()
+    lines = layer_by_mark(spec, "line")
+    good = next(rows_of(spec, layer) for layer in lines if "strokeDash" not in layer["mark"])
+    bad = next(rows_of(spec, layer) for layer in lines if "strokeDash" in layer["mark"])
+    assert lines[0]["encoding"]["x"]["sort"] == ["cell", "lr", "val/loss"]
+    lr = good[good["axis"] == "lr"].drop_duplicates("value").set_index("value")["position"]
+    assert lr.to_dict() == pytest.approx({"0.0001": 0.0, "0.001": 1 / 3, "0.01": 2 / 3, "0.1": 1.0})
+    cell = good[good["axis"] == "cell"].drop_duplicates("value").set_index("value")["position"]
+    assert cell.to_dict() == {"rnn": 0.0, "spectral": 1.0}
+    objective = good[good["axis"] == "val/loss"]
+    finite = results["objective"].dropna()
+    low = objective.loc[objective["objective"].idxmin(), "position"]
+    high = objective.loc[objective["objective"].idxmax(), "position"]
+    assert (low, high) == (0.0, 1.0) and objective["objective"].min() == finite.min()
+    assert sorted(bad["run_id"].unique()) == sorted(results.loc[results["status"] == "diverged", "run_id"])
+    assert (bad.loc[bad["axis"] == "val/loss", "position"] > 1).all()
+    colour = next(layer for layer in lines if "strokeDash" not in layer["mark"])["encoding"]["color"]
+    assert colour["field"] == "objective" and colour["scale"]["type"] == "log"
+
+
+def test_grouped_curves_chart_mean_line_min_max_band_and_zeros_marked_on_log():
+    from stability.groups import group_curves
+
+    metrics = pd.DataFrame({"run_id": [1, 2, 1, 2, 3, 3], "step": [0, 0, 10, 10, 0, 10], "wall_time": 0.0,
+                            "name": "grad/h0_norm", "value": [1e-3, 1e-5, 1e-9, 0.0, 1e-2, 1e-2]})
+    curves = group_curves(metrics, {1: "rnn", 2: "rnn", 3: "spectral"}, "grad/h0_norm")
+    spec = charts.grouped_curves_chart(curves, "grad/h0_norm", log_y=True).to_dict()
+    area, = layer_by_mark(spec, "area")
+    line, = layer_by_mark(spec, "line")
+    assert area["encoding"]["y"]["field"] == "y_min" and area["encoding"]["y2"]["field"] == "y_max"
+    assert line["encoding"]["y"]["field"] == "y_mean" and line["encoding"]["y"]["scale"]["type"] == "log"
+    rows = rows_of(spec, line).set_index(["group", "step"])
+    assert rows.loc[("rnn", 0), "mean"] == pytest.approx(1e-4)  # geometric
+    assert rows.loc[("rnn", 10), "min"] == 0.0 and rows.loc[("rnn", 10), "y_min"] == pytest.approx(1e-10)
+    marked = [layer for layer in layer_by_mark(spec, "point") if layer["mark"].get("shape") == "triangle-down"]
+    assert len(marked) == 1 and rows_of(spec, marked[0])[["group", "step"]].values.tolist() == [["rnn", 10]]
+    linear = charts.grouped_curves_chart(curves, "grad/h0_norm").to_dict()
+    assert not [layer for layer in layer_by_mark(linear, "point") if layer["mark"].get("shape") == "triangle-down"]
