@@ -37,6 +37,9 @@ from . import runner
 from .config import DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, RunConfig, TaskConfig, TrainConfig
 from .store import RunStore, StoreBusy, StoreError
 
+SAMPLER_CHOICES = ("grid", "random", "tpe")  # stability.sweeps.SAMPLERS, without importing Optuna here
+MAX_SWEEP_RUNS = 10_000                        # stability.sweeps.MAX_RUNS
+
 # cells, tasks and the trainer (torch) are imported by the commands that use them,
 # so that `runs`, `show`, `export`, `stop` and usage errors answer at once.
 
@@ -104,8 +107,50 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", type=int, metavar="ID")
     export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
     export.set_defaults(handler=cmd_export)
+    _add_sweep_commands(commands, store)
     _add_catalogue_commands(commands)
     return parser
+
+
+def _add_sweep_commands(commands, store) -> None:
+    """``sweep`` (the train flags plus what to vary) and ``sweeps [show|join|stop|resume] ID``."""
+    sweep = commands.add_parser("sweep", parents=[store],
+                                help="train a config over varied fields x seeds (an Optuna study)")
+    sweep.set_defaults(handler=cmd_sweep)
+    _add_config_flags(sweep)
+    sweep.add_argument("--name", default="", help="a label for the sweep (its runs' names add the varied values)")
+    sweep.add_argument("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
+                       help="a field and its values (repeatable): FIELD=V1,V2 or LOW:HIGH:COUNT[:log]; "
+                            "LOW:HIGH[:log] for random/tpe; FIELD is cell, hidden_size, lr, cell.m1, "
+                            "task.seq_len, ... (see the README)")
+    sweep.add_argument("--seeds", type=int, default=1, metavar="N", help="seeds per setting (default: 1)")
+    sweep.add_argument("--sampler", choices=SAMPLER_CHOICES, default="grid", help="default: grid")
+    sweep.add_argument("--trials", type=int, metavar="N", help="settings to sample (random, tpe)")
+    sweep.add_argument("--prune", action="store_true",
+                       help="stop hopeless trials early (Optuna's median pruner on val/loss)")
+    sweep.add_argument("--workers", type=int, default=1, metavar="K",
+                       help="runs in parallel on this machine (default: 1)")
+    sweep.add_argument("--yes", action="store_true", help=f"allow a sweep of more than {MAX_SWEEP_RUNS:,} runs")
+    sweep.add_argument("--background", action="store_true", help="leave it to its workers; print the sweep id")
+    sweep.add_argument("--json", action="store_true", help="end with one JSON object per setting on stdout")
+
+    sweeps = commands.add_parser("sweeps", parents=[store], help="list sweeps; show, join, stop or resume one")
+    sweeps.set_defaults(handler=cmd_sweeps)
+    actions = sweeps.add_subparsers(dest="action", metavar="ACTION")
+    show = actions.add_parser("show", parents=[store], help="a sweep's results by setting")
+    show.add_argument("--json", action="store_true", help="one JSON object per setting")
+    join = actions.add_parser("join", parents=[store], help="add workers on this machine to a running sweep")
+    join.add_argument("--workers", type=int, metavar="K",
+                      help="default: one per visible GPU (CUDA_VISIBLE_DEVICES), else 1")
+    join.add_argument("--background", action="store_true", help="do not wait for the workers")
+    resume = actions.add_parser("resume", parents=[store], help="continue a stopped sweep")
+    resume.add_argument("--workers", type=int, default=1, metavar="K")
+    resume.add_argument("--background", action="store_true", help="do not wait for the workers")
+    stop = actions.add_parser("stop", parents=[store], help="stop a sweep (its runs keep their rows)")
+    for action, handler in ((show, cmd_sweeps_show), (join, cmd_sweeps_join), (resume, cmd_sweeps_resume),
+                            (stop, cmd_sweeps_stop)):
+        action.add_argument("sweep_id", type=int, metavar="ID")
+        action.set_defaults(handler=handler)
 
 
 def _add_config_flags(train) -> None:
@@ -376,6 +421,173 @@ def _option_limits(option) -> str:
         low, high = option.range
         return f"in [{'-inf' if low is None else low}, {'inf' if high is None else high}]"
     return ""
+
+
+# ------------------------------------------------------------------ sweeps
+def cmd_sweep(args) -> int:
+    from . import sweeps
+    from .devices import resolve_device
+
+    config = config_from_args(args)
+    if not args.vary:
+        raise sweeps.SweepError("give at least one --vary FIELD=V1,V2,... (or use `train` for one run)")
+    spec = sweeps.build_spec(config, args.vary, seeds=args.seeds, sampler=args.sampler, trials=args.trials,
+                             prune=args.prune, allow_large=args.yes)
+    sweeps.check_workers(args.workers)
+    resolve_device(config.train.device)
+    sweep_id = sweeps.start_sweep(spec, args.store, workers=args.workers, name=args.name)
+    if args.background:
+        print(sweep_id)
+        print(f"sweep {sweep_id} started: {spec.describe()}; watch it with "
+              f"`python -m stability sweeps show {sweep_id}` or on the Sweep page", file=sys.stderr)
+        return 0
+    print(f"sweep {sweep_id}: {spec.describe()}", file=sys.stderr)
+    return _follow_sweep(args.store, sweep_id, spec, args.json)
+
+
+def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
+    """Print each run as it ends, until the sweep is done; Ctrl-C stops the sweep. Ends with the table."""
+    from . import sweeps
+
+    reported: set[int] = set()
+    done_statuses = ("completed", "diverged", "pruned", "failed")
+    try:
+        with RunStore(store_location) as store:
+            finished = False
+            while not finished:
+                finished = store.sweep(sweep_id)["status"] != "running" or _workers_gone()
+                for run in sweeps.results(store, sweep_id).itertuples():
+                    if run.run_id not in reported and run.status in done_statuses:
+                        reported.add(run.run_id)
+                        value = "" if math.isnan(run.objective) else \
+                            f"  {sweeps.objective_name(spec)} {run.objective:.4g}"
+                        print(f"[{len(reported)}/{spec.size()}] run {run.run_id} {run.setting} seed={run.seed}: "
+                              f"{run.status}{value}", file=sys.stderr, flush=True)
+                if not finished:
+                    time.sleep(1.0)
+    except KeyboardInterrupt:
+        with _interrupts_deferred():
+            status = sweeps.stop_sweep(sweep_id, store_location)
+        print(f"sweep {sweep_id} {status}; continue it with `python -m stability sweeps resume {sweep_id}`",
+              file=sys.stderr)
+    with RunStore(store_location) as store:
+        _print_sweep(store, sweep_id, as_json)
+    return 0
+
+
+def _workers_gone() -> bool:
+    """No worker this process started is still running."""
+    runner._reap_launched()
+    return not runner._launched
+
+
+def cmd_sweeps(args) -> int:
+    with RunStore(args.store) as store:
+        listed = store.sweeps()
+        if not listed:
+            print(f"no sweeps in {store}")
+            return 0
+        from . import sweeps
+
+        rows = [("id", "name", "status", "runs", "done", "sweep")]
+        for sweep in listed:
+            spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+            counts = sweep["counts"]
+            done = sum(n for status, n in counts.items() if status not in ("queued", "running"))
+            rows.append((str(sweep["id"]), sweep["name"] or "", sweep["status"], str(spec.size()), str(done),
+                         spec.describe()))
+    _print_rows(rows)
+    return 0
+
+
+def cmd_sweeps_show(args) -> int:
+    with RunStore(args.store) as store:
+        _print_sweep(store, args.sweep_id, args.json)
+    return 0
+
+
+def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
+    """The sweep's settings: a table (best first), or one JSON object per setting."""
+    from . import sweeps
+
+    sweep = store.sweep(sweep_id)
+    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+    settings = sweeps.setting_rows(sweeps.results(store, sweep_id), spec)
+    if as_json:
+        for row in settings:
+            print(json.dumps({"sweep_id": sweep_id, **row}))
+        return
+    objective = sweeps.objective_name(spec)
+    print(f"sweep {sweep_id} {sweep['status']}: {spec.describe()}")
+    fields_ = [vary.field for vary in spec.vary]
+    header = (*fields_, f"mean {objective}", "min", "max", "seeds", "diverged", "pruned", "runs")
+    reverse = sweeps.direction(spec) == "maximize"
+    ordered = sorted(settings, key=lambda row: (row["mean"] is None, -row["mean"] if reverse and row["mean"]
+                                                is not None else row["mean"] or 0.0))
+    rows = [header]
+    for row in ordered:
+        rows.append((*(sweeps._shown(row["setting"][path]) for path in fields_),
+                     *(_or_blank(None if row[key] is None else f"{row[key]:.4g}") for key in ("mean", "min", "max")),
+                     f"{row['completed']}/{len(row['runs'])}", str(row["diverged"]), str(row["pruned"]),
+                     ",".join(str(run["run_id"]) for run in row["runs"])))
+    _print_rows(rows)
+
+
+def cmd_sweeps_join(args) -> int:
+    from . import sweeps
+
+    gpus = None
+    if args.workers is None:
+        import torch
+
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        listed = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+        gpus = (listed or [str(i) for i in range(visible)])[:visible] or None
+    workers = sweeps.join_sweep(args.sweep_id, args.store, workers=args.workers or 1, gpus=gpus)
+    print(f"sweep {args.sweep_id}: {len(workers)} worker{'s' * (len(workers) != 1)} joined"
+          f"{' on GPUs ' + ','.join(gpus) if gpus else ''}", file=sys.stderr)
+    return _wait_for_workers(args, workers)
+
+
+def cmd_sweeps_resume(args) -> int:
+    from . import sweeps
+
+    requeued = sweeps.resume_sweep(args.sweep_id, args.store, workers=args.workers)
+    print(f"sweep {args.sweep_id} resumed: {requeued} run{'s' * (requeued != 1)} continue from their checkpoints",
+          file=sys.stderr)
+    return _wait_for_workers(args, list(runner._launched))
+
+
+def _wait_for_workers(args, workers: list) -> int:
+    """In the foreground, wait for this machine's workers (a SLURM job must outlive them), then
+    print the sweep's table; Ctrl-C stops the sweep."""
+    if args.background:
+        print(args.sweep_id)
+        return 0
+    try:
+        for process in workers:
+            process.wait()
+    except KeyboardInterrupt:
+        from . import sweeps
+
+        with _interrupts_deferred():
+            print(f"sweep {args.sweep_id} {sweeps.stop_sweep(args.sweep_id, args.store)}", file=sys.stderr)
+    with RunStore(args.store) as store:
+        _print_sweep(store, args.sweep_id, False)
+    return 0
+
+
+def cmd_sweeps_stop(args) -> int:
+    from . import sweeps
+
+    print(sweeps.stop_sweep(args.sweep_id, args.store))
+    return 0
+
+
+def _print_rows(rows: list[tuple]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
 # ------------------------------------------------------------------ rendering

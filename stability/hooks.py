@@ -302,3 +302,28 @@ class Checkpoints(Hook):
     def on_end(self, trainer):
         if trainer.status != "diverged":
             trainer.save_checkpoint()
+
+
+class Pruning(Hook):
+    """A sweep's early stopping (issue 12): at every evaluation step, report ``metric`` (the
+    sweep's objective, ``val/loss``) to the run's Optuna trial; when the study's pruner says the
+    trial is hopeless, end the run as ``pruned`` (its rows and checkpoint are kept).
+
+    Runs after :class:`Evaluation` (hooks given to ``train_run`` follow the default ones), so the
+    value of this evaluation step is among ``trainer.pending()``.  Optuna keeps what was
+    reported in the study, so a resumed run carries nothing in its own state.
+    """
+
+    def __init__(self, trial, metric: str):
+        self.trial, self.metric = trial, metric
+
+    def on_log(self, trainer, result):
+        if not trainer.cadence.eval:
+            return
+        value = trainer.pending().get(self.metric)
+        if value is None or not math.isfinite(value):
+            return
+        self.trial.report(value, trainer.step)
+        if self.trial.should_prune():
+            trainer.stop("pruned", f"pruned at step {trainer.step}: {self.metric} {value:.4g} was worse than "
+                                   "the median of earlier trials at this step")

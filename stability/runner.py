@@ -39,6 +39,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -99,7 +100,7 @@ def is_alive(pid: int | None) -> bool:
 @contextlib.contextmanager
 def scheduling_lock(store: RunStore):
     """Hold the store's scheduling lock (between processes) for the ``with`` block."""
-    path = Path(store.path).parent / "runner.lock"
+    path = _home(store) / "runner.lock"
     with open(path, "a") as handle:
         if fcntl is not None:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -289,9 +290,13 @@ def _schedule(store: RunStore, limit: int) -> list[int]:
     """Under the scheduling lock: mark dead workers, then fill free slots oldest first."""
     _reap_launched()
     interrupted, busy, unclaimed = [], 0, []
+    here = socket.gethostname()
     for run in store.active_runs():
+        if run.host not in (None, here):  # another machine's run (a shared store): not ours to judge
+            continue
         if run.status == "queued" and run.pid is None:
-            unclaimed.append(run.id)
+            if run.sweep_id is None:  # a sweep's requeued runs wait for the sweep's workers
+                unclaimed.append(run.id)
         elif is_alive(run.pid) or (run.pid is None and _heartbeat_age(run) <= STALE_HEARTBEAT_S):
             busy += 1
         elif store.record(run.id).status in ACTIVE_STATUSES:
@@ -310,20 +315,39 @@ def _heartbeat_age(run: RunRecord) -> float:
 
 def _launch(store: RunStore, run_id: int, limit: int) -> None:
     """Start a detached worker for ``run_id`` and record its pid (the claim) and identity."""
-    logs = Path(store.path).parent / "logs"
+    process, claim = _spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit)
+    _write_claim(store, run_id, claim)
+    store.update_run(run_id, pid=process.pid, host=socket.gethostname())
+
+
+def _spawn(store: RunStore, arguments: list[str], name: str, limit: int,
+           extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
+    """A detached ``python -m stability.runner ARGUMENTS --store URL`` with its output in
+    ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
+    the process and its claim (pid, token, start time)."""
+    logs = _home(store) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     env = devices.worker_environment(os.environ, devices.worker_threads(limit))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env[MAX_RUNS_ENV] = str(limit)
     env[TOKEN_ENV] = token
-    command = [sys.executable, "-m", "stability.runner", "--worker", str(run_id), "--store", str(store.path)]
-    with open(logs / f"run-{run_id}.log", "ab") as log:
+    env.update(extra_env or {})
+    command = [sys.executable, "-m", "stability.runner", *arguments, "--store", _url(store)]
+    with open(logs / f"{name}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _launched.append(process)
-    _write_claim(store, run_id, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)})
-    store.update_run(run_id, pid=process.pid)
+    return process, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)}
+
+
+def _home(store: RunStore) -> Path:
+    """The store's local folder (logs, claims, locks). TODO(store port): ``store.home`` once it lands."""
+    return Path(getattr(store, "home", None) or Path(store.path).parent)
+
+
+def _url(store: RunStore) -> str:
+    return getattr(store, "url", None) or str(store.path)
 
 
 def _reap_launched() -> None:
@@ -369,7 +393,7 @@ def _is_claimed_worker(pid: int, claim: dict | None) -> bool:
         return bool(ours)
     token = f"{TOKEN_ENV}={claim['token']}".encode()
     return (stat_start is not None and stat_start == claim.get("start") and token in environ
-            and b"stability.runner" in command and b"--worker" in command)
+            and b"stability.runner" in command and (b"--worker" in command or b"--sweep" in command))
 
 
 def process_start_time(pid: int) -> int | None:
@@ -383,7 +407,7 @@ def process_start_time(pid: int) -> int | None:
 
 
 def _claim_path(store: RunStore, run_id: int) -> Path:
-    return Path(store.path).parent / "logs" / f"run-{run_id}.worker"
+    return _home(store) / "logs" / f"run-{run_id}.worker"
 
 
 def _write_claim(store: RunStore, run_id: int, claim: dict) -> None:
@@ -402,11 +426,73 @@ def _read_claim(store: RunStore, run_id: int) -> dict | None:
     return claim if isinstance(claim, dict) else None
 
 
+# ------------------------------------------------------------------ sweeps
+def launch_sweep_workers(store: RunStore, sweep_id: int, workers: int,
+                         gpus: list[str] | None = None) -> list[subprocess.Popen]:
+    """Start ``workers`` detached sweep workers (:func:`run_sweep_worker`) on this machine, sharing
+    its cores by the thread policy of ``workers`` concurrent runs; with ``gpus``, worker ``i``
+    sees only GPU ``gpus[i]`` (``CUDA_VISIBLE_DEVICES``). Their claims (pid, token, start time)
+    go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals only them."""
+    started = []
+    for index in range(workers):
+        extra = {"CUDA_VISIBLE_DEVICES": str(gpus[index])} if gpus else None
+        process, claim = _spawn(store, ["--sweep", str(int(sweep_id))], f"sweep-{int(sweep_id)}", workers, extra)
+        started.append(process)
+        with open(_sweep_claims_path(store, sweep_id), "a") as handle:
+            os.chmod(handle.fileno(), 0o600)  # the tokens are secrets
+            handle.write(json.dumps(claim) + "\n")
+    return started
+
+
+def terminate_sweep_workers(store: RunStore, sweep_id: int) -> int:
+    """SIGTERM (then SIGKILL) the sweep workers this machine launched for ``sweep_id`` that are
+    provably them (see :func:`_is_claimed_worker`); returns how many were ended."""
+    ended = 0
+    try:
+        lines = _sweep_claims_path(store, sweep_id).read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        try:
+            claim = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(claim, dict) and is_alive(claim.get("pid")) and _terminate(claim.get("pid"), claim):
+            ended += 1
+    return ended
+
+
+def _sweep_claims_path(store: RunStore, sweep_id: int) -> Path:
+    path = _home(store) / "logs" / f"sweep-{int(sweep_id)}.workers"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_sweep_worker(sweep_id: int, store_location) -> int:
+    """A sweep worker's entry point: :func:`stability.sweeps.work` in this process; returns the
+    number of runs it trained."""
+    from . import sweeps
+
+    devices.apply_worker_threads(devices.worker_threads(max_concurrent_runs()))
+    store = RunStore(store_location)
+    try:
+        return sweeps.work(store, sweep_id)
+    finally:
+        store.close()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stability.runner", description="A run's worker process.")
-    parser.add_argument("--worker", type=int, required=True, metavar="RUN_ID")
-    parser.add_argument("--store", required=True, metavar="PATH")
+    parser = argparse.ArgumentParser(prog="python -m stability.runner",
+                                     description="A run's (or a sweep's) worker process.")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--worker", type=int, metavar="RUN_ID")
+    which.add_argument("--sweep", type=int, metavar="SWEEP_ID")
+    parser.add_argument("--store", required=True, metavar="PATH_OR_URL")
     args = parser.parse_args(argv)
+    if args.sweep is not None:
+        trained = run_sweep_worker(args.sweep, args.store)
+        print(f"sweep {args.sweep}: this worker trained {trained} run{'s' * (trained != 1)}", flush=True)
+        return 0
     status = run_worker(args.worker, args.store)
     print(f"run {args.worker}: {status}", flush=True)
     return 0

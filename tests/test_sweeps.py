@@ -5,12 +5,14 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import optuna
+import pandas as pd
 import pytest
 
-from stability import metric_names
+from stability import metric_names, sweeps
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.store import RunStore
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
@@ -282,3 +284,186 @@ def test_a_tiny_grid_trained_into_a_store_gives_optuna_the_best_setting(tmp_path
     best_run = final.idxmin()
     assert {**settings[best_run], "train.seed": 0} == study.best_params
     assert study.best_value == final.min()
+
+
+# ------------------------------------------------------------------------------ running sweeps
+# Real worker processes (stability.runner --sweep) on a real store; every wait is bounded and fails
+# with what it saw, never a timed assertion about speed.
+WAIT_S = 240.0
+
+
+def wait_for(condition, what, timeout=WAIT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
+
+
+def sweep_done(store, sweep_id):
+    return lambda: store.sweep(sweep_id)["status"] != "running" and not sweeps.workers_alive(store, sweep_id)
+
+
+def trials_by_number(store, sweep_id):
+    study = optuna.load_study(study_name=store.sweep(sweep_id)["study"], storage=sweeps.storage(store))
+    return {t.number: t for t in study.get_trials()}
+
+
+def assert_each_setting_and_seed_once(store, spec, sweep_id):
+    frame = sweeps.results(store, sweep_id)
+    fields = [vary.field for vary in spec.vary]
+    seen = collections.Counter((*(row[f] for f in fields), row["seed"]) for _, row in frame.iterrows())
+    expected = {(*setting.values(), seed) for setting in spec.settings() for seed in spec.seed_values()}
+    assert set(seen) == expected and set(seen.values()) == {1}, seen
+    return frame
+
+
+def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store):
+    spec = build_spec(tiny("rnn", steps=6, log_every=2, eval_every=2), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
+                      seeds=2)
+    sweep_id = sweeps.start_sweep(spec, store.path, workers=2)
+    wait_for(sweep_done(store, sweep_id), "the sweep to end")
+    assert store.sweep(sweep_id)["status"] == "completed"
+    frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
+    assert (frame["status"] == "completed").all() and len(frame) == 12
+    trials = trials_by_number(store, sweep_id)
+    assert sorted(trials) == sorted(frame["trial"].tolist())
+    for row in frame.to_dict("records"):  # each trial's value is its run's final val/loss, read independently
+        rows = store.metrics(row["run_id"], names=[metric_names.VAL_LOSS])
+        assert trials[row["trial"]].state == optuna.trial.TrialState.COMPLETE
+        assert trials[row["trial"]].value == rows["value"].iloc[-1] == row["objective"]
+        assert store.record(row["run_id"]).params == {"train.lr": row["train.lr"], "cell": row["cell"]}
+    pids = {store.record(run_id).pid for run_id in frame["run_id"]}
+    assert len(pids) == 2  # both workers trained
+
+
+def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if_never_stopped(store):
+    spec = build_spec(tiny("rnn", steps=400, log_every=10, eval_every=50), ["lr=1e-3,1e-2"], seeds=1)
+    sweep_id = sweeps.start_sweep(spec, store.path, workers=1)
+    wait_for(lambda: any(r.step and r.step >= 30 for r in store.records(sweep_id=sweep_id)),
+             "the first run to pass step 30")
+    assert sweeps.stop_sweep(sweep_id, store.path) == "stopped"
+    (stopped,) = store.records(sweep_id=sweep_id)
+    assert stopped.status == "stopped" and stopped.step < 400
+    assert store.sweep(sweep_id)["stop_requested"]
+    assert trials_by_number(store, sweep_id)[stopped.trial].state == optuna.trial.TrialState.RUNNING
+    with pytest.raises(SweepError, match=f"is stopped; resume it with `python -m stability sweeps resume {sweep_id}`"):
+        sweeps.join_sweep(sweep_id, store.path)
+
+    assert sweeps.resume_sweep(sweep_id, store.path, workers=1) == 1
+    wait_for(sweep_done(store, sweep_id), "the resumed sweep to end")
+    assert store.sweep(sweep_id)["status"] == "completed"
+    frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
+    assert (frame["status"] == "completed").all()
+    resumed = store.record(stopped.id)
+    assert resumed.resumes == 1
+    steps = store.metrics(stopped.id, names=["train/loss"])["step"].tolist()
+    assert steps == list(range(10, 401, 10))  # every log step exactly once across the stop
+    # the same config trained in one go, in this process, ends with the same objective
+    with RunStore(store.path.parent / "alone.db") as alone:
+        config = RunConfig.from_dict(dict(resumed.raw_config))
+        run_id = alone.create_run(config.to_dict())
+        assert train_run(config, alone, run_id) == "completed"
+        assert alone.latest(run_id)[metric_names.VAL_LOSS] == resumed.latest[metric_names.VAL_LOSS]
+    with pytest.raises(SweepError, match="completed"):
+        sweeps.resume_sweep(sweep_id, store.path)
+
+
+def test_an_orphaned_run_is_taken_over_from_step_zero_and_counted_once(store):
+    spec = build_spec(tiny("rnn", steps=4, log_every=2, eval_every=2), ["lr=1e-3,1e-2"], seeds=1)
+    sweep_id = store.create_sweep(spec.to_dict())
+    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    with sweeps.sweep_lock(store, sweep_id):
+        job = sweeps.claim(store, study, spec, sweep_id)
+    store.flush(job.run_id, [(2, 0.0, "train/loss", 9.0)], heartbeat_step=2)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    store.update_run(job.run_id, status="running", pid=int(dead.stdout))  # its worker has died
+    assert sweeps.work(store, sweep_id) == 2
+    frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
+    assert (frame["status"] == "completed").all() and store.sweep(sweep_id)["status"] == "completed"
+    losses = store.metrics(job.run_id, names=["train/loss"])
+    assert losses["step"].tolist() == [2, 4] and 9.0 not in losses["value"].tolist()
+
+
+def test_a_hopeless_trial_is_pruned_at_an_evaluation_step_with_its_rows_kept(store):
+    spec = build_spec(tiny("rnn", steps=40, log_every=5, eval_every=5), ["lr=1e-7:1e-6:log"], sampler="random",
+                      trials=1, prune=True)
+    sweep_id = store.create_sweep(spec.to_dict())
+    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    distribution = {"train.lr": spec.vary[0].distribution()}
+    for value in (1e-7, 2e-7, 3e-7, 4e-7, 5e-7):  # five finished trials that reached a loss of 0 everywhere
+        study.add_trial(optuna.trial.create_trial(params={"train.lr": value}, distributions=distribution, value=0.0,
+                                                  intermediate_values={step: 0.0 for step in range(0, 41, 5)}))
+    trial = study.ask(distribution)
+    config = spec.config_for(setting_of(trial.params, spec), 0)
+    run_id = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=trial.number, params=trial.params)
+    status = sweeps.train_trial(store, study, spec, sweeps.Job(run_id, trial.number, config, resume=False))
+    assert status == "pruned" == store.record(run_id).status
+    assert "pruned at step 5" in store.record(run_id).error
+    assert study.get_trials()[-1].state == optuna.trial.TrialState.PRUNED
+    val = store.metrics(run_id, names=[metric_names.VAL_LOSS])
+    assert val["step"].tolist() == [0, 5]  # the rows up to the pruning step are kept
+    assert study.get_trials()[-1].intermediate_values == {5: val["value"].iloc[-1]}
+
+
+def test_a_diverged_trial_fails_its_trial_and_is_counted_in_its_setting(store):
+    base = tiny("rnn", steps=30, log_every=5, eval_every=5)
+    base.cell.options["nonlinearity"] = "relu"
+    spec = build_spec(base, ["lr=1e-2,1e6"], seeds=1)
+    sweep_id = store.create_sweep(spec.to_dict())
+    create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    assert sweeps.work(store, sweep_id) == 2
+    frame = sweeps.results(store, sweep_id)
+    assert sorted(frame["status"]) == ["completed", "diverged"]
+    trials = trials_by_number(store, sweep_id)
+    diverged = frame[frame["status"] == "diverged"].iloc[0]
+    assert trials[diverged["trial"]].state == optuna.trial.TrialState.FAIL
+    assert trials[diverged["trial"]].user_attrs["status"] == "diverged"
+    rows = {tuple(r["setting"].values()): r for r in sweeps.setting_rows(frame, spec)}
+    assert rows[(1e6,)]["diverged"] == 1 and rows[(1e6,)]["mean"] is None
+    assert rows[(1e-2,)]["completed"] == 1 and rows[(1e-2,)]["mean"] == frame.loc[
+        frame["status"] == "completed", "objective"].iloc[0]
+
+
+def test_setting_rows_agree_with_a_pandas_groupby_over_random_stored_sweeps(store):
+    rng = np.random.default_rng(5)
+    spec = build_spec(tiny("rnn"), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"], seeds=3)
+    sweep_id = store.create_sweep(spec.to_dict())
+    expected = []
+    for number, (setting, seed) in enumerate(itertools.product(spec.settings(), spec.seed_values())):
+        config = spec.config_for(setting, seed)
+        run_id = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=number, params=setting)
+        status = rng.choice(["completed", "completed", "diverged", "pruned", "running"])
+        value = float(rng.lognormal())
+        store.flush(run_id, [(10, 0.0, metric_names.VAL_LOSS, value + 1), (20, 0.0, metric_names.VAL_LOSS, value)])
+        store.set_status(run_id, str(status))
+        expected.append({**setting, "seed": seed, "status": status, "value": value})
+    truth = pd.DataFrame(expected)
+    rows = sweeps.setting_rows(sweeps.results(store, sweep_id), spec)
+    assert len(rows) == 6
+    for row in rows:
+        mine = truth[(truth["train.lr"] == row["setting"]["train.lr"]) & (truth["cell"] == row["setting"]["cell"])]
+        done = mine[mine["status"] == "completed"]["value"]
+        for key, value in (("mean", done.mean()), ("min", done.min()), ("max", done.max())):
+            assert (row[key] is None) if done.empty else row[key] == pytest.approx(value, rel=1e-12)
+        assert row["diverged"] == (mine["status"] == "diverged").sum()
+        assert sorted(run["seed"] for run in row["runs"]) == sorted(mine["seed"])
+
+
+def test_a_requeued_sweep_run_is_left_to_the_sweeps_workers_by_the_run_queue(store):
+    from stability import runner
+
+    spec = build_spec(tiny("rnn"), ["lr=1e-3,1e-2"])
+    sweep_id = store.create_sweep(spec.to_dict())
+    run_id = store.create_run(tiny("rnn").to_dict(), sweep_id=sweep_id, trial=0, params={"train.lr": 1e-3})
+    runner.reconcile(store.path)
+    assert store.record(run_id).status == "queued" and store.record(run_id).pid is None
+
+
+def test_sweep_errors_are_one_line(store):
+    with pytest.raises(ValueError, match="no sweep with id 42"):
+        sweeps.stop_sweep(42, store.path)
+    with pytest.raises(SweepError, match="workers must be an integer >= 1"):
+        sweeps.start_sweep(build_spec(tiny("rnn"), ["lr=1e-3"]), store.path, workers=0)
+    assert store.sweeps() == []
