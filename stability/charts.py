@@ -606,6 +606,22 @@ def _top_edge(values: pd.Series, log: bool) -> float:
     return float(shown.max()) + 0.08 * span
 
 
+LOG_FIELDS = ("train.lr", "train.weight_decay")  # drawn on a log axis whenever their values are positive
+LOG_SPAN = 100.0  # other numeric fields: a log axis when their positive values span this factor or more
+
+
+def log_axis_for(field: str, values, log: bool = False) -> bool:
+    """Whether a varied field belongs on a log axis: its ``--vary`` said ``log``, or it is a learning rate
+    (:data:`LOG_FIELDS`), or its values span :data:`LOG_SPAN` or more; always positive numbers."""
+    present = pd.Series(list(values), dtype=object)
+    if not _is_numeric_field(present):
+        return False
+    numbers = present.astype(float)
+    if not (numbers > 0).all():
+        return False
+    return bool(log or field in LOG_FIELDS or numbers.max() / numbers.min() >= LOG_SPAN)
+
+
 def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str | None = None, *,
                           log_x: bool = False, log_y: bool = False, objective: str = "val/loss",
                           direction: str = "minimize", title: str = "", height: int = 320) -> alt.LayerChart:

@@ -687,3 +687,12 @@ def test_grouped_curves_chart_mean_line_min_max_band_and_zeros_marked_on_log():
     assert len(marked) == 1 and rows_of(spec, marked[0])[["group", "step"]].values.tolist() == [["rnn", 10]]
     linear = charts.grouped_curves_chart(curves, "grad/h0_norm").to_dict()
     assert not [layer for layer in layer_by_mark(linear, "point") if layer["mark"].get("shape") == "triangle-down"]
+
+
+def test_log_axis_for_learning_rates_wide_spans_and_only_positive_numbers():
+    assert charts.log_axis_for("train.lr", [1e-3, 2e-3])
+    assert charts.log_axis_for("task.seq_len", [10, 1000]) and not charts.log_axis_for("task.seq_len", [50, 100])
+    assert charts.log_axis_for("cell.h0_noise_std", [0.1, 0.5], log=True)
+    assert not charts.log_axis_for("cell.h0_noise_std", [0.0, 0.1], log=True)  # 0 has no place on a log axis
+    assert not charts.log_axis_for("cell", ["rnn", "lstm"]) and not charts.log_axis_for("train.clip_grad_norm",
+                                                                                      [None, 1.0, 1000.0])

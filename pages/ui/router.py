@@ -44,6 +44,7 @@ PAGES = (  # (file under pages/, title, icon); app.py's navigation and the redir
     ("compare.py", "Compare", ":material/stacked_line_chart:"),
     ("gradient_flow.py", "Gradient flow", ":material/waves:"),
     ("runs.py", "Runs", ":material/list_alt:"),
+    ("sweep.py", "Sweep", ":material/tune:"),
 )
 _routing = threading.local()
 

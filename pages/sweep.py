@@ -1,0 +1,372 @@
+"""Sweep: one base config, some fields varied, N seeds each; start it, watch its results live.
+
+Start:  config form (as Train) -> Vary rows (``FIELD`` and values in the CLI's --vary syntax) -> seeds,
+        sampler, pruning, workers -> sweeps.build_spec (SweepError: one line) -> its description, runs
+        and rough time (sweeps.estimate) -> Start -> sweeps.start_sweep -> ``?sweep=ID``.
+Watch:  a sweep (the "Watching" box or ``?sweep=ID``) -> progress by status, Stop / Resume ->
+        sweeps.results (one row per run) -> groups.setting_table -> the objective against a varied
+        field, a heatmap over two, parallel coordinates, curves over seeds -> the settings table
+        (links to each run's Train page) and the results as CSV.
+
+Note [Watching a sweep]
+-----------------------
+A sweep of 16 runs is 16 workers writing beside the page, so the page must cost little to keep open
+(issue 12: under the live-page benchmark's budget).  The watch panel is a fragment on a timer (the
+"Live updates" setting; Auto looks every :data:`AUTO_EVERY_S` s while the sweep runs, never after it
+ended).  Each rerun reads the sweep's row and its runs' results (two indexed queries and the runs'
+latest values); only when a run moved (its status or last step, :func:`results_version`) are the curve
+rows read, in one query for the chosen metric, and a chart rebuilt; an unchanged chart is sent as the
+identical spec, which the browser does not redraw (pages/ui/live.py, Notes [Watching cheaply],
+[Live charts], [Stable specs]).  When the sweep ends the page reruns once, to stop polling and update
+its buttons.
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import streamlit as st
+
+from pages.ui.form import config_form
+from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, Panel, live_chart_specs, refresh_control, show_chart
+from pages.ui.links import QueryReader
+from pages.ui.router import require_router
+from pages.ui.status import format_duration
+from pages.ui.store import open_store, store_guard, store_path
+from stability import cells, charts, groups, sweeps
+from stability.config import RunConfig
+from stability.store import ACTIVE_STATUSES, TERMINAL, SweepNotFound
+
+require_router(__file__)
+
+AUTO_EVERY_S = 5.0
+SWEEP_CHOICES = 100                # newest sweeps offered in the "Watching" box
+VARY_ROWS = 2                      # rows of the Vary editor at first
+MAX_VARY_ROWS = 8
+DEFAULT_VARY = [("lr", "1e-4:1e-1:4:log"), ("cell", "rnn,spectral")]
+FIELD_HINTS = {                    # field -> an example of its values, in the --vary syntax
+    "lr": "1e-4:1e-1:4:log", "cell": "rnn,lstm,spectral", "cell.hidden_size": "32,64,128",
+    "task.seq_len": "50,100,200", "optimizer": "adam,sgd,rmsprop", "clip_grad_norm": "none,1.0",
+    "cell.h0": "zero,learned,noisy", "cell.h0_noise_std": "0.1,0.5", "steps": "500,1000",
+    "batch_size": "32,64", "weight_decay": "0,1e-4",
+}
+CURVE_METRICS = ("val/loss", "train/loss", "grad/h0_norm", "sv/min", "sv/max", "sv/margin", "gap/loss")
+STATUS_ORDER = ("completed", "running", "queued", "pruned", "diverged", "stopped", "failed", "interrupted")
+CHART_HEIGHT = 300
+NO_COLOUR = "(none)"
+
+
+# ------------------------------------------------------------------------------------ start
+def field_choices(cell: str) -> list[str]:
+    """The fields a user most often varies, then the chosen cell's own options."""
+    options = [f"cell.{option.name}" for option in cells.describe(cell).options if option.in_form]
+    return list(dict.fromkeys([*FIELD_HINTS, *options]))
+
+
+def vary_editor(base: RunConfig) -> list[str]:
+    """Rows of (field, values); returns the ``FIELD=VALUES`` texts of the filled rows."""
+    count = st.session_state.setdefault("sweep_vary_rows", VARY_ROWS)
+    choices = field_choices(base.cell.name)
+    texts = []
+    for row in range(count):
+        field_column, values_column = st.columns([1, 1.4])
+        default_field, default_values = DEFAULT_VARY[row] if row < len(DEFAULT_VARY) else (None, "")
+        field = field_column.selectbox(
+            "Field" if row == 0 else f"Field {row + 1}", choices, key=f"sweep_vary_field_{row}",
+            index=choices.index(default_field) if default_field in choices else None, accept_new_options=True,
+            placeholder="a config path", label_visibility="visible" if row == 0 else "collapsed",
+            help="What to vary: a name from the list or any config path (cell.OPTION, task.OPTION, a train field).")
+        values = values_column.text_input(
+            "Values" if row == 0 else f"Values {row + 1}", value=default_values, key=f"sweep_vary_values_{row}",
+            placeholder=FIELD_HINTS.get(field or "", "V1,V2,... or LOW:HIGH:COUNT[:log]"),
+            label_visibility="visible" if row == 0 else "collapsed",
+            help="V1,V2,... or LOW:HIGH:COUNT (evenly spaced), LOW:HIGH:COUNT:log (log-spaced); random and "
+                 "TPE also take LOW:HIGH[:log], any value in the range.")
+        if field and values.strip():
+            texts.append(f"{field.strip()}={values.strip()}")
+    add, remove = st.columns(2)
+    add.button("Add a field", key="sweep_vary_add", disabled=count >= MAX_VARY_ROWS, width="stretch",
+               on_click=lambda: st.session_state.update(sweep_vary_rows=count + 1))
+    remove.button("Remove the last", key="sweep_vary_remove", disabled=count <= 1, width="stretch",
+                  on_click=lambda: st.session_state.update(sweep_vary_rows=count - 1))
+    return texts
+
+
+def without_default_options(config: RunConfig) -> RunConfig:
+    """``config`` without the cell options the form filled in at their defaults: they say nothing the cell
+    would not do anyway, and a sweep that varies ``cell`` would otherwise hand one cell's options to the
+    others (``m1`` to an rnn)."""
+    defaults = {option.name: option.default for option in cells.describe(config.cell.name).options}
+    options = {name: value for name, value in config.cell.options.items()
+               if name not in defaults or value != defaults[name]}
+    return RunConfig.from_dict({**config.to_dict(), "cell": {**config.to_dict()["cell"], "options": options}})
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def checked_spec(base_json: str, texts: tuple, seeds: int, sampler: str, trials: int | None,
+                 prune: bool) -> tuple[dict | None, str | None]:
+    """(the checked spec as a dict, None) or (None, the SweepError's line); each sweep is checked, its
+    configs built, once per server process."""
+    try:
+        spec = sweeps.build_spec(RunConfig.from_json(base_json), list(texts), seeds=seeds, sampler=sampler,
+                                 trials=trials, prune=prune)
+    except sweeps.SweepError as error:
+        return None, str(error)
+    return spec.to_dict(), None
+
+
+def sweep_settings() -> dict:
+    """Seeds, sampler and trials, pruning, workers and a name."""
+    left, right = st.columns(2)
+    seeds = int(left.number_input("Seeds", min_value=1, max_value=100, value=3, step=1, key="sweep_seeds",
+                                  help="Each setting runs with the seeds base, base + 1, ..."))
+    workers = int(right.number_input("Workers", min_value=1, max_value=max(1, os.cpu_count() or 1),
+                                     value=min(2, os.cpu_count() or 1), step=1, key="sweep_workers",
+                                     help="Runs trained at once, each in its own process."))
+    sampler = left.selectbox("Sampler", sweeps.SAMPLERS, key="sweep_sampler",
+                             help="grid: every setting; random and tpe: Optuna samples a trial budget of settings.")
+    trials = int(right.number_input("Trials", min_value=1, max_value=10_000, value=8, step=1, key="sweep_trials",
+                                    disabled=sampler == "grid", help="Settings to sample (random and tpe)."))
+    prune = st.checkbox("Prune hopeless trials", key="sweep_prune",
+                        help="Optuna's median pruner stops a run whose validation loss is worse than the median "
+                             "of the others at the same step; its rows are kept.")
+    name = st.text_input("Name (optional)", key="sweep_name")
+    return {"seeds": seeds, "sampler": sampler, "trials": None if sampler == "grid" else trials, "prune": prune,
+            "workers": workers, "name": name.strip()}
+
+
+def start_section(store) -> int | None:
+    """The form; returns the id of a sweep started just now."""
+    base = config_form("sweep")
+    st.markdown("**Vary**")
+    texts = vary_editor(base or RunConfig())
+    settings = sweep_settings()
+    if base is None:
+        return None
+    spec_dict, problem = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"], settings["sampler"],
+                                      settings["trials"], settings["prune"])
+    if problem:
+        st.error(problem)
+        return None
+    spec = sweeps.SweepSpec.from_dict(spec_dict)
+    st.caption(spec.describe())
+    estimate = sweeps.estimate(spec, store, settings["workers"])
+    timing = (f"about {format_duration(estimate['seconds'])} on {settings['workers']} "
+              f"worker{'s' if settings['workers'] > 1 else ''} ({estimate['basis']})" if estimate
+              else "no estimate yet: no finished run to base it on")
+    st.markdown(f"**{spec.size():,} runs** · {timing}")
+    if st.button("Start", type="primary", key="sweep_start", width="stretch"):
+        try:
+            return sweeps.start_sweep(spec, store_path(), workers=settings["workers"], name=settings["name"])
+        except sweeps.SweepError as error:
+            st.error(str(error))
+    return None
+
+
+# ------------------------------------------------------------------------------------ watch
+def sweep_label(sweep: dict) -> str:
+    done = sum(count for status, count in sweep["counts"].items() if status in TERMINAL)
+    total = sum(sweep["counts"].values())
+    return f"#{sweep['id']}{' ' + sweep['name'] if sweep['name'] else ''} · {sweep['status']} · {done}/{total} runs"
+
+
+def sweep_active(sweep: dict) -> bool:
+    return sweep["status"] == "running" or any(sweep["counts"].get(status) for status in ACTIVE_STATUSES)
+
+
+def progress(spec: sweeps.SweepSpec, counts: dict) -> None:
+    """Runs done of the sweep's total, and how many are in each status."""
+    total = max(spec.size(), sum(counts.values()))
+    done = sum(count for status, count in counts.items() if status in TERMINAL)
+    parts = [f"{counts[status]} {status}" for status in STATUS_ORDER if counts.get(status)]
+    st.progress(done / total if total else 0.0, text=f"{done} / {total} runs done · " + " · ".join(parts))
+
+
+def results_version(results: pd.DataFrame) -> tuple:
+    """Changes when a run of the sweep appears, changes status or reaches a new step."""
+    return tuple(zip(results["run_id"].tolist(), results["status"].tolist(),
+                     results["step"].fillna(-1).astype(int).tolist()))
+
+
+def curve_rows(store, sweep_id: int, metric: str, version: tuple) -> pd.DataFrame:
+    """The rows of ``metric`` of the sweep's runs, read again only when a run moved (Note [Watching a sweep])."""
+    cache = st.session_state.setdefault("_sweep_curves", {})
+    key = (sweep_id, metric)
+    if key not in cache or cache[key][0] != version:
+        cache.clear()
+        cache[key] = (version, store.metrics_many([run_id for run_id, *_ in version], names=[metric]))
+    return cache[key][1]
+
+
+def run_link(run_id) -> str | None:
+    """A link to the run's Train page (the app's default page)."""
+    return None if pd.isna(run_id) else f"./?run={int(run_id)}"
+
+
+def chart_controls(spec: sweeps.SweepSpec) -> dict:
+    """x field, colour field, heatmap fields, curve metric, log objective; the choices read the spec."""
+    fields = [vary.field for vary in spec.vary]
+    if not fields:
+        metric = st.selectbox("Curves of", CURVE_METRICS, key="sweep_metric")
+        return {"fields": [], "metric": metric, "log_y": True}
+    logged = {vary.field: vary.log for vary in spec.vary}
+    default_x = next((f for f in fields if charts.log_axis_for(f, _values(spec, f), logged[f])), fields[0])
+    row = st.columns([1.2, 1.2, 1.2, 1.2, 1.3, 0.9], vertical_alignment="bottom")
+    x_field = row[0].selectbox("x", fields, index=fields.index(default_x), key="sweep_x",
+                               format_func=charts.field_title, help="The varied field along x.")
+    others = [NO_COLOUR] + [f for f in fields if f != x_field]
+    colour = row[1].selectbox("Line per", others, index=1 if len(others) > 1 else 0, key="sweep_colour",
+                              format_func=lambda f: f if f == NO_COLOUR else charts.field_title(f))
+    heat_x = row[2].selectbox("Heatmap x", fields, index=fields.index(x_field), key="sweep_heat_x",
+                              format_func=charts.field_title)
+    rest = [f for f in fields if f != heat_x] or fields
+    heat_y = row[3].selectbox("Heatmap y", rest, key="sweep_heat_y", format_func=charts.field_title)
+    metric = row[4].selectbox("Curves of", CURVE_METRICS, key="sweep_metric",
+                              help="Mean over each setting's seeds (geometric for gradient norms and singular "
+                                   "values) with a min-max band.")
+    log_y = row[5].toggle("Log y", value=True, key="sweep_log", help="Log scale for the objective.")
+    return {"fields": fields, "x": x_field, "colour": None if colour == NO_COLOUR else colour, "heat_x": heat_x,
+            "heat_y": heat_y, "metric": metric, "log_y": log_y,
+            "log_fields": frozenset(f for f in fields if charts.log_axis_for(f, _values(spec, f), logged[f]))}
+
+
+def _values(spec: sweeps.SweepSpec, field: str) -> tuple:
+    vary = next(vary for vary in spec.vary if vary.field == field)
+    return vary.values or (vary.low, vary.high)
+
+
+def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame, controls: dict) -> list[Panel]:
+    """The four charts as live panels: each rebuilt only when the results or its controls changed."""
+    version = results_version(results)
+    objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
+    fields = controls["fields"]
+    panels = []
+    if fields:
+        x, colour, log_y = controls["x"], controls["colour"], controls["log_y"]
+        panels.append(Panel("objective", (x, colour, log_y, controls["log_fields"]), version,
+                            lambda: charts.sweep_objective_chart(
+                                results, x, colour, log_x=x in controls["log_fields"], log_y=log_y,
+                                objective=objective, direction=direction, height=CHART_HEIGHT,
+                                title=f"Final {objective} against {charts.field_title(x)}")))
+        if len(fields) > 1 and controls["heat_x"] != controls["heat_y"]:
+            heat = (controls["heat_x"], controls["heat_y"])
+            panels.append(Panel("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
+                groups.setting_table(results, list(heat), direction), *heat, log_color=log_y,
+                objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds")))
+        panels.append(Panel("parallel", (tuple(fields), controls["log_fields"], log_y), version,
+                            lambda: charts.parallel_coordinates(
+                                results, fields, log_fields=controls["log_fields"], log_objective=log_y,
+                                objective=objective, height=CHART_HEIGHT, title="Every run, across the varied fields")))
+    metric = controls["metric"]
+    rows = curve_rows(store, sweep_id, metric, version)
+    labels = dict(zip(results["run_id"], results["setting"]))
+    log_metric = groups.is_log_metric(metric)
+    panels.append(Panel("curves", (metric,), version, lambda: charts.grouped_curves_chart(
+        groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
+        title=f"{metric}: mean over seeds, min-max band")))
+    return panels
+
+
+@store_guard
+def sweep_panel(sweep_id: int, controls: dict) -> None:
+    """Progress, the charts, the settings table and the CSV; a fragment while the sweep runs."""
+    store = open_store()
+    try:
+        sweep = next(s for s in store.sweeps() if s["id"] == sweep_id)
+    except StopIteration:
+        st.warning(f"Sweep {sweep_id} is not in the store.")
+        return
+    was_active = st.session_state.get("_sweep_active", {}).get(sweep_id)
+    active = sweep_active(sweep)
+    st.session_state.setdefault("_sweep_active", {})[sweep_id] = active
+    if was_active and not active:  # once: a full rerun stops the polling and updates the buttons
+        st.rerun()
+    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+    progress(spec, sweep["counts"])
+    results = sweeps.results(store, sweep_id)
+    if results.empty:
+        st.info("Waiting for the first runs of this sweep…")
+        return
+    objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
+    specs = live_chart_specs(("sweep", sweep_id), sweep_panels(store, sweep_id, spec, results, controls),
+                             final=not active)
+    for start in range(0, len(specs), 2):
+        for column, chart in zip(st.columns(2), specs[start:start + 2]):
+            show_chart(column, chart)
+    fields = [vary.field for vary in spec.vary]
+    table = groups.setting_table(results, fields, direction)
+    table["best_run"] = table["best_run"].map(run_link)
+    st.markdown(f"**Settings**, best mean final {objective} first (click a header to sort)")
+    st.dataframe(table.drop(columns=["seeds"] if table["seeds"].eq(table["completed"]).all() else []),
+                 key="sweep_settings", hide_index=True, width="stretch", column_config={
+                     **{name: st.column_config.NumberColumn(name, format="%.4g") for name in ("mean", "min", "max", "std")},
+                     **{name: st.column_config.TextColumn(charts.field_title(name)) for name in fields
+                        if not pd.api.types.is_numeric_dtype(table[name])},
+                     "best_run": st.column_config.LinkColumn("best run", display_text=r"run=(\d+)",
+                                                             help="Open the best seed's run on the Train page."),
+                     "n": st.column_config.NumberColumn("n", help="Completed seeds the statistics are over.")})
+    with st.expander(f"Runs of sweep #{sweep_id} ({len(results)})"):
+        runs = results.assign(run=results["run_id"].map(run_link))
+        st.dataframe(runs[["run", "setting", "seed", "status", "objective", "step"]], key="sweep_runs",
+                     hide_index=True, width="stretch", column_config={
+                         "run": st.column_config.LinkColumn("run", display_text=r"run=(\d+)"),
+                         "objective": st.column_config.NumberColumn(objective, format="%.4g")})
+    st.download_button(f"Download results CSV ({len(results)} runs)", results.to_csv(index=False).encode(),
+                       file_name=f"sweep-{sweep_id}.csv", mime="text/csv", key="sweep_csv")
+
+
+st.title("Sweep")
+st.caption("Vary any setting of a run over a list or a range of values, times a few seeds, and see where it "
+           "stops learning: the final validation loss against the varied fields, mean and spread over seeds.")
+
+store = open_store()
+query = QueryReader()
+requested = next(iter(query.ids("sweep")), None)
+linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+form, watch = st.columns([1, 2.6], gap="large")
+
+with form:
+    started = start_section(store)
+if started is not None:
+    st.query_params["sweep"] = str(started)
+    st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
+
+known = store.sweeps()[:SWEEP_CHOICES]
+with watch:
+    if not known:
+        query.warn()
+        st.info("No sweeps yet: set a base config and the fields to vary on the left, and press **Start**.")
+        st.stop()
+    labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
+    if requested is not None and requested not in labels:
+        query.note(f"sweep={requested} (no such sweep in this store)")
+    if st.session_state.get("sweep_watch") not in labels:
+        st.session_state["sweep_watch"] = requested if requested in labels else known[0]["id"]
+    pick, buttons, cadence = st.columns([2.6, 1.4, 1.3], vertical_alignment="bottom")
+    watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="sweep_watch")
+    refresh = refresh_control(cadence, linked_refresh, key="sweep_refresh")
+    query.warn()
+    st.query_params["sweep"] = str(watched)
+    sweep = store.sweep(watched)
+    counts = next(s["counts"] for s in known if s["id"] == watched)
+    active = sweep_active({**sweep, "counts": counts})
+    stop, resume = buttons.columns(2)
+    if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
+                   help="Stop the sweep: its running runs stop, no new trial starts."):
+        st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
+        active = False
+    if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
+                     help="Start workers again for the runs this sweep has not finished."):
+        try:
+            sweeps.resume_sweep(watched, store_path(), workers=int(sweep.get("workers") or 1))
+            st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
+            active = True
+        except (sweeps.SweepError, SweepNotFound) as error:
+            st.session_state["sweep_notice"] = str(error)
+    if "sweep_notice" in st.session_state:
+        st.info(st.session_state.pop("sweep_notice"))
+    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+    st.caption(f"Sweep #{watched}: {spec.describe()}")
+    controls = chart_controls(spec)
+    every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))
+    st.fragment(sweep_panel, run_every=every)(watched, controls)

@@ -1,0 +1,284 @@
+"""The Sweep page through Streamlit's AppTest, on a temp store holding sweeps written through RunStore.
+
+``store_sweep`` writes a finished-looking sweep the way workers would (a sweeps row, one run per setting
+and seed with its trial and varied values, metric rows through ``flush``, a final status); the browser
+test (tests/test_browser.py) uses it too.
+"""
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import streamlit
+from streamlit import dataframe_util
+from streamlit.testing.v1 import AppTest
+
+from stability import sweeps
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+
+PAGE = Path(__file__).resolve().parent.parent / "pages" / "sweep.py"
+STEPS = range(0, 101, 10)
+
+
+def base_config(steps=100):
+    return RunConfig(cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": 20}),
+                     train=TrainConfig(steps=steps, lr=1e-3, seed=0))
+
+
+def final_loss(cell, lr, seed):
+    """A made-up final validation loss: spectral indifferent to lr, rnn better at larger lr."""
+    return (0.05 if cell == "spectral" else 0.15 - 0.4 * lr) * (1 + 0.1 * seed)
+
+
+def store_sweep(store, cells=("rnn", "spectral"), lrs=(1e-3, 1e-2, 1e-1), seeds=2, diverge=(("rnn", 0.1, 0),),
+                prune=(), running=(), status="completed"):
+    """A sweep of cell x lr x seeds written through the store; ``diverge`` / ``prune`` / ``running`` list
+    (cell, lr, seed) runs that diverged (NaN val/loss at the end), were pruned at step 50, or are still
+    running at step 50. Returns (sweep id, spec)."""
+    spec = sweeps.build_spec(base_config(), [f"cell={','.join(cells)}", f"lr={','.join(map(str, lrs))}"],
+                             seeds=seeds)
+    sweep_id = store.create_sweep(spec.to_dict(), name="lr x cell")
+    trial = 0
+    for setting in spec.settings():
+        for seed in spec.seed_values():
+            key = (setting["cell"], setting["train.lr"], seed)
+            config = spec.config_for(setting, seed)
+            run_id = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=trial, params=setting)
+            trial += 1
+            last = 50 if key in prune or key in running else 100
+            loss = final_loss(*key)
+            rows = []
+            for step in (s for s in STEPS if s <= last):
+                wall = 1000.0 * run_id + step
+                fraction = step / 100
+                value = (0.17 - (0.17 - loss) * fraction) if key not in diverge or step < last else math.nan
+                h0 = (1e-3 if setting["cell"] == "spectral" else 10.0 ** -(2 + 20 * fraction)) * (1 + seed)
+                if setting["cell"] == "rnn" and setting["train.lr"] == 1e-3 and seed == 1 and step == 100:
+                    h0 = 0.0  # vanished below float64's range: a zero the curves must keep honest
+                rows += [(step, wall, "train/loss", value), (step, wall, "val/loss", value),
+                         (step, wall, "grad/h0_norm", h0), (step, wall, "sv/min", 0.9 - 0.5 * fraction),
+                         (step, wall, "sv/max", 1.1 + setting["train.lr"] * 10 * fraction)]
+            store.flush(run_id, rows, heartbeat_step=last)
+            store.update_run(run_id, total_steps=100, metric="mse", baseline=1 / 6, baseline_label="memoryless")
+            if key in running:
+                store.set_status(run_id, "running")
+            else:
+                store.set_status(run_id, "diverged" if key in diverge else "pruned" if key in prune else "completed")
+    if not running:
+        store.update_sweep(sweep_id, status=status)
+    return sweep_id, spec
+
+
+def stand_in_results(store, sweep_id):
+    """What stability.sweeps.results gives, for the tests only until the real one lands."""
+    spec = sweeps.SweepSpec.from_dict(store.sweep(sweep_id)["spec"])
+    fields = [vary.field for vary in spec.vary]
+    rows = []
+    for record in sorted(store.records(sweep_id=sweep_id), key=lambda r: r.id):
+        value = record.latest.get("val/loss", math.nan)
+        rows.append({"run_id": record.id, "trial": record.trial, "seed": record.config.train.seed,
+                     "status": record.status, "objective": value if math.isfinite(value) else math.nan,
+                     "step": record.step, "setting": " ".join(f"{f.removeprefix('train.')}={v:g}" if isinstance(
+                         v, float) else f"{f}={v}" for f, v in record.params.items()),
+                     **{field: record.params.get(field) for field in fields}})
+    frame = pd.DataFrame(rows, columns=["run_id", "trial", "seed", "status", "objective", "step", "setting", *fields])
+    return frame.astype({"run_id": "int64", "trial": "Int64", "seed": "int64", "objective": "float64",
+                         "step": "Int64"})
+
+
+@pytest.fixture(autouse=True)
+def results_function(monkeypatch):
+    if not hasattr(sweeps, "results"):
+        monkeypatch.setattr(sweeps, "results", stand_in_results, raising=False)
+    if not hasattr(sweeps, "estimate"):
+        monkeypatch.setattr(sweeps, "estimate", lambda spec, store, workers: None, raising=False)
+
+
+def run(**query):
+    app = AppTest.from_file(str(PAGE), default_timeout=60)
+    for key, value in query.items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def param(app, key):
+    value = app.query_params[key]
+    return value[0] if isinstance(value, list) else value
+
+
+def charts_of(app):
+    """The charts keyed by their title."""
+    return {json.loads(chart.proto.spec).get("title"): chart for chart in app.get("vega_lite_chart")}
+
+
+def chart_frames(chart):
+    return [dataframe_util.convert_arrow_bytes_to_pandas_df(named.data.data) for named in chart.proto.datasets]
+
+
+def settings_table(app):
+    return next(frame.value for frame in app.dataframe if "mean" in frame.value.columns)
+
+
+def test_no_sweeps_yet_points_to_the_form(store):
+    app = run()
+    assert not app.exception and not app.error
+    assert any("No sweeps yet" in info.value for info in app.info)
+
+
+def test_watching_a_store_made_sweep_draws_the_four_charts_and_the_table(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    assert not app.exception and not app.error
+    assert set(charts_of(app)) == {"Final val/loss against lr", "Mean val/loss over seeds",
+                                   "Every run, across the varied fields", "val/loss: mean over seeds, min-max band"}
+    table = settings_table(app)
+    assert len(table) == 6 and set(table["cell"]) == {"rnn", "spectral"}
+    rnn = table[(table["cell"] == "rnn") & (table["train.lr"] == 0.1)].iloc[0]
+    assert rnn["diverged"] == 1 and rnn["n"] == 1
+    assert rnn["mean"] == pytest.approx(final_loss("rnn", 0.1, 1))
+    best = table.iloc[0]
+    assert best["cell"] == "spectral" and best["mean"] == pytest.approx(np.mean([final_loss("spectral", 0, s)
+                                                                                  for s in (0, 1)]))
+    assert best["best_run"].startswith("./?run=")
+    assert "6 / 12" not in app.get("progress")[0].proto.text  # a finished sweep: every run done
+    assert app.get("progress")[0].proto.text.startswith("12 / 12 runs done")
+    assert param(app, "sweep") == str(sweep_id)
+
+
+def test_the_objective_chart_places_every_seed_and_the_diverged_run_at_the_top(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    chart = charts_of(app)["Final val/loss against lr"]
+    spec = json.loads(chart.proto.spec)
+    encodings = [layer["encoding"] for layer in spec["layer"]]
+    assert all(e["x"]["scale"]["type"] == "log" for e in encodings)  # lr is drawn on a log axis
+    seeds = next(frame for frame in chart_frames(chart) if "status" in frame)
+    assert len(seeds) == 12
+    diverged = seeds[seeds["status"] == "diverged"]
+    assert len(diverged) == 1 and (diverged["y"] > seeds.loc[seeds["status"] != "diverged", "y"].max()).all()
+
+
+def test_curves_follow_the_chosen_metric_and_average_seeds(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    app.selectbox(key="sweep_metric").set_value("sv/max").run()
+    assert not app.exception
+    chart = charts_of(app)["sv/max: mean over seeds, min-max band"]
+    rows = chart_frames(chart)[0]
+    last = rows[(rows["group"] == "cell=rnn lr=0.1") & (rows["step"] == 100)].iloc[0]
+    assert last["mean"] == pytest.approx(1.1 + 0.1 * 10) and last["n"] == 2
+    app.selectbox(key="sweep_metric").set_value("grad/h0_norm").run()
+    rows = chart_frames(charts_of(app)["grad/h0_norm: mean over seeds, min-max band"])[0]
+    vanished = rows[(rows["group"] == "cell=rnn lr=0.001") & (rows["step"] == 100)].iloc[0]
+    assert vanished["min"] == 0 and vanished["zeros"] == 1 and vanished["mean"] == pytest.approx(1e-22)
+
+
+def test_controls_change_the_charts_axes(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    app.selectbox(key="sweep_x").set_value("cell").run()
+    assert not app.exception
+    spec = json.loads(charts_of(app)["Final val/loss against cell"].proto.spec)
+    assert spec["layer"][0]["encoding"]["x"]["type"] == "ordinal"
+    assert spec["layer"][0]["encoding"]["color"]["title"] == "lr"
+    app.toggle(key="sweep_log").set_value(False).run()
+    spec = json.loads(charts_of(app)["Final val/loss against cell"].proto.spec)
+    assert spec["layer"][1]["encoding"]["y"]["scale"].get("type") != "log"
+
+
+def test_csv_download_holds_the_results(store, monkeypatch):
+    downloads = []
+    original = streamlit.download_button
+
+    def recording(label, data, *args, **kwargs):
+        downloads.append(data)
+        return original(label, data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "download_button", recording)
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    assert not app.exception
+    csv = pd.read_csv(io.BytesIO(downloads[-1]))
+    assert len(csv) == 12 and {"run_id", "status", "objective", "cell", "train.lr"} <= set(csv.columns)
+    assert csv.loc[csv["status"] == "diverged", "objective"].isna().all()
+    expected = {run.id: run.latest["val/loss"] for run in store.records(sweep_id=sweep_id)}
+    for row in csv[csv["status"] == "completed"].itertuples():
+        assert row.objective == pytest.approx(expected[row.run_id])
+
+
+def test_runs_of_the_sweep_link_to_their_train_page(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    runs = next(frame.value for frame in app.dataframe if "run" in frame.value.columns)
+    ids = sorted(record.id for record in store.records(sweep_id=sweep_id))
+    assert sorted(int(link.split("=")[1]) for link in runs["run"]) == ids
+
+
+def test_an_unknown_sweep_in_the_link_is_one_warning(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep="999")
+    assert not app.exception
+    assert any("sweep=999" in warning.value for warning in app.warning)
+    assert param(app, "sweep") == str(sweep_id)
+
+
+def test_a_finished_sweep_cannot_be_stopped_and_a_running_one_can(store):
+    done, _ = store_sweep(store)
+    app = run(sweep=str(done))
+    assert app.button(key="sweep_stop").disabled and not app.button(key="sweep_resume").disabled
+    live, _ = store_sweep(store, running=(("rnn", 0.01, 0),), diverge=())
+    app = run(sweep=str(live))
+    assert not app.exception
+    assert not app.button(key="sweep_stop").disabled and app.button(key="sweep_resume").disabled
+    assert "1 running" in app.get("progress")[0].proto.text
+
+
+def test_the_form_describes_the_sweep_and_counts_its_runs_before_start(store):
+    app = run()
+    assert not app.exception and not app.error
+    captions = [caption.value for caption in app.caption]
+    assert any(text.startswith("grid: train.lr (4) x cell (2) x 3 seeds = 24 runs") for text in captions)
+    assert any("**24 runs**" in markdown.value for markdown in app.markdown)
+    app.number_input(key="sweep_seeds").set_value(2).run()
+    assert any("**16 runs**" in markdown.value for markdown in app.markdown)
+
+
+@pytest.mark.parametrize("row, field, values, message", [
+    (0, "lr", "fast,slow", "vary train.lr: 'fast' is not a finite number"),
+    (0, "no_such_field", "1,2", "vary no_such_field: unknown field"),
+    (1, "cell", "rnn,no_such_cell", "no_such_cell"),
+    (0, "lr", "1e-1:1e-4:3:log", "LOW < HIGH"),
+])
+def test_bad_vary_input_is_one_error_line_and_no_start(store, row, field, values, message):
+    app = run()
+    box = app.selectbox(key=f"sweep_vary_field_{row}")
+    if field not in box.options:  # typed in (accept_new_options): AppTest only sends a listed option's text
+        box.options.append(field)
+    box.set_value(field)
+    app.text_input(key=f"sweep_vary_values_{row}").input(values).run()
+    assert not app.exception
+    errors = [error.value for error in app.error]
+    assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0]
+    assert not [button for button in app.button if button.key == "sweep_start"]
+
+
+def test_sampled_ranges_need_random_or_tpe_and_a_trial_budget(store):
+    app = run()
+    app.text_input(key="sweep_vary_values_0").input("1e-4:1e-1:log").run()
+    assert "a grid needs LOW:HIGH:COUNT" in app.error[0].value
+    app.selectbox(key="sweep_sampler").set_value("random").run()
+    assert not app.error
+    assert any("random: 8 trials over" in caption.value for caption in app.caption)
+
+
+def test_vary_rows_can_be_added_and_removed(store):
+    app = run()
+    app.button(key="sweep_vary_add").click().run()
+    app.selectbox(key="sweep_vary_field_2").set_value("task.seq_len")
+    app.text_input(key="sweep_vary_values_2").input("10,20").run()
+    assert any("= 48 runs" in caption.value for caption in app.caption)
+    app.button(key="sweep_vary_remove").click().run()
+    assert any("= 24 runs" in caption.value for caption in app.caption)
