@@ -423,3 +423,73 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
         result = cli(*args, store=path)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
         assert message in result.stderr
+
+
+# ------------------------------------------------------------------------------ sweeps
+SWEEP = [*TINY[:-10], "--steps", "6", "--log-every", "2", "--eval-every", "2", "--batch-size", "8",
+         "--eval-examples", "16", "--probe-examples", "4"]
+
+
+@pytest.mark.parametrize("vary, message", [
+    (["--vary", "hidden_sizes=8,16"], "unknown field"),
+    (["--vary", "lr=-1,0.1"], "lr"),
+    (["--vary", "lr="], "lr"),
+    (["--vary", "cell=rnn,nosuchcell"], "nosuchcell"),
+    (["--vary", "hidden_size=1:10000:10000", "--vary", "lr=1e-4:1e-1:10:log"], "pass --yes"),
+    ([], "--vary"),
+    (["--vary", "lr=1e-3", "--workers", "0"], "workers"),
+])
+def test_bad_sweep_input_exits_2_with_one_line_and_stores_nothing(tmp_path, vary, message):
+    store = tmp_path / "runs.db"
+    result = cli("sweep", *SWEEP, *vary, store=store)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stability: error: ") and message in lines[0], lines
+    assert not store.exists() or RunStore(store).sweeps() == []
+
+
+def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_gives_each_setting(tmp_path):
+    store = tmp_path / "runs.db"
+    result = cli("sweep", *SWEEP, "--vary", "lr=1e-3,1e-1", "--vary", "cell=rnn,lstm", "--seeds", "2",
+                 "--workers", "2", store=store)
+    assert result.returncode == 0, result.stderr
+    assert "sweep 1: grid:" in result.stderr and "[8/8] run" in result.stderr
+    table = result.stdout.splitlines()
+    assert table[0].startswith("sweep 1 completed: grid:") and "mean val/loss" in table[1]
+    assert len(table) == 2 + 4 and all("2/2" in line for line in table[2:])
+
+    shown = cli("sweeps", "show", "1", "--json", store=store)
+    assert shown.returncode == 0, shown.stderr
+    objects = [strict_json(line) for line in shown.stdout.splitlines()]
+    assert len(objects) == 4
+    with RunStore(store) as opened:
+        latest = opened.latest_many()
+        for item in objects:
+            assert set(item) >= {"setting", "runs", "mean", "min", "max"} and set(item["setting"]) == {"train.lr", "cell"}
+            finals = [latest[run["run_id"]]["val/loss"] for run in item["runs"]]
+            assert [run["objective"] for run in item["runs"]] == finals
+            assert item["mean"] == pytest.approx(sum(finals) / 2) and item["min"] == min(finals)
+            assert {opened.record(run["run_id"]).config.train.seed for run in item["runs"]} == {0, 1}
+    listed = cli("sweeps", store=store)
+    assert listed.returncode == 0 and "completed" in listed.stdout.splitlines()[1]
+
+
+def test_a_background_sweep_prints_its_id_then_stops_and_resumes_from_the_cli(tmp_path):
+    store = tmp_path / "runs.db"
+    result = cli("sweep", *SWEEP[:-10], "--steps", "3000", "--log-every", "50", "--vary", "lr=1e-3,1e-2",
+                 "--background", store=store)
+    assert result.returncode == 0, result.stderr
+    sweep_id = int(result.stdout)
+    with RunStore(store) as opened:
+        deadline = time.monotonic() + 120
+        while not any(r.step for r in opened.records(sweep_id=sweep_id)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    stopped = cli("sweeps", "stop", str(sweep_id), store=store)
+    assert stopped.returncode == 0 and stopped.stdout.strip() == "stopped", stopped.stderr
+    again = cli("sweeps", "join", str(sweep_id), "--workers", "1", store=store)
+    assert again.returncode == 2 and "sweeps resume" in again.stderr
+    resumed = cli("sweeps", "resume", str(sweep_id), "--background", store=store)
+    assert resumed.returncode == 0 and "1 run continue" in resumed.stderr, resumed.stderr
+    assert cli("sweeps", "stop", str(sweep_id), store=store).stdout.strip() == "stopped"
+    missing = cli("sweeps", "show", "99", store=store)
+    assert missing.returncode == 2 and missing.stderr.strip() == f"stability: error: no sweep with id 99 in {store}"

@@ -467,3 +467,18 @@ def test_sweep_errors_are_one_line(store):
     with pytest.raises(SweepError, match="workers must be an integer >= 1"):
         sweeps.start_sweep(build_spec(tiny("rnn"), ["lr=1e-3"]), store.path, workers=0)
     assert store.sweeps() == []
+
+
+def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(store):
+    spec = build_spec(tiny("rnn", steps=50), ["cell=rnn,lstm", "lr=1e-3,1e-2"], seeds=3)
+    per_step = {"rnn": 0.02, "lstm": 0.05}
+    for cell, seconds in per_step.items():
+        for factor in (0.5, 1.0, 4.0):  # the median of these is the one taken
+            run_id = store.create_run(tiny(cell, lr=0.3).to_dict())
+            store.update_run(run_id, status="running", started_at=1000.0, step=100)
+            store.update_run(run_id, status="completed", finished_at=1000.0 + 100 * seconds * factor)
+    estimate = sweeps.estimate(spec, store, workers=1)
+    assert estimate["seconds"] == pytest.approx(sum(50 * s * 2 * 3 for s in per_step.values()))
+    assert "2 shapes from completed runs in the store" in estimate["basis"]
+    timed = sweeps.estimate(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
+    assert timed["seconds"] > 0 and "1 timed by" in timed["basis"]
