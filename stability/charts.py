@@ -559,8 +559,8 @@ def gradient_flow_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]
 # * the statistics over seeds are stability.groups.setting_table's (Note [Which runs count]: completed
 #   runs with a finite objective); every seed is also drawn as a point, shaped by its status, so a mean
 #   over one seed of three says so;
-# * a diverged run has no finite objective: it is drawn at the top edge of the axis (a decade above the
-#   largest objective on a log axis, 8 % of the span above it on a linear one) as a red triangle whose
+# * a diverged run has no finite objective: it is drawn at the top edge of the axis (twice the largest
+#   objective on a log axis, 8 % of the span above it on a linear one) as a red triangle whose
 #   tooltip says "diverged"; a pruned run is drawn at the validation loss it was pruned at, as a cross;
 # * a field whose values span decades (lr) is drawn on a log axis (the page decides, from the values or
 #   the --vary's log, and passes ``log_x`` / ``log_fields``); a field of names (cell) or with None among
@@ -601,7 +601,7 @@ def _top_edge(values: pd.Series, log: bool) -> float:
     if shown.empty:
         return 1.0
     if log:
-        return float(shown.max()) * 10.0
+        return float(shown.max()) * 2.0
     span = float(shown.max() - shown.min()) or abs(float(shown.max())) or 1.0
     return float(shown.max()) + 0.08 * span
 
@@ -664,14 +664,17 @@ def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str 
     means = means.dropna(subset=["mean"]).sort_values(["group", "x"], kind="stable")
 
     order = None if numeric_x else _category_order(results[x_field])
+    ticks = sorted(set(results[x_field].astype(float))) if numeric_x else []
     x = alt.X("x:Q" if numeric_x else "x:O", title=field_title(x_field),
               scale=alt.Scale(type="log") if log_x else (alt.Scale(zero=False) if numeric_x else alt.Undefined),
-              sort=order if order else alt.Undefined, axis=alt.Axis(labelAngle=0) if not numeric_x else alt.Undefined)
+              sort=order if order else alt.Undefined,
+              axis=(alt.Axis(values=ticks, format="~g") if 0 < len(ticks) <= 12 else alt.Undefined) if numeric_x
+              else alt.Axis(labelAngle=0))
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
     y_title = f"final {objective}" + (" (log)" if log_y else "")
     groups_order = _category_order(results[color_field]) if len(fields) > 1 else ["all runs"]
     colour = alt.Color("group:N", title=field_title(color_field) if len(fields) > 1 else None, sort=groups_order,
-                       scale=RUN_COLOURS, legend=alt.Legend(orient="top"))
+                       scale=RUN_COLOURS, legend=alt.Legend(orient="right"))
     pick = alt.selection_point(fields=["group"], bind="legend")
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
     mean_tooltip = [alt.Tooltip("setting:N"), alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("min:Q", format=".4g"),
@@ -686,7 +689,7 @@ def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str 
     seeds = alt.Chart(points).mark_point(size=45, filled=False, strokeWidth=1.5).encode(
         x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale),
         color=alt.condition(alt.datum.note != "", alt.value(DIVERGED_COLOUR), colour),
-        shape=alt.Shape("status:N", title="run", sort=statuses, legend=alt.Legend(orient="top"),
+        shape=alt.Shape("status:N", title="run", sort=statuses, legend=alt.Legend(orient="right"),
                         scale=alt.Scale(domain=statuses, range=[SWEEP_SHAPES[s] for s in statuses])),
         opacity=faded,
         tooltip=[alt.Tooltip("run_id:Q", title="run"), alt.Tooltip("setting:N"), alt.Tooltip("seed:Q"),
@@ -731,8 +734,19 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
         "mean:Q", title=f"mean {objective}", scale=alt.Scale(type="log" if log_color else "linear",
                                                              scheme="viridis", reverse=True)))
     empty = alt.Chart(data[~shown]).mark_rect(color="#d9d9d9").encode(**encoding)
-    text = alt.Chart(data).mark_text(fontSize=12).encode(**encoding, text="label:N", color=alt.value("black"))
+    data["dark"] = _dark_cells(data["mean"].where(shown), log_color)
+    text = alt.Chart(data).mark_text(fontSize=12).encode(**encoding, text="label:N", color=alt.condition(
+        alt.datum.dark, alt.value("white"), alt.value("black")))
     return alt.layer(cells, empty, text).properties(title=title, height=height)
+
+
+def _dark_cells(means: pd.Series, log: bool) -> pd.Series:
+    """Whether a heatmap cell is dark (the upper half of the reversed viridis scale): white text there."""
+    values = np.log10(means) if log else means
+    low, high = values.min(), values.max()
+    if not np.isfinite(low) or high <= low:
+        return pd.Series(False, index=means.index)
+    return ((values - low) / (high - low) > 0.55).fillna(False)
 
 
 def _axis_positions(values: pd.Series, log: bool) -> tuple[pd.Series, list[tuple[float, str]]]:
@@ -775,7 +789,8 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
             shown = values[finite]
             position, marks = _axis_positions(shown, log_objective) if len(shown) else (shown, [])
             position = position.reindex(runs.index).fillna(1.08)
-            marks = [(p, text) for p, text in marks if text in {_value_label(v) for v in (shown.min(), shown.max())}]
+            ends = {_value_label(v) for v in (shown.min(), shown.max())}
+            marks = [(p, f"{float(text):.3g}") for p, text in marks if text in ends]
             marks.append((1.08, "no finite value"))
         else:
             position, marks = _axis_positions(runs[name], name in log_fields)
@@ -832,7 +847,7 @@ def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False,
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title=x_title),
         color=alt.Color("group:N", title=None, scale=RUN_COLOURS, sort=list(dict.fromkeys(data["group"])),
-                        legend=alt.Legend(orient="top", labelLimit=320)))
+                        legend=alt.Legend(orient="right", labelLimit=220)))
     tooltip = [alt.Tooltip("group:N"), alt.Tooltip("step:Q"),
                alt.Tooltip("mean:Q", title="geometric mean" if log_y else "mean", format=".4g"),
                alt.Tooltip("min:Q", format=".4g"), alt.Tooltip("max:Q", format=".4g"),
