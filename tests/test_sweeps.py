@@ -2,6 +2,7 @@
 (grid coverage, seeded random/TPE), configs of trials, and a tiny grid trained end to end."""
 import collections
 import itertools
+import math
 import json
 import subprocess
 import sys
@@ -482,3 +483,21 @@ def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(sto
     assert "2 shapes from completed runs in the store" in estimate["basis"]
     timed = sweeps.estimate(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
     assert timed["seconds"] > 0 and "1 timed by" in timed["basis"]
+
+
+def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
+    import shlex
+    from pathlib import Path
+
+    from stability.__main__ import build_parser, config_from_args
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Sweeps", 1)[1].split("\n## ", 1)[0]
+    commands = [" ".join(block.replace("\\\n", " ").split("#", 1)[0].split())
+                for block in section.replace("\\\n", " ").splitlines() if "stability sweep " in block]
+    assert len(commands) == 2
+    for text in commands:
+        args = build_parser().parse_args(shlex.split(text.split("python -m stability ", 1)[1]))
+        spec = build_spec(config_from_args(args), args.vary, seeds=args.seeds, sampler=args.sampler,
+                          trials=args.trials, prune=args.prune)
+        assert spec.size() == args.seeds * math.prod(len(vary.values) for vary in spec.vary)
