@@ -1,6 +1,8 @@
-"""The run store: runs, scalar metric rows and vector series in one SQLite file.
+"""The run store: runs, sweeps, scalar metric rows and vector series in one database, an SQLite
+file (the embedded default) or a PostgreSQL database shared by several machines.
 
     store = RunStore()                      # $STABILITY_STORE, else ~/.stability/runs.db
+    store = RunStore("postgresql://lab:secret@gpu-server/stability")   # Note [locations]
     run_id = store.create_run(config.to_dict())
     store.flush(run_id, [(step, time.time(), "train/loss", 0.12)],
                 [(step, time.time(), "grad/h_t_norm", t, g) for t, g in enumerate(norms)],
@@ -9,34 +11,57 @@
     store.records()                         # every run as a RunRecord (typed config, latest values)
     store.latest_many()                     # {run_id: {name: value}}, every run in one query
 
+Note [locations]
+    A store is a path (``runs.db``, ``~/lab/runs.db``) or a URL: ``sqlite:///PATH`` names the same
+    file as PATH, ``postgresql://USER:PASSWORD@HOST:PORT/DATABASE`` (or ``postgresql+psycopg://``)
+    a PostgreSQL database, reached through the psycopg 3 driver. Both go through one
+    implementation on SQLAlchemy Core; the few differences between the two SQL dialects are the
+    column types and the write-order column of Note [write order] (``_DIALECTS``).
+    ``store.url`` is the URL with its password, what Optuna's storage for a sweep's study is
+    given; ``store.location`` (also ``str(store)``) masks the password and is what every message
+    names. ``store.home`` is a folder on this machine for the files that belong with the store
+    (``logs/``, ``checkpoints/``, ``runner.lock``): an SQLite file's own folder, and for a URL store
+    ``~/.stability/stores/<host>-<port>-<database>/`` (``$STABILITY_HOME`` replaces
+    ``~/.stability``), so each machine keeps its own workers' logs beside one shared database.
+
 Note [concurrency]
-    WAL journal mode: readers never block the writer and never see half a
-    transaction. ``busy_timeout`` (10 s) makes a second writer wait instead of
+    SQLite: WAL journal mode, so readers never block the writer and never see
+    half a transaction. ``busy_timeout`` (10 s) makes a second writer wait instead of
     failing with "database is locked". Every write is one ``BEGIN IMMEDIATE``
     transaction, so the write lock is taken up front (no deferred read-to-write
-    upgrade that could fail with SQLITE_BUSY). Reads run outside any
-    transaction, so no reader holds an old snapshot that stops the WAL from
-    being checkpointed. One connection per ``RunStore``, guarded by a lock so a
-    store may be shared between the threads of one process; each process opens
-    its own ``RunStore``. Opening an existing store only reads (its schema
-    version), so ``runs`` and ``show`` work while another process holds the
-    write lock for longer than the busy timeout; only the first opening of a
-    store of an older schema writes (Note [schema versions]).
+    upgrade that could fail with SQLITE_BUSY): the driver's own transaction handling
+    is switched off (``isolation_level=None``) and the ``begin`` event of a write
+    emits ``BEGIN IMMEDIATE``, SQLAlchemy's recipe for SQLite ("Serializable isolation /
+    Savepoints / Transactional DDL"). Reads run outside any transaction, so no reader
+    holds an old snapshot that stops the WAL from being checkpointed. PostgreSQL: writes
+    are READ COMMITTED transactions, reads run in autocommit.
+    Each ``RunStore`` holds a small pool of connections (SQLAlchemy's), so it may be
+    shared by the threads of one process, each checking out its own connection per
+    call; each process opens its own ``RunStore``. Opening an existing store only reads
+    (its schema version), so ``runs`` and ``show`` work while another process holds the
+    write lock for longer than the busy timeout; only the first opening of a store of an
+    older schema writes (Note [schema versions]).
 
 Note [creating and refusing]
-    A new store is built under a temporary name beside its path and linked into
+    A new SQLite store is built under a temporary name beside its path and linked into
     place (``os.link`` fails rather than overwrite), so a file found at the path
     is always a finished store: an existing file that is empty, not SQLite, or
     an SQLite database without the run tables is refused with a
     :class:`StoreError`, never turned into a store. A store that SQLite finds
     corrupted is a :class:`StoreError` naming the file and what to do; it is
-    never written to.
+    never written to. A PostgreSQL database gets the tables on first use, beside
+    any others it holds (a sweep's Optuna tables live there too); processes that open
+    a new database at once serialise on an advisory lock, and the second finds the
+    tables made. A database with a ``runs`` table but no store ``meta`` is refused.
+    A server that cannot be reached, a refused login, an unknown database: one
+    line naming ``store.location``.
 
 Note [interrupts]
     A ``KeyboardInterrupt`` can land anywhere, also between ``BEGIN IMMEDIATE``
-    and the ``try`` that would roll it back. Every write therefore starts by
-    rolling back a transaction an interrupted write left open on this
-    connection, so the status written after a Ctrl-C always lands.
+    and the ``try`` that would roll it back. Every SQLite write therefore starts by
+    rolling back a transaction an interrupted write left open on its connection,
+    and a connection goes back to the pool rolled back, so the status written after
+    a Ctrl-C always lands.
 
 Note [durability]
     With WAL, ``synchronous=NORMAL`` loses no committed transaction when the
@@ -47,7 +72,7 @@ Note [durability]
 Note [NaN]
     SQLite stores a float NaN as NULL (infinities are kept as REAL), so a NULL
     ``value`` is read back as NaN: a diverging run's last rows survive the round
-    trip.
+    trip. PostgreSQL's double precision keeps NaN itself; both read back NaN.
 
 Note [schema versions]
     The ``meta`` table holds the schema version. A new store gets ``_SCHEMA``
@@ -58,7 +83,7 @@ Note [schema versions]
     changed. Versions: 1 the first; 2 adds ``runs.resumes``; 3 adds
     ``latest_metrics``, filled from the stored rows (Note [latest]); 4 adds the
     ``sweeps`` table and the runs' ``sweep_id``, ``trial``, ``params`` and
-    ``host`` (Note [sweeps]).
+    ``host`` (Note [sweeps]). PostgreSQL stores start at version 4.
 
 Note [sweeps]
     A sweep is an Optuna study whose trials are ordinary runs
@@ -82,8 +107,14 @@ Note [latest]
     forward in step; ``discard_after`` recomputes a run's rows from ``metrics``
     and ``delete_run`` removes them, each in its own write's transaction, so it
     always equals a max-step read of ``metrics`` (tested against one). The
-    recomputation breaks ties at one step by SQLite's ``rowid``, the order the
-    rows were written in.
+    recomputation breaks ties at one step by write order (Note [write order]).
+
+Note [write order]
+    Rows of one name at one step are ordered by when they were written: SQLite's
+    ``rowid`` (every table has one, nothing to store), and on PostgreSQL a ``seq``
+    identity column of ``metrics`` (a bigint drawn from a sequence at insert). A
+    sequence is not gap-free and two transactions may commit out of draw order, but
+    within one run rows come from one writer at a time, so draw order is write order.
 
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
@@ -97,6 +128,7 @@ import json
 import math
 import operator
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -106,6 +138,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from sqlalchemy import BigInteger, String, bindparam, create_engine, event, inspect, text
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.pool import NullPool
 
 if TYPE_CHECKING:
     from .records import RunRecord
@@ -117,21 +153,30 @@ TERMINAL = tuple(status for status in STATUSES if status not in ACTIVE_STATUSES)
 SWEEP_STATUSES = ("running", "stopped", "completed")
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
+HOME_ENV_VAR = "STABILITY_HOME"
 BUSY_TIMEOUT_MS = 10_000
+CONNECT_TIMEOUT_S = 10
 SMALLEST_DATABASE = 512  # bytes: an SQLite file holds at least one page
-MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER range; any other id names no run
+MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER and PostgreSQL's bigint range; any other id names no run
+ACCEPTED = "a file path, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+_SCHEMA_LOCK = 0x5354414253544F52  # pg_advisory_xact_lock key for creating and migrating the tables
+
+
+def _to_flag(value: Any) -> int:
+    return int(bool(value))
+
 
 # Fields update_run may set, with the Python type each value is coerced to
-# (numpy/torch scalars would otherwise fail to bind).
+# (numpy/torch scalars would otherwise fail to bind; flags are stored as 0/1 integers).
 _UPDATABLE = {
     "name": str, "status": str, "started_at": float, "finished_at": float, "device": str,
     "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
-    "resumes": int, "stop_requested": bool, "host": str, "sweep_id": int, "trial": int,
+    "resumes": int, "stop_requested": _to_flag, "host": str, "sweep_id": int, "trial": int,
     "params": lambda value: _json_object(value, "params"),
 }
 # Fields update_sweep may set, coerced the same way.
-_SWEEP_UPDATABLE = {"name": str, "status": str, "finished_at": float, "workers": int, "stop_requested": bool}
+_SWEEP_UPDATABLE = {"name": str, "status": str, "finished_at": float, "workers": int, "stop_requested": _to_flag}
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
 RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at", "device", "pid",
@@ -139,93 +184,111 @@ RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at
                 "trial"]
 _NULLABLE_INTS = ["pid", "total_params", "recurrent_params", "step", "total_steps", "sweep_id", "trial"]
 
+# What differs between the dialects (Notes [locations], [write order]): the column types, and the
+# column that orders rows by when they were written.
+_DIALECTS = {
+    "sqlite": {"id": "INTEGER PRIMARY KEY AUTOINCREMENT", "int": "INTEGER", "real": "REAL",
+               "seq": "", "order": "rowid"},
+    "postgresql": {"id": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", "int": "BIGINT",
+                   "real": "DOUBLE PRECISION", "seq": ",\n    seq BIGINT GENERATED ALWAYS AS IDENTITY",
+                   "order": "seq"},
+}
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     name TEXT,
     config TEXT NOT NULL,
     status TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
+    created_at {real} NOT NULL,
+    started_at {real},
+    finished_at {real},
     device TEXT,
-    pid INTEGER,
-    heartbeat REAL,
+    pid {int},
+    heartbeat {real},
     error TEXT,
-    total_params INTEGER,
-    recurrent_params INTEGER,
-    baseline REAL,
+    total_params {int},
+    recurrent_params {int},
+    baseline {real},
     baseline_label TEXT,
     metric TEXT,
-    step INTEGER,
-    total_steps INTEGER,
-    stop_requested INTEGER NOT NULL DEFAULT 0,
-    resumes INTEGER NOT NULL DEFAULT 0,
-    sweep_id INTEGER,
-    trial INTEGER,
+    step {int},
+    total_steps {int},
+    stop_requested {int} NOT NULL DEFAULT 0,
+    resumes {int} NOT NULL DEFAULT 0,
+    sweep_id {int},
+    trial {int},
     params TEXT,
     host TEXT
 );
 CREATE TABLE IF NOT EXISTS metrics (
-    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
-    name TEXT NOT NULL, value REAL
+    run_id {int} NOT NULL, step {int} NOT NULL, wall_time {real} NOT NULL,
+    name TEXT NOT NULL, value {real}{seq}
 );
 CREATE INDEX IF NOT EXISTS metrics_run_name_step ON metrics (run_id, name, step);
 CREATE INDEX IF NOT EXISTS metrics_run_step ON metrics (run_id, step);
 CREATE TABLE IF NOT EXISTS series (
-    run_id INTEGER NOT NULL, step INTEGER NOT NULL, wall_time REAL NOT NULL,
-    name TEXT NOT NULL, idx INTEGER NOT NULL, value REAL
+    run_id {int} NOT NULL, step {int} NOT NULL, wall_time {real} NOT NULL,
+    name TEXT NOT NULL, idx {int} NOT NULL, value {real}
 );
 CREATE INDEX IF NOT EXISTS series_run_name_step ON series (run_id, name, step);
 """
 _LATEST_TABLE = """
 CREATE TABLE IF NOT EXISTS latest_metrics (
-    run_id INTEGER NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
+    run_id {int} NOT NULL, name TEXT NOT NULL, step {int} NOT NULL, value {real},
     PRIMARY KEY (run_id, name)
 );
 """
 _SWEEPS_TABLE = """
 CREATE TABLE IF NOT EXISTS sweeps (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {id},
     name TEXT,
     spec TEXT NOT NULL,
     study TEXT NOT NULL,
     status TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    finished_at REAL,
-    workers INTEGER,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    created_at {real} NOT NULL,
+    finished_at {real},
+    workers {int},
+    stop_requested {int} NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id);
 """
 _SCHEMA += _LATEST_TABLE + _SWEEPS_TABLE
+_META_TABLE = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 # The latest_metrics rows recomputed from the metrics rows that satisfy {where} (Note [latest]).
 _LATEST_FROM_METRICS = """
 INSERT INTO latest_metrics (run_id, name, step, value)
 SELECT run_id, name, step, value FROM (
     SELECT run_id, name, step, value,
-           ROW_NUMBER() OVER (PARTITION BY run_id, name ORDER BY step DESC, rowid DESC) AS position
+           ROW_NUMBER() OVER (PARTITION BY run_id, name ORDER BY step DESC, {order} DESC) AS position
     FROM metrics WHERE {where}
 ) AS ranked WHERE position = 1
 """
-# Keeps latest_metrics current as scalar rows are written (the same statement runs on PostgreSQL).
-_UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES (?, ?, ?, ?)"
+# Keeps latest_metrics current as scalar rows are written (the same statement on both dialects).
+_UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES (:run_id, :name, :step, :value)"
                   " ON CONFLICT (run_id, name) DO UPDATE SET step = excluded.step, value = excluded.value"
                   " WHERE excluded.step >= latest_metrics.step")
+# The list parameters of ``IN :name`` (SQLAlchemy's expanding parameters) and their types.
+_LIST_PARAMETERS = {"ids": BigInteger(), "names": String(), "statuses": String()}
+_INSERT_METRIC = ("INSERT INTO metrics (run_id, step, wall_time, name, value)"
+                  " VALUES (:run_id, :step, :wall_time, :name, :value)")
+_INSERT_SERIES = ("INSERT INTO series (run_id, step, wall_time, name, idx, value)"
+                  " VALUES (:run_id, :step, :wall_time, :name, :idx, :value)")
 
 # Statements that bring a store of schema version v to version v + 1 (Note [schema versions]).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0",),
-    2: (_LATEST_TABLE, _LATEST_FROM_METRICS.format(where="1 = 1")),
+    1: ("ALTER TABLE runs ADD COLUMN resumes {int} NOT NULL DEFAULT 0",),
+    2: (_LATEST_TABLE, _LATEST_FROM_METRICS.replace("{where}", "1 = 1")),
     3: (*(f"ALTER TABLE runs ADD COLUMN {column}" for column in
-          ("sweep_id INTEGER", "trial INTEGER", "params TEXT", "host TEXT")),
+          ("sweep_id {int}", "trial {int}", "params TEXT", "host TEXT")),
         *filter(str.strip, _SWEEPS_TABLE.split(";"))),
 }
 
 
 class StoreError(RuntimeError):
-    """The store file cannot be used (a directory, unwritable, not a run store, corrupted, a newer schema)."""
+    """The store cannot be used (a directory, unwritable, not a run store, corrupted, a newer schema,
+    a server that cannot be reached)."""
 
 
 class StoreBusy(StoreError):
@@ -241,20 +304,138 @@ class SweepNotFound(ValueError):
 
 
 def default_path() -> Path:
-    """``$STABILITY_STORE`` if set, else ``~/.stability/runs.db``."""
+    """``$STABILITY_STORE`` if set, else ``~/.stability/runs.db`` (as a path; see :func:`default_location`)."""
     return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
 
 
-class RunStore:
-    """Runs, metric rows and series rows in one SQLite file (see the notes in the module docstring)."""
+def default_location() -> str:
+    """``$STABILITY_STORE`` if set (a path or a URL), else ``~/.stability/runs.db``."""
+    return os.environ.get(ENV_VAR) or str(DEFAULT_PATH.expanduser())
 
-    def __init__(self, path: str | os.PathLike | None = None):
-        self.path = Path(path if path is not None else default_path()).expanduser().absolute()
-        self._lock = threading.RLock()
-        self._conn = self._open()
+
+def parse_location(location: str | os.PathLike | None = None) -> URL:
+    """The SQLAlchemy URL of a store location (Note [locations]): a path or an ``sqlite:///`` URL
+    becomes ``sqlite:////absolute/path``, ``postgresql://`` gets the psycopg driver; anything else
+    is a one-line :class:`StoreError`."""
+    if location is None:
+        location = default_location()
+    if isinstance(location, str) and "://" in location:
+        try:
+            url = make_url(location)
+        except (ArgumentError, ValueError):
+            raise StoreError(f"cannot read the run store URL {_mask(location)!r}; give {ACCEPTED}") from None
+        backend, _, driver = url.drivername.partition("+")
+        if backend == "sqlite" and driver in ("", "pysqlite"):
+            if not url.database or url.database == ":memory:":
+                raise StoreError(f"run store URL {_mask(location)!r} names no file; give {ACCEPTED}")
+            return URL.create("sqlite", database=str(Path(url.database).expanduser().absolute()))
+        if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+            if not url.database:
+                raise StoreError(f"run store URL {_mask(location)!r} names no database; give {ACCEPTED}")
+            return url.set(drivername="postgresql+psycopg")
+        raise StoreError(f"unsupported run store URL {_mask(location)!r}; give {ACCEPTED}")
+    try:
+        path = Path(location).expanduser().absolute()
+    except TypeError:
+        raise StoreError(f"cannot use {location!r} as a run store; give {ACCEPTED}") from None
+    return URL.create("sqlite", database=str(path))
+
+
+def _mask(text: str) -> str:
+    """A URL as typed, its password (if any) replaced by ***."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+
+
+class RunStore:
+    """Runs, sweeps, metric rows and series rows in one SQLite file or PostgreSQL database (see the
+    notes in the module docstring)."""
+
+    def __init__(self, location: str | os.PathLike | None = None):
+        url = parse_location(location)
+        self._url = url
+        self.dialect = url.get_backend_name()
+        self.path = Path(url.database) if self.dialect == "sqlite" else None
+        self.location = str(self.path) if self.path is not None else url.render_as_string(hide_password=True)
+        self._sql_cache: dict[str, Any] = {}
+        self._engine = self._open()
+        self._writer = self._engine.execution_options(stability_write=True)
+        self._reader = (self._engine if self.dialect == "sqlite"
+                        else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+    # ------------------------------------------------------------------ locations
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL, password included: what Optuna's RDBStorage is given (Note [locations])."""
+        return self._url.render_as_string(hide_password=False)
+
+    @property
+    def shared(self) -> bool:
+        """True for a server database several machines may use at once."""
+        return self.dialect != "sqlite"
+
+    @property
+    def home(self) -> Path:
+        """This machine's folder for the store's logs, checkpoints and runner lock (Note [locations])."""
+        if self.path is not None:
+            return self.path.parent
+        root = Path(os.environ.get(HOME_ENV_VAR) or "~/.stability").expanduser().absolute()
+        name = f"{self._url.host or 'localhost'}-{self._url.port or 5432}-{self._url.database}"
+        folder = root / "stores" / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot create the folder {folder} for run store {self.location}: "
+                             f"{error.strerror or error}") from None
+        return folder
+
+    def __str__(self) -> str:
+        return self.location
+
+    def __repr__(self) -> str:
+        return f"RunStore({self.location!r})"
 
     # ------------------------------------------------------------------ connection
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> Engine:
+        if self.dialect == "sqlite":
+            self._prepare_file()
+            engine = _sqlite_engine(self.path, pool_size=2, max_overflow=8)
+        else:
+            engine = create_engine(self._url, pool_size=2, max_overflow=6, pool_pre_ping=True,
+                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+        try:
+            version = self._open_tables(engine)
+        except BaseException as error:
+            engine.dispose()
+            if isinstance(error, (DBAPIError, sqlite3.Error)):
+                raise self._error(error, opening=True) from None
+            raise
+        if version > SCHEMA_VERSION:
+            engine.dispose()
+            raise StoreError(f"run store {self.location} has schema version {version}, newer than the "
+                             f"{SCHEMA_VERSION} this version of stability reads; "
+                             "upgrade stability or use another store")
+        return engine
+
+    def _open_tables(self, engine: Engine) -> int:
+        """Read the schema version; create the tables of a new PostgreSQL store, migrate an older
+        store, switch an SQLite file to WAL. Returns the version found."""
+        with engine.connect() as conn:
+            version, tables = _schema_version(conn)
+        if version is None:
+            if self.dialect == "sqlite" or "runs" in tables or "meta" in tables:
+                raise self._not_a_store("a database without the run store's tables")
+        if version is None or version < SCHEMA_VERSION:
+            with engine.execution_options(stability_write=True).begin() as conn:
+                found = _migrate(conn)
+            version = SCHEMA_VERSION if found is None else found
+        if self.dialect == "sqlite":
+            with engine.connect() as conn:
+                if conn.exec_driver_sql("PRAGMA journal_mode").scalar().lower() != "wal":
+                    conn.exec_driver_sql("PRAGMA journal_mode=WAL")
+        return version
+
+    def _prepare_file(self) -> None:
+        """The SQLite file's folder, a new store linked into place, a file that is no store refused."""
         if self.path.is_dir():
             raise StoreError(f"run store {self.path} is a directory; "
                              f"give a file path such as {self.path / 'runs.db'}")
@@ -265,54 +446,24 @@ class RunStore:
         if not self.path.exists():
             self._create()
         self._check_is_store_file()
-        conn = None
-        try:
-            conn = self._connect(self.path)
-            version = _schema_version(conn)
-            if version is None:
-                raise self._not_a_store("an SQLite database without a runs table")
-            if version < SCHEMA_VERSION:
-                _migrate(conn)
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-        except BaseException as error:
-            if conn is not None:
-                conn.close()
-            if isinstance(error, sqlite3.DatabaseError) and "not a database" in str(error):
-                raise self._not_a_store("not an SQLite database") from None
-            if isinstance(error, sqlite3.Error):
-                raise self._error(error) from None
-            raise
-        if version > SCHEMA_VERSION:
-            conn.close()
-            raise StoreError(f"run store {self.path} has schema version {version}, newer than the "
-                             f"{SCHEMA_VERSION} this version of stability reads; "
-                             "upgrade stability or use another store")
-        return conn
-
-    @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        return conn
 
     def _create(self) -> None:
         """Build a new store under a temporary name and link it into place (Note [creating and refusing])."""
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.new")
         try:
             temporary.unlink(missing_ok=True)
-            conn = self._connect(temporary)
+            engine = _sqlite_engine(temporary, poolclass=NullPool)
             try:
-                _migrate(conn)  # in a rollback journal: WAL is switched on under the final name
+                with engine.execution_options(stability_write=True).begin() as conn:
+                    _migrate(conn)  # in a rollback journal: WAL is switched on under the final name
             finally:
-                conn.close()
+                engine.dispose()
             try:
                 os.link(temporary, self.path)
             except FileExistsError:
                 pass  # another process created the store first: use theirs
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot create run store {self.path}: {error}") from None
+        except DBAPIError as error:
+            raise StoreError(f"cannot create run store {self.path}: {error.orig}") from None
         except OSError as error:
             raise StoreError(f"cannot create run store {self.path}: {error.strerror or error}") from None
         finally:
@@ -336,23 +487,33 @@ class RunStore:
             raise self._not_a_store(f"not an SQLite database: {size} byte{'s' * (size != 1)}")
 
     def _not_a_store(self, what: str) -> StoreError:
-        return StoreError(f"{self.path} is not a run store ({what}); it was left untouched: "
+        if self.path is not None and what.startswith("a database"):
+            what = "an SQLite database without a runs table"
+        return StoreError(f"{self.location} is not a run store ({what}); it was left untouched: "
                           "move it aside or choose another --store (or $STABILITY_STORE)")
 
-    def _error(self, error: sqlite3.Error) -> StoreError:
-        """One line for an SQLite error: a busy store, a corrupted file, anything else."""
-        text = str(error)
-        if isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-            return StoreBusy(f"run store {self.path} is locked by another writer (waited "
-                             f"{BUSY_TIMEOUT_MS / 1000:g} s); try again when it has finished")
-        if type(error) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text:
-            return StoreError(f"{self.path} is not a readable run store ({text}); it was left untouched: "
-                              "move it aside or choose another --store (or $STABILITY_STORE)")
-        return StoreError(f"run store {self.path}: {text}")
+    def _error(self, error: DBAPIError | sqlite3.Error, opening: bool = False) -> StoreError:
+        """One line for a database error (SQLAlchemy's, or the driver's own from a write's BEGIN):
+        a busy store, a corrupted file, a server that cannot be reached, anything else."""
+        original = getattr(error, "orig", None) or error
+        text = " ".join(str(original).split("\n")[0].split()) or type(original).__name__
+        if self.dialect == "sqlite":
+            if isinstance(original, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+                return StoreBusy(f"run store {self.location} is locked by another writer (waited "
+                                 f"{BUSY_TIMEOUT_MS / 1000:g} s); try again when it has finished")
+            if opening and "not a database" in text:
+                return self._not_a_store("not an SQLite database")
+            if type(original) is sqlite3.DatabaseError or "malformed" in text or "not a database" in text:
+                return StoreError(f"{self.location} is not a readable run store ({text}); it was left untouched: "
+                                  "move it aside or choose another --store (or $STABILITY_STORE)")
+            return StoreError(f"run store {self.location}: {text}")
+        if getattr(error, "connection_invalidated", False) or type(original).__name__ in ("OperationalError", "ConnectionTimeout"):
+            return StoreError(f"cannot use run store {self.location}: {text}; check that the server is running, "
+                              "the database exists and the user and password are right")
+        return StoreError(f"run store {self.location}: {text}")
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._engine.dispose()
 
     def __enter__(self) -> RunStore:
         return self
@@ -360,54 +521,66 @@ class RunStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __repr__(self) -> str:
-        return f"RunStore({str(self.path)!r})"
+    def _sql(self, template: str, **parts: str):
+        """The dialect's text() of a statement, built once (Note [write order])."""
+        key = template if not parts else f"{template}\0{sorted(parts.items())}"
+        statement = self._sql_cache.get(key)
+        if statement is None:
+            sql = template.replace("{order}", _DIALECTS[self.dialect]["order"])
+            for name, part in parts.items():
+                sql = sql.replace("{" + name + "}", part)
+            statement = text(sql)
+            expanding = [name for name in _LIST_PARAMETERS if f":{name}" in sql]
+            if expanding:  # typed, so that an empty list compares with the column's type
+                statement = statement.bindparams(*(bindparam(name, expanding=True, type_=_LIST_PARAMETERS[name])
+                                                   for name in expanding))
+            self._sql_cache[key] = statement
+        return statement
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> Iterator[Connection]:
         """One write transaction, the write lock taken at BEGIN (Notes [concurrency], [interrupts])."""
-        with self._lock:
-            try:
-                if self._conn.in_transaction:  # left open by a write that was interrupted
-                    self._conn.execute("ROLLBACK")
-                self._conn.execute("BEGIN IMMEDIATE")
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException as error:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                if isinstance(error, sqlite3.Error):
-                    raise self._error(error) from None
-                raise
+        try:
+            with self._writer.begin() as conn:
+                yield conn
+        except (DBAPIError, sqlite3.Error) as error:
+            raise self._error(error) from None
 
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, tuple(params)).fetchall()
-            except sqlite3.Error as error:
-                raise self._error(error) from None
+    def _query(self, sql: str, params: Mapping[str, Any] | None = None, **parts: str) -> list[tuple]:
+        try:
+            with self._reader.connect() as conn:
+                return [tuple(row) for row in conn.execute(self._sql(sql, **parts), params or {})]
+        except DBAPIError as error:
+            raise self._error(error) from None
+
+    def _dicts(self, sql: str, params: Mapping[str, Any] | None = None, **parts: str) -> list[dict]:
+        try:
+            with self._reader.connect() as conn:
+                return [dict(row) for row in conn.execute(self._sql(sql, **parts), params or {}).mappings()]
+        except DBAPIError as error:
+            raise self._error(error) from None
 
     def _run_id(self, run_id) -> int:
-        """``run_id`` as an int; anything that cannot be a stored id (a number outside SQLite's
+        """``run_id`` as an int; anything that cannot be a stored id (a number outside the
         integer range, a negative number, not a number) is :class:`RunNotFound`."""
         try:
             value = operator.index(run_id)
         except TypeError:
             value = int(run_id) if isinstance(run_id, str) and run_id.strip().isdigit() else -1
         if not 0 <= value <= MAX_RUN_ID:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return value
 
-    def _require(self, conn: sqlite3.Connection, run_id) -> int:
+    def _require(self, conn: Connection, run_id) -> int:
         run_id = self._run_id(run_id)
-        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        if conn.execute(self._sql("SELECT 1 FROM runs WHERE id = :id"), {"id": run_id}).first() is None:
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
     def _require_read(self, run_id) -> int:
         run_id = self._run_id(run_id)
-        if not self._query("SELECT 1 FROM runs WHERE id = ?", (run_id,)):
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        if not self._query("SELECT 1 FROM runs WHERE id = :id", {"id": run_id}):
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
     # ------------------------------------------------------------------------ runs
@@ -417,14 +590,15 @@ class RunStore:
         also gets its sweep, trial number and varied values (Note [sweeps]). Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
-        name = name if name is not None else str(config.get("name") or "")
-        text = json.dumps(config)
-        values = (None if sweep_id is None else int(sweep_id), None if trial is None else int(trial),
-                  None if params is None else _json_object(params, "params"))
+        values = {"name": name if name is not None else str(config.get("name") or ""),
+                  "config": json.dumps(config), "created_at": time.time(),
+                  "sweep_id": None if sweep_id is None else int(sweep_id),
+                  "trial": None if trial is None else int(trial),
+                  "params": None if params is None else _json_object(params, "params")}
         with self._write() as conn:
-            cursor = conn.execute("INSERT INTO runs (name, config, status, created_at, sweep_id, trial, params)"
-                                  " VALUES (?, ?, 'queued', ?, ?, ?, ?)", (name, text, time.time(), *values))
-            return int(cursor.lastrowid)
+            return int(conn.execute(self._sql(
+                "INSERT INTO runs (name, config, status, created_at, sweep_id, trial, params) VALUES"
+                " (:name, :config, 'queued', :created_at, :sweep_id, :trial, :params) RETURNING id"), values).scalar())
 
     def update_run(self, run_id: int, **fields: Any) -> None:
         """Set any of the columns in ``_UPDATABLE``; ``None`` clears a column."""
@@ -435,11 +609,11 @@ class RunStore:
             _check_status(fields["status"])
         if not fields:
             return
-        values = [None if value is None else _UPDATABLE[key](value) for key, value in fields.items()]
-        assignments = ", ".join(f"{key} = ?" for key in fields)
+        values = {key: None if value is None else _UPDATABLE[key](value) for key, value in fields.items()}
+        assignments = ", ".join(f"{key} = :{key}" for key in sorted(fields))
         with self._write() as conn:
-            run_id = self._require(conn, run_id)
-            conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*values, run_id))
+            values["id"] = self._require(conn, run_id)
+            conn.execute(self._sql(f"UPDATE runs SET {assignments} WHERE id = :id"), values)
 
     def set_status(self, run_id: int, status: str, error: str | None = None) -> None:
         """Set the status (and error, if given); terminal statuses set ``finished_at``,
@@ -448,47 +622,42 @@ class RunStore:
         now = time.time()
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute(
-                "UPDATE runs SET status = ?, error = COALESCE(?, error),"
-                " finished_at = CASE WHEN ? THEN ? ELSE finished_at END,"
-                " started_at = CASE WHEN ? = 'running' THEN COALESCE(started_at, ?) ELSE started_at END"
-                " WHERE id = ?",
-                (status, error, status in TERMINAL, now, status, now, run_id))
+            conn.execute(self._sql(
+                "UPDATE runs SET status = :status, error = COALESCE(:error, error),"
+                " finished_at = COALESCE(:finished, finished_at), started_at = COALESCE(started_at, :started)"
+                " WHERE id = :id"),
+                {"status": status, "error": error, "finished": now if status in TERMINAL else None,
+                 "started": now if status == "running" else None, "id": run_id})
 
-    def _heartbeat(self, conn: sqlite3.Connection, run_id: int, step: int | None) -> None:
+    def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
-        cursor = conn.execute("UPDATE runs SET heartbeat = ?, step = COALESCE(?, step) WHERE id = ?",
-                              (time.time(), None if step is None else int(step), run_id))
-        if cursor.rowcount == 0:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        result = conn.execute(self._sql("UPDATE runs SET heartbeat = :now, step = COALESCE(:step, step)"
+                                        " WHERE id = :id"),
+                              {"now": time.time(), "step": None if step is None else int(step), "id": run_id})
+        if result.rowcount == 0:
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
 
     def request_stop(self, run_id: int) -> None:
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute("UPDATE runs SET stop_requested = 1 WHERE id = ?", (run_id,))
+            conn.execute(self._sql("UPDATE runs SET stop_requested = 1 WHERE id = :id"), {"id": run_id})
 
     def stop_requested(self, run_id: int) -> bool:
-        rows = self._query("SELECT stop_requested FROM runs WHERE id = ?", (self._run_id(run_id),))
+        rows = self._query("SELECT stop_requested FROM runs WHERE id = :id", {"id": self._run_id(run_id)})
         if not rows:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return bool(rows[0][0])
 
-    def _run_rows(self, where: str = "", params: Iterable[Any] = (), order: str = "id DESC") -> list[dict]:
+    def _run_rows(self, where: str = "", params: Mapping[str, Any] | None = None) -> list[dict]:
         """Every column of the runs ``where`` selects, as dicts (``config`` as the stored JSON text)."""
-        with self._lock:
-            try:
-                cursor = self._conn.execute(f"SELECT * FROM runs {where} ORDER BY {order}", tuple(params))
-                rows = cursor.fetchall()
-            except sqlite3.Error as error:
-                raise self._error(error) from None
-        columns = [description[0] for description in cursor.description]
-        return [dict(zip(columns, row)) for row in rows]
+        return self._dicts(f"SELECT * FROM runs {where} ORDER BY id DESC", params)
 
     def run(self, run_id: int) -> dict[str, Any]:
-        """Every column of the run, ``config`` parsed back to a dict (:meth:`record` types it all)."""
-        rows = self._run_rows("WHERE id = ?", (self._run_id(run_id),))
+        """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
+        types it all)."""
+        rows = self._run_rows("WHERE id = :id", {"id": self._run_id(run_id)})
         if not rows:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         run = rows[0]
         run["config"] = json.loads(run["config"])
         run["params"] = parse_params(run["params"])
@@ -499,9 +668,9 @@ class RunStore:
         """The run as a :class:`~stability.records.RunRecord`, with its latest metric values."""
         from .records import record_from_row
 
-        rows = self._run_rows("WHERE id = ?", (self._run_id(run_id),))
+        rows = self._run_rows("WHERE id = :id", {"id": self._run_id(run_id)})
         if not rows:
-            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
 
     def records(self, statuses: Iterable[str] | None = None, sweep_id: int | None = None) -> list[RunRecord]:
@@ -510,16 +679,16 @@ class RunStore:
         their latest values (Note [latest])."""
         from .records import record_from_row
 
-        where, params = [], []
+        where, params = [], {}
         if statuses is not None:
             statuses = [statuses] if isinstance(statuses, str) else list(statuses)
             for status in statuses:
                 _check_status(status)
-            where.append(f"status IN ({', '.join('?' * len(statuses))})" if statuses else "0 = 1")
-            params.extend(statuses)
+            where.append("status IN :statuses")
+            params["statuses"] = statuses
         if sweep_id is not None:
-            where.append("sweep_id = ?")
-            params.append(int(sweep_id))
+            where.append("sweep_id = :sweep_id")
+            params["sweep_id"] = int(sweep_id)
         if not where:
             rows = self._run_rows()
             latest = self.latest_many()
@@ -549,10 +718,9 @@ class RunStore:
         """Remove the run, its metric and series rows, and its checkpoint file if there is one."""
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute("DELETE FROM metrics WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM series WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM latest_metrics WHERE run_id = ?", (run_id,))
-            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+            for table in ("metrics", "series", "latest_metrics"):
+                conn.execute(self._sql(f"DELETE FROM {table} WHERE run_id = :id"), {"id": run_id})
+            conn.execute(self._sql("DELETE FROM runs WHERE id = :id"), {"id": run_id})
         self.checkpoint_path(run_id).unlink(missing_ok=True)
 
     def discard_after(self, run_id: int, step: int) -> None:
@@ -562,17 +730,18 @@ class RunStore:
         values become those at or before ``step`` (Note [latest])."""
         step = int(step)
         with self._write() as conn:
-            run_id = self._require(conn, run_id)
-            conn.execute("DELETE FROM metrics WHERE run_id = ? AND step > ?", (run_id, step))
-            conn.execute("DELETE FROM series WHERE run_id = ? AND step > ?", (run_id, step))
-            conn.execute("UPDATE runs SET step = ? WHERE id = ? AND step > ?", (step, run_id, step))
-            if conn.execute("DELETE FROM latest_metrics WHERE run_id = ? AND step > ?", (run_id, step)).rowcount:
-                conn.execute("DELETE FROM latest_metrics WHERE run_id = ?", (run_id,))
-                conn.execute(_LATEST_FROM_METRICS.format(where="run_id = ?"), (run_id,))
+            values = {"id": self._require(conn, run_id), "step": step}
+            conn.execute(self._sql("DELETE FROM metrics WHERE run_id = :id AND step > :step"), values)
+            conn.execute(self._sql("DELETE FROM series WHERE run_id = :id AND step > :step"), values)
+            conn.execute(self._sql("UPDATE runs SET step = :step WHERE id = :id AND step > :step"), values)
+            if conn.execute(self._sql("DELETE FROM latest_metrics WHERE run_id = :id AND step > :step"),
+                            values).rowcount:
+                conn.execute(self._sql("DELETE FROM latest_metrics WHERE run_id = :id"), values)
+                conn.execute(self._sql(_LATEST_FROM_METRICS, where="run_id = :id"), values)
 
     def checkpoint_path(self, run_id: int) -> Path:
-        """``<store dir>/checkpoints/run-<id>.pt`` (the folder is created)."""
-        folder = self.path.parent / "checkpoints"
+        """``<store home>/checkpoints/run-<id>.pt`` (the folder is created; Note [locations])."""
+        folder = self.home / "checkpoints"
         folder.mkdir(exist_ok=True)
         return folder / f"run-{int(run_id)}.pt"
 
@@ -580,20 +749,22 @@ class RunStore:
     def create_sweep(self, spec: dict, name: str = "", study: str | None = None) -> int:
         """A new sweep in status 'running'; its Optuna study's name defaults to
         ``stability-sweep-<id>`` (Note [sweeps]). Returns its id."""
-        text = _json_object(spec, "spec")
+        values = {"name": str(name or ""), "spec": _json_object(spec, "spec"), "study": study or "",
+                  "created_at": time.time()}
         with self._write() as conn:
-            cursor = conn.execute("INSERT INTO sweeps (name, spec, study, status, created_at)"
-                                  " VALUES (?, ?, ?, 'running', ?)", (str(name or ""), text, study or "", time.time()))
-            sweep_id = int(cursor.lastrowid)
+            sweep_id = int(conn.execute(self._sql(
+                "INSERT INTO sweeps (name, spec, study, status, created_at)"
+                " VALUES (:name, :spec, :study, 'running', :created_at) RETURNING id"), values).scalar())
             if study is None:
-                conn.execute("UPDATE sweeps SET study = ? WHERE id = ?", (f"stability-sweep-{sweep_id}", sweep_id))
+                conn.execute(self._sql("UPDATE sweeps SET study = :study WHERE id = :id"),
+                             {"study": f"stability-sweep-{sweep_id}", "id": sweep_id})
             return sweep_id
 
     def sweep(self, sweep_id: int) -> dict[str, Any]:
         """Every column of the sweep, ``spec`` parsed back to a dict."""
-        rows = self._sweep_rows("WHERE id = ?", (self._sweep_id(sweep_id),))
+        rows = self._sweep_rows("WHERE id = :id", {"id": self._sweep_id(sweep_id)})
         if not rows:
-            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}")
+            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}")
         return rows[0]
 
     def sweeps(self) -> list[dict[str, Any]]:
@@ -617,22 +788,15 @@ class RunStore:
             raise ValueError(f"unknown sweep status {fields['status']!r}; valid: {', '.join(SWEEP_STATUSES)}")
         if not fields:
             return
-        values = [None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in fields.items()]
-        assignments = ", ".join(f"{key} = ?" for key in fields)
+        values = {key: None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in fields.items()}
+        assignments = ", ".join(f"{key} = :{key}" for key in sorted(fields))
+        values["id"] = self._sweep_id(sweep_id)
         with self._write() as conn:
-            sweep_id = self._sweep_id(sweep_id)
-            if conn.execute(f"UPDATE sweeps SET {assignments} WHERE id = ?", (*values, sweep_id)).rowcount == 0:
-                raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}")
+            if conn.execute(self._sql(f"UPDATE sweeps SET {assignments} WHERE id = :id"), values).rowcount == 0:
+                raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}")
 
-    def _sweep_rows(self, where: str = "", params: Iterable[Any] = ()) -> list[dict]:
-        with self._lock:
-            try:
-                cursor = self._conn.execute(f"SELECT * FROM sweeps {where} ORDER BY id DESC", tuple(params))
-                rows = cursor.fetchall()
-            except sqlite3.Error as error:
-                raise self._error(error) from None
-        columns = [description[0] for description in cursor.description]
-        sweeps = [dict(zip(columns, row)) for row in rows]
+    def _sweep_rows(self, where: str = "", params: Mapping[str, Any] | None = None) -> list[dict]:
+        sweeps = self._dicts(f"SELECT * FROM sweeps {where} ORDER BY id DESC", params)
         for sweep in sweeps:
             sweep["spec"] = json.loads(sweep["spec"])
             sweep["stop_requested"] = bool(sweep["stop_requested"])
@@ -642,7 +806,7 @@ class RunStore:
         try:
             return self._run_id(sweep_id)
         except RunNotFound:
-            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.path}") from None
+            raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}") from None
 
     # --------------------------------------------------------------------- writes
     def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:
@@ -662,79 +826,84 @@ class RunStore:
             self._insert_scalars(conn, run_id, scalars)
             self._insert_series(conn, run_id, series)
 
-    @staticmethod
-    def _insert_scalars(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
+    def _insert_scalars(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
         """Insert the rows and move the run's latest values forward (Note [latest])."""
-        rows = [(run_id, int(step), float(wall), str(name), float(value)) for step, wall, name, value in rows]
-        conn.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?, ?)", rows)
-        newest: dict[str, tuple] = {}
+        rows = [{"run_id": run_id, "step": int(step), "wall_time": float(wall), "name": str(name),
+                 "value": float(value)} for step, wall, name, value in rows]
+        if not rows:
+            return
+        conn.execute(self._sql(_INSERT_METRIC), rows)
+        newest: dict[str, dict] = {}
         for row in rows:  # the last row written at the highest step of each name
-            if row[3] not in newest or row[1] >= newest[row[3]][1]:
-                newest[row[3]] = row
-        conn.executemany(_UPSERT_LATEST, ((run_id, name, step, value) for run_id, step, _, name, value
-                                          in newest.values()))
+            if row["name"] not in newest or row["step"] >= newest[row["name"]]["step"]:
+                newest[row["name"]] = row
+        conn.execute(self._sql(_UPSERT_LATEST), [{key: row[key] for key in ("run_id", "name", "step", "value")}
+                                                 for row in newest.values()])
 
-    @staticmethod
-    def _insert_series(conn: sqlite3.Connection, run_id: int, rows: Iterable[tuple]) -> None:
-        conn.executemany("INSERT INTO series VALUES (?, ?, ?, ?, ?, ?)",
-                         ((run_id, int(step), float(wall), str(name), int(index), float(value))
-                          for step, wall, name, index, value in rows))
+    def _insert_series(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
+        rows = [{"run_id": run_id, "step": int(step), "wall_time": float(wall), "name": str(name),
+                 "idx": int(index), "value": float(value)} for step, wall, name, index, value in rows]
+        if rows:
+            conn.execute(self._sql(_INSERT_SERIES), rows)
 
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
                 since_step: int | None = None) -> pd.DataFrame:
         """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
         run_id = self._run_id(run_id)
-        where, params = ["run_id = ?"], [run_id]
+        where, params = ["run_id = :id"], {"id": run_id}
         _filter_names(where, params, names)
         if since_step is not None:
-            where.append("step > ?")
-            params.append(int(since_step))
-        with self._lock:
-            self._require_read(run_id)
-            rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
-                               " ORDER BY step, rowid", params)
+            where.append("step > :since")
+            params["since"] = int(since_step)
+        try:
+            with self._reader.connect() as conn:
+                if conn.execute(self._sql("SELECT 1 FROM runs WHERE id = :id"), {"id": run_id}).first() is None:
+                    raise RunNotFound(f"no run with id {run_id} in {self.location}")
+                rows = conn.execute(self._sql(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics"
+                                              f" WHERE {' AND '.join(where)} ORDER BY step, {{order}}"), params)
+                rows = [tuple(row) for row in rows]
+        except DBAPIError as error:
+            raise self._error(error) from None
         return _metric_frame(rows)
 
     def metrics_many(self, run_ids: Iterable[int], names: list[str] | None = None) -> pd.DataFrame:
         """Scalar rows of several runs (ids that do not exist contribute no rows), ordered by run and step."""
         run_ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
-        where, params = [f"run_id IN ({', '.join('?' * len(run_ids))})"], list(run_ids)
+        where, params = ["run_id IN :ids"], {"ids": run_ids}
         _filter_names(where, params, names)
         rows = self._query(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics WHERE {' AND '.join(where)}"
-                           " ORDER BY run_id, step, rowid", params) if run_ids else []
+                           " ORDER BY run_id, step, {order}", params) if run_ids else []
         return _metric_frame(rows)
 
     def series(self, run_id: int, name: str, since_step: int | None = None) -> pd.DataFrame:
         """Rows of one vector diagnostic with ``step > since_step``: run_id,step,wall_time,name,index,value."""
         run_id = self._run_id(run_id)
-        where, params = ["run_id = ?", "name = ?"], [run_id, name]
+        where, params = ["run_id = :id", "name = :name"], {"id": run_id, "name": name}
         if since_step is not None:
-            where.append("step > ?")
-            params.append(int(since_step))
-        with self._lock:
-            self._require_read(run_id)
-            rows = self._query("SELECT run_id, step, wall_time, name, idx, value FROM series"
-                               f" WHERE {' AND '.join(where)} ORDER BY step, idx", params)
+            where.append("step > :since")
+            params["since"] = int(since_step)
+        self._require_read(run_id)
+        rows = self._query("SELECT run_id, step, wall_time, name, idx, value FROM series"
+                           f" WHERE {' AND '.join(where)} ORDER BY step, idx", params)
         frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
         return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64",
                              "index": "int64", "value": "float64"})
 
     def latest(self, run_id: int) -> dict[str, float]:
         """The value at the highest step of every scalar name (a run's 'final' metrics; Note [latest])."""
-        with self._lock:
-            run_id = self._require_read(run_id)
-            rows = self._query("SELECT run_id, name, value FROM latest_metrics WHERE run_id = ? ORDER BY name",
-                               (run_id,))
+        run_id = self._require_read(run_id)
+        rows = self._query("SELECT run_id, name, value FROM latest_metrics WHERE run_id = :id ORDER BY name",
+                           {"id": run_id})
         return _latest_by_run(rows, [run_id])[run_id]
 
     def latest_many(self, run_ids: Iterable[int] | None = None) -> dict[int, dict[str, float]]:
         """:meth:`latest` of every run (or of those of ``run_ids`` that exist), in one query:
         run id -> {name: value}, ``{}`` for a run without scalar rows."""
-        where, params = "", []
+        where, params = "", {}
         if run_ids is not None:
-            params = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
-            where = f"WHERE runs.id IN ({', '.join('?' * len(params))})" if params else "WHERE 0 = 1"
+            params = {"ids": [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]}
+            where = "WHERE runs.id IN :ids"
         rows = self._query("SELECT runs.id, latest_metrics.name, latest_metrics.value FROM runs"
                            " LEFT JOIN latest_metrics ON latest_metrics.run_id = runs.id"
                            f" {where} ORDER BY runs.id, latest_metrics.name", params)
@@ -745,38 +914,66 @@ class RunStore:
         self.metrics(run_id).to_csv(path_or_buffer, index=False)
 
 
-def _schema_version(conn: sqlite3.Connection) -> int | None:
-    """The schema version of an existing store; None for an SQLite file that is no run store
-    (every store has had a ``meta`` table since its first transaction).
-    Only reads: a store locked by a writer can still be opened (Note [concurrency])."""
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+def _sqlite_engine(path: Path, **pool: Any) -> Engine:
+    """An engine on one SQLite file: the driver's own transactions off, WAL-friendly pragmas on
+    every new connection, ``BEGIN IMMEDIATE`` for writes (Note [concurrency])."""
+    busy_ms = BUSY_TIMEOUT_MS
+    engine = create_engine(URL.create("sqlite", database=str(path)), **pool,
+                           connect_args={"timeout": busy_ms / 1000, "isolation_level": None,
+                                         "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(connection, _record) -> None:
+        connection.execute(f"PRAGMA busy_timeout={busy_ms}")
+        connection.execute("PRAGMA synchronous=NORMAL")
+
+    event.listen(engine, "begin", _begin)
+    return engine
+
+
+def _begin(conn: Connection) -> None:
+    """A write's BEGIN (Notes [concurrency], [interrupts]): on SQLite ``BEGIN IMMEDIATE``, after
+    rolling back what an interrupted write left open (PostgreSQL's driver begins on its own)."""
+    if not conn.get_execution_options().get("stability_write"):
+        return
+    driver = conn.connection.driver_connection
+    if driver.in_transaction:  # left open by a write that was interrupted
+        driver.execute("ROLLBACK")
+    driver.execute("BEGIN IMMEDIATE")
+
+
+def _schema_version(conn: Connection) -> tuple[int | None, set[str]]:
+    """The schema version of an existing store (None where there is none: a database that is no run
+    store, or a new one) and the tables found. Every store has had a ``meta`` table since its first
+    transaction. Only reads: a store locked by a writer can still be opened (Note [concurrency])."""
+    tables = set(inspect(conn).get_table_names())
     if not {"runs", "meta"} <= tables:
-        return None
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return None if row is None else int(row[0])
+        return None, tables
+    value = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).scalar()
+    return (None if value is None else int(value)), tables
 
 
-def _migrate(conn: sqlite3.Connection) -> int:
-    """Create the tables of a new store, or bring an older store to ``SCHEMA_VERSION``, in one
-    transaction; return the version found (a newer one is left untouched; Note [schema versions])."""
-    conn.execute("BEGIN IMMEDIATE")  # not executescript: it would COMMIT on its own
-    try:
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "runs" not in tables:
-            statements, version = filter(str.strip, _SCHEMA.split(";")), SCHEMA_VERSION
-            conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        else:
-            version = _schema_version(conn)
-            statements = [sql for step in range(version, SCHEMA_VERSION) for sql in _MIGRATIONS[step]]
-        for statement in statements:
-            conn.execute(statement)
-        if version <= SCHEMA_VERSION:
-            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key)"
-                         " DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+def _migrate(conn: Connection) -> int | None:
+    """Create the tables of a new store, or bring an older store to ``SCHEMA_VERSION``, in the write
+    transaction of ``conn``; return the version found, None for a new store (a newer one is left
+    untouched; Note [schema versions])."""
+    dialect = conn.dialect.name
+    if dialect == "postgresql":  # processes opening a new database at once take turns (Note [creating and refusing])
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+    tables = set(inspect(conn).get_table_names())
+    if "runs" not in tables:
+        templates, version = [*_SCHEMA.split(";"), _META_TABLE], None
+    else:
+        version, _ = _schema_version(conn)
+        if version is None:  # someone else's runs table appeared meanwhile: leave it be
+            return None
+        templates = [sql for step in range(version, SCHEMA_VERSION) for sql in _MIGRATIONS.get(step, ())]
+    for template in templates:
+        if template.strip():
+            conn.exec_driver_sql(template.format_map({**_DIALECTS[dialect], "where": "{where}"}))
+    if version is None or version <= SCHEMA_VERSION:
+        conn.execute(text("INSERT INTO meta (key, value) VALUES ('schema_version', :version) ON CONFLICT (key)"
+                          " DO UPDATE SET value = excluded.value"), {"version": str(SCHEMA_VERSION)})
     return version
 
 
@@ -818,15 +1015,14 @@ def _section_name(config: dict, section: str) -> str | None:
     return value.get("name") if isinstance(value, dict) else None
 
 
-def _filter_names(where: list[str], params: list, names: list[str] | None) -> None:
+def _filter_names(where: list[str], params: dict, names: list[str] | None) -> None:
     if names is None:
         return
-    names = [names] if isinstance(names, str) else list(names)
-    where.append(f"name IN ({', '.join('?' * len(names))})")
-    params.extend(names)
+    where.append("name IN :names")
+    params["names"] = [names] if isinstance(names, str) else list(names)
 
 
-def _metric_frame(rows: list[tuple]) -> pd.DataFrame:
+def _metric_frame(rows: list) -> pd.DataFrame:
     """Scalar rows as a DataFrame; NULL values (stored NaNs, Note [NaN]) come back as NaN."""
     frame = pd.DataFrame(rows, columns=METRIC_COLUMNS)
     return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64", "value": "float64"})

@@ -40,3 +40,40 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setenv("STABILITY_STORE", str(path))
     with RunStore(path) as opened:
         yield opened
+
+
+# ------------------------------------------------------------------ PostgreSQL (tests/postgres.py)
+@pytest.fixture(scope="session")
+def postgres_cluster(tmp_path_factory):
+    """A throwaway PostgreSQL server for the whole session, started on first use and removed at the
+    end; where the binaries are missing the test skips with the reason, a failure when
+    STABILITY_REQUIRE_POSTGRES=1 (set by .ci/run)."""
+    from postgres import REQUIRE_ENV, Cluster, ClusterUnavailable
+
+    try:
+        cluster = Cluster.start()
+    except ClusterUnavailable as reason:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"PostgreSQL tests required ({REQUIRE_ENV}=1) but {reason}")
+        pytest.skip(str(reason))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster):
+    """A fresh, empty PostgreSQL database's URL (postgresql+psycopg://...), dropped after the test."""
+    url = postgres_cluster.new_database()
+    yield url
+    postgres_cluster.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_location(request, tmp_path):
+    """Where a store test's store lives: an SQLite file in the test's folder, or a fresh PostgreSQL
+    database (the store's whole suite runs against both)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runs.db")
+    return request.getfixturevalue("postgres_url")

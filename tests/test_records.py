@@ -1,13 +1,16 @@
 """stability/records.py and RunStore.record/records/active_runs: a stored run as one typed value."""
 import dataclasses
 import math
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy import text as sql
+
+from store_files import raw_connection, statements_while
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.records import RunRecord
@@ -18,8 +21,9 @@ CONFIG = RunConfig(cell=CellConfig("lstm", 12, {}), task=TaskConfig("copy", {"se
 
 
 @pytest.fixture
-def store(tmp_path):
-    with RunStore(tmp_path / "runs.db") as store:
+def store(store_location):
+    """A fresh store on each backend (conftest.store_location: SQLite file, PostgreSQL database)."""
+    with RunStore(store_location) as store:
         yield store
 
 
@@ -61,9 +65,8 @@ def test_a_stored_config_that_no_longer_parses_keeps_the_run_readable(store):
 
 def test_a_config_that_is_not_even_json_is_one_line_too(store):
     run_id = store.create_run(CONFIG.to_dict())
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE runs SET config = '{\"cell\": ' WHERE id = ?", (run_id,))
-    conn.close()
+    with raw_connection(store) as conn:
+        conn.execute(text("UPDATE runs SET config = '{\"cell\": ' WHERE id = :id"), {"id": run_id})
     record = store.record(run_id)
     assert record.config is None and dict(record.raw_config) == {} and record.cell is None
     assert record.config_problem.startswith("the stored config is not JSON") and "\n" not in record.config_problem
@@ -108,10 +111,9 @@ def test_a_trial_record_carries_its_sweep_and_records_filter_by_sweep(store):
 
 def test_params_that_are_not_a_json_object_read_as_empty(store):
     run_id = store.create_run(CONFIG.to_dict(), params={"lr": 1})
-    for text in ("[1, 2]", "{broken"):
-        with sqlite3.connect(store.path) as conn:
-            conn.execute("UPDATE runs SET params = ? WHERE id = ?", (text, run_id))
-        conn.close()
+    for text in ("[1, 2]", "{broken"):  # noqa: F402 (shadows sqlalchemy.text, imported as sql here)
+        with raw_connection(store) as conn:
+            conn.execute(sql("UPDATE runs SET params = :params WHERE id = :id"), {"params": text, "id": run_id})
         assert dict(store.record(run_id).params) == {} == store.run(run_id)["params"]
 
 
@@ -128,20 +130,17 @@ def test_active_runs_are_the_queued_and_running_ones_oldest_first(store):
 
 
 def test_record_of_a_missing_run_is_one_line(store):
-    with pytest.raises(RunNotFound, match=r"^no run with id 5 in .*runs\.db$"):
+    with pytest.raises(RunNotFound) as info:
         store.record(5)
+    assert str(info.value) == f"no run with id 5 in {store.location}"
 
 
 def test_records_read_the_store_in_two_queries_however_many_runs(store):
     for _ in range(15):
         run_id = store.create_run(CONFIG.to_dict())
         store.flush(run_id, [(step, time.time(), "val/loss", step) for step in range(4)])
-    sent = []
-    store._conn.set_trace_callback(sent.append)
-    try:
-        records = store.records()
-    finally:
-        store._conn.set_trace_callback(None)
+    records = []
+    sent = statements_while(store, lambda: records.extend(store.records()))
     assert len(records) == 15 and all(record.latest == {"val/loss": 3.0} for record in records)
     assert len(sent) == 2
 

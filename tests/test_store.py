@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sqlalchemy import text
 
 from stability.store import (SCHEMA_VERSION, STATUSES, SWEEP_STATUSES, TERMINAL, RunNotFound, RunStore, StoreError,
                              SweepNotFound)
 
-from store_files import corrupt
+from store_files import corrupt, raw_connection, raw_rows, write_order
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = {"cell": {"name": "spectral", "hidden_size": 8, "options": {}},
@@ -26,18 +27,25 @@ CONFIG = {"cell": {"name": "spectral", "hidden_size": 8, "options": {}},
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(store_location):
+    """A fresh store on each backend: an SQLite file, a PostgreSQL database (conftest.store_location)."""
+    with RunStore(store_location) as store:
+        yield store
+
+
+@pytest.fixture
+def sqlite_store(tmp_path):
+    """For what only an SQLite file has (WAL, its file locks, its pages)."""
     with RunStore(tmp_path / "runs.db") as store:
         yield store
 
 
-def raw_count(path, table, run_id):
-    with sqlite3.connect(path) as conn:
-        return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (run_id,)).fetchone()[0]
+def raw_count(store, table, run_id):
+    return raw_rows(store, f"SELECT COUNT(*) FROM {table} WHERE run_id = :id", id=run_id)[0][0]
 
 
 def start_writer(db, run_id, body):
-    """A separate Python process that opens its own RunStore on ``db`` and runs ``body``."""
+    """A separate Python process that opens its own RunStore on ``db`` (a path or URL) and runs ``body``."""
     code = f"from stability.store import RunStore\nstore = RunStore({str(db)!r})\nrun_id = {run_id}\n"
     code += textwrap.dedent(body)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -212,12 +220,12 @@ def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
 
 
 @pytest.mark.parametrize("sweep_id", [99, -1, "abc", 2**70])
-def test_an_unknown_sweep_is_one_line(store, tmp_path, sweep_id):
+def test_an_unknown_sweep_is_one_line(store, sweep_id):
     store.create_sweep(SPEC)
     for call in (lambda: store.sweep(sweep_id), lambda: store.update_sweep(sweep_id, status="stopped")):
         with pytest.raises(SweepNotFound) as info:
             call()
-        assert str(info.value) == f"no sweep with id {sweep_id} in {tmp_path / 'runs.db'}"
+        assert str(info.value) == f"no sweep with id {sweep_id} in {store.location}"
     assert issubclass(SweepNotFound, ValueError)
 
 
@@ -289,7 +297,7 @@ def test_flush_writes_scalars_series_and_heartbeat_together(store):
     assert len(store.metrics(run_id)) == 1 and store.run(run_id)["step"] == 3
 
 
-def test_unknown_run_raises_one_line(store, tmp_path):
+def test_unknown_run_raises_one_line(store):
     store.create_run(CONFIG)
     calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1), lambda: store.set_status(99, "running"),
              lambda: store.discard_after(99, 0), lambda: store.request_stop(99), lambda: store.stop_requested(99),
@@ -299,7 +307,7 @@ def test_unknown_run_raises_one_line(store, tmp_path):
     for call in calls:
         with pytest.raises(RunNotFound) as info:
             call()
-        assert str(info.value) == f"no run with id 99 in {tmp_path / 'runs.db'}"
+        assert str(info.value) == f"no run with id 99 in {store.location}"
     assert issubclass(RunNotFound, ValueError)
 
 
@@ -309,14 +317,14 @@ def test_delete_run_removes_rows_and_checkpoint(store):
     for rid in (run_id, keep):
         store.flush(rid, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "sv/spectrum", 0, 1.0)])
     checkpoint = store.checkpoint_path(run_id)
-    assert checkpoint == store.path.parent / "checkpoints" / f"run-{run_id}.pt" and checkpoint.parent.is_dir()
+    assert checkpoint == store.home / "checkpoints" / f"run-{run_id}.pt" and checkpoint.parent.is_dir()
     checkpoint.write_bytes(b"weights")
     store.delete_run(run_id)
     assert not checkpoint.exists()
     with pytest.raises(RunNotFound):
         store.run(run_id)
-    assert raw_count(store.path, "metrics", run_id) == 0 and raw_count(store.path, "series", run_id) == 0
-    assert raw_count(store.path, "metrics", keep) == 1 and raw_count(store.path, "series", keep) == 1
+    assert raw_count(store, "metrics", run_id) == 0 and raw_count(store, "series", run_id) == 0
+    assert raw_count(store, "metrics", keep) == 1 and raw_count(store, "series", keep) == 1
     assert list(store.runs()["id"]) == [keep]
     store.delete_run(keep)  # no checkpoint file: fine
 
@@ -378,25 +386,30 @@ def test_default_path_from_env(tmp_path, monkeypatch):
         assert store.path == tmp_path / "home" / ".stability" / "runs.db"
 
 
-def test_wal_mode_and_schema_version(store):
+def test_wal_mode_and_schema_version(sqlite_store):
+    store = sqlite_store
     with sqlite3.connect(store.path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    conn.close()
+
+
+def test_schema_version_and_reopening(store):
+    assert raw_rows(store, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     run_id = store.create_run(CONFIG)
-    with RunStore(store.path) as again:  # reopening keeps the data
+    with RunStore(store.url) as again:  # reopening keeps the data
         assert again.run(run_id)["config"] == CONFIG
 
 
-def test_newer_schema_is_refused(tmp_path):
-    path = tmp_path / "runs.db"
-    RunStore(path).close()
+def test_newer_schema_is_refused(store_location):
+    store = RunStore(store_location)
+    store.close()
     newer = SCHEMA_VERSION + 1
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(newer),))
+    with raw_connection(store) as conn:
+        conn.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"), {"v": str(newer)})
     with pytest.raises(StoreError) as info:
-        RunStore(path)
+        RunStore(store_location)
     message = str(info.value)
-    assert "\n" not in message and str(path) in message and f"schema version {newer}" in message
+    assert "\n" not in message and store.location in message and f"schema version {newer}" in message
 
 
 @pytest.mark.parametrize("kind", ["directory", "not a database", "parent is a file"])
@@ -433,7 +446,7 @@ def test_threads_share_one_store(store):
 def test_reader_polls_while_another_process_writes(store):
     batches, per_batch, series_per_batch = 150, 8, 16
     run_id, busy = store.create_run(CONFIG), store.create_run(CONFIG)
-    writer = start_writer(store.path, run_id, f"""
+    writer = start_writer(store.url, run_id, f"""
         import time
         for step in range({batches}):
             time.sleep(0.005)  # a training step; without it the writer may finish between two polls
@@ -466,7 +479,7 @@ def test_reader_polls_while_another_process_writes(store):
 def test_sigkilled_writer_keeps_every_completed_flush(store):
     per_flush, series_per_flush, min_flushes = 20, 300, 30
     run_id = store.create_run(CONFIG)
-    writer = start_writer(store.path, run_id, f"""
+    writer = start_writer(store.url, run_id, f"""
         import time
         step = 0
         while True:
@@ -481,7 +494,7 @@ def test_sigkilled_writer_keeps_every_completed_flush(store):
         time.sleep(0.01)
     writer.send_signal(signal.SIGKILL)
     assert writer.wait() == -signal.SIGKILL
-    with RunStore(store.path) as after:  # a fresh connection recovers the WAL
+    with RunStore(store.url) as after:  # a fresh connection recovers the WAL (SQLite)
         metrics = after.metrics(run_id)
         series = after.series(run_id, "vec")
         steps = int(metrics["step"].max()) + 1
@@ -489,8 +502,10 @@ def test_sigkilled_writer_keeps_every_completed_flush(store):
         assert len(metrics) == steps * per_flush and len(series) == steps * series_per_flush
         assert sorted(set(metrics["step"])) == sorted(set(series["step"])) == list(range(steps))
         assert after.run(run_id)["step"] == steps - 1  # heartbeat committed with its rows
-    with sqlite3.connect(store.path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    if store.path is not None:
+        with sqlite3.connect(store.path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
 
 
 # ------------------------------------------------------------ refusing and faults
@@ -524,8 +539,8 @@ def test_a_new_path_becomes_a_store_and_leaves_no_temporary_files(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("runs.db")) == []
 
 
-def test_processes_creating_one_store_at_once_all_get_it(tmp_path):
-    path = tmp_path / "runs.db"
+def test_processes_creating_one_store_at_once_all_get_it(store_location):
+    path = store_location  # a new file, or a new empty database: its tables are made by the first to open it
     code = f"from stability.store import RunStore\nRunStore({str(path)!r}).create_run({{}})\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
@@ -550,49 +565,44 @@ def test_run_ids_that_cannot_exist_are_not_found(store, run_id):
     assert store.metrics_many([2**70, -1]).empty and store.latest_many([2**70, -1]) == {}
 
 
-class _InterruptAfterBegin:
-    """A connection that raises KeyboardInterrupt right after its next ``BEGIN IMMEDIATE`` has
-    run: the moment between taking the write lock and entering the ``try`` that rolls back."""
-
-    def __init__(self, conn):
-        self._conn, self.armed = conn, False
-
-    def __getattr__(self, name):
-        return getattr(self._conn, name)
-
-    def execute(self, sql, *args):
-        cursor = self._conn.execute(sql, *args)
-        if self.armed and sql == "BEGIN IMMEDIATE":
-            self.armed = False
-            raise KeyboardInterrupt
-        return cursor
-
-
 def test_a_keyboard_interrupt_right_after_begin_still_lets_the_status_land(store):
+    """KeyboardInterrupt right after a write's BEGIN (IMMEDIATE, on SQLite) has run: the moment
+    between taking the write lock and entering the code that would roll it back."""
+    from sqlalchemy import event
+
     run_id = store.create_run(CONFIG)
     store.set_status(run_id, "running")
-    store._conn = connection = _InterruptAfterBegin(store._conn)
-    connection.armed = True
+    armed = [True]
+
+    def interrupt(conn):  # listens after the store's own begin listener, which sent the BEGIN
+        if armed and conn.get_execution_options().get("stability_write"):
+            armed.clear()
+            raise KeyboardInterrupt
+
+    event.listen(store._engine, "begin", interrupt)
     with pytest.raises(KeyboardInterrupt):
         store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [], heartbeat_step=0)
+    assert not armed
     store.set_status(run_id, "stopped", error="interrupted from the keyboard")  # what the CLI does
-    with RunStore(store.path) as other:  # another process's view: committed, nothing half-written
+    with RunStore(store.url) as other:  # another process's view: committed, nothing half-written
         assert other.run(run_id)["status"] == "stopped"
         assert other.metrics(run_id).empty
+        other.flush(run_id, [(1, 0.0, "train/loss", 2.0)])  # and no write lock was left behind
 
 
 def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
     run_id = store.create_run(CONFIG)
 
-    def interrupted(conn, run_id, rows):
-        conn.execute("INSERT INTO metrics VALUES (?, 0, 0.0, 'half', 1.0)", (run_id,))
+    def interrupted(self, conn, run_id, rows):
+        conn.execute(text("INSERT INTO metrics (run_id, step, wall_time, name, value) VALUES (:id, 0, 0.0, 'half', 1.0)"),
+                     {"id": run_id})
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(RunStore, "_insert_series", staticmethod(interrupted))
+    monkeypatch.setattr(RunStore, "_insert_series", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "v", 0, 1.0)])
     store.set_status(run_id, "stopped")
-    with RunStore(store.path) as other:
+    with RunStore(store.url) as other:
         assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
 
 
@@ -613,9 +623,10 @@ def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_pat
     assert path.read_bytes() == before
 
 
-def test_reads_do_not_wait_for_a_writer_holding_the_lock(store, monkeypatch):
+def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypatch):
     import stability.store as store_module
 
+    store = sqlite_store
     run_id = store.create_run(CONFIG)
     store.log(run_id, [(0, 0.0, "train/loss", 1.0)])
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
@@ -639,10 +650,11 @@ def test_reads_do_not_wait_for_a_writer_holding_the_lock(store, monkeypatch):
         holder.close()
 
 
-def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(store):
+def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(sqlite_store):
     """Opening a RunStore must not open and close the file outside SQLite: that drops the POSIX
     locks of every connection of this process, and another process's last close then
     checkpoints and removes the WAL under the first connection, which reads stale rows."""
+    store = sqlite_store
     run_id = store.create_run(CONFIG)
     for round in range(3):
         RunStore(store.path).close()
@@ -725,7 +737,7 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
     with RunStore(path) as again:  # opening a migrated store again changes nothing
         assert again.run(1)["resumes"] == 1
         latest = again.latest_many()
-        assert comparable(latest) == comparable(brute_force_latest(path))
+        assert comparable(latest) == comparable(brute_force_latest(again))
         assert comparable({1: latest[1]}) == comparable({1: {"gap/loss": math.nan, "train/loss": 105.0,
                                                              "val/loss": -1.0}})  # the tie: written last
 
@@ -833,13 +845,11 @@ def test_an_sqlite_file_with_a_runs_table_but_no_store_meta_is_refused(tmp_path)
 
 
 # ----------------------------------------------------------------- latest values
-def brute_force_latest(path):
+def brute_force_latest(store):
     """Run id -> {name: value} from a plain read of every run and metric row: per run and name the
-    row with the highest step, the last written (highest rowid) where several share that step."""
-    with sqlite3.connect(path) as conn:
-        run_ids = [row[0] for row in conn.execute("SELECT id FROM runs")]
-        rows = conn.execute("SELECT rowid, run_id, name, step, value FROM metrics").fetchall()
-    conn.close()
+    row with the highest step, the last written (highest rowid or seq) where several share that step."""
+    run_ids = [row[0] for row in raw_rows(store, "SELECT id FROM runs")]
+    rows = raw_rows(store, f"SELECT {write_order(store)}, run_id, name, step, value FROM metrics")
     best = {}
     for rowid, run_id, name, step, value in rows:
         if (run_id, name) not in best or (step, rowid) > best[run_id, name][0]:
@@ -880,15 +890,12 @@ def test_latest_values_equal_a_brute_force_read_after_random_writes_discards_and
         else:
             store.delete_run(run_id)
             runs[runs.index(run_id)] = store.create_run(CONFIG)
-        expected = comparable(brute_force_latest(store.path))
+        expected = comparable(brute_force_latest(store))
         assert comparable(store.latest_many()) == expected
         subset = runs[:2] + [10**6]
         assert comparable(store.latest_many(subset)) == {run_id: expected[run_id] for run_id in runs[:2]}
         assert comparable({run_id: store.latest(run_id) for run_id in runs}) == expected
-    with sqlite3.connect(store.path) as conn:  # no rows left behind by deleted runs
-        assert conn.execute("SELECT COUNT(*) FROM latest_metrics WHERE run_id NOT IN (SELECT id FROM runs)"
-                            ).fetchone()[0] == 0
-    conn.close()
+    assert raw_rows(store, "SELECT COUNT(*) FROM latest_metrics WHERE run_id NOT IN (SELECT id FROM runs)") == [(0,)]
 
 
 def test_a_failed_flush_leaves_the_latest_values_as_they_were(store):
@@ -896,4 +903,4 @@ def test_a_failed_flush_leaves_the_latest_values_as_they_were(store):
     store.flush(run_id, [(1, 0.0, "train/loss", 1.0)])
     with pytest.raises(ValueError):
         store.flush(run_id, [(2, 0.0, "train/loss", 2.0)], [(2, 0.0, "v", 0, "not a number")])
-    assert store.latest(run_id) == {"train/loss": 1.0} == brute_force_latest(store.path)[run_id]
+    assert store.latest(run_id) == {"train/loss": 1.0} == brute_force_latest(store)[run_id]
