@@ -2,7 +2,14 @@
 
 Run table (select rows) -> metric rows from the store -> charts.metric_chart per metric -> CSV of
 exactly what is drawn. The selection and every control are mirrored in the URL
-(``?runs=1,2,3&metrics=val/loss,grad/h0_norm&smooth=0.6&log=1&x=wall_time``), so a link reproduces the view.
+(``?runs=1,2,3&metrics=val/loss,grad/h0_norm&smooth=0.6&log=1&x=wall_time&group=1&by=cell,lr``), so a link
+reproduces the view.
+
+"Group seeds" draws the selected runs that differ only in seed (or, with "Group by", that agree on the
+chosen config fields) as one line per group, the mean over its runs with a min-max band
+(stability.groups.seed_groups and group_curves, charts.grouped_curves_chart); on a log axis the mean is
+geometric (stability.groups, Note [Geometric mean on a log axis]).  Groups are drawn against the step, raw:
+runs log at the same steps, not at the same wall times, and a mean of smoothed curves would hide the spread.
 """
 import streamlit as st
 
@@ -14,6 +21,7 @@ from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
 from stability import charts
+from stability.groups import group_curves, seed_groups
 from stability.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
 from stability.run_table import run_table
 from stability.store import ACTIVE_STATUSES, RunNotFound
@@ -25,6 +33,8 @@ METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "
 X_LABELS = {"step": "step", "wall_time": "wall time"}
 CHART_HEIGHT = 330  # the whole chart, legend and axes included (Streamlit fits the spec into it)
 TABLE_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed"]
+GROUP_FIELDS = ("cell", "cell.hidden_size", "task", "task.seq_len", "lr", "optimizer", "clip_grad_norm",
+                "batch_size", "steps", "weight_decay", "cell.h0", "cell.h0_noise_std")
 
 
 def label(run):
@@ -63,10 +73,24 @@ def shown_rows(prepared, x, smoothing):
     return prepared[columns + (["smoothed"] if smoothing > 0 else [])]
 
 
+def run_groups(store, ids, by):
+    """run id -> the label of its group (:func:`stability.groups.seed_groups`, ``by`` fields or seeds)."""
+    records = []
+    for run_id in ids:
+        try:
+            records.append(store.record(run_id))
+        except RunNotFound:  # deleted meanwhile
+            pass
+    found = seed_groups(records, by=list(by) or None)
+    return {run_id: f"{group} ({len(members)} run{'s' if len(members) > 1 else ''})"
+            for group, members in found.items() for run_id in members}
+
+
 @store_guard
-def draw_charts(selected, names, smoothing, log_y, x):
+def draw_charts(selected, names, smoothing, log_y, x, by=None):
     """One chart per metric, then the CSV download of the same rows; refreshes while a selected run trains,
-    reading only the rows logged since its last look and redrawing only when some arrived."""
+    reading only the rows logged since its last look and redrawing only when some arrived.  With ``by``
+    (a tuple of config fields, empty: runs that differ only in seed) the runs are drawn as groups."""
     store = open_store()
     labels = dict(zip(selected["id"], (label(run) for run in selected.itertuples())))
     rows = {}
@@ -75,9 +99,11 @@ def draw_charts(selected, names, smoothing, log_y, x):
             rows[run_id] = run_rows(store, store.run(run_id))
         except RunNotFound:  # deleted meanwhile, e.g. from the Runs page
             pass
-    panels = chart_panels("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x),
-                          tuple(row.version(names) for row in rows.values()),
-                          lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x))
+    groups = None if by is None else run_groups(store, list(rows), by)
+    build = (lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x)) if groups is None else (
+        lambda: grouped_charts(rows, groups, names, log_y))
+    panels = chart_panels("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x, by),
+                          tuple(row.version(names) for row in rows.values()), build)
     specs = live_chart_specs("compare", panels, final=all(row.final for row in rows.values()))
     grid = st.columns(2)
     for position, spec in enumerate(specs):
@@ -86,6 +112,21 @@ def draw_charts(selected, names, smoothing, log_y, x):
     st.download_button(f"Download CSV ({count} rows)", csv,
                        file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
                        key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation.")
+
+
+def grouped_charts(rows, groups, names, log_y):
+    """One chart per metric: a mean line and a min-max band per group; and the CSV of those statistics."""
+    frames = [row.metrics[row.metrics["name"].isin(names)] for row in rows.values()]
+    drawn = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "step", "wall_time",
+                                                                                     "name", "value"])
+    panels, tables = [], []
+    for name in names:
+        curves = group_curves(drawn, groups, name, log=log_y)
+        tables.append(curves.assign(name=name))
+        panels.append(charts.grouped_curves_chart(curves, name, log_y, title=name, height=CHART_HEIGHT))
+    shown = pd.concat(tables, ignore_index=True)[["group", "name", "step", "mean", "min", "max", "n", "zeros"]]
+    st.session_state["cmp_csv_data"] = (shown.to_csv(index=False).encode(), len(shown))
+    return panels
 
 
 def compare_charts(selected, rows, labels, names, smoothing, log_y, x):
@@ -151,6 +192,8 @@ st.session_state["cmp_metrics"] = [name for name in st.session_state["cmp_metric
 init_state("cmp_smoothing", query.number("smooth", 0.0))
 init_state("cmp_log", query.choice("log", ("0", "1"), "1") != "0")  # gradient norms span many decades
 init_state("cmp_x", query.choice("x", list(X_LABELS), "step"))
+init_state("cmp_group", query.choice("group", ("0", "1"), "0") == "1")
+init_state("cmp_group_by", query.choices("by", list(GROUP_FIELDS), []))
 query.warn()
 
 pick, smooth, scale, axis = st.columns([3, 2, 1, 1.6], vertical_alignment="bottom")
@@ -160,10 +203,25 @@ smoothing = smooth.slider("Smoothing", 0.0, charts.MAX_SMOOTHING, step=0.01, key
                                "the raw curve stays faint behind.")
 log_y = scale.toggle("Log y", key="cmp_log", help="Zeros and infinities are clipped and marked with a ▼.")
 x = axis.radio("x axis", list(X_LABELS), format_func=X_LABELS.get, horizontal=True, key="cmp_x")
-st.query_params.update({"metrics": ",".join(names), "smooth": f"{smoothing:g}", "log": str(int(log_y)), "x": x})
+group_column, by_column = st.columns([1, 4], vertical_alignment="bottom")
+grouped = group_column.toggle("Group seeds", key="cmp_group",
+                              help="Runs that differ only in seed (or that agree on the fields chosen beside) as one "
+                                   "line: the mean over the runs, with a min-max band. Geometric mean on a log axis.")
+by = by_column.multiselect("Group by", GROUP_FIELDS, key="cmp_group_by", disabled=not grouped,
+                           placeholder="every config field but the seed",
+                           help="Group the runs that agree on these fields, whatever else differs.")
+st.query_params.update({"metrics": ",".join(names), "smooth": f"{smoothing:g}", "log": str(int(log_y)), "x": x,
+                        "group": str(int(grouped))})
+if by:
+    st.query_params["by"] = ",".join(by)
+else:
+    st.query_params.pop("by", None)
+if grouped and (smoothing > 0 or x != "step"):
+    st.caption("Groups are drawn raw against the step: the smoothing and wall-time settings apply to single runs.")
 
 if not names:
     st.info("Choose at least one metric.")
     st.stop()
 live = selected["status"].isin(ACTIVE_STATUSES).any()
-st.fragment(draw_charts, run_every=2.0 if live else None)(selected, names, smoothing, log_y, x)
+st.fragment(draw_charts, run_every=2.0 if live else None)(selected, names, smoothing, log_y, x,
+                                                         tuple(by) if grouped else None)

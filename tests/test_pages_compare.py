@@ -4,6 +4,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import streamlit
@@ -262,3 +263,66 @@ def test_a_run_whose_stored_config_no_longer_parses_does_not_break_the_page(stor
     app = run(runs=f"1,{old}")
     assert not app.exception and not app.error
     assert {run for run, *_ in drawn(by_title(app)["val/loss"])} == {"#1 rnn", f"#{old} gru"}
+
+
+def add_seeded(store, cell, seed, lr=1e-3):
+    """A completed run whose val/loss and ‖∂L/∂h0‖ depend on its cell, lr and seed."""
+    config = RunConfig(cell=CellConfig(cell, 16), task=TaskConfig("adding", {"seq_len": 50}),
+                       train=TrainConfig(steps=100, lr=lr, seed=seed))
+    run_id = store.create_run(config.to_dict(), name=f"{cell} seed {seed}")
+    store.update_run(run_id, metric="mse", baseline=ADDING_BASELINE, total_steps=100, step=90)
+    store.set_status(run_id, "completed")
+    rows = []
+    for step in STEPS:
+        rows += [(step, 10.0 * run_id + step, "val/loss", (1 + seed) / (1 + step) + lr),
+                 (step, 10.0 * run_id + step, "grad/h0_norm", 10.0 ** -(step * (1 + seed) / 10) if step < 90 or seed
+                  else 0.0)]
+    store.log(run_id, rows)
+    return run_id
+
+
+def group_rows(chart):
+    """The mean/min/max rows of a grouped chart (the dataset with a 'group' column)."""
+    return next(frame for frame in (dataframe_util.convert_arrow_bytes_to_pandas_df(named.data.data)
+                                    for named in chart.proto.datasets) if "group" in frame)
+
+
+def test_group_seeds_draws_one_mean_line_with_a_band_per_group(store):
+    runs = [add_seeded(store, "rnn", seed) for seed in range(3)] + [add_seeded(store, "lstm", seed) for seed in (0, 1)]
+    app = run(runs=",".join(map(str, runs)), metrics="val/loss,grad/h0_norm", log="0")
+    app.toggle(key="cmp_group").set_value(True).run()
+    assert not app.exception
+    assert param(app, "group") == "1"
+    metrics = store.metrics_many(runs)
+    cells = {run_id: "rnn" if run_id in runs[:3] else "lstm" for run_id in runs}
+    metrics["group"] = metrics["run_id"].map(cells)
+    for name, chart in by_title(app).items():
+        rows = group_rows(chart)
+        assert set(rows["group"]) == {"cell=rnn (3 runs)", "cell=lstm (2 runs)"}
+        expected = metrics[metrics["name"] == name].groupby(["group", "step"])["value"].agg(["mean", "min", "max"])
+        for row in rows.itertuples():
+            want = expected.loc[(row.group.split("=")[1].split(" ")[0], row.step)]
+            assert row.mean == pytest.approx(want["mean"]) and row.min == want["min"] and row.max == want["max"]
+
+
+def test_group_seeds_on_a_log_axis_averages_exponents_and_keeps_zeros(store):
+    runs = [add_seeded(store, "rnn", seed) for seed in range(3)]
+    app = run(runs=",".join(map(str, runs)), metrics="grad/h0_norm", log="1", group="1")
+    assert not app.exception and app.toggle(key="cmp_group").value
+    rows = group_rows(charts_of(app)[0]).set_index("step")
+    values = store.metrics_many(runs, names=["grad/h0_norm"])
+    at_50 = values.loc[values["step"] == 50, "value"]
+    assert rows.loc[50, "mean"] == pytest.approx(10 ** np.log10(at_50).mean())
+    assert rows.loc[90, "min"] == 0.0 and rows.loc[90, "zeros"] == 1  # seed 0 vanished: counted, not averaged
+
+
+def test_group_by_chosen_fields_from_the_link(store):
+    runs = [add_seeded(store, "rnn", 0, lr=1e-3), add_seeded(store, "rnn", 1, lr=1e-2), add_seeded(store, "lstm", 0)]
+    app = run(runs=",".join(map(str, runs)), metrics="val/loss", group="1", by="cell")
+    assert not app.exception
+    assert app.multiselect(key="cmp_group_by").value == ["cell"]
+    rows = group_rows(charts_of(app)[0])
+    assert set(rows["group"]) == {"cell=rnn (2 runs)", "cell=lstm (1 run)"}
+    assert rows.loc[(rows["group"] == "cell=rnn (2 runs)"), "n"].eq(2).all()
+    ungrouped = run(runs=",".join(map(str, runs)), metrics="val/loss", group="1")
+    assert len(set(group_rows(charts_of(ungrouped)[0])["group"])) == 3  # lr differs: three groups
