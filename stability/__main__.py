@@ -137,6 +137,10 @@ def _add_sweep_commands(commands, store) -> None:
     sweeps = commands.add_parser("sweeps", parents=[store], help="list sweeps; show, join, stop or resume one")
     sweeps.set_defaults(handler=cmd_sweeps)
     actions = sweeps.add_subparsers(dest="action", metavar="ACTION")
+    # --store before or after the action: an action's own default must not overwrite one given before it
+    store = _Parser(add_help=False)
+    store.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS,
+                       help="run store (default: $STABILITY_STORE, else ~/.stability/runs.db)")
     show = actions.add_parser("show", parents=[store], help="a sweep's results by setting")
     show.add_argument("--json", action="store_true", help="one JSON object per setting")
     join = actions.add_parser("join", parents=[store], help="add workers on this machine to a running sweep")

@@ -472,6 +472,9 @@ def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_g
             assert {opened.record(run["run_id"]).config.train.seed for run in item["runs"]} == {0, 1}
     listed = cli("sweeps", store=store)
     assert listed.returncode == 0 and "completed" in listed.stdout.splitlines()[1]
+    for order in (["sweeps", "--store", str(store), "show", "1"], ["sweeps", "show", "1", "--store", str(store)]):
+        elsewhere = cli(*order, store=tmp_path / "other.db")  # --store wins over $STABILITY_STORE, either place
+        assert elsewhere.returncode == 0 and elsewhere.stdout.splitlines()[2:] == table[2:], elsewhere.stderr
 
 
 def test_a_background_sweep_prints_its_id_then_stops_and_resumes_from_the_cli(tmp_path):
