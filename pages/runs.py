@@ -1,7 +1,8 @@
 """Runs: every stored run with its status, config and final metrics; open, stop, resume, delete, export.
 
 runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
-While a run is queued or training the table refreshes itself in place.
+While a run is queued or training the table refreshes itself in place.  A sweep's run shows its sweep
+(a link to the Sweep page) and its varied values (``cell=rnn lr=0.001``), as every other page tags it.
 """
 import contextlib
 
@@ -11,6 +12,7 @@ from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability import runner
+from stability.groups import setting_label
 from stability.runner import RESUMABLE
 from stability.train import ResumeError
 from stability.run_table import run_table
@@ -18,7 +20,8 @@ from stability.store import ACTIVE_STATUSES, RunNotFound
 
 require_router(__file__)
 
-TABLE_COLUMNS = ["id", "name", "status", "cell", "task", "seq_len", "progress", "steps_done"]  # then finals
+TABLE_COLUMNS = ["id", "name", "status", "sweep", "varied", "cell", "task", "seq_len", "progress",
+                 "steps_done"]  # then finals
 TAIL_COLUMNS = ["created", "error"]
 REFRESH_S = 3.0
 
@@ -38,6 +41,16 @@ def runs_table(store):
     table = run_table(store)
     table["steps_done"] = [f"{step:,} / {total:,}" for step, total in
                            zip(table["step"].fillna(0).astype(int), table["total_steps"].fillna(0).astype(int))]
+    return with_sweeps(store, table)
+
+
+def with_sweeps(store, table):
+    """``table`` with ``sweep`` (a link to the run's sweep on the Sweep page, empty for a run of none) and
+    ``varied`` (the sweep's values of the run: ``cell=rnn lr=0.001``)."""
+    tags = {record.id: (record.sweep_id, setting_label(record.params)) for record in store.records()
+            if record.sweep_id is not None}
+    table["sweep"] = [f"sweep?sweep={tags[run_id][0]}" if run_id in tags else None for run_id in table["id"]]
+    table["varied"] = [tags[run_id][1] if run_id in tags else "" for run_id in table["id"]]
     return table
 
 
@@ -142,6 +155,9 @@ def runs_panel(polling):
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "steps_done": st.column_config.TextColumn("steps"),
+            "sweep": st.column_config.LinkColumn("sweep", display_text=r"sweep=(\d+)",
+                                                 help="The sweep the run is a trial of: open it on the Sweep page."),
+            "varied": st.column_config.TextColumn("varied", help="The sweep's varied values of this run."),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm"),
             "error": st.column_config.TextColumn("error", width="medium")})
     if "runs_notice" in st.session_state:

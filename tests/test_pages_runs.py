@@ -224,3 +224,17 @@ def test_resume_is_offered_for_runs_that_can_continue_and_says_why_one_cannot(st
     assert not app.exception
     assert any(f"run {lost} has no checkpoint to resume from" in s.value for s in app.success)
     assert store.run(lost)["status"] == "interrupted" and store.run(lost)["resumes"] == 0
+
+
+def test_a_sweeps_runs_show_their_sweep_and_varied_values(store):
+    plain = add_run(store, "rnn", "completed", step=100)
+    sweep_id = store.create_sweep({"base": {}, "vary": []}, name="lr x cell")
+    config = RunConfig(cell=CellConfig("lstm", 16), task=TaskConfig("adding", {"seq_len": 30}),
+                       train=TrainConfig(steps=100, lr=0.01))
+    tagged = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=4, params={"cell": "lstm", "train.lr": 0.01})
+    store.set_status(tagged, "completed")
+    app = AppTest.from_file(str(PAGE), default_timeout=30).run()
+    assert not app.exception
+    table = app.dataframe[0].value.set_index("id")
+    assert table.loc[tagged, "sweep"] == f"sweep?sweep={sweep_id}" and table.loc[tagged, "varied"] == "cell=lstm lr=0.01"
+    assert pd.isna(table.loc[plain, "sweep"]) and table.loc[plain, "varied"] == ""

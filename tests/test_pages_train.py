@@ -412,3 +412,18 @@ def test_start_from_a_page_watching_another_run_watches_the_new_one(store, fake_
     new = max(store.runs()["id"])
     assert new != old and app.selectbox(key="train_watch").value == new
     assert app.query_params["run"] in (str(new), [str(new)])
+
+
+def test_a_sweeps_run_says_which_sweep_trial_and_values_with_a_link(store):
+    sweep_id = store.create_sweep({"base": {}, "vary": []})
+    config = RunConfig(cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": 20}),
+                       train=TrainConfig(steps=100, lr=0.001))
+    run_id = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=3, params={"cell": "rnn", "train.lr": 0.001})
+    store.set_status(run_id, "pruned")
+    app = run(run=str(run_id))
+    assert not app.exception
+    tags = [markdown.value for markdown in app.markdown if "sweep #" in markdown.value]
+    assert tags == [f"[sweep #{sweep_id}](sweep?sweep={sweep_id}) trial 3: cell=rnn lr=0.001"]
+    plain = add_run(store, status="completed")
+    app = run(run=str(plain))
+    assert not [markdown for markdown in app.markdown if "sweep #" in markdown.value]

@@ -1,4 +1,4 @@
-"""A run's status line: badge, config in one line, progress with ETA and speed, and what went wrong."""
+"""A run's status line: badge, config in one line, its sweep, progress with ETA and speed, and what went wrong."""
 from __future__ import annotations
 
 import math
@@ -6,6 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from stability.groups import setting_label
 from stability.metric_names import ETA_S, STEPS_PER_S
 from stability.records import RunRecord
 from stability.store import TERMINAL, RunNotFound, RunStore
@@ -13,7 +14,7 @@ from stability.store import TERMINAL, RunNotFound, RunStore
 
 
 STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "stopped": "orange",
-                  "diverged": "red", "failed": "red", "interrupted": "orange"}
+                  "diverged": "red", "failed": "red", "interrupted": "orange", "pruned": "violet"}
 
 
 def format_duration(seconds: float | None) -> str:
@@ -37,6 +38,14 @@ def describe_config(config: dict) -> str:
             f"{train.get('steps')} steps · seed {train.get('seed')}")
 
 
+def sweep_tag(run: RunRecord) -> str:
+    """``sweep #3 trial 5: cell=rnn lr=0.001``, the sweep a link to its Sweep page (relative: the app may be
+    served under a path)."""
+    trial = f" trial {run.trial}" if run.trial is not None else ""
+    varied = f": {setting_label(run.params)}" if run.params else ""
+    return f"[sweep #{run.sweep_id}](sweep?sweep={run.sweep_id}){trial}{varied}"
+
+
 def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
     """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
     run's error as a plain message.  ``run`` is the :class:`~stability.records.RunRecord` a live panel
@@ -57,6 +66,8 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
     head = st.container(horizontal=True, vertical_alignment="center")
     head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
     head.markdown(f"**Run {run.id}** · {describe_config(dict(run.raw_config))}")
+    if run.sweep_id is not None:
+        st.markdown(sweep_tag(run))
     parts = [f"step {step:,} / {total:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
              run.device or ""]
     st.progress(run.progress, text=" · ".join(part for part in parts if part))
