@@ -116,6 +116,15 @@ Note [write order]
     sequence is not gap-free and two transactions may commit out of draw order, but
     within one run rows come from one writer at a time, so draw order is write order.
 
+Note [bulk rows]
+    A flush writes a log interval's rows (25 scalars and a few series vectors) on
+    the training hot path. Its three INSERTs go to the driver's ``executemany`` as
+    SQL with positional markers and rows of tuples (``exec_driver_sql``: ``?`` for
+    sqlite3, ``%s`` for psycopg): through ``text()`` SQLAlchemy would build a
+    parameter dict per row, which tripled the cost of a flush on SQLite. Reads of
+    many rows take the DBAPI cursor's tuples for the same reason
+    (``benchmarks/store.py`` has the numbers).
+
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
     polling is exact when every step's rows are committed in one transaction
@@ -266,15 +275,14 @@ SELECT run_id, name, step, value FROM (
 ) AS ranked WHERE position = 1
 """
 # Keeps latest_metrics current as scalar rows are written (the same statement on both dialects).
-_UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES (:run_id, :name, :step, :value)"
+# The bulk statements of flush are sent to the driver's executemany as they are (Note [bulk rows]).
+_UPSERT_LATEST = ("INSERT INTO latest_metrics (run_id, name, step, value) VALUES (?, ?, ?, ?)"
                   " ON CONFLICT (run_id, name) DO UPDATE SET step = excluded.step, value = excluded.value"
                   " WHERE excluded.step >= latest_metrics.step")
 # The list parameters of ``IN :name`` (SQLAlchemy's expanding parameters) and their types.
 _LIST_PARAMETERS = {"ids": BigInteger(), "names": String(), "statuses": String()}
-_INSERT_METRIC = ("INSERT INTO metrics (run_id, step, wall_time, name, value)"
-                  " VALUES (:run_id, :step, :wall_time, :name, :value)")
-_INSERT_SERIES = ("INSERT INTO series (run_id, step, wall_time, name, idx, value)"
-                  " VALUES (:run_id, :step, :wall_time, :name, :idx, :value)")
+_INSERT_METRIC = "INSERT INTO metrics (run_id, step, wall_time, name, value) VALUES (?, ?, ?, ?, ?)"
+_INSERT_SERIES = "INSERT INTO series (run_id, step, wall_time, name, idx, value) VALUES (?, ?, ?, ?, ?, ?)"
 
 # Statements that bring a store of schema version v to version v + 1 (Note [schema versions]).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -357,6 +365,13 @@ class RunStore:
         self.path = Path(url.database) if self.dialect == "sqlite" else None
         self.location = str(self.path) if self.path is not None else url.render_as_string(hide_password=True)
         self._sql_cache: dict[str, Any] = {}
+        # SQLAlchemy's errors, and the driver's own where rows are read (Note [bulk rows]) or a
+        # write's BEGIN is sent (Note [concurrency]) past SQLAlchemy
+        self._errors: tuple[type[BaseException], ...] = (DBAPIError, sqlite3.Error)
+        if self.dialect == "postgresql":
+            import psycopg
+
+            self._errors += (psycopg.Error,)
         self._engine = self._open()
         self._writer = self._engine.execution_options(stability_write=True)
         self._reader = (self._engine if self.dialect == "sqlite"
@@ -406,7 +421,7 @@ class RunStore:
             version = self._open_tables(engine)
         except BaseException as error:
             engine.dispose()
-            if isinstance(error, (DBAPIError, sqlite3.Error)):
+            if isinstance(error, self._errors):
                 raise self._error(error, opening=True) from None
             raise
         if version > SCHEMA_VERSION:
@@ -543,21 +558,21 @@ class RunStore:
         try:
             with self._writer.begin() as conn:
                 yield conn
-        except (DBAPIError, sqlite3.Error) as error:
+        except self._errors as error:
             raise self._error(error) from None
 
     def _query(self, sql: str, params: Mapping[str, Any] | None = None, **parts: str) -> list[tuple]:
         try:
             with self._reader.connect() as conn:
-                return [tuple(row) for row in conn.execute(self._sql(sql, **parts), params or {})]
-        except DBAPIError as error:
+                return _tuples(conn.execute(self._sql(sql, **parts), params or {}))
+        except self._errors as error:
             raise self._error(error) from None
 
     def _dicts(self, sql: str, params: Mapping[str, Any] | None = None, **parts: str) -> list[dict]:
         try:
             with self._reader.connect() as conn:
                 return [dict(row) for row in conn.execute(self._sql(sql, **parts), params or {}).mappings()]
-        except DBAPIError as error:
+        except self._errors as error:
             raise self._error(error) from None
 
     def _run_id(self, run_id) -> int:
@@ -828,23 +843,26 @@ class RunStore:
 
     def _insert_scalars(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
         """Insert the rows and move the run's latest values forward (Note [latest])."""
-        rows = [{"run_id": run_id, "step": int(step), "wall_time": float(wall), "name": str(name),
-                 "value": float(value)} for step, wall, name, value in rows]
+        rows = [(run_id, int(step), float(wall), str(name), float(value)) for step, wall, name, value in rows]
         if not rows:
             return
-        conn.execute(self._sql(_INSERT_METRIC), rows)
-        newest: dict[str, dict] = {}
+        self._bulk(conn, _INSERT_METRIC, rows)
+        newest: dict[str, tuple] = {}
         for row in rows:  # the last row written at the highest step of each name
-            if row["name"] not in newest or row["step"] >= newest[row["name"]]["step"]:
-                newest[row["name"]] = row
-        conn.execute(self._sql(_UPSERT_LATEST), [{key: row[key] for key in ("run_id", "name", "step", "value")}
-                                                 for row in newest.values()])
+            if row[3] not in newest or row[1] >= newest[row[3]][1]:
+                newest[row[3]] = row
+        self._bulk(conn, _UPSERT_LATEST, [(run_id, name, step, value) for run_id, step, _, name, value
+                                          in newest.values()])
 
     def _insert_series(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
-        rows = [{"run_id": run_id, "step": int(step), "wall_time": float(wall), "name": str(name),
-                 "idx": int(index), "value": float(value)} for step, wall, name, index, value in rows]
+        rows = [(run_id, int(step), float(wall), str(name), int(index), float(value))
+                for step, wall, name, index, value in rows]
         if rows:
-            conn.execute(self._sql(_INSERT_SERIES), rows)
+            self._bulk(conn, _INSERT_SERIES, rows)
+
+    def _bulk(self, conn: Connection, statement: str, rows: list[tuple]) -> None:
+        """Rows of tuples through the driver's executemany (Note [bulk rows])."""
+        conn.exec_driver_sql(statement if self.dialect == "sqlite" else statement.replace("?", "%s"), rows)
 
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
@@ -862,8 +880,8 @@ class RunStore:
                     raise RunNotFound(f"no run with id {run_id} in {self.location}")
                 rows = conn.execute(self._sql(f"SELECT {', '.join(METRIC_COLUMNS)} FROM metrics"
                                               f" WHERE {' AND '.join(where)} ORDER BY step, {{order}}"), params)
-                rows = [tuple(row) for row in rows]
-        except DBAPIError as error:
+                rows = _tuples(rows)
+        except self._errors as error:
             raise self._error(error) from None
         return _metric_frame(rows)
 
@@ -912,6 +930,13 @@ class RunStore:
     def export_csv(self, run_id: int, path_or_buffer) -> None:
         """Write the run's scalar rows as CSV with columns exactly run_id,step,wall_time,name,value."""
         self.metrics(run_id).to_csv(path_or_buffer, index=False)
+
+
+def _tuples(result) -> list[tuple]:
+    """The rows of a text() query as plain tuples, from the DBAPI cursor's own ``fetchall``: pandas
+    builds a frame from tuples about 3x faster than from SQLAlchemy's Row objects, and text()
+    columns have no result processing to skip (benchmarks/store.py)."""
+    return result.cursor.fetchall() if result.returns_rows else []
 
 
 def _sqlite_engine(path: Path, **pool: Any) -> Engine:
