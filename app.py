@@ -42,7 +42,7 @@ def runs_in_progress() -> None:
     10 s per server, however many pages poll)."""
     try:
         store = open_store_quietly()
-        reconcile_now_and_then(str(store.path))
+        reconcile_now_and_then(store.url)
         active = store.active_runs()
     except (*STORE_ERRORS, OSError) as error:
         st.caption(f"Run store unavailable: {store_problem(error)}")

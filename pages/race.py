@@ -56,7 +56,7 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
         try:
             runs[run_id] = store.record(run_id)
         except RunNotFound:
-            st.warning(f"Run {run_id} is not in the store {store.path}.")
+            st.warning(f"Run {run_id} is not in the store {store.location}.")
     if not runs:
         return
     rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}

@@ -37,7 +37,7 @@ def id_list(run_ids):
 
 def runs_table(store):
     """The run table with a 'steps_done' text column, after marking runs whose worker died."""
-    reconcile_now_and_then(str(store.path))
+    reconcile_now_and_then(store.url)
     table = run_table(store)
     table["steps_done"] = [f"{step:,} / {total:,}" for step, total in
                            zip(table["step"].fillna(0).astype(int), table["total_steps"].fillna(0).astype(int))]
@@ -95,7 +95,7 @@ def confirm_delete(store, selected):
 def stop_runs(store, selected):
     active = selected.loc[selected["status"].isin(ACTIVE_STATUSES), "id"].tolist()
     with st.spinner(f"Stopping {id_list(active)}…"):
-        outcome = {run_id: runner.stop_run(run_id, store.path) for run_id in active}
+        outcome = {run_id: runner.stop_run(run_id, store.url) for run_id in active}
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
 
 
@@ -104,7 +104,7 @@ def resume_runs(store, selected):
     outcome = []
     for run_id in selected.loc[selected["status"].isin(RESUMABLE), "id"].tolist():
         try:
-            runner.resume_run(run_id, store.path)
+            runner.resume_run(run_id, store.url)
             outcome.append(f"#{run_id} resumed")
         except (ResumeError, RunNotFound) as error:
             outcome.append(str(error))
@@ -170,6 +170,6 @@ def runs_panel(polling):
 st.title("Runs")
 st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
 store = open_store()
-runner.reconcile(store.path)
+runner.reconcile(store.url)
 polling = bool(store.active_runs())
 st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)

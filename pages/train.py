@@ -128,7 +128,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     try:
         run = store.run(run_id)  # one row: the rows are read only when its step or heartbeat moved
     except RunNotFound:
-        st.warning(f"Run {run_id} is not in the store {store.path}.")
+        st.warning(f"Run {run_id} is not in the store {store.location}.")
         return
     rows = run_rows(store, run, flow=True)
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
@@ -143,7 +143,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.info("Waiting for the first rows from the worker…")
         return
     summary(run, rows.metrics)
-    specs = live_chart_specs(("train", str(store.path), run_id), chart_panels(run, rows, smoothing, log_loss),
+    specs = live_chart_specs(("train", store.location, run_id), chart_panels(run, rows, smoothing, log_loss),
                              final=rows.final)
     draw_grid(specs, rows.flow is not None and len(rows.flow) > 0)
 

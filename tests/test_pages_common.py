@@ -158,13 +158,15 @@ def broken_store(tmp_path, monkeypatch):
     with RunStore(path) as store:
         for _ in range(30):
             add_run(store)
-        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with sqlite3.connect(path) as connection:  # every row in the file itself, none left in the WAL
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     monkeypatch.setenv("STABILITY_STORE", str(path))
     return path
 
 
 @pytest.mark.parametrize("how", ["random bytes", "garbage after the header"])
-@pytest.mark.parametrize("page", ["app.py", "pages/train.py", "pages/race.py", "pages/compare.py", "pages/runs.py"])
+@pytest.mark.parametrize("page", ["app.py", "pages/train.py", "pages/race.py", "pages/compare.py", "pages/runs.py",
+                                  "pages/sweep.py"])
 def test_a_corrupted_store_is_one_error_line_naming_the_file(broken_store, page, how):
     from pages.ui.store import _open_store
 

@@ -122,7 +122,7 @@ def test_stop_calls_the_runner_for_the_selected_active_runs(store, three_runs, m
     stopped = []
 
     def fake_stop(run_id, store_path=None, timeout=5.0):
-        stopped.append((run_id, Path(store_path)))
+        stopped.append((run_id, store_path))
         return "stopped"
 
     monkeypatch.setattr(runner, "stop_run", fake_stop)
@@ -133,7 +133,7 @@ def test_stop_calls_the_runner_for_the_selected_active_runs(store, three_runs, m
     app = select(app, 1, 3)
     button(app, "runs_stop").click().run()
     assert not app.exception
-    assert stopped == [(3, store.path)]
+    assert stopped == [(3, store.url)]
     assert "#3 stopped" in app.success[0].value
 
 

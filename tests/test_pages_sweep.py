@@ -72,31 +72,6 @@ def store_sweep(store, cells=("rnn", "spectral"), lrs=(1e-3, 1e-2, 1e-1), seeds=
     return sweep_id, spec
 
 
-def stand_in_results(store, sweep_id):
-    """What stability.sweeps.results gives, for the tests only until the real one lands."""
-    spec = sweeps.SweepSpec.from_dict(store.sweep(sweep_id)["spec"])
-    fields = [vary.field for vary in spec.vary]
-    rows = []
-    for record in sorted(store.records(sweep_id=sweep_id), key=lambda r: r.id):
-        value = record.latest.get("val/loss", math.nan)
-        rows.append({"run_id": record.id, "trial": record.trial, "seed": record.config.train.seed,
-                     "status": record.status, "objective": value if math.isfinite(value) else math.nan,
-                     "step": record.step, "setting": " ".join(f"{f.removeprefix('train.')}={v:g}" if isinstance(
-                         v, float) else f"{f}={v}" for f, v in record.params.items()),
-                     **{field: record.params.get(field) for field in fields}})
-    frame = pd.DataFrame(rows, columns=["run_id", "trial", "seed", "status", "objective", "step", "setting", *fields])
-    return frame.astype({"run_id": "int64", "trial": "Int64", "seed": "int64", "objective": "float64",
-                         "step": "Int64"})
-
-
-@pytest.fixture(autouse=True)
-def results_function(monkeypatch):
-    if not hasattr(sweeps, "results"):
-        monkeypatch.setattr(sweeps, "results", stand_in_results, raising=False)
-    if not hasattr(sweeps, "estimate"):
-        monkeypatch.setattr(sweeps, "estimate", lambda spec, store, workers: None, raising=False)
-
-
 def run(**query):
     app = AppTest.from_file(str(PAGE), default_timeout=60)
     for key, value in query.items():

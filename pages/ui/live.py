@@ -3,7 +3,7 @@
     refresh = refresh_control(column, query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH))
     every = live_every(refresh, run, cached_rows(store, run_id))      # seconds between reruns; None: no polling
     rows = run_rows(store, run, flow=True)              # read only when the run's step or heartbeat moved
-    specs = live_chart_specs(("train", store.path, run_id), panels, final=rows.final)
+    specs = live_chart_specs(("train", store.location, run_id), panels, final=rows.final)
     for spec in specs: show_chart(st, spec)             # a chart whose rows did not change is the same spec
 
 Note [Watching cheaply]
@@ -157,7 +157,7 @@ class LiveRows:
 
 def cached_rows(store, run_id: int) -> LiveRows | None:
     """The rows this session has read of ``run_id``, without reading anything."""
-    return st.session_state.get(ROWS_KEY, {}).get((str(store.path), int(run_id)))
+    return st.session_state.get(ROWS_KEY, {}).get((store.location, int(run_id)))
 
 
 def latest_value(frame: pd.DataFrame, name: str) -> float:
@@ -175,7 +175,7 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     resumed run discards the rows after its checkpoint) is read afresh.
     """
     cache = st.session_state.setdefault(ROWS_KEY, {})
-    key = (str(store.path), int(run["id"] if isinstance(run, dict) else run.id))
+    key = (store.location, int(run["id"] if isinstance(run, dict) else run.id))
     status, step, heartbeat = _position(run)
     rows, terminal = cache.get(key), status in TERMINAL
     position = (status, step, heartbeat)

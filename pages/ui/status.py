@@ -54,7 +54,7 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         try:
             run = store.record(run)
         except RunNotFound:
-            st.warning(f"Run {run} is not in the store {store.path}.")
+            st.warning(f"Run {run} is not in the store {store.location}.")
             return
     status, step, total = run.status, run.step or 0, run.total_steps or 0
     if status in TERMINAL and run.started_at and run.finished_at:
@@ -81,7 +81,7 @@ def _explain(store: RunStore, run: RunRecord, step: int) -> None:
         st.error(f"Run {run.id} diverged: {error}. Try a lower learning rate, gradient clipping, "
                  "or a cell that bounds its spectrum.")
     elif run.status == "failed":
-        st.error(f"Run {run.id} failed: {error} (log: {Path(store.path).parent / 'logs' / f'run-{run.id}.log'})")
+        st.error(f"Run {run.id} failed: {error} (log: {Path(store.home) / 'logs' / f'run-{run.id}.log'})")
     elif run.status == "interrupted":
         st.warning(f"Run {run.id} was interrupted: {error}")
     elif run.status == "stopped":
