@@ -10,7 +10,8 @@ Note [Unprivileged server]
     server run as the ``postgres`` user (else ``nobody``) through ``subprocess``'s ``user=``, in a
     temporary folder handed to that user. The server listens on 127.0.0.1 only (and on a Unix socket
     inside the folder, never /var/run), trusts local connections (a throwaway cluster holds nothing
-    to protect), and runs without fsync: a test never outlives a crash of its server.
+    to protect) except those of ``PASSWORD_USER``, whose password is checked (a test of a wrong
+    password needs one), and runs without fsync: a test never outlives a crash of its server.
 
 Note [Binaries]
     ``initdb`` and ``pg_ctl`` come from /usr/lib/postgresql/<version>/bin (Debian's ``postgresql``
@@ -31,6 +32,7 @@ from pathlib import Path
 
 REQUIRE_ENV = "STABILITY_REQUIRE_POSTGRES"
 SUPERUSER = "stability"
+PASSWORD_USER, PASSWORD = "with_password", "right-password"  # the one login that checks a password
 START_TIMEOUT_S = 60
 
 
@@ -104,12 +106,17 @@ class Cluster:
             cluster = cls(bin_dir, root, free_port(), user)
             cluster._run("initdb", "-D", str(cluster.data), "-U", SUPERUSER, "--auth=trust", "--no-sync",
                          "-E", "UTF8", "--locale=C")
+            (cluster.data / "pg_hba.conf").write_text(
+                "local all all trust\n"
+                f"host all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256\n"
+                "host all all 127.0.0.1/32 trust\n")
             for attempt in range(3):  # the free port may be taken between probing and listening
                 options = (f"-h 127.0.0.1 -p {cluster.port} -k {root} -c fsync=off -c synchronous_commit=off"
                            " -c full_page_writes=off -c max_connections=300")
                 try:
                     cluster._run("pg_ctl", "-D", str(cluster.data), "-l", str(cluster.log), "-o", options,
                                  "-w", "-t", str(START_TIMEOUT_S), "start")
+                    cluster.execute(f"CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{PASSWORD}'")
                     return cluster
                 except RuntimeError:
                     if attempt == 2:

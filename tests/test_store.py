@@ -904,3 +904,146 @@ def test_a_failed_flush_leaves_the_latest_values_as_they_were(store):
     with pytest.raises(ValueError):
         store.flush(run_id, [(2, 0.0, "train/loss", 2.0)], [(2, 0.0, "v", 0, "not a number")])
     assert store.latest(run_id) == {"train/loss": 1.0} == brute_force_latest(store)[run_id]
+
+
+# ------------------------------------------------------------- locations and URLs
+def test_a_sqlite_url_names_the_same_file_as_its_path(tmp_path, monkeypatch):
+    path = tmp_path / "runs.db"
+    with RunStore(path) as by_path:
+        run_id = by_path.create_run(CONFIG)
+        assert by_path.url == f"sqlite:///{path}" and by_path.url.startswith("sqlite:////")
+        assert by_path.location == str(path) == str(by_path) and by_path.home == tmp_path
+        assert by_path.shared is False and repr(by_path) == f"RunStore({str(path)!r})"
+    with RunStore(f"sqlite:///{path}") as by_url:
+        assert by_url.path == path and by_url.run(run_id)["config"] == CONFIG
+    monkeypatch.chdir(tmp_path)
+    with RunStore("sqlite:///runs.db") as relative:  # relative to the working folder, as a path is
+        assert relative.path == path
+    monkeypatch.setenv("STABILITY_STORE", f"sqlite:///{path}")
+    with RunStore() as from_env:
+        assert from_env.path == path and from_env.run(run_id)["name"] == "tiny"
+
+
+@pytest.mark.parametrize("location, complaint", [
+    ("mysql://user@host/db", "unsupported run store URL 'mysql://user@host/db'"),
+    ("postgresql+psycopg2://user@host/db", "unsupported run store URL"),
+    ("postgresql://user:secret@host:5432", "names no database"),
+    ("sqlite://", "names no file"),
+    ("sqlite:///:memory:", "names no file"),
+    ("postgresql://user:secret@host:notaport/db", "cannot read the run store URL"),
+])
+def test_a_url_the_store_cannot_use_is_one_line_naming_the_accepted_forms(location, complaint):
+    with pytest.raises(StoreError) as info:
+        RunStore(location)
+    message = str(info.value)
+    assert complaint in message and "\n" not in message and "secret" not in message
+    assert "sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE" in message
+
+
+def test_a_postgresql_store_names_itself_without_its_password(postgres_cluster, tmp_path, monkeypatch):
+    url = postgres_cluster.new_database()
+    with_password = url.replace("stability@", "stability:s3cret@")  # trust auth: any password is let in
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
+    with RunStore(with_password.replace("postgresql+psycopg://", "postgresql://")) as store:
+        assert store.url == with_password  # what Optuna is given: the driver named, the password kept
+        assert "s3cret" not in store.location and "***" in store.location and str(store) == store.location
+        assert "s3cret" not in repr(store)
+        assert store.path is None and store.shared is True
+        database = url.rsplit("/", 1)[1]
+        assert store.home == tmp_path / "home" / "stores" / f"127.0.0.1-{postgres_cluster.port}-{database}"
+        assert store.home.is_dir()
+        assert store.checkpoint_path(3) == store.home / "checkpoints" / "run-3.pt"
+        with pytest.raises(RunNotFound) as info:
+            store.run(5)
+        assert "s3cret" not in str(info.value) and store.location in str(info.value)
+
+
+def test_an_unreachable_server_is_one_line_naming_the_store():
+    from postgres import free_port
+
+    url = f"postgresql://someone:s3cret@127.0.0.1:{free_port()}/stability"
+    with pytest.raises(StoreError) as info:
+        RunStore(url)
+    message = str(info.value)
+    assert "\n" not in message and "s3cret" not in message and "someone:***@127.0.0.1" in message
+    assert "cannot use run store" in message and "server is running" in message
+
+
+@pytest.mark.parametrize("what", ["database", "user", "password"])
+def test_an_unknown_database_or_user_or_a_wrong_password_is_one_line(postgres_cluster, what):
+    from postgres import PASSWORD, PASSWORD_USER
+
+    url = {"database": postgres_cluster.url("no_such_database"),
+           "user": postgres_cluster.url("postgres").replace("stability@", "nobody_here:pw@"),
+           "password": postgres_cluster.url("postgres").replace("stability@", f"{PASSWORD_USER}:wrong-pw@")}[what]
+    with pytest.raises(StoreError) as info:
+        RunStore(url)
+    message = str(info.value)
+    assert "\n" not in message and "cannot use run store" in message and "pw@" not in message
+    assert {"database": 'database "no_such_database" does not exist', "user": "nobody_here",
+            "password": "password authentication failed"}[what] in message
+    fresh = postgres_cluster.new_database()
+    postgres_cluster.execute(f"GRANT CREATE ON SCHEMA public TO {PASSWORD_USER}", database=fresh.rsplit("/", 1)[1])
+    right = fresh.replace("stability@", f"{PASSWORD_USER}:{PASSWORD}@")
+    with RunStore(right) as store:  # the right password is let in
+        assert store.runs().empty
+
+
+def test_a_server_that_goes_away_is_one_line_and_the_store_recovers_when_it_is_back(postgres_cluster, postgres_url):
+    with RunStore(postgres_url) as store:
+        run_id = store.create_run(CONFIG)
+        postgres_cluster.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                 f" WHERE datname = '{postgres_url.rsplit('/', 1)[1]}' AND pid <> pg_backend_pid()")
+        store.flush(run_id, [(0, 0.0, "train/loss", 1.0)])  # pool_pre_ping: a dropped connection is replaced
+        assert store.latest(run_id) == {"train/loss": 1.0}
+
+
+def test_a_postgresql_database_with_someone_elses_runs_table_is_refused(postgres_cluster, postgres_url):
+    from sqlalchemy import create_engine
+
+    engine = create_engine(postgres_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE runs (id INTEGER PRIMARY KEY, what TEXT)"))
+        conn.execute(text("INSERT INTO runs VALUES (1, 'my morning runs')"))
+    try:
+        with pytest.raises(StoreError, match="is not a run store.*left untouched"):
+            RunStore(postgres_url)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT what FROM runs")).all() == [("my morning runs",)]
+            assert "meta" not in {row[0] for row in conn.execute(text(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"))}
+    finally:
+        engine.dispose()
+
+
+def test_a_postgresql_store_lives_beside_other_tables(postgres_url):
+    """A sweep's Optuna study shares the database: its tables and ours do not get in each other's way."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with RunStore(postgres_url) as store:
+        study = optuna.create_study(storage=store.url, study_name="stability-sweep-1")
+        study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+        run_id = store.create_run(CONFIG, sweep_id=store.create_sweep(SPEC), trial=0, params={"x": 0.5})
+    with RunStore(postgres_url) as again:
+        assert again.run(run_id)["params"] == {"x": 0.5}
+        assert len(optuna.load_study(storage=again.url, study_name="stability-sweep-1").trials) == 2
+
+
+def test_two_processes_writing_one_run_at_once_lose_no_rows(store):
+    run_id = store.create_run(CONFIG)
+    writers = [start_writer(store.url, run_id, f"""
+        for step in range({offset}, 400, 2):
+            store.flush(run_id, [(step, 0.0, f"m{{k}}", step + k) for k in range(5)],
+                        [(step, 0.0, "vec", i, i) for i in range(4)], heartbeat_step=step)
+        store.request_stop(run_id)
+        store.close()
+    """) for offset in (0, 1)]
+    for writer in writers:
+        assert writer.wait(timeout=300) == 0, writer.stderr.read()
+    metrics = store.metrics(run_id)
+    assert len(metrics) == 400 * 5 and not metrics.duplicated(["step", "name"]).any()
+    assert sorted(set(metrics["step"])) == list(range(400)) and metrics["step"].is_monotonic_increasing
+    assert (metrics["value"] == metrics["step"] + metrics["name"].str[1:].astype(int)).all()
+    assert len(store.series(run_id, "vec")) == 400 * 4
+    assert store.latest(run_id) == {f"m{k}": 399 + k for k in range(5)} and store.stop_requested(run_id)
