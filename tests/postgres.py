@@ -15,7 +15,8 @@ Note [Unprivileged server]
 
 Note [Binaries]
     ``initdb`` and ``pg_ctl`` come from /usr/lib/postgresql/<version>/bin (Debian's ``postgresql``
-    package, newest version first), else from PATH. Where they are missing the PostgreSQL tests skip
+    package, newest version first), else from PATH; ``STABILITY_POSTGRES_BIN`` names the one folder
+    to look in instead (tests of the skip set it to an empty one). Where they are missing the PostgreSQL tests skip
     with that reason; ``STABILITY_REQUIRE_POSTGRES=1`` (set by ``.ci/run``) makes the skip a failure.
 """
 from __future__ import annotations
@@ -31,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 REQUIRE_ENV = "STABILITY_REQUIRE_POSTGRES"
+BIN_ENV = "STABILITY_POSTGRES_BIN"
 SUPERUSER = "stability"
 PASSWORD_USER, PASSWORD = "with_password", "right-password"  # the one login that checks a password
 START_TIMEOUT_S = 60
@@ -44,7 +46,10 @@ def find_binaries() -> Path:
     """The folder holding ``initdb`` and ``pg_ctl`` (Note [Binaries])."""
     folders = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version, reverse=True)
     on_path = shutil.which("initdb")
-    for folder in [*folders, *([os.path.dirname(on_path)] if on_path else [])]:
+    folders += [os.path.dirname(on_path)] if on_path else []
+    if os.environ.get(BIN_ENV):
+        folders = [os.environ[BIN_ENV]]
+    for folder in folders:
         if all(os.access(os.path.join(folder, tool), os.X_OK) for tool in ("initdb", "pg_ctl", "postgres")):
             return Path(folder)
     raise ClusterUnavailable("PostgreSQL binaries (initdb, pg_ctl) not found in /usr/lib/postgresql/*/bin or on "

@@ -1047,3 +1047,22 @@ def test_two_processes_writing_one_run_at_once_lose_no_rows(store):
     assert (metrics["value"] == metrics["step"] + metrics["name"].str[1:].astype(int)).all()
     assert len(store.series(run_id, "vec")) == 400 * 4
     assert store.latest(run_id) == {f"m{k}": 399 + k for k in range(5)} and store.stop_requested(run_id)
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_postgresql_binaries_its_tests_skip_with_the_reason_or_fail_when_required(tmp_path, required):
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "STABILITY_POSTGRES_BIN": str(tmp_path / "empty"), "PYTHONPATH": str(REPO)}
+    env.pop("STABILITY_REQUIRE_POSTGRES", None)
+    if required:
+        env["STABILITY_REQUIRE_POSTGRES"] = "1"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           "tests/test_store.py", "-k", "test_nan_and_inf_round_trip"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    reason = "PostgreSQL binaries (initdb, pg_ctl) not found"
+    assert reason in done.stdout, done.stdout[-2000:]
+    if required:
+        assert done.returncode == 1 and "1 passed" in done.stdout and "1 error" in done.stdout
+        assert "STABILITY_REQUIRE_POSTGRES=1" in done.stdout
+    else:
+        assert done.returncode == 0 and "1 passed, 1 skipped" in done.stdout
