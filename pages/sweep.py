@@ -22,6 +22,7 @@ its buttons.
 """
 from __future__ import annotations
 
+import json
 import os
 
 import pandas as pd
@@ -40,6 +41,7 @@ from stability.store import ACTIVE_STATUSES, TERMINAL, SweepNotFound
 require_router(__file__)
 
 AUTO_EVERY_S = 5.0
+ESTIMATE_TTL_S = 120.0             # a rough time is timed again after this long (completed runs improve it)
 SWEEP_CHOICES = 100                # newest sweeps offered in the "Watching" box
 VARY_ROWS = 2                      # rows of the Vary editor at first
 MAX_VARY_ROWS = 8
@@ -115,6 +117,13 @@ def checked_spec(base_json: str, texts: tuple, seeds: int, sampler: str, trials:
     return spec.to_dict(), None
 
 
+@st.cache_data(show_spinner="Timing a few training steps…", ttl=ESTIMATE_TTL_S, max_entries=64)
+def rough_time(spec_json: str, workers: int) -> dict | None:
+    """sweeps.estimate of a spec, kept for :data:`ESTIMATE_TTL_S`: it may time a few training steps of
+    each model shape, too slow for every rerun of the form."""
+    return sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers)
+
+
 def sweep_settings() -> dict:
     """Seeds, sampler and trials, pruning, workers and a name."""
     left, right = st.columns(2)
@@ -150,10 +159,9 @@ def start_section(store) -> int | None:
         return None
     spec = sweeps.SweepSpec.from_dict(spec_dict)
     st.caption(spec.describe())
-    estimate = sweeps.estimate(spec, store, settings["workers"])
-    timing = (f"about {format_duration(estimate['seconds'])} on {settings['workers']} "
-              f"worker{'s' if settings['workers'] > 1 else ''} ({estimate['basis']})" if estimate
-              else "no estimate yet: no finished run to base it on")
+    estimate = rough_time(json.dumps(spec_dict, sort_keys=True), settings["workers"])
+    timing = (f"about {format_duration(estimate['seconds'])} ({estimate['basis']})" if estimate
+              else "no time estimate: no model of this sweep could be timed")
     st.markdown(f"**{spec.size():,} runs** · {timing}")
     if st.button("Start", type="primary", key="sweep_start", width="stretch"):
         try:
@@ -354,19 +362,20 @@ with watch:
     if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
                    help="Stop the sweep: its running runs stop, no new trial starts."):
         st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
-        active = False
+        st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
     if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
                      help="Start workers again for the runs this sweep has not finished."):
         try:
             sweeps.resume_sweep(watched, store_path(), workers=int(sweep.get("workers") or 1))
             st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
-            active = True
         except (sweeps.SweepError, SweepNotFound) as error:
             st.session_state["sweep_notice"] = str(error)
+        st.rerun()
     if "sweep_notice" in st.session_state:
         st.info(st.session_state.pop("sweep_notice"))
     spec = sweeps.SweepSpec.from_dict(sweep["spec"])
     st.caption(f"Sweep #{watched}: {spec.describe()}")
     controls = chart_controls(spec)
     every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))
+    st.session_state.setdefault("_sweep_active", {})[watched] = active  # what the buttons above were drawn for
     st.fragment(sweep_panel, run_every=every)(watched, controls)

@@ -187,3 +187,12 @@ def test_a_store_that_is_not_sqlite_raises_what_the_pages_catch(tmp_path):
     with pytest.raises(STORE_ERRORS):
         RunStore(path).runs()
     assert issubclass(sqlite3.DatabaseError, STORE_ERRORS)
+
+
+def test_a_store_url_is_shown_with_its_password_masked():
+    from pages.ui.store import shown_location
+
+    assert shown_location("postgresql://lab:secret@gpu-server:5432/stability") == \
+        "postgresql://lab:***@gpu-server:5432/stability"
+    assert shown_location("/tmp/runs.db") == "/tmp/runs.db"
+    assert "secret" not in shown_location("postgresql://lab:secret@[bad")

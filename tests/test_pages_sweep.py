@@ -257,3 +257,52 @@ def test_vary_rows_can_be_added_and_removed(store):
     assert any("= 48 runs" in caption.value for caption in app.caption)
     app.button(key="sweep_vary_remove").click().run()
     assert any("= 24 runs" in caption.value for caption in app.caption)
+
+
+def test_start_stores_the_sweep_its_workers_run_and_the_page_watches_it(store):
+    app = run()
+    app.selectbox(key="sweep_cell").set_value("rnn")
+    app.number_input(key="sweep_hidden").set_value(8)
+    app.number_input(key="sweep_adding_seq_len").set_value(10)
+    app.number_input(key="sweep_steps").set_value(20)
+    app.text_input(key="sweep_vary_values_0").input("1e-3,1e-2")
+    app.number_input(key="sweep_seeds").set_value(1)
+    app.number_input(key="sweep_workers").set_value(1)
+    app.button(key="sweep_vary_remove").click().run()
+    assert not app.exception and not app.error
+    assert any("**2 runs** · about" in markdown.value and "timed" in markdown.value for markdown in app.markdown)
+    app.button(key="sweep_start").click().run()
+    assert not app.exception and not app.error
+    [started] = store.sweeps()
+    try:
+        spec = sweeps.SweepSpec.from_dict(started["spec"])
+        assert [(vary.field, vary.values) for vary in spec.vary] == [("train.lr", (1e-3, 1e-2))]
+        assert (spec.base.cell.name, spec.base.cell.hidden_size, spec.base.train.steps) == ("rnn", 8, 20)
+        assert spec.seeds == 1 and started["workers"] == 1
+        assert param(app, "sweep") == str(started["id"]) and app.selectbox(key="sweep_watch").value == started["id"]
+    finally:
+        sweeps.stop_sweep(started["id"], store.url)
+    assert store.sweep(started["id"])["status"] in ("stopped", "completed")
+    app.run()
+    assert not app.exception and app.button(key="sweep_stop").disabled
+
+
+def test_stop_stops_a_running_sweep_and_offers_resume(store):
+    sweep_id, _ = store_sweep(store, running=(("rnn", 0.01, 0), ("spectral", 0.1, 1)), diverge=())
+    app = run(sweep=str(sweep_id))
+    app.button(key="sweep_stop").click().run()  # no worker is alive to answer: the runs are marked stopped
+    assert not app.exception
+    assert store.sweep(sweep_id)["status"] == "stopped"
+    assert {run.status for run in store.records(sweep_id=sweep_id)} == {"completed", "stopped"}
+    assert any(f"Sweep #{sweep_id}: stopped" in info.value for info in app.info)
+    assert app.button(key="sweep_stop").disabled and not app.button(key="sweep_resume").disabled
+    assert "2 stopped" in app.get("progress")[0].proto.text
+
+
+def test_resume_of_a_completed_sweep_says_there_is_nothing_to_resume(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    app.button(key="sweep_resume").click().run()
+    assert not app.exception
+    assert any("nothing to resume" in info.value for info in app.info)
+    assert store.sweep(sweep_id)["status"] == "completed"

@@ -66,8 +66,21 @@ def store_problem(error: Exception) -> str:
     _open_store.clear()
     if isinstance(error, StoreError):
         return str(error)
-    return (f"The run store {store_path()} cannot be read ({error}). Point STABILITY_STORE at another file "
-            "or move this one aside; a new store is created on the next start.")
+    return (f"The run store {shown_location(store_path())} cannot be read ({error}). Point STABILITY_STORE at "
+            "another file or move this one aside; a new store is created on the next start.")
+
+
+def shown_location(location: str) -> str:
+    """A store path as it is, a URL with its password masked (what a page may show)."""
+    if "://" not in location:
+        return location
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(location).render_as_string(hide_password=True)
+    except ArgumentError:
+        return location.split("://", 1)[0] + "://…"
 
 
 def open_store() -> RunStore:
