@@ -145,15 +145,24 @@ def sweep_settings() -> dict:
 
 
 def start_section(store) -> int | None:
-    """The form; returns the id of a sweep started just now."""
-    base = config_form("sweep")
-    st.markdown("**Vary**")
-    texts = vary_editor(base or RunConfig())
-    settings = sweep_settings()
+    """The form: the base config on the left, what to vary and how on the right; returns the id of a
+    sweep started just now."""
+    config_column, vary_column = st.columns([1, 1.15], gap="large")
+    with config_column:
+        base = config_form("sweep")
+    with vary_column:
+        st.markdown("**Vary**")
+        texts = vary_editor(base or RunConfig())
+        settings = sweep_settings()
+        return ready_to_start(base, texts, settings)
+
+
+def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> int | None:
+    """The checked sweep's description, runs and rough time, and the Start button (or the one error line)."""
     if base is None:
         return None
-    spec_dict, problem = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"], settings["sampler"],
-                                      settings["trials"], settings["prune"])
+    spec_dict, problem = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"],
+                                      settings["sampler"], settings["trials"], settings["prune"])
     if problem:
         st.error(problem)
         return None
@@ -275,6 +284,23 @@ def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
     return panels
 
 
+def show_settings(table: pd.DataFrame, fields: list[str], objective: str) -> None:
+    """The settings table (groups.setting_table), sortable, each setting's best run a link to Train."""
+    number = st.column_config.NumberColumn
+    config = {name: number(name, format="%.4g") for name in ("mean", "min", "max", "std")}
+    for name in fields:
+        numeric = pd.api.types.is_numeric_dtype(table[name]) and table[name].dtype != bool
+        label = charts.field_title(name)
+        config[name] = number(label, format="%g") if numeric else st.column_config.TextColumn(label)
+    config.update(seeds=number("runs", help="Runs of the setting, one per seed."),
+                  n=number("n", help="Completed seeds the statistics are over."),
+                  best_run=st.column_config.LinkColumn("best run", display_text=r"run=(\d+)",
+                                                       help="Open the best seed's run on the Train page."))
+    st.markdown(f"**Settings**, best mean final {objective} first (click a header to sort)")
+    st.dataframe(table.assign(best_run=table["best_run"].map(run_link)).drop(columns=["setting"] if fields else []),
+                 key="sweep_settings", hide_index=True, placeholder="—", width="stretch", column_config=config)
+
+
 @store_guard
 def sweep_panel(sweep_id: int, controls: dict) -> None:
     """Progress, the charts, the settings table and the CSV; a fragment while the sweep runs."""
@@ -303,16 +329,7 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
             show_chart(column, chart)
     fields = [vary.field for vary in spec.vary]
     table = groups.setting_table(results, fields, direction)
-    table["best_run"] = table["best_run"].map(run_link)
-    st.markdown(f"**Settings**, best mean final {objective} first (click a header to sort)")
-    st.dataframe(table.drop(columns=["seeds"] if table["seeds"].eq(table["completed"]).all() else []),
-                 key="sweep_settings", hide_index=True, width="stretch", column_config={
-                     **{name: st.column_config.NumberColumn(name, format="%.4g") for name in ("mean", "min", "max", "std")},
-                     **{name: st.column_config.TextColumn(charts.field_title(name)) for name in fields
-                        if not pd.api.types.is_numeric_dtype(table[name])},
-                     "best_run": st.column_config.LinkColumn("best run", display_text=r"run=(\d+)",
-                                                             help="Open the best seed's run on the Train page."),
-                     "n": st.column_config.NumberColumn("n", help="Completed seeds the statistics are over.")})
+    show_settings(table, fields, objective)
     with st.expander(f"Runs of sweep #{sweep_id} ({len(results)})"):
         runs = results.assign(run=results["run_id"].map(run_link))
         st.dataframe(runs[["run", "setting", "seed", "status", "objective", "step"]], key="sweep_runs",
@@ -331,51 +348,50 @@ store = open_store()
 query = QueryReader()
 requested = next(iter(query.ids("sweep")), None)
 linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
-form, watch = st.columns([1, 2.6], gap="large")
-
-with form:
+known = store.sweeps()[:SWEEP_CHOICES]
+with st.expander("New sweep", expanded=not known, icon=":material/add:"):
     started = start_section(store)
 if started is not None:
     st.query_params["sweep"] = str(started)
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
+    known = store.sweeps()[:SWEEP_CHOICES]
 
-known = store.sweeps()[:SWEEP_CHOICES]
-with watch:
-    if not known:
-        query.warn()
-        st.info("No sweeps yet: set a base config and the fields to vary on the left, and press **Start**.")
-        st.stop()
-    labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
-    if requested is not None and requested not in labels:
-        query.note(f"sweep={requested} (no such sweep in this store)")
-    if st.session_state.get("sweep_watch") not in labels:
-        st.session_state["sweep_watch"] = requested if requested in labels else known[0]["id"]
-    pick, buttons, cadence = st.columns([2.6, 1.4, 1.3], vertical_alignment="bottom")
-    watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="sweep_watch")
-    refresh = refresh_control(cadence, linked_refresh, key="sweep_refresh")
+if not known:
     query.warn()
-    st.query_params["sweep"] = str(watched)
-    sweep = store.sweep(watched)
-    counts = next(s["counts"] for s in known if s["id"] == watched)
-    active = sweep_active({**sweep, "counts": counts})
-    stop, resume = buttons.columns(2)
-    if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
-                   help="Stop the sweep: its running runs stop, no new trial starts."):
-        st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
-        st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
-    if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
-                     help="Start workers again for the runs this sweep has not finished."):
-        try:
-            sweeps.resume_sweep(watched, store_path(), workers=int(sweep.get("workers") or 1))
-            st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
-        except (sweeps.SweepError, SweepNotFound) as error:
-            st.session_state["sweep_notice"] = str(error)
-        st.rerun()
-    if "sweep_notice" in st.session_state:
-        st.info(st.session_state.pop("sweep_notice"))
-    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
-    st.caption(f"Sweep #{watched}: {spec.describe()}")
-    controls = chart_controls(spec)
-    every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))
-    st.session_state.setdefault("_sweep_active", {})[watched] = active  # what the buttons above were drawn for
-    st.fragment(sweep_panel, run_every=every)(watched, controls)
+    st.info("No sweeps yet: open **New sweep** above, set a base config and the fields to vary, and press "
+            "**Start**.")
+    st.stop()
+labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
+if requested is not None and requested not in labels:
+    query.note(f"sweep={requested} (no such sweep in this store)")
+if st.session_state.get("sweep_watch") not in labels:
+    st.session_state["sweep_watch"] = requested if requested in labels else known[0]["id"]
+pick, buttons, cadence = st.columns([2.6, 1.4, 1.3], vertical_alignment="bottom")
+watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="sweep_watch")
+refresh = refresh_control(cadence, linked_refresh, key="sweep_refresh")
+query.warn()
+st.query_params["sweep"] = str(watched)
+sweep = store.sweep(watched)
+counts = next(s["counts"] for s in known if s["id"] == watched)
+active = sweep_active({**sweep, "counts": counts})
+stop, resume = buttons.columns(2)
+if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
+               help="Stop the sweep: its running runs stop, no new trial starts."):
+    st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
+    st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
+if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
+                 help="Start workers again for the runs this sweep has not finished."):
+    try:
+        sweeps.resume_sweep(watched, store_path(), workers=int(sweep.get("workers") or 1))
+        st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
+    except (sweeps.SweepError, SweepNotFound) as error:
+        st.session_state["sweep_notice"] = str(error)
+    st.rerun()
+if "sweep_notice" in st.session_state:
+    st.info(st.session_state.pop("sweep_notice"))
+spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+st.caption(f"Sweep #{watched}: {spec.describe()}")
+controls = chart_controls(spec)
+every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))
+st.session_state.setdefault("_sweep_active", {})[watched] = active  # what the buttons above were drawn for
+st.fragment(sweep_panel, run_every=every)(watched, controls)

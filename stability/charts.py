@@ -722,7 +722,7 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
     shown = np.isfinite(data["mean"]) & ((data["mean"] > 0) if log_color else True)
     data["label"] = [
         (f"{mean:.3g}" if ok else ("diverged" if diverged == seeds else "—"))
-        + (f" ({diverged}/{seeds} div.)" if 0 < diverged < seeds else "")
+        + (f"\n{diverged}/{seeds} diverged" if 0 < diverged < seeds else "")
         for mean, ok, diverged, seeds in zip(data["mean"], shown, data["diverged"], data["seeds"])]
     encoding = dict(
         x=alt.X("x:O", title=field_title(x_field), sort=_category_order(table[x_field]), axis=alt.Axis(labelAngle=0)),
@@ -735,8 +735,8 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
                                                              scheme="viridis", reverse=True)))
     empty = alt.Chart(data[~shown]).mark_rect(color="#d9d9d9").encode(**encoding)
     data["dark"] = _dark_cells(data["mean"].where(shown), log_color)
-    text = alt.Chart(data).mark_text(fontSize=12).encode(**encoding, text="label:N", color=alt.condition(
-        alt.datum.dark, alt.value("white"), alt.value("black")))
+    text = alt.Chart(data).mark_text(fontSize=12, lineBreak="\n").encode(
+        **encoding, text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")))
     return alt.layer(cells, empty, text).properties(title=title, height=height)
 
 

@@ -19,6 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
+DOCS = ROOT / "docs"
+STORES = {}  # server URL -> the store file it serves
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync"]
@@ -50,6 +52,7 @@ def server(tmp_path_factory):
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    STORES[url] = log.parent / "runs.db"
     deadline = time.monotonic() + 90
     while True:
         try:
@@ -95,7 +98,7 @@ def wait_for_charts(page, count):
         f"[data-testid=\"stVegaLiteChart\"] svg.marks').length >= {count}", timeout=60_000)
 
 
-PAGE_TITLES = ["Train", "Race", "Compare", "Gradient flow", "Runs"]
+PAGE_TITLES = ["Train", "Race", "Compare", "Gradient flow", "Runs", "Sweep"]
 
 
 def nav_titles(page):
@@ -194,3 +197,27 @@ def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browse
     page.get_by_text("was stopped at step").first.wait_for(timeout=60_000)
     page.close()
     assert marked == 6 and kept == [True] * 6
+
+
+def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, browser):
+    """A sweep written through the store (2 cells x 3 learning rates x 2 seeds, one run diverged) opened by
+    its link: the four charts render in Vega, the settings table and the runs' links are there. The
+    screenshot is docs/sweep.png."""
+    from stability.store import RunStore
+    from test_pages_sweep import store_sweep
+
+    with RunStore(STORES[server]) as store:
+        sweep_id, _ = store_sweep(store, cells=("rnn", "spectral"), lrs=(1e-3, 1e-2, 1e-1), seeds=2)
+    page = browser.new_page(viewport={"width": 1500, "height": 1560})
+    page.goto(f"{server}/sweep?sweep={sweep_id}")
+    page.get_by_text("12 / 12 runs done").first.wait_for(timeout=60_000)
+    wait_for_charts(page, 4)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
+    page.wait_for_timeout(2000)
+    titles = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+        .map(chart => chart.querySelectorAll('canvas, svg.marks').length)""")
+    assert len(titles) == 4 and all(count >= 1 for count in titles)
+    assert "Sweep" in nav_titles(page)
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "sweep.png"))
+    page.close()
