@@ -10,15 +10,16 @@ Watch:  a sweep (the "Watching" box or ``?sweep=ID``) -> progress by status, Sto
 
 Note [Watching a sweep]
 -----------------------
-A sweep of 16 runs is 16 workers writing beside the page, so the page must cost little to keep open
-(issue 12: under the live-page benchmark's budget).  The watch panel is a fragment on a timer (the
-"Live updates" setting; Auto looks every :data:`AUTO_EVERY_S` s while the sweep runs, never after it
-ended).  Each rerun reads the sweep's row and its runs' results (two indexed queries and the runs'
-latest values); only when a run moved (its status or last step, :func:`results_version`) are the curve
-rows read, in one query for the chosen metric, and a chart rebuilt; an unchanged chart is sent as the
-identical spec, which the browser does not redraw (pages/ui/live.py, Notes [Watching cheaply],
-[Live charts], [Stable specs]).  When the sweep ends the page reruns once, to stop polling and update
-its buttons.
+A sweep's workers train beside the page, so the page must cost little to keep open (issue 12: a live
+16-run sweep page under the live-page benchmark's budget).  The watch panel is a fragment on a timer
+(the "Live updates" setting; Auto looks every :data:`AUTO_EVERY_S` s while the sweep runs, never after
+it ended).  Each rerun reads the sweep's row and its runs' results (sweeps.results: the runs and their
+latest values, two indexed queries).  The charts of the objective are rebuilt only when a run's status
+or objective changed (:func:`objective_version`: at evaluation steps, not at every training step); the
+curves only when a run reached a new step (:func:`results_version`), and only then are their rows read,
+in one query for the chosen metric.  An unchanged chart is sent as the identical spec, which the browser
+does not redraw (pages/ui/live.py, Notes [Watching cheaply], [Live charts], [Stable specs]).  When the
+sweep ends the page reruns once, to stop polling and update its buttons.
 """
 from __future__ import annotations
 
@@ -200,9 +201,16 @@ def progress(spec: sweeps.SweepSpec, counts: dict) -> None:
 
 
 def results_version(results: pd.DataFrame) -> tuple:
-    """Changes when a run of the sweep appears, changes status or reaches a new step."""
+    """Changes when a run of the sweep appears, changes status or reaches a new step: the curves' version."""
     return tuple(zip(results["run_id"].tolist(), results["status"].tolist(),
                      results["step"].fillna(-1).astype(int).tolist()))
+
+
+def objective_version(results: pd.DataFrame) -> tuple:
+    """Changes when a run appears, changes status or its objective moves (at an evaluation step): the version
+    of the charts of the objective, which a training step alone does not change."""
+    values = [None if pd.isna(value) else float(value) for value in results["objective"]]  # NaN != NaN
+    return tuple(zip(results["run_id"].tolist(), results["status"].tolist(), values))
 
 
 def curve_rows(store, sweep_id: int, metric: str, version: tuple) -> pd.DataFrame:
@@ -253,8 +261,8 @@ def _values(spec: sweeps.SweepSpec, field: str) -> tuple:
 
 
 def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame, controls: dict) -> list[Panel]:
-    """The four charts as live panels: each rebuilt only when the results or its controls changed."""
-    version = results_version(results)
+    """The four charts as live panels: each rebuilt only when the rows it draws or its controls changed."""
+    version, moved = objective_version(results), results_version(results)
     objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
     fields = controls["fields"]
     panels = []
@@ -275,10 +283,10 @@ def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
                                 results, fields, log_fields=controls["log_fields"], log_objective=log_y,
                                 objective=objective, height=CHART_HEIGHT, title="Every run, across the varied fields")))
     metric = controls["metric"]
-    rows = curve_rows(store, sweep_id, metric, version)
+    rows = curve_rows(store, sweep_id, metric, moved)
     labels = dict(zip(results["run_id"], results["setting"]))
     log_metric = groups.is_log_metric(metric)
-    panels.append(Panel("curves", (metric,), version, lambda: charts.grouped_curves_chart(
+    panels.append(Panel("curves", (metric,), moved, lambda: charts.grouped_curves_chart(
         groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
         title=f"{metric}: mean over seeds, min-max band")))
     return panels
@@ -306,18 +314,19 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
     """Progress, the charts, the settings table and the CSV; a fragment while the sweep runs."""
     store = open_store()
     try:
-        sweep = next(s for s in store.sweeps() if s["id"] == sweep_id)
-    except StopIteration:
-        st.warning(f"Sweep {sweep_id} is not in the store.")
+        sweep = store.sweep(sweep_id)
+        results = sweeps.results(store, sweep_id)
+    except SweepNotFound:  # deleted meanwhile
+        st.warning(f"Sweep {sweep_id} is not in the store {store.location}.")
         return
+    counts = results["status"].value_counts().to_dict()
     was_active = st.session_state.get("_sweep_active", {}).get(sweep_id)
-    active = sweep_active(sweep)
+    active = sweep_active({**sweep, "counts": counts})
     st.session_state.setdefault("_sweep_active", {})[sweep_id] = active
     if was_active and not active:  # once: a full rerun stops the polling and updates the buttons
         st.rerun()
     spec = sweeps.SweepSpec.from_dict(sweep["spec"])
-    progress(spec, sweep["counts"])
-    results = sweeps.results(store, sweep_id)
+    progress(spec, counts)
     if results.empty:
         st.info("Waiting for the first runs of this sweep…")
         return

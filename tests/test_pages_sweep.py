@@ -306,3 +306,47 @@ def test_resume_of_a_completed_sweep_says_there_is_nothing_to_resume(store):
     assert not app.exception
     assert any("nothing to resume" in info.value for info in app.info)
     assert store.sweep(sweep_id)["status"] == "completed"
+
+
+def chart_elements(app):
+    """Every chart as Streamlit sends it, by title: (spec JSON, {dataset name: Arrow bytes})."""
+    return {json.loads(chart.proto.spec).get("title"): (chart.proto.spec, {d.name: d.data.data
+                                                                          for d in chart.proto.datasets})
+            for chart in app.get("vega_lite_chart")}
+
+
+def test_an_unchanged_rerun_reads_no_curve_rows_and_sends_the_same_charts(store, monkeypatch):
+    """Note [Watching a sweep]: nothing moved, nothing read but the results, every chart the same element."""
+    from stability.store import RunStore
+
+    sweep_id, _ = store_sweep(store, running=(("rnn", 0.01, 0),), diverge=())
+    app = run(sweep=str(sweep_id))
+    before = chart_elements(app)
+    reads = []
+    metrics_many = RunStore.metrics_many
+    monkeypatch.setattr(RunStore, "metrics_many", lambda self, *args, **kwargs: reads.append(args) or
+                        metrics_many(self, *args, **kwargs))
+    app.run()
+    assert not app.exception and reads == []
+    assert len(before) == 4 and chart_elements(app) == before
+
+
+def test_a_training_step_redraws_the_curves_only_and_an_evaluation_the_objective_charts(store, monkeypatch):
+    import pages.ui.live
+
+    monkeypatch.setattr(pages.ui.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
+    sweep_id, _ = store_sweep(store, running=(("rnn", 0.01, 0),), diverge=())
+    running = next(run.id for run in store.records(sweep_id=sweep_id) if run.status == "running")
+    app = run(sweep=str(sweep_id))
+    app.selectbox(key="sweep_metric").set_value("train/loss").run()
+    before = chart_elements(app)
+    store.flush(running, [(60, 1e9, "train/loss", 0.01)], heartbeat_step=60)
+    app.run()
+    after = chart_elements(app)
+    assert [title for title in after if after[title] != before[title]] == ["train/loss: mean over seeds, min-max band"]
+    store.flush(running, [(70, 1e9, "val/loss", 0.001)], heartbeat_step=70)
+    app.run()
+    changed = [title for title, element in chart_elements(app).items() if element != after[title]]
+    # the run's point moved; the heatmap's means are over completed seeds only (stability.groups, Note
+    # [Which runs count]), and train/loss has no row at step 70
+    assert set(changed) == {"Final val/loss against lr", "Every run, across the varied fields"}
