@@ -12,6 +12,8 @@ import torch
 
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
+from stability.store import TERMINAL
+from stability.sweeps import SweepSpec
 
 # Note [Garbage collector]
 # Streamlit runs a full gc.collect() after every script run, a live panel's fragment reruns included.
@@ -37,9 +39,10 @@ IDLE_REFRESH_S = 10.0    # otherwise: a run started from a page shows at once (a
 
 
 def runs_in_progress() -> None:
-    """Runs queued or training in the pages' store (``store.active_runs()``: the active runs' rows and
-    latest values, two indexed queries); dead workers are marked interrupted now and then (at most every
-    10 s per server, however many pages poll)."""
+    """Running sweeps (their runs done of their total, a link to the Sweep page) and the runs queued or
+    training in the pages' store (``store.sweeps()`` and ``store.active_runs()``: four indexed queries);
+    dead workers are marked interrupted now and then (at most every 10 s per server, however many pages
+    poll)."""
     try:
         store = open_store_quietly()
         reconcile_now_and_then(store.url)
@@ -47,17 +50,24 @@ def runs_in_progress() -> None:
     except (*STORE_ERRORS, OSError) as error:
         st.caption(f"Run store unavailable: {store_problem(error)}")
         return
-    if not active:
+    running_sweeps = [sweep for sweep in store.sweeps() if sweep["status"] == "running"]
+    if not active and not running_sweeps:
         st.caption("No runs in progress.")
         return
-    st.caption(f"**{len(active)}** run{'s' if len(active) > 1 else ''} in progress")
+    for sweep in running_sweeps:  # the runs it has not asked for yet are not in the store: count from its spec
+        done = sum(count for status, count in sweep["counts"].items() if status in TERMINAL)
+        total = max(SweepSpec.from_dict(sweep["spec"]).size(), sum(sweep["counts"].values()), 1)
+        st.progress(done / total, text=f"[Sweep #{sweep['id']}](sweep?sweep={sweep['id']}) · {done}/{total} runs")
+    if active:
+        st.caption(f"**{len(active)}** run{'s' if len(active) > 1 else ''} in progress")
     for run in active:
         st.progress(run.progress, text=f"#{run.id} {run.cell} on {run.task} · {run.status}")
 
 
 def any_run_in_progress() -> bool:
     try:
-        return bool(open_store_quietly().active_runs())
+        store = open_store_quietly()
+        return bool(store.active_runs()) or any(sweep["status"] == "running" for sweep in store.sweeps())
     except (*STORE_ERRORS, OSError):
         return False
 

@@ -365,14 +365,14 @@ if started is not None:
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
     known = store.sweeps()[:SWEEP_CHOICES]
 
+labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
+if requested is not None and requested not in labels:
+    query.note(f"sweep={requested} (no such sweep in this store)")
 if not known:
     query.warn()
     st.info("No sweeps yet: open **New sweep** above, set a base config and the fields to vary, and press "
             "**Start**.")
     st.stop()
-labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
-if requested is not None and requested not in labels:
-    query.note(f"sweep={requested} (no such sweep in this store)")
 if st.session_state.get("sweep_watch") not in labels:
     st.session_state["sweep_watch"] = requested if requested in labels else known[0]["id"]
 pick, buttons, cadence = st.columns([2.6, 1.4, 1.3], vertical_alignment="bottom")

@@ -61,6 +61,7 @@ BAD_LINKS = {
                 {"smooth": "inf"}, {"log": "x"}, {"x": "bad"}, {"metrics": "val/loss,nope"}],
     "gradient_flow": [{"hidden": "40000"}, {"T": "0"}, {"T": "nan"}, {"seed": "-1"}, {"seed": HUGE},
                       {"cell": "nope"}],
+    "sweep": [{"sweep": HUGE}, {"sweep": "-1"}, {"sweep": "abc"}, {"sweep": "999"}, {"refresh": "sideways"}],
 }
 
 
@@ -88,7 +89,7 @@ def test_the_store_is_never_chosen_by_the_url(store, tmp_path):
     """?store= is ignored: nothing is created at the path it names, and the page shows STABILITY_STORE's runs."""
     add_run(store)
     elsewhere = tmp_path / "elsewhere" / "other.db"
-    for page in ("train", "race", "compare", "runs"):
+    for page in ("train", "race", "compare", "runs", "sweep"):
         app = run(PAGES / f"{page}.py", store=elsewhere)
         assert not app.exception and not app.error and not app.warning
     assert not elsewhere.parent.exists()
@@ -196,3 +197,21 @@ def test_a_store_url_is_shown_with_its_password_masked():
         "postgresql://lab:***@gpu-server:5432/stability"
     assert shown_location("/tmp/runs.db") == "/tmp/runs.db"
     assert "secret" not in shown_location("postgresql://lab:secret@[bad")
+
+
+def test_the_sidebar_shows_a_running_sweep_with_a_link_to_its_page(store):
+    from stability.sweeps import build_spec
+
+    spec = build_spec(RunConfig(CellConfig("rnn", 16), TaskConfig("adding", {"seq_len": 20}), TrainConfig(steps=100)),
+                      ["lr=1e-3,1e-2"], seeds=2)
+    sweep_id = store.create_sweep(spec.to_dict())
+    done = store.create_run(spec.config_for({"train.lr": 1e-3}, 0).to_dict(), sweep_id=sweep_id, trial=0,
+                            params={"train.lr": 1e-3})
+    store.set_status(done, "completed")
+    app = run(ROOT / "app.py")
+    assert not app.exception
+    texts = [bar.proto.text for bar in app.sidebar.get("progress")]
+    assert f"[Sweep #{sweep_id}](sweep?sweep={sweep_id}) · 1/4 runs" in texts
+    store.update_sweep(sweep_id, status="completed")
+    app = run(ROOT / "app.py")
+    assert not [bar for bar in app.sidebar.get("progress") if "Sweep" in bar.proto.text]
