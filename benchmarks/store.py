@@ -4,7 +4,7 @@ raw-sqlite3 store this one replaced, so the cost of going through SQLAlchemy is 
     python3 benchmarks/store.py                       # all three stores, default sizes
     python3 benchmarks/store.py --flushes 400 --repeats 5 --out benchmarks/store-2026-11-23.md
 
-What is timed (each the median of --repeats rounds, in one process, one store at a time):
+What is timed (each the median of --repeats rounds, in one process; the stores take turns round by round):
   flush        one log interval of a training run: 25 scalars, 3 series rows of 16 components,
                heartbeat, in one transaction (Trainer.flush's shape); per second
   poll         metrics(run, since_step=last) after each flush, what a live page asks; per second
@@ -58,38 +58,40 @@ def interval(step: int) -> tuple[list, list]:
     return scalars, series
 
 
-def measure(store, flushes: int, repeats: int) -> dict[str, float]:
-    """Operations per second of each kind (median over rounds)."""
+def prepare(store) -> list[int]:
+    """100 runs with one interval each: what latest_many and records read."""
     runs = [store.create_run(CONFIG) for _ in range(100)]
     for run_id in runs:
-        scalars, _ = interval(0)
-        store.flush(run_id, scalars)
-    rates = {"flush": [], "poll": [], "latest_many": [], "records": []}
-    step = 1
-    for _ in range(repeats):
-        run_id = store.create_run(CONFIG)
-        writing = polling = 0.0
-        for _ in range(flushes):  # a run flushes an interval, a live page polls for the new rows
-            scalars, series = interval(step)
-            started = time.perf_counter()
-            store.flush(run_id, scalars, series, heartbeat_step=step)
-            polled = time.perf_counter()
-            frame = store.metrics(run_id, since_step=step - 1)
-            polling += time.perf_counter() - polled
-            writing += polled - started
-            assert len(frame) == len(SCALARS)  # exactly the new interval: the poll really read it
-            step += 1
-        rates["flush"].append(flushes / writing)
-        rates["poll"].append(flushes / polling)
+        store.flush(run_id, interval(0)[0])
+    return runs
+
+
+def measure_round(store, runs: list[int], flushes: int) -> dict[str, float]:
+    """Operations per second of each kind in one round."""
+    rates = {}
+    run_id, step = store.create_run(CONFIG), 1
+    writing = polling = 0.0
+    for _ in range(flushes):  # a run flushes an interval, a live page polls for the new rows
+        scalars, series = interval(step)
         started = time.perf_counter()
-        for _ in range(flushes // 4):
-            store.latest_many(runs)
-        rates["latest_many"].append(flushes // 4 / (time.perf_counter() - started))
-        started = time.perf_counter()
-        for _ in range(max(1, flushes // 40)):
-            store.records()
-        rates["records"].append(max(1, flushes // 40) / (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
+        store.flush(run_id, scalars, series, heartbeat_step=step)
+        polled = time.perf_counter()
+        frame = store.metrics(run_id, since_step=step - 1)
+        polling += time.perf_counter() - polled
+        writing += polled - started
+        assert len(frame) == len(SCALARS)  # exactly the new interval: the poll really read it
+        step += 1
+    rates["flush"], rates["poll"] = flushes / writing, flushes / polling
+    started = time.perf_counter()
+    for _ in range(flushes // 4):
+        assert len(store.latest_many(runs)) == len(runs)
+    rates["latest_many"] = flushes // 4 / (time.perf_counter() - started)
+    count = max(1, flushes // 40)
+    started = time.perf_counter()
+    for _ in range(count):
+        store.records()
+    rates["records"] = count / (time.perf_counter() - started)
+    return rates
 
 
 def main(argv=None) -> int:
@@ -103,22 +105,29 @@ def main(argv=None) -> int:
 
     from stability.store import RunStore
 
-    results: dict[str, dict[str, float]] = {}
+    stores: dict[str, object] = {}
+    cluster = None
     with tempfile.TemporaryDirectory() as folder:
-        old = old_store_module(args.old_commit)
-        with old.RunStore(Path(folder) / "old.db") as store:
-            results["SQLite, raw sqlite3 (before)"] = measure(store, args.flushes, args.repeats)
-        with RunStore(Path(folder) / "new.db") as store:
-            results["SQLite, SQLAlchemy"] = measure(store, args.flushes, args.repeats)
-    if not args.no_postgres:
-        from postgres import Cluster
-
-        cluster = Cluster.start()
         try:
-            with RunStore(cluster.new_database()) as store:
-                results["PostgreSQL 127.0.0.1, SQLAlchemy"] = measure(store, args.flushes, args.repeats)
+            stores["SQLite, raw sqlite3 (before)"] = old_store_module(args.old_commit).RunStore(Path(folder) / "old.db")
+            stores["SQLite, SQLAlchemy"] = RunStore(Path(folder) / "new.db")
+            if not args.no_postgres:
+                from postgres import Cluster
+
+                cluster = Cluster.start()
+                stores["PostgreSQL 127.0.0.1, SQLAlchemy"] = RunStore(cluster.new_database())
+            runs = {label: prepare(store) for label, store in stores.items()}
+            rounds: dict[str, list[dict[str, float]]] = {label: [] for label in stores}
+            for _ in range(args.repeats):  # the stores take turns, so a busy moment hits them alike
+                for label, store in stores.items():
+                    rounds[label].append(measure_round(store, runs[label], args.flushes))
+            results = {label: {kind: statistics.median(r[kind] for r in measured) for kind in measured[0]}
+                       for label, measured in rounds.items()}
         finally:
-            cluster.stop()
+            for store in stores.values():
+                store.close()
+            if cluster is not None:
+                cluster.stop()
 
     kinds = ["flush", "poll", "latest_many", "records"]
     lines = ["| store | " + " | ".join(f"{kind} /s" for kind in kinds) + " |",

@@ -571,7 +571,9 @@ class RunStore:
     def _dicts(self, sql: str, params: Mapping[str, Any] | None = None, **parts: str) -> list[dict]:
         try:
             with self._reader.connect() as conn:
-                return [dict(row) for row in conn.execute(self._sql(sql, **parts), params or {}).mappings()]
+                result = conn.execute(self._sql(sql, **parts), params or {})
+                columns = list(result.keys())
+                return [dict(zip(columns, row)) for row in _tuples(result)]
         except self._errors as error:
             raise self._error(error) from None
 
