@@ -183,8 +183,10 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
 
 # ------------------------------------------------------------------------------------ watch
 def sweep_label(sweep: dict) -> str:
+    """``#3 lr x cell · running · 5/12 runs``: the runs done of the spec's total (trials not asked yet
+    have no run in the store)."""
     done = sum(count for status, count in sweep["counts"].items() if status in TERMINAL)
-    total = sum(sweep["counts"].values())
+    total = max(sweeps.SweepSpec.from_dict(sweep["spec"]).size(), sum(sweep["counts"].values()))
     return f"#{sweep['id']}{' ' + sweep['name'] if sweep['name'] else ''} · {sweep['status']} · {done}/{total} runs"
 
 
@@ -249,7 +251,9 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
     metric = row[4].selectbox("Curves of", CURVE_METRICS, key="sweep_metric",
                               help="Mean over each setting's seeds (geometric for gradient norms and singular "
                                    "values) with a min-max band.")
-    log_y = row[5].toggle("Log y", value=True, key="sweep_log", help="Log scale for the objective.")
+    log_y = row[5].toggle("Log y", value=True, key="sweep_log", help="Log scale for the objective and the loss "
+                                                                  "curves (gradient norms and singular values are "
+                                                                  "always on a log scale).")
     return {"fields": fields, "x": x_field, "colour": None if colour == NO_COLOUR else colour, "heat_x": heat_x,
             "heat_y": heat_y, "metric": metric, "log_y": log_y,
             "log_fields": frozenset(f for f in fields if charts.log_axis_for(f, _values(spec, f), logged[f]))}
@@ -285,11 +289,19 @@ def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
     metric = controls["metric"]
     rows = curve_rows(store, sweep_id, metric, moved)
     labels = dict(zip(results["run_id"], results["setting"]))
-    log_metric = groups.is_log_metric(metric)
-    panels.append(Panel("curves", (metric,), moved, lambda: charts.grouped_curves_chart(
+    log_metric = curves_on_log(metric, controls["log_y"])
+    panels.append(Panel("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
         groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
         title=f"{metric}: mean over seeds, min-max band")))
     return panels
+
+
+def curves_on_log(metric: str, log_y: bool) -> bool:
+    """Gradient norms and singular values always (stability.groups.is_log_metric); a loss when "Log y" is
+    on (it falls over decades, and a log axis keeps the first steps' large values from flattening the rest);
+    a gap never (it may be negative)."""
+    is_loss = metric.endswith("/loss") and not metric.startswith("gap/")
+    return groups.is_log_metric(metric) or (log_y and is_loss)
 
 
 def show_settings(table: pd.DataFrame, fields: list[str], objective: str) -> None:

@@ -19,7 +19,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
-DOCS = ROOT / "docs"
 STORES = {}  # server URL -> the store file it serves
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -201,8 +200,7 @@ def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browse
 
 def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, browser):
     """A sweep written through the store (2 cells x 3 learning rates x 2 seeds, one run diverged) opened by
-    its link: the four charts render in Vega, the settings table and the runs' links are there. The
-    screenshot is docs/sweep.png."""
+    its link: the four charts render in Vega, the settings table and the runs' links are there."""
     from stability.store import RunStore
     from test_pages_sweep import store_sweep
 
@@ -218,6 +216,6 @@ def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, b
         .map(chart => chart.querySelectorAll('canvas, svg.marks').length)""")
     assert len(titles) == 4 and all(count >= 1 for count in titles)
     assert "Sweep" in nav_titles(page)
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "sweep.png"))
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "sweep.png"))
     page.close()
