@@ -202,6 +202,21 @@ def progress(spec: sweeps.SweepSpec, counts: dict) -> None:
     st.progress(done / total if total else 0.0, text=f"{done} / {total} runs done · " + " · ".join(parts))
 
 
+def in_spec_order(results: pd.DataFrame, spec: sweeps.SweepSpec) -> pd.DataFrame:
+    """The runs ordered by their varied values as the spec lists them (``cell=rnn,spectral``: rnn first),
+    then by seed: the order the charts give names and lines (they keep the order values first appear in)."""
+    keys = {}
+    for vary in spec.vary:
+        listed = [json.dumps(value, default=str) for value in vary.values]
+        keys[vary.field] = results[vary.field].map(
+            lambda value, listed=listed: listed.index(json.dumps(value, default=str))
+            if json.dumps(value, default=str) in listed else len(listed))
+    if not keys:
+        return results
+    order = pd.DataFrame(keys).assign(seed=results["seed"], run_id=results["run_id"])
+    return results.loc[order.sort_values([*keys, "seed", "run_id"], kind="stable").index].reset_index(drop=True)
+
+
 def results_version(results: pd.DataFrame) -> tuple:
     """Changes when a run of the sweep appears, changes status or reaches a new step: the curves' version."""
     return tuple(zip(results["run_id"].tolist(), results["status"].tolist(),
@@ -339,6 +354,7 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         st.rerun()
     spec = sweeps.SweepSpec.from_dict(sweep["spec"])
     progress(spec, counts)
+    results = in_spec_order(results, spec)
     if results.empty:
         st.info("Waiting for the first runs of this sweep…")
         return

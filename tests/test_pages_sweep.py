@@ -350,3 +350,13 @@ def test_a_training_step_redraws_the_curves_only_and_an_evaluation_the_objective
     # the run's point moved; the heatmap's means are over completed seeds only (stability.groups, Note
     # [Which runs count]), and train/loss has no row at step 70
     assert set(changed) == {"Final val/loss against lr", "Every run, across the varied fields"}
+
+
+def test_names_and_lines_follow_the_order_the_sweep_lists_its_values(store):
+    sweep_id, _ = store_sweep(store, cells=("spectral", "rnn"), lrs=(1e-1, 1e-3))
+    app = run(sweep=str(sweep_id))
+    objective = json.loads(charts_of(app)["Final val/loss against lr"].proto.spec)
+    assert objective["layer"][0]["encoding"]["color"]["sort"] == ["spectral", "rnn"]
+    curves = chart_frames(charts_of(app)["val/loss: mean over seeds, min-max band"])[0]
+    assert list(dict.fromkeys(curves["group"])) == ["cell=spectral lr=0.1", "cell=spectral lr=0.001",
+                                                    "cell=rnn lr=0.1", "cell=rnn lr=0.001"]
