@@ -522,7 +522,8 @@ class RunStore:
                 return StoreError(f"{self.location} is not a readable run store ({text}); it was left untouched: "
                                   "move it aside or choose another --store (or $STABILITY_STORE)")
             return StoreError(f"run store {self.location}: {text}")
-        if getattr(error, "connection_invalidated", False) or type(original).__name__ in ("OperationalError", "ConnectionTimeout"):
+        unreachable = type(original).__name__ in ("OperationalError", "ConnectionTimeout")
+        if unreachable or getattr(error, "connection_invalidated", False):
             return StoreError(f"cannot use run store {self.location}: {text}; check that the server is running, "
                               "the database exists and the user and password are right")
         return StoreError(f"run store {self.location}: {text}")

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy import text as sql
 
 from store_files import raw_connection, statements_while
 
@@ -111,9 +110,9 @@ def test_a_trial_record_carries_its_sweep_and_records_filter_by_sweep(store):
 
 def test_params_that_are_not_a_json_object_read_as_empty(store):
     run_id = store.create_run(CONFIG.to_dict(), params={"lr": 1})
-    for text in ("[1, 2]", "{broken"):  # noqa: F402 (shadows sqlalchemy.text, imported as sql here)
+    for stored in ("[1, 2]", "{broken"):
         with raw_connection(store) as conn:
-            conn.execute(sql("UPDATE runs SET params = :params WHERE id = :id"), {"params": text, "id": run_id})
+            conn.execute(text("UPDATE runs SET params = :params WHERE id = :id"), {"params": stored, "id": run_id})
         assert dict(store.record(run_id).params) == {} == store.run(run_id)["params"]
 
 

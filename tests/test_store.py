@@ -594,8 +594,8 @@ def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
     run_id = store.create_run(CONFIG)
 
     def interrupted(self, conn, run_id, rows):
-        conn.execute(text("INSERT INTO metrics (run_id, step, wall_time, name, value) VALUES (:id, 0, 0.0, 'half', 1.0)"),
-                     {"id": run_id})
+        conn.execute(text("INSERT INTO metrics (run_id, step, wall_time, name, value)"
+                          " VALUES (:id, 0, 0.0, 'half', 1.0)"), {"id": run_id})
         raise KeyboardInterrupt
 
     monkeypatch.setattr(RunStore, "_insert_series", interrupted)
