@@ -958,6 +958,16 @@ def test_a_postgresql_store_names_itself_without_its_password(postgres_cluster, 
         assert "s3cret" not in str(info.value) and store.location in str(info.value)
 
 
+def test_a_postgresql_stores_home_defaults_to_one_folder_per_database_under_the_home(postgres_url, tmp_path,
+                                                                                       monkeypatch):
+    monkeypatch.delenv("STABILITY_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with RunStore(postgres_url) as store, RunStore(postgres_url) as same:
+        folder = tmp_path / ".stability" / "stores" / f"127.0.0.1-{store._url.port}-{postgres_url.rsplit('/', 1)[1]}"
+        assert not folder.exists()  # created on first use, not by opening the store
+        assert store.home == folder == same.home and folder.is_dir()
+
+
 def test_an_unreachable_server_is_one_line_naming_the_store():
     from postgres import free_port
 
