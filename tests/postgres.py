@@ -104,7 +104,8 @@ class Cluster:
         """initdb + pg_ctl start on a free port; raises ClusterUnavailable (no binaries) or
         RuntimeError (the server would not start, with its log's last lines)."""
         bin_dir, user = find_binaries(), _server_user()
-        root = Path(tempfile.mkdtemp(prefix="stability-postgres-"))
+        # under /tmp when the server runs as another user: $TMPDIR may be a folder only we can enter
+        root = Path(tempfile.mkdtemp(prefix="stability-postgres-", dir="/tmp" if user is not None else None))
         if user is not None:
             os.chown(root, user.pw_uid, user.pw_gid)
         try:
