@@ -252,7 +252,7 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
         metric = st.selectbox("Curves of", CURVE_METRICS, key="sweep_metric")
         return {"fields": [], "metric": metric, "log_y": True}
     logged = {vary.field: vary.log for vary in spec.vary}
-    default_x = next((f for f in fields if charts.log_axis_for(f, _values(spec, f), logged[f])), fields[0])
+    default_x = next((f for f in fields if charts.log_axis_for(f, _ends(spec, f), logged[f])), fields[0])
     row = st.columns([1.2, 1.2, 1.2, 1.2, 1.3, 0.9], vertical_alignment="bottom")
     x_field = row[0].selectbox("x", fields, index=fields.index(default_x), key="sweep_x",
                                format_func=charts.field_title, help="The varied field along x.")
@@ -271,12 +271,17 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
                                                                   "always on a log scale).")
     return {"fields": fields, "x": x_field, "colour": None if colour == NO_COLOUR else colour, "heat_x": heat_x,
             "heat_y": heat_y, "metric": metric, "log_y": log_y,
-            "log_fields": frozenset(f for f in fields if charts.log_axis_for(f, _values(spec, f), logged[f]))}
+            "log_fields": frozenset(f for f in fields if charts.log_axis_for(f, _ends(spec, f), logged[f]))}
+
+
+def _ends(spec: sweeps.SweepSpec, field: str) -> tuple:
+    """The listed values of ``field``, or a sampled range's two ends."""
+    return next(vary for vary in spec.vary if vary.field == field).points()
 
 
 def _values(spec: sweeps.SweepSpec, field: str) -> tuple:
-    vary = next(vary for vary in spec.vary if vary.field == field)
-    return vary.values or (vary.low, vary.high)
+    """The values the sweep lists for ``field`` (empty for a sampled range)."""
+    return next(vary for vary in spec.vary if vary.field == field).values
 
 
 def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame, controls: dict) -> list[Panel]:
@@ -296,7 +301,8 @@ def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
             heat = (controls["heat_x"], controls["heat_y"])
             panels.append(Panel("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
                 groups.setting_table(results, list(heat), direction), *heat, log_color=log_y,
-                objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds")))
+                objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds",
+                x_order=_values(spec, heat[0]) or None, y_order=_values(spec, heat[1]) or None)))
         panels.append(Panel("parallel", (tuple(fields), controls["log_fields"], log_y), version,
                             lambda: charts.parallel_coordinates(
                                 results, fields, log_fields=controls["log_fields"], log_objective=log_y,

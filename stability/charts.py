@@ -706,11 +706,14 @@ def field_title(path: str | None) -> str:
 
 
 def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color: bool = False,
-                  objective: str = "val/loss", title: str = "", height: int = 300) -> alt.LayerChart:
+                  objective: str = "val/loss", title: str = "", height: int = 300, x_order=None,
+                  y_order=None) -> alt.LayerChart:
     """The mean objective over two varied fields: one cell per setting of ``table`` (stability.groups.
     setting_table(results, [x_field, y_field])), coloured by its mean (log colour scale with
     ``log_color``), labelled with the mean and, where seeds diverged, how many; a setting without a
-    completed seed is grey, its label saying what happened."""
+    completed seed is grey, its label saying what happened.  ``x_order`` / ``y_order`` (the values, e.g.
+    as the sweep lists them) order the axes; by default numbers ascend and names keep their order in
+    ``table``."""
     for name in (x_field, y_field):
         if name not in table:
             raise ValueError(f"the settings table has no column {name!r}")
@@ -725,8 +728,10 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
         + (f"\n{diverged}/{seeds} diverged" if 0 < diverged < seeds else "")
         for mean, ok, diverged, seeds in zip(data["mean"], shown, data["diverged"], data["seeds"])]
     encoding = dict(
-        x=alt.X("x:O", title=field_title(x_field), sort=_category_order(table[x_field]), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("y:O", title=field_title(y_field), sort=_category_order(table[y_field])),
+        x=alt.X("x:O", title=field_title(x_field), axis=alt.Axis(labelAngle=0),
+                sort=_category_order(pd.Series(list(x_order) if x_order is not None else table[x_field]))),
+        y=alt.Y("y:O", title=field_title(y_field),
+                sort=_category_order(pd.Series(list(y_order) if y_order is not None else table[y_field]))),
         tooltip=[alt.Tooltip("setting:N"), alt.Tooltip("mean:Q", format=".4g"), alt.Tooltip("min:Q", format=".4g"),
                  alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="completed seeds"),
                  alt.Tooltip("seeds:Q", title="runs"), alt.Tooltip("diverged:Q"), alt.Tooltip("pruned:Q")])

@@ -74,7 +74,8 @@ def setting_label(values: Mapping[str, Any]) -> str:
 def setting_table(results: pd.DataFrame, fields: list[str], direction: str = "minimize") -> pd.DataFrame:
     """One row per setting (distinct values of ``fields`` in ``results``), best first.
 
-    Columns: the ``fields``; ``setting`` (a label, ``cell=rnn lr=0.001``); ``mean``, ``min``, ``max``,
+    Columns: the ``fields``; ``setting`` (a label of their values, ``cell=rnn lr=0.001``; with no fields,
+    the runs' own ``setting``); ``mean``, ``min``, ``max``,
     ``std`` of ``objective`` and ``n``, the runs they are taken over (Note [Which runs count]);
     ``seeds`` (every run of the setting); the status counts of :data:`STATUS_COLUMNS`; ``best_run``
     (the counted run with the best objective, ``<NA>`` if none); ``rank`` by mean in ``direction``
@@ -99,8 +100,8 @@ def setting_table(results: pd.DataFrame, fields: list[str], direction: str = "mi
         values = objective[members][counted[members]]
         first = runs.iloc[0]
         row = {name: first[name] for name in fields}
-        row["setting"] = (first["setting"] if "setting" in runs and isinstance(first["setting"], str)
-                          else setting_label(row))
+        row["setting"] = (setting_label(row) if fields or "setting" not in runs or not isinstance(first["setting"], str)
+                          else first["setting"])  # the label of these fields, not of all the sweep varies
         row.update(mean=values.mean(), min=values.min(), max=values.max(), std=values.std(ddof=1),
                    n=len(values), seeds=len(runs))
         for column, statuses in STATUS_COLUMNS.items():

@@ -696,3 +696,12 @@ def test_log_axis_for_learning_rates_wide_spans_and_only_positive_numbers():
     assert not charts.log_axis_for("cell.h0_noise_std", [0.0, 0.1], log=True)  # 0 has no place on a log axis
     assert not charts.log_axis_for("cell", ["rnn", "lstm"]) and not charts.log_axis_for("train.clip_grad_norm",
                                                                                       [None, 1.0, 1000.0])
+
+
+def test_sweep_heatmap_axes_follow_a_given_order():
+    from stability.groups import setting_table
+
+    table = setting_table(sweep_results(), ["train.lr", "cell"])
+    spec = charts.sweep_heatmap(table, "train.lr", "cell", y_order=["spectral", "rnn"], x_order=[0.1, 0.01]).to_dict()
+    cells = layer_by_mark(spec, "rect")[0]["encoding"]
+    assert cells["y"]["sort"] == ["spectral", "rnn"] and cells["x"]["sort"] == ["0.01", "0.1"]  # numbers ascend

@@ -72,8 +72,8 @@ def test_setting_table_labels_and_shape():
     table = groups.setting_table(results, ["cell", "train.lr"])
     assert table["setting"].tolist() == ["cell=rnn lr=0.001", "cell=lstm lr=0.01"]
     assert table["best_run"].tolist() == [2, 3] and table["rank"].tolist() == [1, 2]
-    given = groups.setting_table(results.assign(setting=["a", "a", "b"]), ["cell"])
-    assert given["setting"].tolist() == ["a", "b"]  # a results frame's own labels are kept
+    given = groups.setting_table(results.assign(setting=["cell=rnn lr=0.001"] * 2 + ["cell=lstm lr=0.01"]), ["cell"])
+    assert given["setting"].tolist() == ["cell=rnn", "cell=lstm"]  # the label of the fields grouped by
     whole = groups.setting_table(results, [])
     assert len(whole) == 1 and whole["seeds"].item() == 3 and whole["mean"].item() == pytest.approx(1.75 / 3)
     empty = groups.setting_table(results.iloc[:0], ["cell"])
