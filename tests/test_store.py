@@ -1026,16 +1026,17 @@ def test_a_postgresql_database_with_someone_elses_runs_table_is_refused(postgres
         engine.dispose()
 
 
-def test_a_postgresql_store_lives_beside_other_tables(postgres_url):
-    """A sweep's Optuna study shares the database: its tables and ours do not get in each other's way."""
+def test_a_store_lives_beside_an_optuna_study_in_its_database(store_location):
+    """A sweep's Optuna study shares the database (store.url): its tables and ours do not get in
+    each other's way, on either backend."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    with RunStore(postgres_url) as store:
+    with RunStore(store_location) as store:
         study = optuna.create_study(storage=store.url, study_name="stability-sweep-1")
         study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
         run_id = store.create_run(CONFIG, sweep_id=store.create_sweep(SPEC), trial=0, params={"x": 0.5})
-    with RunStore(postgres_url) as again:
+    with RunStore(store_location) as again:
         assert again.run(run_id)["params"] == {"x": 0.5}
         assert len(optuna.load_study(storage=again.url, study_name="stability-sweep-1").trials) == 2
 
