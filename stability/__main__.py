@@ -322,7 +322,7 @@ def cmd_runs(args) -> int:
     with RunStore(args.store) as store:
         records = store.records()  # newest first, latest values included: two queries in all
         if not records:
-            print(f"no runs in {store.path}")
+            print(f"no runs in {store}")
             return 0
         header = ("id", "name", "status", "cell", "task", "step", "final", "created")
         rows = [header]
@@ -647,7 +647,7 @@ def print_summary(store: RunStore, run_id: int) -> None:
         if run["baseline"] is not None and name == f"test/{run['metric']}":
             line += f"  (baseline {run['baseline']:.4g}: {run['baseline_label'] or 'memoryless'})"
         print(line)
-    print(f"  store: {store.path}  (python -m stability show {run_id})")
+    print(f"  store: {store}  (python -m stability show {run_id})")
 
 
 def _final_metric(run) -> str:

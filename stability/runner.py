@@ -8,7 +8,8 @@
 A worker is a fresh interpreter (``python -m stability.runner --worker ID
 --store PATH``), never a fork, so it is safe for CUDA; it runs in its own
 session, so it outlives the Streamlit script, server or shell that started
-it. Its output goes to ``<store dir>/logs/run-<id>.log``. It runs from the
+it. Its output goes to ``<store home>/logs/run-<id>.log`` (``RunStore.home``: the SQLite
+file's folder, or this machine's folder for a PostgreSQL store). It runs from the
 package's folder with that folder on ``PYTHONPATH``, so it starts whatever
 the caller's working directory. Its torch threads follow
 :mod:`stability.devices` (one core kept for the server, the rest shared by
@@ -16,7 +17,7 @@ the ``STABILITY_MAX_RUNS`` slots, OpenMP waiting passively).
 
 Stop signals only a process that is provably this run's worker: ``_launch``
 gives each worker a random token in its environment and records the token,
-the pid and the process's start time in ``<store dir>/logs/run-<id>.worker``;
+the pid and the process's start time in ``<store home>/logs/run-<id>.worker``;
 a process is signalled only if its ``/proc`` entry shows the same start time,
 the token in its environment, and this run's worker command line. Anything
 else (a pid recycled by another program, a store crafted to point at one, a
@@ -26,8 +27,11 @@ launched the worker) is left alone.
 The queue lives in the store itself: a run is *unclaimed* while it is
 'queued' with no pid. Scheduling (mark dead workers, count busy slots,
 launch the oldest unclaimed runs) happens under an exclusive lock on
-``<store dir>/runner.lock``, so two processes looking at the same store
-never launch the same run twice. A slot is busy while a 'running' run, or a
+``<store home>/runner.lock``, so two processes looking at the same store
+never launch the same run twice. On a shared (PostgreSQL) store each machine
+judges and launches only its own runs (``runs.host``): a pid means nothing on
+another host, and a sweep's runs are claimed by its workers
+(:mod:`stability.sweeps`, Note [Claiming trials]). A slot is busy while a 'running' run, or a
 claimed 'queued' run whose worker is still starting, has a live pid.
 At most ``STABILITY_MAX_RUNS`` (default 1) runs train at once.
 """
@@ -100,7 +104,7 @@ def is_alive(pid: int | None) -> bool:
 @contextlib.contextmanager
 def scheduling_lock(store: RunStore):
     """Hold the store's scheduling lock (between processes) for the ``with`` block."""
-    path = _home(store) / "runner.lock"
+    path = store.home / "runner.lock"
     with open(path, "a") as handle:
         if fcntl is not None:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -127,6 +131,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     try:
         with scheduling_lock(store):
             run_id = store.create_run(config.to_dict(), name or config.name or None)
+            store.update_run(run_id, host=socket.gethostname())
             _schedule(store, limit)
         return run_id
     finally:
@@ -195,7 +200,7 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     try:
         with scheduling_lock(store):
             prepare_resume(store, run_id)
-            store.update_run(run_id, status="queued", pid=None)
+            store.update_run(run_id, status="queued", pid=None, host=socket.gethostname())
             _schedule(store, limit)
     finally:
         store.close()
@@ -295,7 +300,9 @@ def _schedule(store: RunStore, limit: int) -> list[int]:
         if run.host not in (None, here):  # another machine's run (a shared store): not ours to judge
             continue
         if run.status == "queued" and run.pid is None:
-            if run.sweep_id is None:  # a sweep's requeued runs wait for the sweep's workers
+            # a sweep's requeued runs wait for the sweep's workers; on a shared store a run is
+            # launched by the machine that queued it (start_run/resume_run set its host)
+            if run.sweep_id is None and (run.host == here or not store.shared):
                 unclaimed.append(run.id)
         elif is_alive(run.pid) or (run.pid is None and _heartbeat_age(run) <= STALE_HEARTBEAT_S):
             busy += 1
@@ -325,7 +332,7 @@ def _spawn(store: RunStore, arguments: list[str], name: str, limit: int,
     """A detached ``python -m stability.runner ARGUMENTS --store URL`` with its output in
     ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
     the process and its claim (pid, token, start time)."""
-    logs = _home(store) / "logs"
+    logs = store.home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
     env = devices.worker_environment(os.environ, devices.worker_threads(limit))
@@ -333,21 +340,12 @@ def _spawn(store: RunStore, arguments: list[str], name: str, limit: int,
     env[MAX_RUNS_ENV] = str(limit)
     env[TOKEN_ENV] = token
     env.update(extra_env or {})
-    command = [sys.executable, "-m", "stability.runner", *arguments, "--store", _url(store)]
+    command = [sys.executable, "-m", "stability.runner", *arguments, "--store", store.url]
     with open(logs / f"{name}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _launched.append(process)
     return process, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)}
-
-
-def _home(store: RunStore) -> Path:
-    """The store's local folder (logs, claims, locks). TODO(store port): ``store.home`` once it lands."""
-    return Path(getattr(store, "home", None) or Path(store.path).parent)
-
-
-def _url(store: RunStore) -> str:
-    return getattr(store, "url", None) or str(store.path)
 
 
 def _reap_launched() -> None:
@@ -407,7 +405,7 @@ def process_start_time(pid: int) -> int | None:
 
 
 def _claim_path(store: RunStore, run_id: int) -> Path:
-    return _home(store) / "logs" / f"run-{run_id}.worker"
+    return store.home / "logs" / f"run-{run_id}.worker"
 
 
 def _write_claim(store: RunStore, run_id: int, claim: dict) -> None:
@@ -463,7 +461,7 @@ def terminate_sweep_workers(store: RunStore, sweep_id: int) -> int:
 
 
 def _sweep_claims_path(store: RunStore, sweep_id: int) -> Path:
-    path = _home(store) / "logs" / f"sweep-{int(sweep_id)}.workers"
+    path = store.home / "logs" / f"sweep-{int(sweep_id)}.workers"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

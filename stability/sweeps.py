@@ -657,23 +657,20 @@ def storage(store):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if store.path is not None:  # SQLite: wait for the writer (WAL) instead of failing at once
+    if not store.shared:  # SQLite: wait for the writer (WAL) instead of failing at once
         engine = {"connect_args": {"timeout": 60}}
     else:
         engine = {"pool_pre_ping": True}
-    url = getattr(store, "url", None) or f"sqlite:///{store.path}"  # TODO(store port): store.url
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+    return optuna.storages.RDBStorage(store.url, engine_kwargs=engine)
 
 
 @contextlib.contextmanager
 def sweep_lock(store, sweep_id: int):
     """Hold the sweep's claim lock for the ``with`` block (Note [Claiming trials])."""
-    if store.path is not None:
+    if not store.shared:
         import fcntl
 
-        from .runner import _home
-
-        path = _home(store) / f"sweep-{int(sweep_id)}.lock"
+        path = store.home / f"sweep-{int(sweep_id)}.lock"
         with open(path, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:

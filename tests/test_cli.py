@@ -306,27 +306,24 @@ def test_runs_and_show_read_while_another_writer_holds_the_lock(tmp_path):
 
 
 INTERRUPT_SCRIPT = """
-import json, os, signal, sqlite3, sys
+import json, os, signal, sys
+import stability.store
 from stability.__main__ import main
 from stability.store import RunStore
 
+real_begin = stability.store._begin
 
-class InterruptAfterBegin:  # Ctrl-C (SIGINT) right after the n-th BEGIN IMMEDIATE has taken the lock
-    def __init__(self, conn):
-        self._conn = conn
-    def __getattr__(self, name):
-        return getattr(self._conn, name)
-    def execute(self, sql, *args):
-        global begins
-        cursor = self._conn.execute(sql, *args)
-        if sql == "BEGIN IMMEDIATE":
-            begins += 1
-            if begins == target:
-                os.kill(os.getpid(), signal.SIGINT)
-        return cursor
 
-connect = sqlite3.connect
-sqlite3.connect = lambda *a, **k: InterruptAfterBegin(connect(*a, **k))
+def interrupt_after_begin(conn):  # Ctrl-C (SIGINT) right after the n-th write's BEGIN IMMEDIATE took the lock
+    global begins
+    real_begin(conn)
+    if conn.get_execution_options().get("stability_write"):
+        begins += 1
+        if begins == target:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+stability.store._begin = interrupt_after_begin  # engines made from here on call it for every BEGIN
 results = []
 for target in map(int, sys.argv[2:]):
     begins = 0

@@ -321,7 +321,7 @@ def assert_each_setting_and_seed_once(store, spec, sweep_id):
 
 
 def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store):
-    spec = build_spec(tiny("rnn", steps=6, log_every=2, eval_every=2), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
+    spec = build_spec(tiny("rnn", steps=60, log_every=10, eval_every=20), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
                       seeds=2)
     sweep_id = sweeps.start_sweep(spec, store.path, workers=2)
     wait_for(sweep_done(store, sweep_id), "the sweep to end")
@@ -501,3 +501,23 @@ def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
         spec = build_spec(config_from_args(args), args.vary, seeds=args.seeds, sampler=args.sampler,
                           trials=args.trials, prune=args.prune)
         assert spec.size() == args.seeds * math.prod(len(vary.values) for vary in spec.vary)
+
+
+def test_two_machines_share_one_sweep_through_postgresql(postgres_url, tmp_path, monkeypatch):
+    spec = build_spec(tiny("rnn", steps=60, log_every=10, eval_every=20), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
+                      seeds=2)
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "first"))
+    sweep_id = sweeps.start_sweep(spec, postgres_url, workers=1)
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "second"))  # another machine's local folder
+    joined = sweeps.join_sweep(sweep_id, postgres_url, workers=1)
+    assert len(joined) == 1
+    with RunStore(postgres_url) as store:
+        wait_for(sweep_done(store, sweep_id), "the shared sweep to end")
+        assert store.sweep(sweep_id)["status"] == "completed"
+        frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
+        assert (frame["status"] == "completed").all()
+        trials = trials_by_number(store, sweep_id)  # the study lives in the same database
+        assert {t.state for t in trials.values()} == {optuna.trial.TrialState.COMPLETE} and len(trials) == 12
+        assert len({store.record(run_id).pid for run_id in frame["run_id"]}) == 2
+    for home in ("first", "second"):  # each machine's worker logged into its own folder
+        assert list((tmp_path / home).rglob("sweep-*.log"))
