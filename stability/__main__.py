@@ -324,15 +324,14 @@ def cmd_runs(args) -> int:
         if not records:
             print(f"no runs in {store}")
             return 0
-        header = ("id", "name", "status", "cell", "task", "step", "final", "created")
+        header = ("id", "name", "status", "cell", "task", "step", "final", "sweep", "created")
         rows = [header]
         for run in records:
             rows.append((str(run.id), run.name or "", run.status, run.cell or "?", run.task or "?",
                          f"{_or_blank(run.step)}/{_or_blank(run.total_steps)}", _final_metric(run),
+                         "" if run.sweep_id is None else f"{run.sweep_id}#{run.trial}",
                          time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    _print_rows(rows)
     return 0
 
 

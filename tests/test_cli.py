@@ -147,7 +147,7 @@ def test_runs_show_and_export(store, trained):
     runs = cli("runs", store=store)
     assert runs.returncode == 0
     header, *rows = runs.stdout.splitlines()
-    assert header.split() == ["id", "name", "status", "cell", "task", "step", "final", "created"]
+    assert header.split() == ["id", "name", "status", "cell", "task", "step", "final", "sweep", "created"]
     row = next(line.split() for line in rows if line.split()[0] == str(run_id))
     assert row[1:6] == ["tiny", "completed", "rnn", "adding", "30/30"]
     assert "test mse" in " ".join(row)
@@ -469,6 +469,8 @@ def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_g
             assert {opened.record(run["run_id"]).config.train.seed for run in item["runs"]} == {0, 1}
     listed = cli("sweeps", store=store)
     assert listed.returncode == 0 and "completed" in listed.stdout.splitlines()[1]
+    runs = cli("runs", store=store).stdout.splitlines()
+    assert "sweep" in runs[0].split() and sorted(line.split()[-3] for line in runs[1:]) == [f"1#{n}" for n in range(8)]
     for order in (["sweeps", "--store", str(store), "show", "1"], ["sweeps", "show", "1", "--store", str(store)]):
         elsewhere = cli(*order, store=tmp_path / "other.db")  # --store wins over $STABILITY_STORE, either place
         assert elsewhere.returncode == 0 and elsewhere.stdout.splitlines()[2:] == table[2:], elsewhere.stderr
