@@ -736,7 +736,7 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
                  alt.Tooltip("max:Q", format=".4g"), alt.Tooltip("n:Q", title="completed seeds"),
                  alt.Tooltip("seeds:Q", title="runs"), alt.Tooltip("diverged:Q"), alt.Tooltip("pruned:Q")])
     cells = alt.Chart(data[shown]).mark_rect().encode(**encoding, color=alt.Color(
-        "mean:Q", title=f"mean {objective}", legend=alt.Legend(format=".3g"),
+        "mean:Q", title=f"mean {objective}", legend=alt.Legend(format=".3~g"),
         scale=alt.Scale(type="log" if log_color else "linear", scheme="viridis", reverse=True)))
     empty = alt.Chart(data[~shown]).mark_rect(color="#d9d9d9").encode(**encoding)
     data["dark"] = _dark_cells(data["mean"].where(shown), log_color)
@@ -818,7 +818,7 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
     good = data[data["objective"].notna()]
     lines = alt.Chart(good).mark_line(strokeWidth=1.6).encode(
         x=x, y=y, detail="run_id:N", tooltip=tooltip,
-        color=alt.Color("objective:Q", title=objective, legend=alt.Legend(format=".3g"), scale=alt.Scale(
+        color=alt.Color("objective:Q", title=objective, legend=alt.Legend(format=".3~g"), scale=alt.Scale(
             type="log" if log_objective else "linear", scheme="viridis", reverse=True)),
         opacity=alt.condition(hover, alt.value(0.95), alt.value(0.55))).add_params(hover)
     bad = alt.Chart(data[data["objective"].isna()]).mark_line(strokeWidth=1.2, strokeDash=[4, 3],
