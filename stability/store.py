@@ -117,13 +117,16 @@ Note [write order]
     within one run rows come from one writer at a time, so draw order is write order.
 
 Note [bulk rows]
-    A flush writes a log interval's rows (25 scalars and a few series vectors) on
-    the training hot path. Its three INSERTs go to the driver's ``executemany`` as
-    SQL with positional markers and rows of tuples (``exec_driver_sql``: ``?`` for
-    sqlite3, ``%s`` for psycopg): through ``text()`` SQLAlchemy would build a
-    parameter dict per row, which tripled the cost of a flush on SQLite. Reads of
-    many rows take the DBAPI cursor's tuples for the same reason
-    (``benchmarks/store.py`` has the numbers).
+    A flush writes a log interval's rows (25 scalars and a few series vectors) and
+    the heartbeat on the training hot path. Its four statements go to the DBAPI
+    cursor's ``executemany`` (SQLAlchemy's ``connection.connection.cursor()``, inside
+    the transaction SQLAlchemy began) as SQL with positional markers (``?`` for
+    sqlite3, ``%s`` for psycopg) and rows of tuples: through ``text()`` SQLAlchemy
+    builds a parameter dict per row, which made a flush on SQLite 2.5x slower than
+    the raw-sqlite3 store, and each ``exec_driver_sql`` still costs an execution
+    context (~40 us). Reads of many rows take the DBAPI cursor's tuples for the same
+    reason (``benchmarks/store.py`` has the numbers). Statements sent this way pass
+    no SQLAlchemy events; driver errors are caught like SQLAlchemy's.
 
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
@@ -649,10 +652,9 @@ class RunStore:
 
     def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
-        result = conn.execute(self._sql("UPDATE runs SET heartbeat = :now, step = COALESCE(:step, step)"
-                                        " WHERE id = :id"),
-                              {"now": time.time(), "step": None if step is None else int(step), "id": run_id})
-        if result.rowcount == 0:
+        updated = self._driver_execute(conn, "UPDATE runs SET heartbeat = ?, step = COALESCE(?, step) WHERE id = ?",
+                                       [(time.time(), None if step is None else int(step), run_id)])
+        if updated == 0:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
 
     def request_stop(self, run_id: int) -> None:
@@ -849,23 +851,29 @@ class RunStore:
         rows = [(run_id, int(step), float(wall), str(name), float(value)) for step, wall, name, value in rows]
         if not rows:
             return
-        self._bulk(conn, _INSERT_METRIC, rows)
+        self._driver_execute(conn, _INSERT_METRIC, rows)
         newest: dict[str, tuple] = {}
         for row in rows:  # the last row written at the highest step of each name
             if row[3] not in newest or row[1] >= newest[row[3]][1]:
                 newest[row[3]] = row
-        self._bulk(conn, _UPSERT_LATEST, [(run_id, name, step, value) for run_id, step, _, name, value
-                                          in newest.values()])
+        self._driver_execute(conn, _UPSERT_LATEST, [(run_id, name, step, value) for run_id, step, _, name, value
+                                                    in newest.values()])
 
     def _insert_series(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
         rows = [(run_id, int(step), float(wall), str(name), int(index), float(value))
                 for step, wall, name, index, value in rows]
         if rows:
-            self._bulk(conn, _INSERT_SERIES, rows)
+            self._driver_execute(conn, _INSERT_SERIES, rows)
 
-    def _bulk(self, conn: Connection, statement: str, rows: list[tuple]) -> None:
-        """Rows of tuples through the driver's executemany (Note [bulk rows])."""
-        conn.exec_driver_sql(statement if self.dialect == "sqlite" else statement.replace("?", "%s"), rows)
+    def _driver_execute(self, conn: Connection, statement: str, rows: list[tuple]) -> int:
+        """Rows of tuples through the DBAPI cursor's executemany, in the transaction of ``conn``;
+        returns the rows changed (Note [bulk rows])."""
+        cursor = conn.connection.cursor()
+        try:
+            cursor.executemany(statement if self.dialect == "sqlite" else statement.replace("?", "%s"), rows)
+            return cursor.rowcount
+        finally:
+            cursor.close()
 
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
