@@ -9,6 +9,8 @@ from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.run_table import SUMMARY_COLUMNS, run_table
 from stability.store import RunStore
 
+from store_files import statements_while
+
 
 @pytest.fixture
 def store(tmp_path):
@@ -52,17 +54,6 @@ def test_config_summary_progress_and_final_metrics(store):
     assert fresh["status"] == "queued" and fresh["progress"] == 0.0 and fresh["total_steps"] == 2000
     assert pd.isna(fresh["seq_len"])  # mnist has no free length
     assert math.isnan(fresh["val/accuracy"]) and math.isnan(fresh["baseline"])
-
-
-def statements_while(store, call):
-    """The SQL statements ``call()`` sends through the store's connection."""
-    sent = []
-    store._conn.set_trace_callback(sent.append)
-    try:
-        call()
-    finally:
-        store._conn.set_trace_callback(None)
-    return sent
 
 
 def test_the_number_of_queries_does_not_grow_with_the_number_of_runs(store):
