@@ -361,3 +361,23 @@ def test_names_and_lines_follow_the_order_the_sweep_lists_its_values(store):
     curves = chart_frames(charts_of(app)["val/loss: mean over seeds, min-max band"])[0]
     assert list(dict.fromkeys(curves["group"])) == ["cell=spectral lr=0.1", "cell=spectral lr=0.001",
                                                     "cell=rnn lr=0.1", "cell=rnn lr=0.001"]
+
+
+def test_a_sweep_in_a_postgresql_store_is_watched_as_one_in_a_file(postgres_url, tmp_path, monkeypatch):
+    """One dashboard for a sweep spread over machines (issue 12): the page reads a PostgreSQL store as it
+    reads a file."""
+    from pages.ui.store import _open_store
+    from stability.store import RunStore
+
+    monkeypatch.setenv("STABILITY_STORE", postgres_url)
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
+    _open_store.clear()
+    with RunStore(postgres_url) as shared:
+        sweep_id, _ = store_sweep(shared)
+        ids = {run.id for run in shared.records(sweep_id=sweep_id)}
+    app = run(sweep=str(sweep_id))
+    assert not app.exception and not app.error
+    assert len(charts_of(app)) == 4 and len(settings_table(app)) == 6
+    runs = next(frame.value for frame in app.dataframe if "run" in frame.value.columns)
+    assert {int(link.split("=")[1]) for link in runs["run"]} == ids
+    _open_store.clear()
