@@ -372,12 +372,35 @@ def test_a_sweep_in_a_postgresql_store_is_watched_as_one_in_a_file(postgres_url,
     monkeypatch.setenv("STABILITY_STORE", postgres_url)
     monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
     _open_store.clear()
-    with RunStore(postgres_url) as shared:
-        sweep_id, _ = store_sweep(shared)
-        ids = {run.id for run in shared.records(sweep_id=sweep_id)}
+    try:
+        with RunStore(postgres_url) as shared:
+            sweep_id, _ = store_sweep(shared)
+            ids = {run.id for run in shared.records(sweep_id=sweep_id)}
+        app = run(sweep=str(sweep_id))
+        assert not app.exception and not app.error
+        assert len(charts_of(app)) == 4 and len(settings_table(app)) == 6
+        runs = next(frame.value for frame in app.dataframe if "run" in frame.value.columns)
+        assert {int(link.split("=")[1]) for link in runs["run"]} == ids
+    finally:
+        _open_store.clear()  # no connection to a dropped database left for the next test
+
+
+def test_a_random_search_over_a_sampled_range_is_drawn_by_its_sampled_values(store):
+    spec = sweeps.build_spec(base_config(), ["lr=1e-4:1e-1:log", "cell=rnn,spectral"], sampler="random",
+                             trials=4, seeds=2)
+    sweep_id = store.create_sweep(spec.to_dict())
+    rng = np.random.default_rng(0)
+    for trial in range(4):
+        setting = {"train.lr": float(10 ** rng.uniform(-4, -1)), "cell": ("rnn", "spectral")[trial % 2]}
+        for seed in spec.seed_values():
+            run_id = store.create_run(spec.config_for(setting, seed).to_dict(), sweep_id=sweep_id,
+                                      trial=2 * trial + seed, params=setting)
+            store.flush(run_id, [(100, 1.0, "val/loss", final_loss(setting["cell"], setting["train.lr"], seed))],
+                        heartbeat_step=100)
+            store.set_status(run_id, "completed")
     app = run(sweep=str(sweep_id))
     assert not app.exception and not app.error
-    assert len(charts_of(app)) == 4 and len(settings_table(app)) == 6
-    runs = next(frame.value for frame in app.dataframe if "run" in frame.value.columns)
-    assert {int(link.split("=")[1]) for link in runs["run"]} == ids
-    _open_store.clear()
+    table = settings_table(app)
+    assert len(table) == 4 and (table["n"] == 2).all()
+    objective = json.loads(charts_of(app)["Final val/loss against lr"].proto.spec)
+    assert objective["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"  # the range was sampled in log
