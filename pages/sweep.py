@@ -379,6 +379,9 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
                      hide_index=True, width="stretch", column_config={
                          "run": st.column_config.LinkColumn("run", display_text=r"run=(\d+)"),
                          "objective": st.column_config.NumberColumn(objective, format="%.4g")})
+    ids = ",".join(map(str, sorted(results["run_id"])))
+    st.markdown(f"[Open these runs in Compare](compare?runs={ids}&group=1&metrics=val/loss,grad/h0_norm), their "
+                "seeds grouped: any metric, smoothing, wall time.")
     st.download_button(f"Download results CSV ({len(results)} runs)", lambda: results.to_csv(index=False).encode(),
                        file_name=f"sweep-{sweep_id}.csv", mime="text/csv", key="sweep_csv",
                        help="One row per run: its trial, seed, status, final objective and varied values. "

@@ -404,3 +404,10 @@ def test_a_random_search_over_a_sampled_range_is_drawn_by_its_sampled_values(sto
     assert len(table) == 4 and (table["n"] == 2).all()
     objective = json.loads(charts_of(app)["Final val/loss against lr"].proto.spec)
     assert objective["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"  # the range was sampled in log
+
+
+def test_the_sweeps_runs_open_in_compare_with_their_seeds_grouped(store):
+    sweep_id, _ = store_sweep(store)
+    app = run(sweep=str(sweep_id))
+    ids = ",".join(str(run_id) for run_id in sorted(run.id for run in store.records(sweep_id=sweep_id)))
+    assert any(f"(compare?runs={ids}&group=1&" in markdown.value for markdown in app.markdown)
