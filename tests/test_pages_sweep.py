@@ -411,3 +411,20 @@ def test_the_sweeps_runs_open_in_compare_with_their_seeds_grouped(store):
     app = run(sweep=str(sweep_id))
     ids = ",".join(str(run_id) for run_id in sorted(run.id for run in store.records(sweep_id=sweep_id)))
     assert any(f"(compare?runs={ids}&group=1&" in markdown.value for markdown in app.markdown)
+
+
+def test_switching_to_a_sweep_that_varies_other_fields_resets_the_chart_controls(store):
+    first, _ = store_sweep(store)
+    spec = sweeps.build_spec(base_config(), ["task.seq_len=10,20", "cell.hidden_size=8,16"], seeds=1)
+    other = store.create_sweep(spec.to_dict())
+    for trial, setting in enumerate(spec.settings()):
+        run_id = store.create_run(spec.config_for(setting, 0).to_dict(), sweep_id=other, trial=trial, params=setting)
+        store.flush(run_id, [(100, 1.0, "val/loss", 0.1 + trial / 100)], heartbeat_step=100)
+        store.set_status(run_id, "completed")
+    app = run(sweep=str(first))
+    app.selectbox(key="sweep_x").set_value("cell").run()
+    app.selectbox(key="sweep_watch").set_value(other).run()
+    assert not app.exception and not app.error
+    assert app.selectbox(key="sweep_x").value in ("task.seq_len", "cell.hidden_size")
+    x = app.selectbox(key="sweep_x").value
+    assert f"Final val/loss against {x}" in charts_of(app)
