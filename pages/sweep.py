@@ -230,6 +230,15 @@ def objective_version(results: pd.DataFrame) -> tuple:
     return tuple(zip(results["run_id"].tolist(), results["status"].tolist(), values))
 
 
+def settings_of(sweep_id: int, results: pd.DataFrame, fields: list[str], direction: str) -> pd.DataFrame:
+    """groups.setting_table of the results, computed again only when a run's status or objective changed."""
+    cache = st.session_state.setdefault("_sweep_settings", {})
+    version = (sweep_id, tuple(fields), direction, objective_version(results))
+    if cache.get("version") != version:
+        cache.update(version=version, table=groups.setting_table(results, fields, direction))
+    return cache["table"]
+
+
 def curve_rows(store, sweep_id: int, metric: str, version: tuple) -> pd.DataFrame:
     """The rows of ``metric`` of the sweep's runs, read again only when a run moved (Note [Watching a sweep])."""
     cache = st.session_state.setdefault("_sweep_curves", {})
@@ -371,8 +380,7 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         for column, chart in zip(st.columns(2), specs[start:start + 2]):
             show_chart(column, chart)
     fields = [vary.field for vary in spec.vary]
-    table = groups.setting_table(results, fields, direction)
-    show_settings(table, fields, objective)
+    show_settings(settings_of(sweep_id, results, fields, direction), fields, objective)
     with st.expander(f"Runs of sweep #{sweep_id} ({len(results)})"):
         runs = results.assign(run=results["run_id"].map(run_link))
         st.dataframe(runs[["run", "setting", "seed", "status", "objective", "step"]], key="sweep_runs",

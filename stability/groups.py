@@ -94,29 +94,26 @@ def setting_table(results: pd.DataFrame, fields: list[str], direction: str = "mi
     keys = data[fields].astype(object).map(_hashable) if fields else pd.DataFrame(index=data.index)
     codes = (keys.groupby(fields, sort=False, dropna=False).ngroup() if fields
              else pd.Series(0, index=data.index))
-    rows = []
-    for code, members in data.groupby(codes, sort=False).groups.items():
-        runs = data.loc[members]
-        values = objective[members][counted[members]]
-        first = runs.iloc[0]
-        row = {name: first[name] for name in fields}
-        row["setting"] = (setting_label(row) if fields or "setting" not in runs or not isinstance(first["setting"], str)
-                          else first["setting"])  # the label of these fields, not of all the sweep varies
-        row.update(mean=values.mean(), min=values.min(), max=values.max(), std=values.std(ddof=1),
-                   n=len(values), seeds=len(runs))
-        for column, statuses in STATUS_COLUMNS.items():
-            row[column] = int(runs["status"].isin(statuses).sum())
-        best = (values.idxmin() if direction == "minimize" else values.idxmax()) if len(values) else None
-        row["best_run"] = runs.at[best, "run_id"] if best is not None else pd.NA
-        rows.append(row)
-    columns = [*fields, "setting", "mean", "min", "max", "std", "n", "seeds", *STATUS_COLUMNS, "best_run", "rank"]
-    table = pd.DataFrame(rows, columns=columns[:-1])
-    for name in fields:  # as typed in results: a None stays None beside numbers, not NaN
-        table[name] = pd.Series([row[name] for row in rows], dtype=data[name].dtype, index=table.index)
+    shown = objective.where(counted)  # Note [Which runs count]: NaN for every run that does not count
+    by = shown.groupby(codes, sort=False)
+    firsts = data.groupby(codes, sort=False).head(1)  # each setting's first run, in the groups' order
+    table = firsts[fields].reset_index(drop=True)  # typed as in results: a None stays None beside numbers
+    table["setting"] = ([setting_label(dict(zip(fields, values))) for values in firsts[fields].itertuples(index=False)]
+                        if fields or "setting" not in data else firsts["setting"].astype(str).tolist())
+    table["mean"], table["min"], table["max"] = by.mean().to_numpy(), by.min().to_numpy(), by.max().to_numpy()
+    table["std"], table["n"] = by.std(ddof=1).to_numpy(), by.count().to_numpy()
+    table["seeds"] = codes.groupby(codes, sort=False).size().to_numpy()
+    for column, statuses in STATUS_COLUMNS.items():
+        table[column] = data["status"].isin(statuses).groupby(codes, sort=False).sum().to_numpy()
+    worst = np.inf if direction == "minimize" else -np.inf  # never picked while a counted run is there
+    filled = shown.fillna(worst).groupby(codes, sort=False)
+    best = (filled.idxmin() if direction == "minimize" else filled.idxmax()).to_numpy()
+    table["best_run"] = pd.array(data.loc[best, "run_id"].to_numpy(), dtype="Int64") if len(best) else pd.array(
+        [], dtype="Int64")
+    table.loc[table["n"] == 0, "best_run"] = pd.NA
     for name in ("mean", "min", "max", "std"):
         table[name] = table[name].astype(float)
-    table = table.astype({"n": "int64", "seeds": "int64", **{name: "int64" for name in STATUS_COLUMNS},
-                          "best_run": "Int64"})
+    table = table.astype({"n": "int64", "seeds": "int64", **{name: "int64" for name in STATUS_COLUMNS}})
     table["rank"] = table["mean"].rank(method="min", ascending=direction == "minimize").astype("Int64")
     return table.sort_values("rank", kind="stable", na_position="last").reset_index(drop=True)
 
