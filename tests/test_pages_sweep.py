@@ -428,3 +428,18 @@ def test_switching_to_a_sweep_that_varies_other_fields_resets_the_chart_controls
     assert app.selectbox(key="sweep_x").value in ("task.seq_len", "cell.hidden_size")
     x = app.selectbox(key="sweep_x").value
     assert f"Final val/loss against {x}" in charts_of(app)
+
+
+def test_a_sweep_of_seeds_only_shows_its_one_setting_and_its_curves(store):
+    spec = sweeps.build_spec(base_config(), [], seeds=3)
+    sweep_id = store.create_sweep(spec.to_dict())
+    for seed in spec.seed_values():
+        run_id = store.create_run(spec.config_for({}, seed).to_dict(), sweep_id=sweep_id, trial=seed, params={})
+        store.flush(run_id, [(step, 1.0, "val/loss", 0.2 / (1 + step + seed)) for step in STEPS], heartbeat_step=100)
+        store.set_status(run_id, "completed")
+    app = run(sweep=str(sweep_id))
+    assert not app.exception and not app.error
+    assert list(charts_of(app)) == ["val/loss: mean over seeds, min-max band"]
+    table = settings_table(app)
+    assert len(table) == 1 and table["n"].item() == 3
+    assert table["mean"].item() == pytest.approx(np.mean([0.2 / (101 + seed) for seed in range(3)]))
