@@ -424,6 +424,7 @@ def test_a_sweeps_run_says_which_sweep_trial_and_values_with_a_link(store):
     assert not app.exception
     tags = [markdown.value for markdown in app.markdown if "sweep #" in markdown.value]
     assert tags == [f"[sweep #{sweep_id}](sweep?sweep={sweep_id}) trial 3: cell=rnn lr=0.001"]
+    assert any(f"Run {run_id} was pruned at step" in info.value for info in app.info)
     plain = add_run(store, status="completed")
     app = run(run=str(plain))
     assert not [markdown for markdown in app.markdown if "sweep #" in markdown.value]

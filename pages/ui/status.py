@@ -86,5 +86,8 @@ def _explain(store: RunStore, run: RunRecord, step: int) -> None:
         st.warning(f"Run {run.id} was interrupted: {error}")
     elif run.status == "stopped":
         st.info(f"Run {run.id} was stopped at step {step:,}.")
+    elif run.status == "pruned":
+        st.info(f"Run {run.id} was pruned at step {step:,}: its sweep's pruner judged it hopeless from its "
+                "validation loss (worse than the median of the other trials at that step). Its rows are kept.")
     elif run.status == "queued":
         st.info(f"Run {run.id} is queued: it starts when a worker slot is free.")
