@@ -111,7 +111,8 @@ def draw_charts(selected, names, smoothing, log_y, x, by=None):
     csv, count = st.session_state["cmp_csv_data"]
     st.download_button(f"Download CSV ({count} rows)", csv,
                        file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
-                       key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation.")
+                       key="cmp_csv", help="Exactly the rows drawn above: after smoothing and decimation."
+                       if groups is None else "The groups' mean, min and max at each step, as drawn above.")
 
 
 def grouped_charts(rows, groups, names, log_y):
