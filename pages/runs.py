@@ -6,13 +6,13 @@ While a run is queued or training the table refreshes itself in place.  A sweep'
 """
 import contextlib
 
+import pandas as pd
 import streamlit as st
 
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability import runner
-from stability.groups import setting_label
 from stability.runner import RESUMABLE
 from stability.train import ResumeError
 from stability.run_table import run_table
@@ -41,16 +41,13 @@ def runs_table(store):
     table = run_table(store)
     table["steps_done"] = [f"{step:,} / {total:,}" for step, total in
                            zip(table["step"].fillna(0).astype(int), table["total_steps"].fillna(0).astype(int))]
-    return with_sweeps(store, table)
+    return with_sweeps(table)
 
 
-def with_sweeps(store, table):
-    """``table`` with ``sweep`` (a link to the run's sweep on the Sweep page, empty for a run of none) and
-    ``varied`` (the sweep's values of the run: ``cell=rnn lr=0.001``)."""
-    tags = {record.id: (record.sweep_id, setting_label(record.params)) for record in store.records()
-            if record.sweep_id is not None}
-    table["sweep"] = [f"sweep?sweep={tags[run_id][0]}" if run_id in tags else None for run_id in table["id"]]
-    table["varied"] = [tags[run_id][1] if run_id in tags else "" for run_id in table["id"]]
+def with_sweeps(table):
+    """``table`` with ``sweep``: a link to the run's sweep on the Sweep page (empty for a run of none);
+    ``varied`` (the sweep's values of the run) comes with run_table."""
+    table["sweep"] = [None if pd.isna(sweep_id) else f"sweep?sweep={int(sweep_id)}" for sweep_id in table["sweep_id"]]
     return table
 
 

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .sweeps import setting_label  # one label for a setting, as the runs are named
+
 COUNTED = ("completed",)  # Note [Which runs count]
 # The status columns of setting_table; each gathers these run statuses.
 STATUS_COLUMNS = {"completed": ("completed",), "diverged": ("diverged",), "pruned": ("pruned",),
@@ -49,25 +51,6 @@ DIRECTIONS = ("minimize", "maximize")
 LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis, averaged geometrically
 LINEAR_SV = ("sv/margin",)
 CURVE_COLUMNS = ["group", "step", "mean", "min", "max", "n", "zeros"]
-
-
-def _shown(value: Any) -> str:
-    """A value as a label shows it: floats in ``%g``, lists as JSON (like stability.sweeps' names)."""
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value)
-    return str(value)
-
-
-def field_label(path: str) -> str:
-    """``train.lr`` -> ``lr``; every other path as it is (``cell``, ``cell.m1``, ``task.seq_len``)."""
-    return path.removeprefix("train.")
-
-
-def setting_label(values: Mapping[str, Any]) -> str:
-    """``cell=rnn lr=0.001``: a setting as stability.sweeps names its runs."""
-    return " ".join(f"{field_label(path)}={_shown(value)}" for path, value in values.items())
 
 
 # ------------------------------------------------------------------------------- settings

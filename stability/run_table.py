@@ -19,6 +19,8 @@ every run's latest values from the store's latest-metrics table). Columns:
                             other than ``cell`` and ``task`` are empty)
 ``metric``, ``baseline``,   the task's metric name and its memoryless baseline,
 ``baseline_label``          known once a worker has built the task
+``sweep_id``, ``trial``      the run's sweep and Optuna trial (``<NA>`` for a run of no sweep)
+``varied``                  the sweep's values of the run (``cell=rnn lr=0.001``; "" for none)
 ``val/...``, ``test/...``   the last logged value of every held-out metric
 ==========================  ==================================================
 """
@@ -32,10 +34,11 @@ import pandas as pd
 from .metric_names import FINAL_PREFIXES, is_final
 from .records import RunRecord
 from .store import RunStore
+from .sweeps import setting_label
 
 SUMMARY_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed",
                    "step", "total_steps", "progress", "created", "device", "error",
-                   "metric", "baseline", "baseline_label"]
+                   "metric", "baseline", "baseline_label", "sweep_id", "trial", "varied"]
 
 
 def run_table(store: RunStore) -> pd.DataFrame:
@@ -45,6 +48,7 @@ def run_table(store: RunStore) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + finals)
     return frame.astype({"id": "int64", "hidden": "Int64", "seq_len": "Int64", "steps": "Int64", "seed": "Int64",
                          "step": "Int64", "total_steps": "Int64", "progress": "float64", "lr": "float64",
+                         "sweep_id": "Int64", "trial": "Int64",
                          "baseline": "float64", **{name: "float64" for name in finals}})
 
 
@@ -67,5 +71,7 @@ def _summary(record: RunRecord) -> dict:
         "device": record.device or "", "error": record.error or record.config_problem or "",
         "metric": record.metric or "", "baseline": math.nan if record.baseline is None else record.baseline,
         "baseline_label": record.baseline_label or "",
+        "sweep_id": record.sweep_id, "trial": record.trial,
+        "varied": setting_label(record.params) if record.params else "",
         **{name: value for name, value in record.latest.items() if is_final(name)},
     }

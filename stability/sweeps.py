@@ -48,7 +48,6 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import metric_names
@@ -327,7 +326,13 @@ def _jsonable(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------------- configs
 def apply(base: RunConfig, setting: dict[str, Any]) -> RunConfig:
-    """A new config: ``base`` with each field of ``setting`` (canonical path -> value) set."""
+    """A new config: ``base`` with each field of ``setting`` (canonical path -> value) set.
+
+    Where the setting changes the cell, the base cell's options that the new cell does not declare
+    are dropped (``--cell spectral --cell-option m1=16 --vary cell=rnn,spectral``: m1 is
+    spectral's), as are a changed task's; an option the setting names itself is always kept."""
+    from . import cells, tasks
+
     data = base.to_dict()
     for path, value in setting.items():
         section, _, rest = path.partition(".")
@@ -337,6 +342,16 @@ def apply(base: RunConfig, setting: dict[str, Any]) -> RunConfig:
             data[section][rest] = value
         else:
             data[section]["options"][rest] = value
+    for section, registry, before in (("cell", cells, base.cell.name), ("task", tasks, base.task.name)):
+        name = data[section]["name"]
+        if name != before:
+            try:
+                declared = {option.name for option in registry.describe(name).options}
+            except ValueError:  # an unknown name: the checks say so
+                continue
+            named = {path.partition(".")[2] for path in setting if path.startswith(f"{section}.")}
+            data[section]["options"] = {key: value for key, value in data[section]["options"].items()
+                                        if key in declared or key in named}
     return RunConfig.from_dict(data)
 
 
@@ -358,13 +373,18 @@ class _Checks:
         return self.problems[key]
 
 
-def _label(path: str) -> str:
+def field_label(path: str) -> str:
+    """``train.lr`` -> ``lr``; every other path as it is (``cell``, ``cell.m1``, ``task.seq_len``)."""
     return path.removeprefix("train.")
 
 
-def _shown(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else json.dumps(value) if isinstance(value, (list, dict)) \
-        else str(value)
+def shown(value: Any) -> str:
+    """A value as run names and labels show it: floats in ``%g``, lists as JSON."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value)
+    return str(value)
 
 
 def _with_cell_for(base: RunConfig, vary: Vary, cells_varied: list[str]) -> dict[str, Any]:
@@ -448,14 +468,14 @@ class SweepSpec:
             for value in vary.points():
                 problem = checks.problem(apply(self.base, {**context, vary.field: value}))
                 if problem:
-                    raise SweepError(f"vary {vary.field}={_shown(value)}: {problem}")
+                    raise SweepError(f"vary {vary.field}={shown(value)}: {problem}")
         built = [vary for vary in self.vary if vary.field.removeprefix("train.") not in TRAINING_ONLY]
         for values in itertools.product(*(vary.points() for vary in built)):
             combination = dict(zip((vary.field for vary in built), values))
             problem = checks.problem(apply(self.base, combination))
             if problem:
-                shown = ", ".join(f"{path}={_shown(value)}" for path, value in combination.items())
-                raise SweepError(f"vary {shown}: {problem}")
+                described = ", ".join(f"{path}={shown(value)}" for path, value in combination.items())
+                raise SweepError(f"vary {described}: {problem}")
         return self
 
     def seed_values(self) -> list[int]:
@@ -481,8 +501,7 @@ class SweepSpec:
             raise SweepError(f"a setting gives {', '.join(setting) or 'nothing'}; this sweep varies "
                              f"{', '.join(vary.field for vary in self.vary) or 'nothing'}")
         config = apply(self.base, {**setting, SEED_PARAM: seed})
-        shown = " ".join(f"{_label(path)}={_shown(value)}" for path, value in setting.items())
-        config.name = " ".join(part for part in (self.base.name, shown, f"seed={seed}") if part)
+        config.name = " ".join(part for part in (self.base.name, setting_label(setting), f"seed={seed}") if part)
         return config
 
     def describe(self) -> str:
@@ -986,7 +1005,7 @@ def results(store, sweep_id: int) -> pd.DataFrame:
 
 def setting_label(setting: dict[str, Any]) -> str:
     """``"cell=rnn lr=0.001"``: the varied values as the run names show them."""
-    return " ".join(f"{_label(path)}={_shown(value)}" for path, value in setting.items())
+    return " ".join(f"{field_label(path)}={shown(value)}" for path, value in setting.items())
 
 
 def setting_rows(frame: pd.DataFrame, spec: SweepSpec) -> list[dict[str, Any]]:

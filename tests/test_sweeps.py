@@ -521,3 +521,12 @@ def test_two_machines_share_one_sweep_through_postgresql(postgres_url, tmp_path,
         assert len({store.record(run_id).pid for run_id in frame["run_id"]}) == 2
     for home in ("first", "second"):  # each machine's worker logged into its own folder
         assert list((tmp_path / home).rglob("sweep-*.log"))
+
+
+def test_a_varied_cell_drops_the_base_cells_options_it_does_not_declare():
+    base = tiny("spectral")
+    base.cell.options.update(m1=4, nonlinearity="relu")
+    spec = build_spec(base, ["cell=rnn,spectral"])
+    built = {setting["cell"]: spec.config_for(setting, 0).cell.options for setting in spec.settings()}
+    assert built["spectral"]["m1"] == 4 and "m1" not in built["rnn"]
+    assert built["rnn"]["nonlinearity"] == built["spectral"]["nonlinearity"] == "relu"  # both declare it
