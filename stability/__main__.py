@@ -529,7 +529,7 @@ def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
                                                 is not None else row["mean"] or 0.0))
     rows = [header]
     for row in ordered:
-        rows.append((*(sweeps._shown(row["setting"][path]) for path in fields_),
+        rows.append((*(sweeps.shown(row["setting"][path]) for path in fields_),
                      *(_or_blank(None if row[key] is None else f"{row[key]:.4g}") for key in ("mean", "min", "max")),
                      f"{row['completed']}/{len(row['runs'])}", str(row["diverged"]), str(row["pruned"]),
                      ",".join(str(run["run_id"]) for run in row["runs"])))
