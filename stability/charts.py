@@ -22,6 +22,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .metric_names import H_T_NORM, SPECTRUM
+
 TINY = float(np.finfo(np.float64).tiny)
 HUGE = float(np.finfo(np.float64).max)
 # The notes of clip_for_log.  A stored 0 is an exact zero (every ReLU of a step dead) or a value below
@@ -510,37 +512,66 @@ def _evenly(values: np.ndarray, limit: int) -> np.ndarray:
 
 
 def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 260) -> alt.LayerChart:
-    """‖∂L/∂h_t‖ over time step t (x) and training step (y, newest on top), coloured by log10 of the norm.
+    """‖∂L/∂h_t‖ over time step t (x) and training step (y, newest on top), coloured by log10 of the norm:
+    :func:`series_heatmap` of the 'grad/h_t_norm' series (spectral paper Fig. 4, the gradient reaching
+    back through time, drawn over the whole of training)."""
+    return series_heatmap(series_frame, H_T_NORM, x_title="time step t", value_title="‖∂L/∂h_t‖",
+                          title=title, height=height)
 
-    ``series_frame`` holds rows of the 'grad/h_t_norm' series (run_id, step, wall_time, name, index, value; one
+
+def gradient_flow_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The datasets of :func:`gradient_flow_heatmap` (:func:`series_heatmap_rows` of 'grad/h_t_norm')."""
+    return series_heatmap_rows(series_frame, H_T_NORM)
+
+
+def spectrum_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 260) -> alt.LayerChart:
+    """Every singular value σ_i of the recurrent matrix (x: i, largest first) over training steps (y,
+    newest on top), coloured by log10 σ: :func:`series_heatmap` of the 'sv/spectrum' series.  A band
+    that stays one colour is a spectrum held near 1 (Spectral-RNN's σ ∈ [σ* − r, σ* + r], spectral
+    paper §4); a tanh RNN's spreads into decades as it trains."""
+    return series_heatmap(series_frame, SPECTRUM, x_title="singular value i (largest first)", value_title="σ_i",
+                          title=title, height=height)
+
+
+def spectrum_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The datasets of :func:`spectrum_heatmap` (:func:`series_heatmap_rows` of 'sv/spectrum')."""
+    return series_heatmap_rows(series_frame, SPECTRUM)
+
+
+def series_heatmap(series_frame: pd.DataFrame, name: str, *, x_title: str, value_title: str, title: str = "",
+                   height: int = 260) -> alt.LayerChart:
+    """A vector series over training: its component index (x) against training step (y, newest on top),
+    coloured by log10 of the value.
+
+    ``series_frame`` holds rows of the series ``name`` (run_id, step, wall_time, name, index, value; one
     run). Zeros (underflow), infinities and NaNs are drawn grey in a layer of their own, with a note in the
     tooltip (:func:`clip_for_log`); the colour scale spans the finite positive values only. At most
-    ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` time steps are drawn, evenly spaced. The
+    ``HEATMAP_MAX_STEPS`` training steps and ``HEATMAP_MAX_T`` components are drawn, evenly spaced. The
     spec does not depend on the rows (axis labels thinned by Vega, the colour domain taken from the data),
     so a live page swaps the rows of the chart it has instead of building a new one
-    (:func:`gradient_flow_heatmap_rows` gives them alone).
+    (:func:`series_heatmap_rows` gives them alone).
     """
-    cell_rows, flagged_rows = gradient_flow_heatmap_rows(series_frame)
+    cell_rows, flagged_rows = series_heatmap_rows(series_frame, name)
     encoding = dict(
-        x=alt.X("index:O", title="time step t", axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
+        x=alt.X("index:O", title=x_title, axis=alt.Axis(labelAngle=0, labelOverlap="greedy")),
         y=alt.Y("step:O", title="training step", sort="descending", axis=alt.Axis(labelOverlap="greedy")),
-        tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title="t"),
-                 alt.Tooltip("value:Q", title="‖∂L/∂h_t‖", format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
+        tooltip=[alt.Tooltip("step:O", title="training step"), alt.Tooltip("index:O", title=x_title),
+                 alt.Tooltip("value:Q", title=value_title, format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
                  alt.Tooltip("note:N")])
     cells = alt.Chart(cell_rows).mark_rect().encode(**encoding, color=alt.Color(
-        "log10:Q", title="log10 ‖∂L/∂h_t‖", scale=alt.Scale(scheme="viridis")))
+        "log10:Q", title=f"log10 {value_title}", scale=alt.Scale(scheme="viridis")))
     marked = alt.Chart(flagged_rows).mark_rect().encode(**encoding, color=alt.Color(
         "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
         scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
     return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)
 
 
-def gradient_flow_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
-    """The datasets of :func:`gradient_flow_heatmap`, in the order its layers use them: the cells coloured by
-    log10 of the norm, and the cells a log cannot show (log10 NaN, a note saying why)."""
+def series_heatmap_rows(series_frame: pd.DataFrame, name: str) -> list[pd.DataFrame]:
+    """The datasets of :func:`series_heatmap`, in the order its layers use them: the cells coloured by
+    log10 of the value, and the cells a log cannot show (log10 NaN, a note saying why)."""
     data = series_frame
     if "name" in data:
-        data = data[data["name"] == "grad/h_t_norm"]
+        data = data[data["name"] == name]
     data = data[data["step"].isin(_evenly(data["step"].to_numpy(), HEATMAP_MAX_STEPS))
                 & data["index"].isin(_evenly(data["index"].to_numpy(), HEATMAP_MAX_T))].copy()
     clipped, data["note"] = _log_clip(data["value"])

@@ -438,6 +438,32 @@ def test_gradient_flow_heatmap_colours_log10_and_flags_what_a_log_cannot_show():
     assert spec["resolve"] == {"scale": {"color": "independent"}}
 
 
+def test_spectrum_heatmap_draws_the_spectrum_series_of_a_real_run_in_log10(tmp_path):
+    import torch
+
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+    from stability.store import RunStore
+    from stability.train import Trainer
+
+    config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10}),
+                       train=TrainConfig(steps=4, batch_size=8, eval_examples=16, probe_examples=4, log_every=2,
+                                         probe_every=2))
+    with RunStore(tmp_path / "runs.db") as store:
+        run_id = store.create_run(config.to_dict())
+        trainer = Trainer(config, store, run_id)
+        trainer.fit()
+        series = pd.concat([store.series(run_id, "sv/spectrum"), store.series(run_id, "grad/h_t_norm")])
+    spec = charts.spectrum_heatmap(series, title="spectrum").to_dict()
+    cells, flagged = flat_layers(spec)
+    coloured = rows_of(spec, cells)
+    assert set(coloured["name"]) == {"sv/spectrum"} and rows_of(spec, flagged).empty
+    assert cells["encoding"]["x"]["title"] == "singular value i (largest first)"
+    # the last probe's row is the trained matrix's spectrum, read independently
+    last = coloured[coloured["step"] == coloured["step"].max()].sort_values("index")
+    sigma = torch.linalg.svdvals(trainer.model.cell.recurrent_matrix().detach().double()).numpy()
+    np.testing.assert_allclose(last["log10"], np.log10(sigma), rtol=1e-5)
+
+
 def test_gradient_flow_heatmap_spec_does_not_depend_on_its_rows():
     """A live page keeps the chart and swaps its rows only if the spec (all but the data) is the same."""
     def spec_without_data(steps, value):

@@ -43,6 +43,7 @@ import pandas as pd
 import streamlit as st
 
 from stability.metric_names import H_T_NORM as FLOW
+from stability.metric_names import SPECTRUM
 from stability.config import ConfigError, RunConfig
 from stability.store import TERMINAL
 
@@ -132,7 +133,8 @@ def retime_if_needed(refresh: str, every: float | None, run: dict, rows: LiveRow
 # ------------------------------------------------------------------------------------ live rows
 @dataclass
 class LiveRows:
-    """A run's rows as read so far in this session: metric rows, and the 'grad/h_t_norm' series if asked.
+    """A run's rows as read so far in this session: metric rows, and the 'grad/h_t_norm' and 'sv/spectrum'
+    series if asked.
 
     ``final``: read in full after the run ended, so never read again. ``just_finished``: the run ended
     since the previous look (a page reruns itself once, to stop polling and update its buttons).
@@ -142,6 +144,7 @@ class LiveRows:
 
     metrics: pd.DataFrame
     flow: pd.DataFrame | None = None
+    spectrum: pd.DataFrame | None = None  # the 'sv/spectrum' series, read with the flow (both at probe steps)
     final: bool = False
     just_finished: bool = False
     seen: tuple = ()
@@ -152,7 +155,14 @@ class LiveRows:
         return tuple(self.counts.get(name, (0, None)) for name in names)
 
     def flow_version(self) -> tuple:
-        return (0, None) if self.flow is None or self.flow.empty else (len(self.flow), int(self.flow["step"].iat[-1]))
+        return _series_version(self.flow)
+
+    def spectrum_version(self) -> tuple:
+        return _series_version(self.spectrum)
+
+
+def _series_version(frame: pd.DataFrame | None) -> tuple:
+    return (0, None) if frame is None or frame.empty else (len(frame), int(frame["step"].iat[-1]))
 
 
 def cached_rows(store, run_id: int) -> LiveRows | None:
@@ -182,7 +192,8 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     went_back = (rows is not None and not rows.final and step is not None and len(rows.metrics) > 0
                  and step < int(rows.metrics["step"].iat[-1]))
     if rows is None or (terminal and not rows.final) or went_back:
-        rows = LiveRows(store.metrics(key[1]), store.series(key[1], FLOW) if flow else None, final=terminal,
+        rows = LiveRows(store.metrics(key[1]), store.series(key[1], FLOW) if flow else None,
+                        store.series(key[1], SPECTRUM) if flow else None, final=terminal,
                         just_finished=rows is not None and terminal and not went_back)
         rows.counts = _counts(rows.metrics)
     elif not rows.final and rows.seen != position:
@@ -191,8 +202,13 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
         rows.counts = _counts(new, rows.counts)
         if flow and rows.flow is not None:
             rows.flow = _appended(rows.flow, store.series(key[1], FLOW, since_step=_last_step(rows.flow)))
+        if flow and rows.spectrum is not None:
+            rows.spectrum = _appended(rows.spectrum, store.series(key[1], SPECTRUM,
+                                                                  since_step=_last_step(rows.spectrum)))
     if flow and rows.flow is None:
         rows.flow = store.series(key[1], FLOW)
+    if flow and rows.spectrum is None:
+        rows.spectrum = store.series(key[1], SPECTRUM)
     rows.seen = position
     cache[key] = rows
     return rows
