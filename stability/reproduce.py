@@ -1,0 +1,641 @@
+"""Paper presets: a figure or table of the papers as data, run by the engine and judged from the stored rows.
+
+    from stability import reproduce
+    reproduce.available()                       # [PresetInfo(name, title, paper, figure, shows, runs, ...)]
+    preset = reproduce.load("spectral-fig1")    # a shipped name, or a path to a .toml/.json file; PresetError
+    run_ids = reproduce.run(preset, store, scale="classroom", progress=print)
+    for verdict in reproduce.verdicts(preset, store, run_ids):
+        verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
+
+A preset's runs are ordinary runs of the store, trained one after another in
+this process (``stability.train.train_run``); a sweep preset is an ordinary
+sweep (:mod:`stability.sweeps`) whose one worker is this process. Nothing about
+a preset lives in code: the shipped ones are the files of ``stability/presets/``,
+and a copy of one, edited, is run by its path.
+
+Note [Preset format]
+    One file per preset, TOML (``.toml``) or JSON (``.json``), one object::
+
+        name     = "spectral-fig1"             # the file's stem for a shipped preset
+        title    = "Adding at long T: ..."      # one line
+        paper    = "Zhang et al. 2018, Spectral-RNN"
+        figure   = "Fig. 1(c)(f)"               # the figure or table
+        section  = "§7.1"
+        shows    = "RNN and LSTM stay at the 0.167 baseline; Spectral-RNN goes below it"
+        notes    = "..."                        # optional: where our settings differ, and why
+
+        [base]                                  # optional: a partial RunConfig dict every run starts from
+        cell  = { hidden_size = 128 }
+        task  = { name = "adding", options = { seq_len = 300 } }
+        train = { lr = 1e-3 }
+
+        [[runs]]                                # the runs: a name, and a partial RunConfig dict over base
+        name = "spectral"
+        cell = { name = "spectral", options = { m1 = 16, m2 = 16 } }
+
+    or, instead of ``runs``, a sweep (:mod:`stability.sweeps`: ``vary`` holds ``--vary`` texts)::
+
+        [sweep]
+        base  = { cell = { name = "irnn" }, task = { name = "adding_ternary" } }
+        vary  = ["cell.h0_noise_std=0,0.1,1"]
+        seeds = 1
+
+    A run is ``base`` deep-merged with the run's own fields; where a run names another cell (task)
+    than ``base``, the base's options that its cell (task) does not declare are dropped, as
+    :func:`stability.sweeps.apply` does. The stored run's name is ``<preset>/<run>``.
+
+    Two scales, both required, each a table of overrides applied last::
+
+        [scales.classroom]                      # finishes in a few CPU minutes
+        note     = "T = 100, hidden 64, 800 steps"
+        override = { train = { steps = 800 }, cell = { hidden_size = 64 } }   # every run (a sweep's base)
+        runs     = { rnn = { train = { lr = 1e-4 } } }                       # optional, one run's own
+        seeds    = 1                            # optional, sweeps only
+        vary     = ["cell.h0_noise_std=0,1"]    # optional, sweeps only: replaces sweep.vary
+        [scales.paper]                          # the paper's sizes, for a GPU
+        ...
+
+    Claims (Note [Claims]) are ``[[claims]]`` tables. Every key is checked when the file is loaded:
+    an unknown key, a missing one, a value of the wrong type, a config that does not validate, a
+    claim naming a run the preset does not have: :class:`PresetError`, one line naming the file and
+    the key.
+
+Note [Claims]
+    A claim is a check over the stored rows of named runs, data only::
+
+        [[claims]]
+        text   = "Spectral-RNN's final validation MSE is below half the 0.167 baseline"
+        run    = "spectral"                     # a run's name; for a sweep, a setting ("cell.h0_noise_std=1")
+        metric = "val/loss"                     # a metric row name, or total_params, recurrent_params, status
+        stat   = "final"                        # final, first, min, max, mean, mean_last (with last = k)
+        op     = "<"                            # <, <=, >, >=, within (with tolerance), ==, !=
+        than   = "baseline"                     # a number, "baseline" (the task's memoryless baseline
+                                                # stored with the run), or { run = "rnn" } (optionally
+                                                # with its own metric and stat): that run's value
+        factor = 0.5                            # optional: the reference times this
+        paper  = { value = "≈ 0.0", source = "Fig. 1(c)" }   # the paper's number (or words), and where
+
+    ``stat``: ``final`` is the value at the run's highest step, ``first`` at its lowest, ``min``,
+    ``max`` and ``mean`` over every row, ``mean_last`` the mean of the last ``last`` rows ("stays
+    below r" is ``stat = "max"``). A claim over a group (a sweep setting's seeds) takes the mean over
+    its runs of each run's statistic. ``within`` holds when |ours − ref| ≤ tolerance · |ref|.
+    ``total_params``, ``recurrent_params`` and ``status`` are the run's stored fields, not rows
+    (``status`` compares with ``==``/``!=`` against a text, e.g. ``"diverged"``).
+
+    A verdict is held True/False from the rows, or None ("could not tell") with one line saying
+    why: a run that is missing, has no rows of the metric, or a value that is not finite. Nothing is
+    judged from the preset's own numbers: ``paper.value`` is only shown beside ours.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import ConfigError, RunConfig
+
+PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+SCALES = ("classroom", "paper")
+SUFFIXES = (".toml", ".json")
+STATS = ("final", "first", "min", "max", "mean", "mean_last")
+OPS = ("<", "<=", ">", ">=", "within", "==", "!=")
+RUN_FIELDS = ("total_params", "recurrent_params", "status")  # claims over the run's stored fields
+_TOP_KEYS = {"name", "title", "paper", "figure", "section", "shows", "notes", "base", "runs", "sweep",
+             "scales", "claims"}
+_REQUIRED = ("name", "title", "paper", "figure", "section", "shows", "scales", "claims")
+_SCALE_KEYS = {"note", "override", "runs", "seeds", "vary"}
+_SWEEP_KEYS = {"base", "vary", "seeds"}
+_CLAIM_KEYS = {"text", "run", "metric", "stat", "last", "op", "than", "factor", "tolerance", "paper"}
+_NAME_SEPARATOR = "/"
+
+
+class PresetError(ValueError):
+    """A preset cannot be found, read or run as written; the message is one line naming the key."""
+
+
+# ---------------------------------------------------------------------------------- the preset
+@dataclass(frozen=True)
+class Claim:
+    """One check over stored rows (Note [Claims])."""
+
+    text: str
+    run: str
+    metric: str
+    stat: str = "final"
+    last: int | None = None
+    op: str = "<"
+    than: Any = None              # a number, "baseline", or {"run": ..., "metric": ..., "stat": ...}
+    factor: float = 1.0
+    tolerance: float | None = None
+    paper_value: Any = None
+    paper_source: str = ""
+
+
+@dataclass
+class Preset:
+    """A loaded, checked preset (Note [Preset format])."""
+
+    name: str
+    title: str
+    paper: str
+    figure: str
+    section: str
+    shows: str
+    claims: list[Claim]
+    scales: dict[str, dict[str, Any]]
+    base: dict[str, Any] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)   # each {"name": ..., partial config}
+    sweep: dict[str, Any] | None = None
+    notes: str = ""
+    path: Path | None = None
+
+    @property
+    def is_sweep(self) -> bool:
+        return self.sweep is not None
+
+    def scale(self, scale: str) -> dict[str, Any]:
+        if scale not in self.scales:
+            raise PresetError(f"preset {self.name!r} has no scale {scale!r}; it has {', '.join(self.scales)}")
+        return self.scales[scale]
+
+    def run_names(self) -> list[str]:
+        return [run["name"] for run in self.runs]
+
+    def configs(self, scale: str = "classroom", override: dict | None = None) -> dict[str, RunConfig]:
+        """The run configs of a list preset at ``scale`` (``override``: a partial config applied last,
+        e.g. a test's handful of steps), by run name; PresetError for a config that does not validate."""
+        if self.is_sweep:
+            raise PresetError(f"preset {self.name!r} is a sweep; use sweep_spec()")
+        chosen = self.scale(scale)
+        configs = {}
+        for run in self.runs:
+            data = {key: value for key, value in run.items() if key != "name"}
+            layers = [data, chosen.get("override", {}), chosen.get("runs", {}).get(run["name"], {}), override or {}]
+            config = _config(self.base, layers, f"preset {self.name!r} run {run['name']!r} ({scale})")
+            config.name = f"{self.name}{_NAME_SEPARATOR}{run['name']}"
+            configs[run["name"]] = config
+        return configs
+
+    def sweep_spec(self, scale: str = "classroom", override: dict | None = None, check: bool = False):
+        """The :class:`stability.sweeps.SweepSpec` of a sweep preset at ``scale``; ``check`` also builds
+        every config (``SweepSpec.check``), else only the shape is validated."""
+        from . import sweeps
+
+        if not self.is_sweep:
+            raise PresetError(f"preset {self.name!r} is not a sweep; use configs()")
+        chosen = self.scale(scale)
+        where = f"preset {self.name!r} sweep ({scale})"
+        base = _config({}, [self.sweep.get("base", {}), chosen.get("override", {}), override or {}], where)
+        base.name = self.name
+        try:
+            spec = sweeps.SweepSpec(base, sweeps.parse_varies(chosen.get("vary", self.sweep["vary"]), base),
+                                    seeds=chosen.get("seeds", self.sweep.get("seeds", 1)))
+            return spec.check() if check else spec.validate()
+        except ValueError as error:
+            raise PresetError(f"{where}: {_one_line(error)}") from None
+
+    def run_count(self, scale: str) -> int:
+        return self.sweep_spec(scale).size() if self.is_sweep else len(self.runs)
+
+    def groups(self, scale: str = "classroom") -> list[str]:
+        """What claims may name: the runs, or a sweep's setting labels."""
+        if not self.is_sweep:
+            return self.run_names()
+        from . import sweeps
+
+        return [sweeps.setting_label(setting) for setting in self.sweep_spec(scale).settings()]
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    """What the gallery and ``reproduce --list`` show about a preset."""
+
+    name: str
+    title: str
+    paper: str
+    figure: str
+    section: str
+    shows: str
+    runs: dict[str, int]          # scale -> number of runs
+    sweep: bool
+    path: Path
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim judged from the stored rows: ``held`` True/False, or None with ``why``."""
+
+    claim: str
+    paper: Any                    # the paper's value (a number or words), None where it gives none
+    source: str
+    ours: Any                     # our value (a number, or a status), None when it could not be read
+    reference: float | None       # what ours was compared with (baseline, another run, a number, times factor)
+    held: bool | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"claim": self.claim, "paper": _json_safe(self.paper), "source": self.source,
+                "ours": _json_safe(self.ours), "reference": _json_safe(self.reference), "held": self.held,
+                "why": self.why}
+
+    @property
+    def outcome(self) -> str:
+        return {True: "held", False: "did not hold", None: "could not tell"}[self.held]
+
+
+# ---------------------------------------------------------------------------------- loading
+def available() -> list[PresetInfo]:
+    """Every shipped preset, by name (a file that does not load is left out of the list, and
+    :func:`load` of its name says why)."""
+    infos = []
+    for path in sorted(_shipped()):
+        try:
+            preset = load(path)
+        except PresetError:
+            continue
+        infos.append(info(preset))
+    return infos
+
+
+def info(preset: Preset) -> PresetInfo:
+    return PresetInfo(preset.name, preset.title, preset.paper, preset.figure, preset.section, preset.shows,
+                      {scale: preset.run_count(scale) for scale in preset.scales}, preset.is_sweep,
+                      preset.path)
+
+
+def _shipped() -> list[Path]:
+    return [path for path in PRESETS_DIR.iterdir() if path.suffix in SUFFIXES] if PRESETS_DIR.is_dir() else []
+
+
+def load(name_or_path: str | Path) -> Preset:
+    """A shipped preset by name, or a preset file by path (``.toml`` or ``.json``), checked
+    (Note [Preset format]); PresetError, one line, when it cannot be."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.suffix not in SUFFIXES and not path.exists():
+        shipped = {p.stem: p for p in _shipped()}
+        if text not in shipped:
+            names = ", ".join(sorted(shipped)) or "none"
+            raise PresetError(f"unknown preset {text!r}; available: {names} (or a path to a .toml or .json file)")
+        path = shipped[text]
+    if not path.is_file():
+        raise PresetError(f"no preset file {text!r}")
+    try:
+        raw = path.read_text(encoding="utf-8")
+        data = tomllib.loads(raw) if path.suffix == ".toml" else json.loads(raw)
+    except (OSError, UnicodeDecodeError) as error:
+        raise PresetError(f"cannot read preset {path}: {_one_line(error)}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise PresetError(f"preset {path} is not valid {path.suffix[1:].upper()}: {_one_line(error)}") from None
+    return from_dict(data, path)
+
+
+def from_dict(data: Any, path: Path | None = None) -> Preset:
+    """A checked :class:`Preset` of a file's object; PresetError names the file and the key."""
+    where = str(path) if path is not None else "preset"
+
+    def fail(message: str):
+        raise PresetError(f"{where}: {message}")
+
+    if not isinstance(data, dict):
+        fail(f"a preset is one object (table); got {type(data).__name__}")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        fail(f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_TOP_KEYS))}")
+    for key in _REQUIRED:
+        if key not in data:
+            fail(f"missing key {key!r}")
+    for key in ("name", "title", "paper", "figure", "section", "shows", "notes"):
+        if key in data and (not isinstance(data[key], str) or not data[key].strip()):
+            fail(f"{key!r} must be a non-empty text")
+    if ("runs" in data) == ("sweep" in data):
+        fail("give either 'runs' (a list of runs) or 'sweep' (base, vary, seeds), not both or neither")
+    base = _table(data.get("base", {}), "base", fail)
+    runs, sweep = [], None
+    if "runs" in data:
+        if not isinstance(data["runs"], list) or not data["runs"]:
+            fail("'runs' must be a non-empty list of runs, each with a 'name'")
+        for index, run in enumerate(data["runs"]):
+            run = _table(run, f"runs[{index}]", fail)
+            if not isinstance(run.get("name"), str) or not run["name"].strip() or _NAME_SEPARATOR in run["name"]:
+                fail(f"runs[{index}] needs a 'name' (a text without {_NAME_SEPARATOR!r})")
+            runs.append(run)
+        names = [run["name"] for run in runs]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            fail(f"run name(s) {', '.join(twice)} used twice")
+    else:
+        sweep = _table(data["sweep"], "sweep", fail)
+        unknown = sorted(set(sweep) - _SWEEP_KEYS)
+        if unknown:
+            fail(f"unknown sweep key(s) {', '.join(unknown)}; valid: {', '.join(sorted(_SWEEP_KEYS))}")
+        if "base" in data:
+            fail("a sweep preset puts its base config in sweep.base")
+        _vary_texts(sweep.get("vary"), "sweep.vary", fail)
+    scales = _table(data["scales"], "scales", fail)
+    missing = [scale for scale in SCALES if scale not in scales]
+    if missing:
+        fail(f"missing scale(s) {', '.join(missing)}; a preset has {' and '.join(SCALES)}")
+    for scale, chosen in scales.items():
+        chosen = _table(chosen, f"scales.{scale}", fail)
+        unknown = sorted(set(chosen) - _SCALE_KEYS)
+        if unknown:
+            fail(f"unknown key(s) {', '.join(unknown)} in scales.{scale}; valid: {', '.join(sorted(_SCALE_KEYS))}")
+        _table(chosen.get("override", {}), f"scales.{scale}.override", fail)
+        for run, layer in _table(chosen.get("runs", {}), f"scales.{scale}.runs", fail).items():
+            if run not in [r["name"] for r in runs]:
+                fail(f"scales.{scale}.runs names run {run!r}, which the preset does not have")
+            _table(layer, f"scales.{scale}.runs.{run}", fail)
+        if sweep is None and ("seeds" in chosen or "vary" in chosen):
+            fail(f"scales.{scale}: seeds and vary are for sweep presets")
+        if "vary" in chosen:
+            _vary_texts(chosen["vary"], f"scales.{scale}.vary", fail)
+    preset = Preset(name=data["name"], title=data["title"], paper=data["paper"], figure=data["figure"],
+                    section=data["section"], shows=data["shows"], notes=data.get("notes", ""),
+                    claims=[], scales=scales, base=base, runs=runs, sweep=sweep, path=path)
+    groups = {}
+    for scale in scales:  # every config of every scale validates; ConfigError -> PresetError
+        groups[scale] = set(preset.groups(scale))
+        if not preset.is_sweep:
+            preset.configs(scale)
+    if not isinstance(data["claims"], list) or not data["claims"]:
+        fail("'claims' must be a non-empty list of claims")
+    preset.claims = [_claim(claim, f"claims[{i}]", groups, fail) for i, claim in enumerate(data["claims"])]
+    return preset
+
+
+def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
+    data = _table(data, where, fail)
+    unknown = sorted(set(data) - _CLAIM_KEYS)
+    if unknown:
+        fail(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(_CLAIM_KEYS))}")
+    for key in ("text", "run", "metric"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            fail(f"{where} needs {key!r} (a text)")
+    stat, op = data.get("stat", "final"), data.get("op", "<")
+    if stat not in STATS:
+        fail(f"{where}: stat must be one of {', '.join(STATS)}; got {stat!r}")
+    if op not in OPS:
+        fail(f"{where}: op must be one of {', '.join(OPS)}; got {op!r}")
+    last = data.get("last")
+    if (stat == "mean_last") != (last is not None) or (last is not None and (
+            isinstance(last, bool) or not isinstance(last, int) or last < 1)):
+        fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
+    metric = data["metric"]
+    textual = metric == "status"
+    if textual != (op in ("==", "!=")):
+        fail(f"{where}: == and != compare a status (metric 'status') with a text; numbers use <, <=, >, >=, within")
+    for name in {data["run"]} | ({data["than"]["run"]} if isinstance(data.get("than"), dict) else set()):
+        for scale, known in groups.items():
+            if name not in known:
+                fail(f"{where} names {name!r}, which the preset does not run at scale {scale}; "
+                     f"it runs: {', '.join(sorted(known))}")
+    than = data.get("than")
+    if than is None:
+        fail(f"{where} needs 'than': a number, \"baseline\", or {{ run = NAME }}")
+    if textual:
+        if not isinstance(than, str):
+            fail(f"{where}: a status is compared with a text such as \"diverged\"")
+    elif isinstance(than, dict):
+        extra = sorted(set(than) - {"run", "metric", "stat", "last"})
+        if extra or "run" not in than:
+            fail(f"{where}: 'than' as a table takes run (required), metric, stat, last")
+        if than.get("stat", stat) not in STATS:
+            fail(f"{where}: than.stat must be one of {', '.join(STATS)}")
+    elif than != "baseline" and not _is_number(than):
+        fail(f"{where}: 'than' must be a number, \"baseline\" or {{ run = NAME }}; got {than!r}")
+    factor = data.get("factor", 1.0)
+    if not _is_number(factor) or factor <= 0:
+        fail(f"{where}: factor must be a positive number")
+    tolerance = data.get("tolerance")
+    if (op == "within") != (tolerance is not None) or (tolerance is not None and (
+            not _is_number(tolerance) or tolerance < 0)):
+        fail(f"{where}: op within needs tolerance (a relative difference >= 0), and only it takes one")
+    paper = data.get("paper", {})
+    paper = _table(paper, f"{where}.paper", fail)
+    if set(paper) - {"value", "source"} or not isinstance(paper.get("source", ""), str):
+        fail(f"{where}.paper takes value (a number or a text) and source (a text)")
+    return Claim(text=data["text"], run=data["run"], metric=metric, stat=stat, last=last, op=op, than=than,
+                 factor=float(factor), tolerance=None if tolerance is None else float(tolerance),
+                 paper_value=paper.get("value"), paper_source=paper.get("source", ""))
+
+
+def _table(value: Any, where: str, fail) -> dict:
+    if not isinstance(value, dict):
+        fail(f"{where!r} must be a table (an object); got {type(value).__name__}")
+    return value
+
+
+def _vary_texts(value: Any, where: str, fail) -> None:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        fail(f"{where!r} must be a non-empty list of --vary texts (FIELD=V1,V2,...)")
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _merge(base: dict, layer: dict) -> dict:
+    """``base`` with ``layer`` laid over it, tables merged key by key."""
+    merged = copy.deepcopy(base)
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _config(base: dict, layers: list[dict], where: str) -> RunConfig:
+    """``base`` with each layer merged over it, a checked RunConfig; a layer naming another cell
+    (task) than the one before it drops the options that cell (task) does not declare."""
+    from . import cells, tasks
+
+    data = copy.deepcopy(base)
+    for layer in layers:
+        before = {section: (data.get(section) or {}).get("name") for section in ("cell", "task")}
+        data = _merge(data, layer)
+        for section, registry in (("cell", cells), ("task", tasks)):
+            named = (layer.get(section) or {}) if isinstance(layer.get(section), dict) else {}
+            if "name" in named and named["name"] != before[section] and isinstance(data[section].get("options"), dict):
+                try:
+                    declared = {option.name for option in registry.describe(named["name"]).options}
+                except ValueError:
+                    continue  # an unknown name: validate() says so
+                own = set((named.get("options") or {}))
+                data[section]["options"] = {k: v for k, v in data[section]["options"].items()
+                                            if k in declared or k in own}
+    try:
+        if "task" in data and "options" not in data["task"]:
+            data["task"]["options"] = {}
+        return RunConfig.from_dict(data).validate()
+    except (ConfigError, TypeError) as error:
+        raise PresetError(f"{where}: {_one_line(error)}") from None
+
+
+def _one_line(error: BaseException | str) -> str:
+    return " ".join(str(error).split())
+
+
+# ---------------------------------------------------------------------------------- running
+def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str], None] | None = None,
+        override: dict | None = None) -> list[int]:
+    """Train the preset's runs at ``scale`` one after another in this process; return their ids
+    (in the preset's order; a sweep's in trial order). ``progress`` receives one line per run
+    started and ended; ``override`` is a partial config laid over every run last (a test's handful
+    of steps). A run that diverges or fails keeps its status and rows; the others still run."""
+    from . import runner
+    from .train import train_run
+
+    say = progress or (lambda line: None)
+    if preset.is_sweep:
+        return _run_sweep(preset, store, scale, say, override)
+    configs = preset.configs(scale, override)
+    for name, config in configs.items():
+        try:
+            config.check_buildable()
+        except ConfigError as error:
+            raise PresetError(f"preset {preset.name!r} run {name!r} ({scale}): {_one_line(error)}") from None
+    run_ids = []
+    for index, (name, config) in enumerate(configs.items(), 1):
+        run_id = runner.create_attached_run(store, config)
+        run_ids.append(run_id)
+        say(f"[{index}/{len(configs)}] run {run_id} {name}: {config.cell.name} on {config.task.name}, "
+            f"{config.train.steps} steps")
+        started = time.time()
+        try:
+            status = train_run(config, store, run_id)
+        except Exception as error:  # noqa: BLE001 - the run is marked failed; the preset goes on
+            store.set_status(run_id, "failed", error=runner.describe_error(error))
+            status = "failed"
+        say(f"[{index}/{len(configs)}] run {run_id} {name}: {status} in {time.time() - started:.1f} s")
+    return run_ids
+
+
+def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) -> list[int]:
+    """The sweep of a sweep preset, stored as any sweep and trained here by one in-process worker
+    (``sweeps.work``), so the Sweep page and ``sweeps show`` see it as they see any other."""
+    from . import sweeps
+
+    spec = preset.sweep_spec(scale, override, check=True)
+    sweep_id = store.create_sweep(spec.to_dict(), name=preset.name)
+    sweeps.create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    store.update_sweep(sweep_id, workers=1)
+    say(f"sweep {sweep_id}: {spec.describe()}")
+    for index in range(1, spec.size() + 1):
+        started = time.time()
+        if not sweeps.work(store, sweep_id, max_runs=1):
+            break
+        latest = max(store.records(sweep_id=sweep_id), key=lambda record: record.id)
+        say(f"[{index}/{spec.size()}] run {latest.id} {sweeps.setting_label(dict(latest.params))} "
+            f"seed={latest.config.train.seed if latest.config else '?'}: {latest.status} "
+            f"in {time.time() - started:.1f} s")
+    return sorted(record.id for record in store.records(sweep_id=sweep_id))
+
+
+# ---------------------------------------------------------------------------------- judging
+def group_of(record, preset: Preset) -> str | None:
+    """The name a claim uses for a stored run of ``preset``: the run's name, or its sweep setting."""
+    if preset.is_sweep:
+        from . import sweeps
+
+        return sweeps.setting_label(dict(record.params)) if record.sweep_id is not None else None
+    prefix = f"{preset.name}{_NAME_SEPARATOR}"
+    return record.name[len(prefix):] if record.name.startswith(prefix) else None
+
+
+def verdicts(preset: Preset, store, run_ids: list[int]) -> list[Verdict]:
+    """Each claim of ``preset`` judged from the stored rows of ``run_ids`` (Note [Claims])."""
+    records = [store.record(run_id) for run_id in run_ids]
+    groups: dict[str, list] = {}
+    for record in records:
+        name = group_of(record, preset)
+        if name is not None:
+            groups.setdefault(name, []).append(record)
+    metrics = {claim.metric for claim in preset.claims} | {
+        claim.than.get("metric", claim.metric) for claim in preset.claims if isinstance(claim.than, dict)}
+    rows = store.metrics_many(run_ids, names=sorted(metrics - set(RUN_FIELDS))) if run_ids else None
+    return [_judge(claim, groups, rows) for claim in preset.claims]
+
+
+def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
+    def verdict(ours=None, reference=None, held=None, why=""):
+        return Verdict(claim.text, claim.paper_value, claim.paper_source, ours, reference, held, why)
+
+    ours, why = _value(groups, rows, claim.run, claim.metric, claim.stat, claim.last)
+    if why:
+        return verdict(ours, why=why)
+    if claim.metric == "status":
+        held = (ours == claim.than) if claim.op == "==" else (ours != claim.than)
+        return verdict(ours, None, held, f"{claim.run}'s status is {ours}")
+    if isinstance(claim.than, dict):
+        other = claim.than["run"]
+        reference, why = _value(groups, rows, other, claim.than.get("metric", claim.metric),
+                                claim.than.get("stat", claim.stat), claim.than.get("last", claim.last))
+        if why:
+            return verdict(ours, why=why)
+        basis = f"{other}'s {_describe(claim.than.get('metric', claim.metric), claim.than.get('stat', claim.stat), claim.than.get('last', claim.last))}"
+    elif claim.than == "baseline":
+        baselines = [record.baseline for record in groups[claim.run] if record.baseline is not None]
+        if not baselines:
+            return verdict(ours, why=f"{claim.run}'s task stored no memoryless baseline")
+        reference, basis = baselines[0], "the task's baseline"
+    else:
+        reference, basis = float(claim.than), "the claim's number"
+    reference *= claim.factor
+    if not math.isfinite(reference):
+        return verdict(ours, why=f"the reference ({basis}) is not finite")
+    if claim.op == "within":
+        held = abs(ours - reference) <= claim.tolerance * abs(reference)
+        return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
+                       f"{ours:.4g} against {reference:.4g} ({basis}), tolerance {claim.tolerance:g}")
+    held = {"<": ours < reference, "<=": ours <= reference, ">": ours > reference, ">=": ours >= reference}[claim.op]
+    factor = f"{claim.factor:g} × " if claim.factor != 1 else ""
+    return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
+                   f"{ours:.4g} {claim.op} {factor}{basis} = {reference:.4g}: {'yes' if held else 'no'}")
+
+
+def _describe(metric: str, stat: str, last: int | None) -> str:
+    if metric in RUN_FIELDS:
+        return metric
+    return f"{stat if stat != 'mean_last' else f'mean of the last {last}'} {metric}"
+
+
+def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, last: int | None):
+    """``(value, None)``: the statistic of ``name``'s runs (their mean for a group), or ``(None, why)``."""
+    records = groups.get(name)
+    if not records:
+        return None, f"no stored run of {name!r} among these runs"
+    if metric == "status":
+        statuses = sorted({record.status for record in records})
+        return ", ".join(statuses), None
+    values = []
+    for record in records:
+        if metric in RUN_FIELDS:
+            value = getattr(record, metric)
+            if value is None:
+                return None, f"run {record.id} ({name}) has no stored {metric}"
+            values.append(float(value))
+            continue
+        own = rows[(rows["run_id"] == record.id) & (rows["name"] == metric)] if rows is not None else []
+        if len(own) == 0:
+            return None, f"run {record.id} ({name}, {record.status}) has no rows of {metric}"
+        series = own.sort_values("step", kind="stable")["value"]
+        value = {"final": lambda s: s.iloc[-1], "first": lambda s: s.iloc[0], "min": lambda s: s.min(),
+                 "max": lambda s: s.max(), "mean": lambda s: s.mean(),
+                 "mean_last": lambda s: s.iloc[-(last or 1):].mean()}[stat](series)
+        if not math.isfinite(value):
+            return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is {value}"
+        values.append(float(value))
+    return sum(values) / len(values), None
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
