@@ -34,7 +34,9 @@ Note [concurrency]
     emits ``BEGIN IMMEDIATE``, SQLAlchemy's recipe for SQLite ("Serializable isolation /
     Savepoints / Transactional DDL"). Reads run outside any transaction, so no reader
     holds an old snapshot that stops the WAL from being checkpointed. PostgreSQL: writes
-    are READ COMMITTED transactions, reads run in autocommit.
+    are READ COMMITTED transactions, reads run in autocommit; a write waits for another
+    writer's row locks at most ``lock_timeout`` (the same 10 s) and is then StoreBusy
+    (SQLSTATE 55P03), as on SQLite.
     Each ``RunStore`` holds a small pool of connections (SQLAlchemy's), so it may be
     shared by the threads of one process, each checking out its own connection per
     call; each process opens its own ``RunStore``. Opening an existing store only reads
@@ -170,6 +172,7 @@ BUSY_TIMEOUT_MS = 10_000
 CONNECT_TIMEOUT_S = 10
 SMALLEST_DATABASE = 512  # bytes: an SQLite file holds at least one page
 MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER and PostgreSQL's bigint range; any other id names no run
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE when lock_timeout ends a wait for a lock
 ACCEPTED = "a file path, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 _SCHEMA_LOCK = 0x5354414253544F52  # pg_advisory_xact_lock key for creating and migrating the tables
 
@@ -418,8 +421,10 @@ class RunStore:
             self._prepare_file()
             engine = _sqlite_engine(self.path, pool_size=2, max_overflow=8)
         else:
+            # a write waits for another writer's row locks as long as SQLite's busy timeout, then is StoreBusy
             engine = create_engine(self._url, pool_size=2, max_overflow=6, pool_pre_ping=True,
-                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+                                   connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
+                                                 "options": f"-c lock_timeout={BUSY_TIMEOUT_MS}"})
         try:
             version = self._open_tables(engine)
         except BaseException as error:
@@ -525,6 +530,9 @@ class RunStore:
                 return StoreError(f"{self.location} is not a readable run store ({text}); it was left untouched: "
                                   "move it aside or choose another --store (or $STABILITY_STORE)")
             return StoreError(f"run store {self.location}: {text}")
+        if getattr(original, "sqlstate", None) == LOCK_NOT_AVAILABLE:  # lock_timeout ran out
+            return StoreBusy(f"run store {self.location} is locked by another writer (waited "
+                             f"{BUSY_TIMEOUT_MS / 1000:g} s); try again when it has finished")
         unreachable = type(original).__name__ in ("OperationalError", "ConnectionTimeout")
         if unreachable or getattr(error, "connection_invalidated", False):
             return StoreError(f"cannot use run store {self.location}: {text}; check that the server is running, "

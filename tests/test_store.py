@@ -1077,3 +1077,24 @@ def test_without_postgresql_binaries_its_tests_skip_with_the_reason_or_fail_when
         assert "STABILITY_REQUIRE_POSTGRES=1" in done.stdout
     else:
         assert done.returncode == 0 and "1 passed, 1 skipped" in done.stdout
+
+
+def test_a_postgresql_write_blocked_by_another_writers_lock_is_store_busy_after_the_timeout(postgres_url, monkeypatch):
+    import psycopg
+
+    import stability.store as store_module
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    with RunStore(postgres_url) as store:
+        run_id = store.create_run(CONFIG)
+        holder = psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://"))
+        try:
+            holder.execute("SELECT * FROM runs WHERE id = %s FOR UPDATE", (run_id,))  # holds the row's lock
+            with pytest.raises(store_module.StoreBusy, match="locked by another writer") as info:
+                store.set_status(run_id, "running")
+            assert "\n" not in str(info.value) and store.location in str(info.value)
+            holder.rollback()
+            store.set_status(run_id, "running")  # the store is usable again
+            assert store.run(run_id)["status"] == "running"
+        finally:
+            holder.close()
