@@ -3,13 +3,15 @@
 The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200, where the plain RNN's
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
-slots as cells -> a fragment that reads every run's new rows once a second. ``?runs=1,2,3`` reopens a race.
+slots as cells -> a fragment that reads every run's new rows once a second, and says in one line a run what
+its rows show (stability.diagnosis). ``?runs=1,2,3`` reopens a race.
 """
 import math
 
 import pandas as pd
 import streamlit as st
 
+from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
@@ -73,6 +75,10 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     for run_id, run in runs.items():
         if run.status in ("diverged", "failed"):
             st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
+    # What is happening, one line a run, from the rows read above (pages/ui/diagnosis.py)
+    st.markdown("**What is happening**  \n" + "  \n".join(
+        race_line(labels[run_id], live_findings(("race", store.location, run_id), rows[run_id], run))
+        for run_id, run in runs.items()))
     if all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
         return

@@ -2,7 +2,8 @@
 
 Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
 run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
-its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]).
+its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]),
+with "What is happening" above them: stability.diagnosis's findings on the same rows, in words.
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
 ``?refresh=auto|2|5|10|30|off`` sets the live updates.
 """
@@ -10,6 +11,7 @@ import math
 
 import streamlit as st
 
+from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -135,7 +137,8 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    run_status_panel(store, store.record(run_id))  # with its latest values: speed and ETA
+    record = store.record(run_id)
+    run_status_panel(store, record)  # with its latest values: speed and ETA
     st.caption(describe_refresh(refresh, every, run, rows))
     if every is None and run["status"] not in TERMINAL:
         st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
@@ -143,6 +146,8 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.info("Waiting for the first rows from the worker…")
         return
     summary(run, rows.metrics)
+    # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
+    show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     specs = live_chart_specs(("train", store.location, run_id), chart_panels(run, rows, smoothing, log_loss),
                              final=rows.final)
     draw_grid(specs, rows.flow is not None and len(rows.flow) > 0)

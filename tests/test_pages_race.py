@@ -191,3 +191,14 @@ def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(st
     assert set(latest.index) == {"rnn", "lstm", "spectral", "sgornn"}
     assert (rows["value"] > 0).all() and (rows["note"] == "").all()
     assert latest["rnn"] < 1e-6 * latest["sgornn"] and latest["lstm"] < 1e-3 * latest["sgornn"]
+
+
+def test_each_run_of_a_race_gets_one_line_saying_what_is_happening(store):
+    """The rnn's ‖∂L/∂h0‖ reads 1e-30 at all three steps: vanishing since step 0; the lstm's 1e-3 does not."""
+    ids = [add_run(store, "rnn", h0_norm=1e-30), add_run(store, "lstm")]
+    app = run(runs=",".join(map(str, ids)))
+    assert not app.exception
+    [block] = [block.value for block in app.markdown if block.value.startswith("**What is happening**")]
+    rnn, lstm = block.split("  \n")[1:]
+    assert rnn.startswith("**rnn**") and "below 1e-10 since step 0" in rnn and "see ‖∂L/∂h₀‖" in rnn
+    assert lstm.startswith("**lstm**") and "vanish" not in lstm

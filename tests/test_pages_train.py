@@ -428,3 +428,37 @@ def test_a_sweeps_run_says_which_sweep_trial_and_values_with_a_link(store):
     plain = add_run(store, status="completed")
     app = run(run=str(plain))
     assert not [markdown for markdown in app.markdown if "sweep #" in markdown.value]
+
+
+def findings_text(app) -> str:
+    [block] = [block.value for block in app.markdown if block.value.startswith("**What is happening**")]
+    return block
+
+
+def test_a_run_whose_gradient_vanished_is_said_so_in_words_with_its_step_and_chart(store):
+    """‖∂L/∂h0‖ is 10^-step (add_run's rows): below 1e-10 from step 20 on, read at 20, 30 and 40; the
+    validation loss has been well below the 1/6 baseline since step 10."""
+    run_id = add_run(store, status="running", steps=(0, 10, 20, 30, 40))
+    app = run(run=run_id)
+    assert not app.exception and not app.error
+    text = findings_text(app)
+    assert "‖∂L/∂h₀‖ has been below 1e-10 since step 20" in text and "the gradient vanishes" in text
+    assert "since step 20 · see ‖∂L/∂h₀‖" in text
+    assert "since step 10 · see Loss" in text and ":material/check_circle:" in text  # learning
+    assert text.index("vanishes") < text.index("remembering")  # the problem first
+
+
+def test_findings_are_computed_again_only_when_new_rows_came(store, monkeypatch):
+    import pages.ui.diagnosis as page_diagnosis
+
+    run_id = add_run(store, status="running", steps=(0, 10))
+    calls = []
+    monkeypatch.setattr(page_diagnosis, "diagnose", lambda rows, record: calls.append(len(rows)) or [])
+    app = run(run=run_id)
+    assert "Nothing stands out yet" in findings_text(app)
+    app.run()  # no new rows: nothing to compute
+    log(store, run_id, (20,))
+    store.update_run(run_id, step=20)
+    app.run()
+    assert not app.exception
+    assert len(calls) == 2 and calls[1] > calls[0]

@@ -1,0 +1,78 @@
+"""What is happening, in words: a live panel's findings (stability.diagnosis) drawn as a short list.
+
+    findings = live_findings(("train", store.location, run_id), rows, record)   # computed when the rows changed
+    show_findings(st, findings)                  # "What is happening": icon, sentence, since step N · see <chart>
+    st.markdown(race_line("rnn", findings))      # one line: the most severe finding of a run
+
+Note [Findings cost nothing when nothing changed]
+-------------------------------------------------
+A live panel reruns on its timer whether or not new rows came (pages/ui/live.py, Note [Watching cheaply]).
+The findings are a function of the rows the panel has already read and of the run record it has already
+read, so they are kept in the session beside those rows and computed again only when the rows or the
+record's status, step or error moved: no read is added, and an unchanged rerun costs a dictionary lookup.
+They are drawn as plain markdown (no alert boxes: a page's errors stay the run's own).
+
+Streamlit only; the rules themselves live in stability.diagnosis.
+"""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from stability.diagnosis import Finding, diagnose
+
+FINDINGS_KEY = "_live_findings"
+KEPT_FINDINGS = 32  # runs whose findings a session keeps (a race watches several at once)
+ICONS = {"problem": ":red[:material/error:]", "warning": ":orange[:material/warning:]",
+         "info": ":blue[:material/info:]"}
+GOOD_ICON = ":green[:material/check_circle:]"  # the "learning" finding: good news, not a caveat
+_MARKDOWN = re.compile(r"([\\*_\[\]$~`<>#|])")
+
+
+def live_findings(slot, rows, record) -> list[Finding]:
+    """The findings of a live panel's rows (``LiveRows``) and run record, kept under ``slot`` and
+    recomputed only when either changed (Note [Findings cost nothing when nothing changed])."""
+    cache = st.session_state.setdefault(FINDINGS_KEY, {})
+    version = (id(rows.metrics), len(rows.metrics), record.status, record.step, record.error, record.baseline,
+               record.metric)
+    kept = cache.pop(slot, None)
+    if kept is None or kept[0] != version:
+        kept = (version, diagnose(rows.metrics, record))
+    cache[slot] = kept  # most recently used last
+    while len(cache) > KEPT_FINDINGS:
+        cache.pop(next(iter(cache)))
+    return kept[1]
+
+
+def escape(text: str) -> str:
+    """``text`` shown literally in Streamlit markdown (σ* stays a star, not emphasis; no LaTeX)."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
+def icon(finding: Finding) -> str:
+    return GOOD_ICON if finding.rule == "learning" else ICONS.get(finding.severity, ICONS["info"])
+
+
+def where(finding: Finding) -> str:
+    """``since step 40 · see ‖∂L/∂h₀‖``."""
+    return f"since step {finding.since_step:,} · see {finding.chart_title}"
+
+
+def show_findings(container, findings: list[Finding], title: str = "What is happening") -> None:
+    """A titled list, one finding a line: icon, its sentence, and grey ``since step N · see <chart>``."""
+    lines = [f"{icon(finding)} {escape(finding.text)} :gray[{escape(where(finding))}]" for finding in findings]
+    body = "  \n".join(lines) if lines else ":gray[Nothing stands out yet.]"
+    container.markdown(f"**{title}**  \n{body}")
+
+
+def race_line(label: str, findings: list[Finding]) -> str:
+    """One markdown line for a run of a race: its most severe finding, and how many more there are."""
+    if not findings:
+        return f"**{escape(label)}**: :gray[nothing stands out yet]"
+    first, more = findings[0], len(findings) - 1
+    extra = f" (+{more} more)" if more else ""
+    return f"**{escape(label)}**: {icon(first)} {escape(first.text)} :gray[{escape(where(first))}{extra}]"
+
+
+__all__ = ["live_findings", "race_line", "show_findings"]
