@@ -5,6 +5,7 @@
     python -m stability runs | show ID | export ID [--output FILE] | stop ID | resume ID [--background]
     python -m stability cells | tasks [NAME]
     python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
+    python -m stability reproduce --list | reproduce NAME [--scale classroom|paper] [--json]
 
 ``train`` takes the :class:`~stability.config.RunConfig` fields as flags
 (``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
@@ -13,6 +14,12 @@ progress line on stderr and ends with a summary; ``--background`` hands the
 run to a worker (:mod:`stability.runner`) and prints its id; ``--json`` ends
 with exactly one JSON object on stdout,
 ``{"run_id": ..., "status": ..., "final": {name: value}}``.
+
+``reproduce NAME`` (a shipped preset, or a path to a preset file; :mod:`stability.reproduce`)
+trains the preset's runs one after another in this process, a line on stderr as each starts and
+ends, and ends with the verdict table (claim, the paper's value, ours, held / did not hold /
+could not tell); ``--json`` prints the verdicts as one JSON object instead. It exits 0 once the
+runs ran, whatever the verdicts.
 
 Exit status: 0 completed or stopped, 1 diverged or failed, 2 bad input
 (one line on stderr, ``stability: error: ...``, never a traceback).
@@ -109,7 +116,21 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(handler=cmd_export)
     _add_sweep_commands(commands, store)
     _add_catalogue_commands(commands)
+    _add_reproduce_command(commands, store)
     return parser
+
+
+def _add_reproduce_command(commands, store) -> None:
+    """``reproduce --list`` and ``reproduce NAME [--scale S] [--json]``."""
+    reproduce = commands.add_parser("reproduce", parents=[store],
+                                    help="run a paper's figure or table (a preset) and judge its claims")
+    reproduce.add_argument("preset", nargs="?", metavar="NAME",
+                           help="a preset name (see --list) or the path of a preset file (.toml, .json)")
+    reproduce.add_argument("--list", action="store_true", help="the presets, a line each")
+    reproduce.add_argument("--scale", default="classroom", metavar="SCALE",
+                           help="classroom (a few CPU minutes, the default) or paper (the paper's sizes, for a GPU)")
+    reproduce.add_argument("--json", action="store_true", help="end with the verdicts as one JSON object on stdout")
+    reproduce.set_defaults(handler=cmd_reproduce)
 
 
 def _add_sweep_commands(commands, store) -> None:
@@ -424,6 +445,56 @@ def _option_limits(option) -> str:
         low, high = option.range
         return f"in [{'-inf' if low is None else low}, {'inf' if high is None else high}]"
     return ""
+
+
+# ------------------------------------------------------------------ presets
+def cmd_reproduce(args) -> int:
+    from . import reproduce
+
+    if args.list:
+        if args.preset is not None:
+            raise reproduce.PresetError("give either --list or a preset NAME, not both")
+        rows = [("name", "paper", "figure", "shows", "runs")]
+        for info in reproduce.available():
+            rows.append((info.name, info.paper, info.figure, info.shows,
+                         " / ".join(f"{count} {scale}" for scale, count in info.runs.items())))
+        _print_rows(rows)
+        return 0
+    if args.preset is None:
+        raise reproduce.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
+    preset = reproduce.load(args.preset)
+    preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
+    with RunStore(args.store) as store:
+        print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
+              f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
+        try:
+            run_ids = reproduce.run(preset, store, args.scale,
+                                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+        except KeyboardInterrupt:
+            print(f"{preset.name}: interrupted; the runs so far keep their rows (python -m stability runs)",
+                  file=sys.stderr)
+            return 130
+        verdicts = reproduce.verdicts(preset, store, run_ids)
+        if args.json:
+            print(json.dumps({"preset": preset.name, "scale": args.scale, "store": str(store), "run_ids": run_ids,
+                              "verdicts": [verdict.to_dict() for verdict in verdicts]}, ensure_ascii=False))
+            return 0
+        print(f"{preset.name}: {preset.title}")
+        _print_rows([("claim", "paper", "ours", "verdict")] +
+                    [(v.claim, _shown(v.paper), _shown(v.ours), v.outcome) for v in verdicts])
+        for verdict in verdicts:
+            if verdict.held is None:
+                print(f"  could not tell \"{verdict.claim}\": {verdict.why}")
+        print(f"  runs {', '.join(map(str, run_ids))} in {store}; the paper's source of each claim: --json")
+    return 0
+
+
+def _shown(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) >= 100 else f"{value:.4g}"
+    return str(value)
 
 
 # ------------------------------------------------------------------ sweeps

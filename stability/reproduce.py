@@ -360,9 +360,12 @@ def from_dict(data: Any, path: Path | None = None) -> Preset:
                     claims=[], scales=scales, base=base, runs=runs, sweep=sweep, path=path)
     groups = {}
     for scale in scales:  # every config of every scale validates; ConfigError -> PresetError
-        groups[scale] = set(preset.groups(scale))
-        if not preset.is_sweep:
-            preset.configs(scale)
+        try:
+            groups[scale] = set(preset.groups(scale))
+            if not preset.is_sweep:
+                preset.configs(scale)
+        except PresetError as error:
+            fail(str(error))
     if not isinstance(data["claims"], list) or not data["claims"]:
         fail("'claims' must be a non-empty list of claims")
     preset.claims = [_claim(claim, f"claims[{i}]", groups, fail) for i, claim in enumerate(data["claims"])]
@@ -510,6 +513,9 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
         started = time.time()
         try:
             status = train_run(config, store, run_id)
+        except KeyboardInterrupt:
+            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
+            raise
         except Exception as error:  # noqa: BLE001 - the run is marked failed; the preset goes on
             store.set_status(run_id, "failed", error=runner.describe_error(error))
             status = "failed"

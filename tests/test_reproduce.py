@@ -1,0 +1,275 @@
+"""stability/reproduce.py: presets load and validate, run at a CI scale, and are judged from the stored rows."""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+
+from stability import reproduce
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.reproduce import PresetError
+
+# A handful of steps of a tiny model: the machinery, not the paper's outcome.
+TINY = {"cell": {"hidden_size": 8},
+        "task": {"options": {"seq_len": 6, "val_size": 32, "test_size": 32}},
+        "train": {"steps": 3, "batch_size": 8, "eval_examples": 16, "probe_examples": 4, "log_every": 1}}
+SHIPPED = sorted(path.stem for path in reproduce.PRESETS_DIR.iterdir() if path.suffix in reproduce.SUFFIXES)
+
+
+def test_the_issue_presets_are_shipped():
+    assert {"spectral-fig1", "maso-fig4", "sgornn-table1", "kru-copy"} <= set(SHIPPED)
+    assert [info.name for info in reproduce.available()] == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_preset_loads_and_validates(name):
+    preset = reproduce.load(name)
+    assert preset.name == name  # the name a user types is the file's stem
+    assert set(reproduce.SCALES) <= set(preset.scales)
+    for field in (preset.title, preset.paper, preset.figure, preset.section, preset.shows):
+        assert field.strip()
+    for claim in preset.claims:
+        assert claim.paper_source.strip(), f"{name}: claim {claim.text!r} cites no source"
+    for scale in reproduce.SCALES:
+        assert preset.run_count(scale) >= 1
+        assert preset.scales[scale].get("note")
+        if preset.is_sweep:
+            preset.sweep_spec(scale)
+        else:
+            configs = preset.configs(scale)
+            assert all(config.name == f"{name}/{run}" for run, config in configs.items())
+
+
+def test_scales_override_the_runs_fields():
+    preset = reproduce.load("spectral-fig1")
+    classroom, paper = preset.configs("classroom"), preset.configs("paper")
+    assert classroom["spectral"].task.options["seq_len"] == 200
+    assert paper["spectral"].task.options["seq_len"] == 300
+    assert classroom["spectral"].train.steps < paper["spectral"].train.steps
+    assert classroom["spectral"].cell.options == {"m1": 16, "m2": 16, "r": 0.01}
+    assert classroom["rnn"].cell.options == {}  # the base's cell options do not leak into another cell
+    kru = reproduce.load("kru-copy").configs("classroom")
+    assert kru["kru-fixed"].train.freeze_recurrent and not kru["kru"].train.freeze_recurrent
+
+
+def _direct(store, run_id: int, metric: str, stat: str, last: int | None) -> float:
+    """The statistic read straight from the store's rows, independently of reproduce."""
+    values = [row.value for row in store.metrics(run_id, names=[metric]).itertuples()]
+    return {"final": values[-1], "first": values[0], "min": min(values), "max": max(values),
+            "mean": sum(values) / len(values), "mean_last": sum(values[-(last or 1):]) / len(values[-(last or 1):])
+            }[stat]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_preset_runs_at_ci_scale_and_is_judged_from_its_rows(name, store):
+    preset = reproduce.load(name)
+    lines = []
+    run_ids = reproduce.run(preset, store, "classroom", progress=lines.append, override=TINY)
+    assert len(run_ids) == preset.run_count("classroom")
+    assert len(set(run_ids)) == len(run_ids)
+    records = [store.record(run_id) for run_id in run_ids]
+    assert all(record.status == "completed" and record.step == 3 for record in records)
+    assert {reproduce.group_of(record, preset) for record in records} == set(preset.groups("classroom"))
+    assert any("completed" in line for line in lines)
+
+    verdicts = reproduce.verdicts(preset, store, run_ids)
+    assert [v.claim for v in verdicts] == [c.text for c in preset.claims]
+    checked = 0
+    for claim, verdict in zip(preset.claims, verdicts):
+        assert verdict.held in (True, False), verdict.why  # every row a claim needs is there
+        assert verdict.why and "\n" not in verdict.why
+        if claim.metric in reproduce.RUN_FIELDS:
+            continue
+        (record,) = [r for r in records if reproduce.group_of(r, preset) == claim.run]  # one seed each
+        assert verdict.ours == pytest.approx(_direct(store, record.id, claim.metric, claim.stat, claim.last))
+        checked += 1
+    assert checked >= 1
+    json.dumps([verdict.to_dict() for verdict in verdicts])
+
+
+def test_a_run_the_store_lacks_is_could_not_tell(store):
+    preset = reproduce.load("sgornn-table1")
+    run_ids = reproduce.run(preset, store, override=TINY)
+    only_sgornn = [r for r in run_ids if reproduce.group_of(store.record(r), preset) == "sgornn"]
+    verdicts = {v.claim: v for v in reproduce.verdicts(preset, store, only_sgornn)}
+    assert verdicts["FastRNN has 16,899 parameters"].held is None
+    assert "fastrnn" in verdicts["FastRNN has 16,899 parameters"].why
+    assert verdicts["SGORNN has 1,411 parameters"].held is not None
+
+
+def test_an_unknown_scale_is_one_line():
+    with pytest.raises(PresetError, match="no scale 'huge'; it has classroom, paper"):
+        reproduce.load("maso-fig4").scale("huge")
+
+
+# ------------------------------------------------------------------ claims over rows written by hand
+def _hand_preset(claims: list[dict]) -> reproduce.Preset:
+    run = {"cell": {"name": "rnn", "hidden_size": 4}, "task": {"name": "adding", "options": {"seq_len": 5}}}
+    return reproduce.from_dict({
+        "name": "hand", "title": "t", "paper": "p", "figure": "Fig. 0", "section": "§0", "shows": "s",
+        "runs": [{"name": "a", **run}, {"name": "b", **run}],
+        "scales": {"classroom": {"note": "n"}, "paper": {"note": "n"}}, "claims": claims})
+
+
+def _hand_run(store, name: str, values: dict[str, list[float]], **fields) -> int:
+    config = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}), TrainConfig(steps=3))
+    run_id = store.create_run(config.to_dict(), f"hand/{name}")
+    rows = [(step, time.time(), metric, value) for metric, series in values.items()
+            for step, value in enumerate(series, 1)]
+    store.flush(run_id, rows)
+    store.update_run(run_id, **fields)
+    return run_id
+
+
+def _claim(run="a", metric="val/loss", op="<", than=0.1, **rest):
+    return {"text": f"{run} {metric} {op} {than} {rest}", "run": run, "metric": metric, "op": op, "than": than,
+            **rest}
+
+
+def test_claims_over_hand_written_rows(store):
+    a = _hand_run(store, "a", {"val/loss": [0.5, 0.2, 0.05], "grad/h0_norm": [1e-3, 1e-12, 1e-14],
+                               "sv/margin": [0.001, 0.004, 0.002]},
+                  baseline=1 / 6, total_params=1000, status="completed")
+    b = _hand_run(store, "b", {"val/loss": [0.3, 0.17, 0.16], "grad/h0_norm": [1e-2, 1e-2, 2e-2]},
+                  baseline=1 / 6, total_params=100, status="diverged")
+    claims = [
+        _claim(than=0.1),                                                          # 0.05 < 0.1
+        _claim(than="baseline", factor=0.2),                                       # 0.05 < 0.0333: no
+        _claim(run="b", op="within", than="baseline", tolerance=0.1),              # 0.16 vs 0.1667
+        _claim(run="b", op="within", than="baseline", tolerance=0.01),             # 4% off: no
+        _claim(metric="grad/h0_norm", than=1e-10),                                 # final 1e-14
+        _claim(metric="grad/h0_norm", stat="first", than=1e-10),                   # first 1e-3: no
+        _claim(metric="sv/margin", stat="max", op="<=", than=0.004),               # stays <= 0.004
+        _claim(metric="sv/margin", stat="max", op="<", than=0.003),                # no
+        _claim(metric="val/loss", stat="mean_last", last=2, op="<", than={"run": "b"}),  # 0.125 < b's own mean of its last 2, 0.165
+        _claim(run="b", metric="grad/h0_norm", stat="min", op=">", than={"run": "a", "stat": "max"}),  # 1e-2 > 1e-3
+        _claim(metric="total_params", op=">", than={"run": "b"}, factor=5),         # 1000 > 500
+        _claim(run="b", metric="status", op="==", than="diverged"),
+        _claim(run="a", metric="status", op="==", than="diverged"),                 # no
+        _claim(metric="gate/alpha", than=1.0),                                      # no rows: could not tell
+        _claim(run="b", metric="sv/margin", stat="max", than={"run": "a"}),         # b has none: could not tell
+    ]
+    preset = _hand_preset(claims)
+    verdicts = reproduce.verdicts(preset, store, [a, b])
+    held = [v.held for v in verdicts]
+    assert held == [True, False, True, False, True, False, True, False, True, True, True, True, False, None, None]
+    assert verdicts[0].ours == pytest.approx(0.05) and verdicts[0].reference == pytest.approx(0.1)
+    assert verdicts[1].reference == pytest.approx(0.2 / 6)
+    assert verdicts[8].ours == pytest.approx(0.125) and verdicts[8].reference == pytest.approx(0.165)
+    assert verdicts[10].ours == 1000 and verdicts[10].reference == 500
+    assert verdicts[11].ours == "diverged"
+    assert "no rows of gate/alpha" in verdicts[13].why
+    assert "no rows of sv/margin" in verdicts[14].why
+    # the same claims over other rows give other verdicts: nothing is read from the preset's numbers
+    store.flush(a, [(4, time.time(), "val/loss", 0.5)])
+    assert reproduce.verdicts(preset, store, [a, b])[0].held is False
+    # a group missing from the run ids: could not tell, saying which
+    alone = reproduce.verdicts(preset, store, [a])
+    assert alone[2].held is None and "'b'" in alone[2].why
+
+
+def test_a_non_finite_value_is_could_not_tell(store):
+    a = _hand_run(store, "a", {"val/loss": [0.5, math.nan]}, status="diverged")
+    _hand_run(store, "b", {"val/loss": [0.5]})
+    (verdict,) = reproduce.verdicts(_hand_preset([_claim()]), store, [a])
+    assert verdict.held is None and "nan" in verdict.why
+    assert json.loads(json.dumps(verdict.to_dict()))["ours"] is None
+
+
+# ------------------------------------------------------------------ bad presets: one line each
+GOOD = """
+name = "x"
+title = "t"
+paper = "p"
+figure = "Fig. 1"
+section = "§1"
+shows = "s"
+[[runs]]
+name = "a"
+cell = { name = "rnn", hidden_size = 4 }
+task = { name = "adding", options = { seq_len = 5 } }
+[scales.classroom]
+note = "n"
+[scales.paper]
+note = "n"
+[[claims]]
+text = "c"
+run = "a"
+metric = "val/loss"
+op = "<"
+than = 0.5
+"""
+
+
+RUNS = 'name = "a"\ncell = { name = "rnn", hidden_size = 4 }\ntask = { name = "adding", options = { seq_len = 5 } }\n'
+RUNS = "[[runs]]\n" + RUNS
+
+
+def _bad(tmp_path, text: str, suffix: str = ".toml") -> str:
+    path = tmp_path / f"bad{suffix}"
+    path.write_text(text)
+    with pytest.raises(PresetError) as caught:
+        reproduce.load(path)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+def test_a_good_file_loads_by_path(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(GOOD)
+    preset = reproduce.load(path)
+    assert preset.name == "x" and preset.run_names() == ["a"] and preset.claims[0].than == 0.5
+    as_json = tmp_path / "mine.json"
+    import tomllib
+    as_json.write_text(json.dumps(tomllib.loads(GOOD)))
+    assert reproduce.load(str(as_json)).claims == preset.claims
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda t: t.replace('title = "t"', 'title = "t"\ncolour = 1'), "unknown key(s) colour"),
+    (lambda t: t.replace('figure = "Fig. 1"\n', ""), "missing key 'figure'"),
+    (lambda t: t.replace('[scales.paper]\nnote = "n"\n', ""), "missing scale(s) paper"),
+    (lambda t: t.replace('run = "a"\nmetric', 'run = "z"\nmetric'), "names 'z', which the preset does not run"),
+    (lambda t: t.replace('op = "<"', 'op = "<<"'), "op must be one of"),
+    (lambda t: t.replace('metric = "val/loss"', 'metric = "val/loss"\nstat = "median"'), "stat must be one of"),
+    (lambda t: t.replace('op = "<"', 'op = "within"'), "within needs tolerance"),
+    (lambda t: t.replace("than = 0.5", 'than = "the moon"'), "'than' must be a number"),
+    (lambda t: t.replace('name = "rnn"', 'name = "nocell"'), "run 'a' (classroom): cell must be one of"),
+    (lambda t: t.replace("seq_len = 5", "seq_len = 5, colour = 2"), "unknown task option(s) colour"),
+    (lambda t: t.replace('[scales.paper]\nnote = "n"', '[scales.paper]\nnote = "n"\nseeds = 2'),
+     "seeds and vary are for sweep presets"),
+    (lambda t: t.replace(RUNS, "runs = []\n"), "'runs' must be a non-empty list"),
+    (lambda t: t + '[sweep]\nvary = ["lr=1"]\n', "either 'runs'"),
+    (lambda t: t + "\n[[claims]]\ntext = 'd'\n", "needs 'run'"),
+    (lambda t: t.replace("than = 0.5", "than = 0.5\nlast = 3"), "mean_last needs last"),
+    (lambda t: t.replace('metric = "val/loss"', 'metric = "status"'), "== and != compare a status"),
+])
+def test_a_malformed_preset_is_one_line_naming_what(tmp_path, change, expected):
+    text = change(GOOD)
+    assert text != GOOD
+    assert expected in _bad(tmp_path, text)
+
+
+def test_unreadable_presets_are_one_line(tmp_path):
+    assert "is not valid TOML" in _bad(tmp_path, "name = [")
+    assert "is not valid JSON" in _bad(tmp_path, "{", ".json")
+    assert "a preset is one object" in _bad(tmp_path, "[1, 2]", ".json")
+
+
+def test_a_bad_sweep_preset_is_one_line(tmp_path):
+    sweep = GOOD.replace(RUNS, "[sweep]\nbase = { cell = { name = \"rnn\", hidden_size = 4 } }\nvary = [\"colour=1,2\"]\n")
+    assert "vary colour: unknown field" in _bad(tmp_path, sweep)
+    assert "names 'a'" in _bad(tmp_path, sweep.replace("colour=1,2", "lr=0.1,0.01"))
+    path = tmp_path / "fine.toml"
+    path.write_text(sweep.replace("colour=1,2", "lr=0.1,0.01").replace('run = "a"', 'run = "lr=0.1"'))
+    assert reproduce.load(path).groups("paper") == ["lr=0.1", "lr=0.01"]
+
+
+def test_an_unknown_preset_name_lists_the_shipped_ones():
+    with pytest.raises(PresetError) as caught:
+        reproduce.load("spectral-fig99")
+    assert "unknown preset 'spectral-fig99'; available: " in str(caught.value)
+    assert all(name in str(caught.value) for name in SHIPPED)
