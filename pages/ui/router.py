@@ -45,6 +45,7 @@ PAGES = (  # (file under pages/, title, icon); app.py's navigation and the redir
     ("gradient_flow.py", "Gradient flow", ":material/waves:"),
     ("runs.py", "Runs", ":material/list_alt:"),
     ("sweep.py", "Sweep", ":material/tune:"),
+    ("reproduce.py", "Reproduce", ":material/science:"),
 )
 _routing = threading.local()
 

@@ -1,0 +1,205 @@
+"""Reproduce: a paper's figure one click away, drawn live, with the paper's outcome beside ours.
+
+A storyboard: the gallery of presets (stability.reproduce.available(): paper, figure, what it shows, runs
+at each scale) -> Run (a list preset's runs go to background workers one after another, a sweep preset
+becomes an ordinary sweep) -> ``?preset=NAME&scale=S&runs=1,2,3`` (or ``&sweep=ID``) -> a live panel: the
+runs' progress, a chart of every metric the preset's claims read (the runs overlaid, log y where the
+metric spans decades, the task's baseline on the losses) and the verdict table, judged from the stored
+rows by ``reproduce.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs.
+"""
+import math
+
+import pandas as pd
+import streamlit as st
+
+from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
+from pages.ui.router import require_router
+from pages.ui.store import open_store, store_guard, store_path
+from stability import charts, reproduce, runner, sweeps
+from stability.config import ConfigError
+from stability.metric_names import is_loss_metric
+from stability.reproduce import RUN_FIELDS, PresetError
+from stability.store import ACTIVE_STATUSES, RunNotFound, SweepNotFound
+
+require_router(__file__)
+
+OUTCOME = {True: "✅ held", False: "❌ did not hold", None: "❔ could not tell"}
+LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis
+
+
+def start(preset, scale: str) -> dict:
+    """Start the preset at ``scale`` in the background; the query parameters that reopen it."""
+    if preset.is_sweep:
+        spec = preset.sweep_spec(scale, check=True)
+        return {"sweep": str(sweeps.start_sweep(spec, store_path(), workers=1, name=preset.name))}
+    started = []
+    for config in preset.configs(scale).values():
+        started.append(runner.start_run(config, store_path()))
+    return {"runs": ",".join(map(str, started))}
+
+
+def preset_runs(store, preset) -> list[int]:
+    """The run ids the link names: ``?runs=`` or the runs of ``?sweep=``."""
+    if "sweep" in st.query_params:
+        try:
+            return sorted(run.id for run in store.records(sweep_id=int(st.query_params["sweep"])))
+        except (ValueError, SweepNotFound):
+            st.warning(f"No sweep {st.query_params['sweep']!r} in the store.")
+            return []
+    ids = []
+    for text in st.query_params.get("runs", "").split(","):
+        if text.strip().isdigit():
+            ids.append(int(text))
+    return ids
+
+
+def verdict_table(verdicts) -> pd.DataFrame:
+    return pd.DataFrame([{"claim": v.claim, "paper": _shown(v.paper), "source": v.source, "ours": _shown(v.ours),
+                          "compared with": _shown(v.reference), "verdict": OUTCOME[v.held], "why": v.why}
+                         for v in verdicts])
+
+
+def _shown(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def claim_metrics(preset) -> list[str]:
+    """The metric rows the claims read, in the claims' order (not the run fields: status, parameters)."""
+    names = []
+    for claim in preset.claims:
+        for name in (claim.metric, claim.than.get("metric", claim.metric) if isinstance(claim.than, dict) else None):
+            if name and name not in RUN_FIELDS and name not in names:
+                names.append(name)
+    return names
+
+
+@store_guard
+def live_panel(preset_name: str, run_ids: list[int]) -> None:
+    store = open_store()
+    preset = reproduce.load(preset_name)
+    runs = {}
+    for run_id in run_ids:
+        try:
+            runs[run_id] = store.record(run_id)
+        except RunNotFound:
+            st.warning(f"Run {run_id} is not in the store {store.location}.")
+    if not runs:
+        return
+    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
+    if any(row.just_finished for row in rows.values()):  # a full rerun stops the polling at the end
+        for row in rows.values():
+            row.just_finished = False
+        st.rerun()
+    labels = {run_id: reproduce.group_of(run, preset) or f"run {run_id}" for run_id, run in runs.items()}
+    if preset.is_sweep:
+        labels = {run_id: f"{label} seed={runs[run_id].config.train.seed}" if runs[run_id].config else label
+                  for run_id, label in labels.items()}
+    done = sum(run.status not in ACTIVE_STATUSES for run in runs.values())
+    st.progress(sum(run.progress for run in runs.values()) / len(runs),
+                text=f"{done} of {len(runs)} runs finished")
+
+    st.subheader("Verdicts")
+    st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours.")
+    st.dataframe(verdict_table(reproduce.verdicts(preset, store, list(runs))), hide_index=True, width="stretch")
+    for run_id, run in runs.items():
+        if run.status in ("diverged", "failed"):
+            st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
+
+    metrics = claim_metrics(preset)
+    if not metrics or all(rows[run_id].metrics.empty for run_id in runs):
+        st.info("Waiting for the first rows from the workers…")
+        return
+    first = next(iter(runs.values()))
+    panels = chart_panels(f"reproduce-{preset.name}", len(metrics), tuple(runs),
+                          tuple(len(rows[run_id].metrics) for run_id in runs),
+                          lambda: figure(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
+                                                    for run_id in runs], ignore_index=True), metrics, first))
+    specs = live_chart_specs(f"reproduce-{preset.name}", panels, final=all(rows[run_id].final for run_id in runs))
+    for start_at in range(0, len(specs), 2):
+        for column, spec in zip(st.columns(2), specs[start_at:start_at + 2]):
+            show_chart(column, spec)
+
+
+def figure(frame: pd.DataFrame, metrics: list[str], first) -> list:
+    """One chart per metric the claims read, the runs overlaid; the loss panels with the task's baseline,
+    the gradient and singular-value panels on a log axis (the papers draw them so)."""
+    panels = []
+    for name in metrics:
+        baseline = {}
+        if name.endswith("/loss") and first.metric and is_loss_metric(first.metric) and first.baseline is not None:
+            baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
+        panels.append(charts.metric_chart(frame, names=[name], log_y=name.startswith(LOG_PREFIXES),
+                                          title=name, **baseline))
+    return panels
+
+
+st.title("Reproduce")
+st.caption("A figure of the papers, one click away: its runs at classroom scale (a few CPU minutes) or at the "
+           "paper's, drawn live, and each of the paper's claims judged from our stored rows.")
+
+store = open_store()
+presets = reproduce.available()
+chosen = st.query_params.get("preset")
+names = [info.name for info in presets]
+if chosen is not None and chosen not in names:
+    st.warning(f"Ignored in this link: no preset {chosen!r}; available: {', '.join(names)}.")
+    chosen = None
+
+if chosen is None:
+    for info in presets:
+        with st.container(border=True):
+            text, action = st.columns([4, 1], vertical_alignment="center")
+            text.markdown(f"**{info.title}**  \n{info.paper}, {info.figure} ({info.section})  \n{info.shows}")
+            counts = ", ".join(f"{count} run{'s' * (count != 1)} at {scale} scale" for scale, count in info.runs.items())
+            text.caption(counts + (" · a sweep" if info.sweep else ""))
+            if action.button("Open", key=f"open_{info.name}", width="stretch"):
+                st.query_params["preset"] = info.name
+                st.rerun()
+    if not presets:
+        st.info("No presets are installed.")
+else:
+    try:
+        preset = reproduce.load(chosen)
+    except PresetError as error:
+        st.error(str(error))
+        st.stop()
+    st.subheader(preset.title)
+    st.markdown(f"{preset.paper}, **{preset.figure}** ({preset.section}): {preset.shows}")
+    if preset.notes:
+        with st.expander("How our runs differ from the paper's"):
+            st.write(preset.notes)
+    scale_names = list(preset.scales)
+    default_scale = st.query_params.get("scale", "classroom")
+    scale = st.radio("Scale", scale_names, horizontal=True, key="reproduce_scale",
+                     index=scale_names.index(default_scale) if default_scale in scale_names else 0,
+                     format_func=lambda name: f"{name}: {preset.scales[name].get('note', '')}")
+    left, middle, right = st.columns([1, 1, 3])
+    if left.button("Run", type="primary", key="reproduce_run", width="stretch"):
+        try:
+            params = start(preset, scale)
+        except (PresetError, ConfigError, sweeps.SweepError) as error:
+            st.error(str(error))
+        else:
+            st.query_params.update({"preset": preset.name, "scale": scale, **params})
+            st.query_params.pop("runs" if "sweep" in params else "sweep", None)
+            st.rerun()
+    if middle.button("Gallery", key="reproduce_gallery", width="stretch"):
+        st.query_params.clear()
+        st.rerun()
+    run_ids = preset_runs(store, preset)
+    active = [run_id for run_id in run_ids if store.record(run_id).status in ACTIVE_STATUSES] if run_ids else []
+    if run_ids:
+        if right.button("Stop", key="reproduce_stop", disabled=not active):
+            if "sweep" in st.query_params:
+                sweeps.stop_sweep(int(st.query_params["sweep"]), store_path())
+            for run_id in active:
+                runner.stop_run(run_id, store_path())
+            active = []
+        st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids)
+    else:
+        st.info(f"Press **Run** to train its {preset.run_count(scale)} runs at {scale} scale in the background; "
+                "the figure and the verdicts fill in here as they train.")
