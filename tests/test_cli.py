@@ -495,3 +495,90 @@ def test_a_background_sweep_prints_its_id_then_stops_and_resumes_from_the_cli(tm
     assert cli("sweeps", "stop", str(sweep_id), store=store).stdout.strip() == "stopped"
     missing = cli("sweeps", "show", "99", store=store)
     assert missing.returncode == 2 and missing.stderr.strip() == f"stability: error: no sweep with id 99 in {store}"
+
+
+# ------------------------------------------------------------------ reproduce
+TINY_PRESET = {
+    "name": "tiny-preset", "title": "Two tiny runs", "paper": "a paper", "figure": "Fig. 9", "section": "§9",
+    "shows": "spectral keeps its margin", "base": {"task": {"name": "adding", "options": {"seq_len": 6}},
+                                                  "train": {"steps": 3, "batch_size": 8, "log_every": 1,
+                                                            "eval_examples": 16, "probe_examples": 4}},
+    "runs": [{"name": "rnn", "cell": {"name": "rnn", "hidden_size": 8}},
+             {"name": "spectral", "cell": {"name": "spectral", "hidden_size": 8, "options": {"r": 0.01}}}],
+    "scales": {"classroom": {"note": "3 steps"}, "paper": {"note": "30 steps", "override": {"train": {"steps": 30}}}},
+    "claims": [{"text": "spectral's margin stays within r", "run": "spectral", "metric": "sv/margin", "stat": "max",
+                "op": "<=", "than": 0.01, "factor": 1.001, "paper": {"value": 0.01, "source": "eq. 4"}},
+               {"text": "rnn gets to zero loss", "run": "rnn", "metric": "val/loss", "op": "<", "than": 1e-9},
+               {"text": "rnn has a gate", "run": "rnn", "metric": "gate/alpha", "op": "<", "than": 1}]}
+
+
+@pytest.fixture(scope="module")
+def tiny_preset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("preset") / "tiny-preset.json"
+    path.write_text(json.dumps(TINY_PRESET))
+    return path
+
+
+def test_reproduce_list_gives_a_line_per_shipped_preset(store):
+    from stability import reproduce
+
+    result = cli("reproduce", "--list", store=store)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:2] == ["name", "paper"]
+    for info in reproduce.available():
+        (line,) = [line for line in lines if line.startswith(info.name + " ")]
+        assert info.figure in line and info.shows in line and f"{info.runs['classroom']} classroom" in line
+
+
+def test_reproduce_json_runs_the_preset_and_prints_the_verdicts_from_its_rows(tmp_path, tiny_preset):
+    store = tmp_path / "runs.db"
+    result = cli("reproduce", str(tiny_preset), "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    report = strict_json(result.stdout)
+    assert report["preset"] == "tiny-preset" and report["scale"] == "classroom"
+    assert [v["held"] for v in report["verdicts"]] == [True, False, None]
+    assert "no rows of gate/alpha" in report["verdicts"][2]["why"]
+    assert report["verdicts"][0]["paper"] == 0.01 and report["verdicts"][0]["source"] == "eq. 4"
+    assert "[1/2] run" in result.stderr and "[2/2] run" in result.stderr
+    with RunStore(store) as opened:
+        records = {opened.record(run_id).name: opened.record(run_id) for run_id in report["run_ids"]}
+        assert set(records) == {"tiny-preset/rnn", "tiny-preset/spectral"}
+        assert all(record.status == "completed" and record.step == 3 for record in records.values())
+        margin = opened.metrics(records["tiny-preset/spectral"].id, names=["sv/margin"])["value"].max()
+        final = opened.metrics(records["tiny-preset/rnn"].id, names=["val/loss"])["value"].iloc[-1]
+    assert report["verdicts"][0]["ours"] == pytest.approx(margin)
+    assert report["verdicts"][1]["ours"] == pytest.approx(final)
+
+
+def test_reproduce_ends_with_the_verdict_table(tmp_path, tiny_preset, capsys):
+    from stability.__main__ import main
+
+    assert main(["reproduce", str(tiny_preset), "--store", str(tmp_path / "runs.db")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["claim", "paper", "ours", "verdict"]
+    rows = {line.split("  ")[0]: line for line in out[2:5]}
+    assert rows["spectral's margin stays within r"].endswith(" held")
+    assert rows["rnn gets to zero loss"].endswith("did not hold")
+    assert rows["rnn has a gate"].endswith("could not tell")
+    assert any(line.startswith('  could not tell "rnn has a gate": ') for line in out)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["no-such-preset"], "unknown preset 'no-such-preset'; available: "),
+    (["{preset}", "--scale", "huge"], "preset 'tiny-preset' has no scale 'huge'; it has classroom, paper"),
+    (["{bad}"], "is not valid JSON"),
+    ([], "give a preset NAME"),
+    (["{preset}", "--list"], "either --list or a preset NAME"),
+])
+def test_reproduce_bad_input_exits_2_with_one_line_and_stores_nothing(tmp_path, tiny_preset, capsys, args, message):
+    from stability.__main__ import main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": ')
+    store = tmp_path / "runs.db"
+    args = [arg.format(preset=tiny_preset, bad=bad) for arg in args]
+    assert main(["reproduce", *args, "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stability: error: ") and message in err and err.count("\n") == 1
+    assert not store.exists() or not RunStore(store).records()
