@@ -278,3 +278,21 @@ def test_the_rows_of_a_real_tiny_run_are_read_by_their_stored_names(tmp_path):
 
 
 MIN_READINGS_OF_A_TINY_RUN = 3
+
+
+def test_a_gap_closing_from_below_is_not_widening_until_it_opens_above_zero():
+    """Early on the training set's loss is the higher one (a negative gap); closing to 0 is not overfitting."""
+    closing = np.minimum(-0.12 + 0.001 * STEPS, 0.002)
+    rows = frame(gap__loss=(STEPS, closing), val__loss=(STEPS, np.full(len(STEPS), 0.17)))
+    assert "gap_widening" not in rules(diagnose(rows))
+    opening = np.where(STEPS < 100, -0.1 + 0.001 * STEPS, 0.001 * (STEPS - 100))  # 0 at step 100, then up
+    rows = frame(gap__loss=(STEPS, opening), val__loss=(STEPS, np.full(len(STEPS), 0.2)))
+    found = only(diagnose(rows), "gap_widening")
+    assert found.since_step == 100 and "rose from 0 at step 100" in found.text
+
+
+def test_a_step_logged_twice_reads_its_last_value():
+    rows = frame(grad__h0_norm=(STEPS, np.full(len(STEPS), 1e-20)))
+    again = frame(grad__h0_norm=([190], [1e-3]))  # a later row at the last step: the gradient is back
+    assert "vanishing" in rules(diagnose(rows))
+    assert "vanishing" not in rules(diagnose(pd.concat([rows, again], ignore_index=True)))
