@@ -23,7 +23,7 @@ from stability.store import ACTIVE_STATUSES, RunNotFound, SweepNotFound
 
 require_router(__file__)
 
-OUTCOME = {True: "✅ held", False: "❌ did not hold", None: "❔ could not tell"}
+OUTCOME = {True: "held", False: "did not hold", None: "could not tell"}  # plain words: any font has them
 LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis
 
 

@@ -97,7 +97,7 @@ def wait_for_charts(page, count):
         f"[data-testid=\"stVegaLiteChart\"] svg.marks').length >= {count}", timeout=60_000)
 
 
-PAGE_TITLES = ["Train", "Race", "Compare", "Gradient flow", "Runs", "Sweep"]
+PAGE_TITLES = ["Train", "Race", "Compare", "Gradient flow", "Runs", "Sweep", "Reproduce"]
 
 
 def nav_titles(page):
@@ -218,4 +218,24 @@ def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, b
     assert "Sweep" in nav_titles(page)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "sweep.png"))
+    page.close()
+
+
+def test_the_reproduce_page_draws_a_presets_figure_and_its_verdicts(server, browser):
+    """The spectral paper's Fig. 1 preset opened on four finished runs written through the store: the
+    verdict table and a chart per metric the claims read render in the real browser."""
+    from stability.store import RunStore
+    from test_pages_reproduce import write_fig1_runs
+
+    with RunStore(STORES[server]) as store:
+        ids = write_fig1_runs(store, rnn_loss=0.165, spectral_loss=0.02)
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    page.goto(f"{server}/reproduce?preset=spectral-fig1&runs={','.join(map(str, ids.values()))}")
+    page.get_by_text("4 of 4 runs finished").first.wait_for(timeout=60_000)
+    wait_for_charts(page, 3)
+    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
+    page.wait_for_timeout(2000)
+    assert "Reproduce" in nav_titles(page)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "reproduce.png"))
     page.close()
