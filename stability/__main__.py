@@ -449,7 +449,7 @@ def _option_limits(option) -> str:
 
 # ------------------------------------------------------------------ presets
 def cmd_reproduce(args) -> int:
-    from . import reproduce
+    from . import reproduce, tasks
 
     if args.list:
         if args.preset is not None:
@@ -467,9 +467,14 @@ def cmd_reproduce(args) -> int:
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
+        rough = reproduce.estimate(preset, store, args.scale)
+        if rough is not None:
+            print(f"about {_duration(rough['seconds'])} on this machine ({rough['basis']})", file=sys.stderr,
+                  flush=True)
         try:
             run_ids = reproduce.run(preset, store, args.scale,
-                                    progress=lambda line: print(line, file=sys.stderr, flush=True))
+                                    progress=lambda line: print(line, file=sys.stderr, flush=True),
+                                    step_progress=lambda config: ProgressLine(tasks.describe(config.task.name).metric))
         except KeyboardInterrupt:
             print(f"{preset.name}: interrupted; the runs so far keep their rows (python -m stability runs)",
                   file=sys.stderr)

@@ -487,11 +487,13 @@ def _one_line(error: BaseException | str) -> str:
 
 # ---------------------------------------------------------------------------------- running
 def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str], None] | None = None,
-        override: dict | None = None) -> list[int]:
+        override: dict | None = None, step_progress: Callable[[RunConfig], Any] | None = None) -> list[int]:
     """Train the preset's runs at ``scale`` one after another in this process; return their ids
     (in the preset's order; a sweep's in trial order). ``progress`` receives one line per run
-    started and ended; ``override`` is a partial config laid over every run last (a test's handful
-    of steps). A run that diverges or fails keeps its status and rows; the others still run."""
+    started and ended; ``step_progress(config)`` may return the trainer's ``progress`` callback for
+    that run (its ``finish()``, if it has one, is called when the run ends; a sweep's runs train
+    without one); ``override`` is a partial config laid over every run last (a test's handful of
+    steps). A run that diverges or fails keeps its status and rows; the others still run."""
     from . import runner
     from .train import train_run
 
@@ -511,14 +513,18 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
         say(f"[{index}/{len(configs)}] run {run_id} {name}: {config.cell.name} on {config.task.name}, "
             f"{config.train.steps} steps")
         started = time.time()
+        callback = step_progress(config) if step_progress is not None else None
         try:
-            status = train_run(config, store, run_id)
+            status = train_run(config, store, run_id, progress=callback)
         except KeyboardInterrupt:
             store.set_status(run_id, "stopped", error="interrupted from the keyboard")
             raise
         except Exception as error:  # noqa: BLE001 - the run is marked failed; the preset goes on
             store.set_status(run_id, "failed", error=runner.describe_error(error))
             status = "failed"
+        finally:
+            if hasattr(callback, "finish"):
+                callback.finish()
         say(f"[{index}/{len(configs)}] run {run_id} {name}: {status} in {time.time() - started:.1f} s")
     return run_ids
 
@@ -542,6 +548,25 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
             f"seed={latest.config.train.seed if latest.config else '?'}: {latest.status} "
             f"in {time.time() - started:.1f} s")
     return sorted(record.id for record in store.records(sweep_id=sweep_id))
+
+
+def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] | None:
+    """``{"seconds": ..., "basis": one line}``: a rough wall time of the preset's runs at ``scale``
+    on this machine, as :func:`stability.sweeps.estimate` times a sweep (Note [Rough time] there:
+    completed runs of the same shape in ``store``, else a few timed training steps); None when no
+    run could be timed."""
+    from . import sweeps
+
+    if preset.is_sweep:
+        return sweeps.estimate(preset.sweep_spec(scale), store)
+    seconds, bases = 0.0, set()
+    for config in preset.configs(scale).values():
+        one = sweeps.estimate(sweeps.SweepSpec(config), store)
+        if one is None:
+            return None
+        seconds += one["seconds"]
+        bases.add(one["basis"].partition(";")[0])
+    return {"seconds": seconds, "basis": f"{len(preset.runs)} runs one after another; " + ", ".join(sorted(bases))}
 
 
 # ---------------------------------------------------------------------------------- judging

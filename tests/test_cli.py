@@ -541,6 +541,8 @@ def test_reproduce_json_runs_the_preset_and_prints_the_verdicts_from_its_rows(tm
     assert "no rows of gate/alpha" in report["verdicts"][2]["why"]
     assert report["verdicts"][0]["paper"] == 0.01 and report["verdicts"][0]["source"] == "eq. 4"
     assert "[1/2] run" in result.stderr and "[2/2] run" in result.stderr
+    assert "step 3/3" in result.stderr  # each run's progress line
+    assert result.stderr.splitlines()[1].startswith("about ")  # the rough time, before the runs
     with RunStore(store) as opened:
         records = {opened.record(run_id).name: opened.record(run_id) for run_id in report["run_ids"]}
         assert set(records) == {"tiny-preset/rnn", "tiny-preset/spectral"}
