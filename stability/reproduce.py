@@ -386,18 +386,12 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
     if op not in OPS:
         fail(f"{where}: op must be one of {', '.join(OPS)}; got {op!r}")
     last = data.get("last")
-    if (stat == "mean_last") != (last is not None) or (last is not None and (
-            isinstance(last, bool) or not isinstance(last, int) or last < 1)):
+    if (stat == "mean_last") != (last is not None) or (last is not None and not _is_count(last)):
         fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
     metric = data["metric"]
     textual = metric == "status"
     if textual != (op in ("==", "!=")):
         fail(f"{where}: == and != compare a status (metric 'status') with a text; numbers use <, <=, >, >=, within")
-    for name in {data["run"]} | ({data["than"]["run"]} if isinstance(data.get("than"), dict) else set()):
-        for scale, known in groups.items():
-            if name not in known:
-                fail(f"{where} names {name!r}, which the preset does not run at scale {scale}; "
-                     f"it runs: {', '.join(sorted(known))}")
     than = data.get("than")
     if than is None:
         fail(f"{where} needs 'than': a number, \"baseline\", or {{ run = NAME }}")
@@ -406,12 +400,19 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
             fail(f"{where}: a status is compared with a text such as \"diverged\"")
     elif isinstance(than, dict):
         extra = sorted(set(than) - {"run", "metric", "stat", "last"})
-        if extra or "run" not in than:
-            fail(f"{where}: 'than' as a table takes run (required), metric, stat, last")
+        if extra or not isinstance(than.get("run"), str) or not isinstance(than.get("metric", metric), str):
+            fail(f"{where}: 'than' as a table takes run (required, a text), metric, stat, last")
         if than.get("stat", stat) not in STATS:
             fail(f"{where}: than.stat must be one of {', '.join(STATS)}")
+        if than.get("stat", stat) == "mean_last" and not _is_count(than.get("last", last)):
+            fail(f"{where}: than.stat mean_last needs last = k (an integer >= 1)")
     elif than != "baseline" and not _is_number(than):
         fail(f"{where}: 'than' must be a number, \"baseline\" or {{ run = NAME }}; got {than!r}")
+    for name in [data["run"]] + ([than["run"]] if isinstance(than, dict) else []):
+        for scale, known in groups.items():
+            if name not in known:
+                fail(f"{where} names {name!r}, which the preset does not run at scale {scale}; "
+                     f"it runs: {', '.join(sorted(known))}")
     factor = data.get("factor", 1.0)
     if not _is_number(factor) or factor <= 0:
         fail(f"{where}: factor must be a positive number")
@@ -439,6 +440,10 @@ def _vary_texts(value: Any, where: str, fail) -> None:
         fail(f"{where!r} must be a non-empty list of --vary texts (FIELD=V1,V2,...)")
 
 
+def _is_count(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 1
+
+
 def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -461,6 +466,10 @@ def _config(base: dict, layers: list[dict], where: str) -> RunConfig:
 
     data = copy.deepcopy(base)
     for layer in layers:
+        for section in ("cell", "task", "train"):
+            if not isinstance(layer.get(section, {}), dict):
+                raise PresetError(f"{where}: '{section}' must be a table (an object) of its fields; "
+                                  f"got {layer[section]!r}")
         before = {section: (data.get(section) or {}).get("name") for section in ("cell", "task")}
         data = _merge(data, layer)
         for section, registry in (("cell", cells), ("task", tasks)):

@@ -246,6 +246,11 @@ def test_a_good_file_loads_by_path(tmp_path):
     (lambda t: t + "\n[[claims]]\ntext = 'd'\n", "needs 'run'"),
     (lambda t: t.replace("than = 0.5", "than = 0.5\nlast = 3"), "mean_last needs last"),
     (lambda t: t.replace('metric = "val/loss"', 'metric = "status"'), "== and != compare a status"),
+    (lambda t: t.replace("than = 0.5", "than = { stat = \"max\" }"), "'than' as a table takes run (required"),
+    (lambda t: t.replace("than = 0.5", "than = { run = \"a\", stat = \"mean_last\" }"), "needs last = k"),
+    (lambda t: t.replace('cell = { name = "rnn", hidden_size = 4 }', 'cell = "rnn"'), "'cell' must be a table"),
+    (lambda t: t.replace('note = "n"', 'note = "n"\noverride = { train = { steps = "many" } }', 1),
+     "(classroom): steps must be an integer"),
 ])
 def test_a_malformed_preset_is_one_line_naming_what(tmp_path, change, expected):
     text = change(GOOD)
