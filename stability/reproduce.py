@@ -614,12 +614,13 @@ def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
         held = (ours == claim.than) if claim.op == "==" else (ours != claim.than)
         return verdict(ours, None, held, f"{claim.run}'s status is {ours}")
     if isinstance(claim.than, dict):
-        other = claim.than["run"]
-        reference, why = _value(groups, rows, other, claim.than.get("metric", claim.metric),
-                                claim.than.get("stat", claim.stat), claim.than.get("last", claim.last))
+        other = claim.than["run"]  # its metric and statistic default to the claim's own
+        read = (claim.than.get("metric", claim.metric), claim.than.get("stat", claim.stat),
+                claim.than.get("last", claim.last))
+        reference, why = _value(groups, rows, other, *read)
         if why:
             return verdict(ours, why=why)
-        basis = f"{other}'s {_describe(claim.than.get('metric', claim.metric), claim.than.get('stat', claim.stat), claim.than.get('last', claim.last))}"
+        basis = f"{other}'s {_describe(*read)}"
     elif claim.than == "baseline":
         baselines = [record.baseline for record in groups[claim.run] if record.baseline is not None]
         if not baselines:
