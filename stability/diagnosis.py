@@ -425,6 +425,12 @@ def _progress(readings: Readings, run: RunRecord | None):
     return steps, (baseline - values) / (baseline - PERFECT[metric]), values, name, chart, baseline
 
 
+def _reading(name: str) -> str:
+    """``val/loss`` -> ``the validation loss``."""
+    split, _, quantity = name.partition("/")
+    return f"the {'validation' if split == 'val' else split} {quantity.replace('_', ' ')}"
+
+
 def at_baseline(readings: Readings, run: RunRecord | None = None) -> Finding | None:
     """The validation metric at (or worse than) the task's memoryless baseline, progress ≤
     :data:`AT_BASELINE`, at the last :data:`MIN_READINGS` evaluations or more."""
@@ -437,7 +443,7 @@ def at_baseline(readings: Readings, run: RunRecord | None = None) -> Finding | N
         return None
     where = "worse than" if progress[-1] < -AT_BASELINE else "at"
     return Finding("baseline", "warning", int(steps[start]),
-                   f"{name.replace('/', ' ')} has been {where} the memoryless baseline ({baseline:.4g}) since step "
+                   f"{_reading(name).capitalize()} has been {where} the memoryless baseline ({baseline:.4g}) since step "
                    f"{steps[start]:,} (now {values[-1]:.4g}): nothing is remembered yet.", chart)
 
 
@@ -453,7 +459,7 @@ def learning(readings: Readings, run: RunRecord | None = None) -> Finding | None
         return None
     side = "above" if PERFECT[run.metric] > baseline else "below"
     return Finding("learning", "info", int(steps[start]),
-                   f"{name.replace('/', ' ')} has been clearly {side} the memoryless baseline ({baseline:.4g}) since "
+                   f"{_reading(name).capitalize()} has been clearly {side} the memoryless baseline ({baseline:.4g}) since "
                    f"step {steps[start]:,} (now {values[-1]:.4g}): the model is remembering.", chart)
 
 

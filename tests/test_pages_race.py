@@ -202,3 +202,15 @@ def test_each_run_of_a_race_gets_one_line_saying_what_is_happening(store):
     rnn, lstm = block.split("  \n")[1:]
     assert rnn.startswith("**rnn**") and "below 1e-10 since step 0" in rnn and "see ‖∂L/∂h₀‖" in rnn
     assert lstm.startswith("**lstm**") and "vanish" not in lstm
+
+
+def test_a_race_line_says_a_problem_first_and_whether_a_run_learns_before_other_news():
+    from pages.ui.diagnosis import race_line
+    from stability.diagnosis import Finding
+
+    clipped = Finding("beta_clipped", "info", 20, "β is pinned.", "gates")
+    learning = Finding("learning", "info", 40, "It learns.", "loss")
+    vanishing = Finding("vanishing", "problem", 60, "It vanishes.", "h0")
+    assert "It learns." in race_line("sgornn", [clipped, learning]) and "(+1 more)" in race_line("sgornn", [clipped, learning])
+    assert "It vanishes." in race_line("rnn", [clipped, learning, vanishing])
+    assert "nothing stands out" in race_line("rnn", [])

@@ -1,7 +1,7 @@
 """What is happening, in words: a live panel's findings (stability.diagnosis) drawn as a short list.
 
     findings = live_findings(("train", store.location, run_id), rows, record)   # computed when the rows changed
-    show_findings(st, findings)                  # "What is happening": icon, sentence, since step N · see <chart>
+    show_findings(st, findings)                  # "What is happening": icon, sentence, see <chart>
     st.markdown(race_line("rnn", findings))      # one line: the most severe finding of a run
 
 Note [Findings cost nothing when nothing changed]
@@ -55,22 +55,25 @@ def icon(finding: Finding) -> str:
 
 
 def where(finding: Finding) -> str:
-    """``since step 40 · see ‖∂L/∂h₀‖``."""
-    return f"since step {finding.since_step:,} · see {finding.chart_title}"
+    """``see ‖∂L/∂h₀‖``: the chart to look at (every finding's sentence already names the step it started)."""
+    return f"see {finding.chart_title}"
 
 
 def show_findings(container, findings: list[Finding], title: str = "What is happening") -> None:
-    """A titled list, one finding a line: icon, its sentence, and grey ``since step N · see <chart>``."""
+    """A titled list, one finding a line: icon, its sentence (with the step it started), and grey
+    ``see <chart>``."""
     lines = [f"{icon(finding)} {escape(finding.text)} :gray[{escape(where(finding))}]" for finding in findings]
     body = "  \n".join(lines) if lines else ":gray[Nothing stands out yet.]"
     container.markdown(f"**{title}**  \n{body}")
 
 
 def race_line(label: str, findings: list[Finding]) -> str:
-    """One markdown line for a run of a race: its most severe finding, and how many more there are."""
+    """One markdown line for a run of a race: its most telling finding (a problem, else a warning, else
+    whether it is learning, else the first), and how many more there are."""
     if not findings:
         return f"**{escape(label)}**: :gray[nothing stands out yet]"
-    first, more = findings[0], len(findings) - 1
+    first = min(findings, key=lambda finding: (finding.severity == "info", finding.rule != "learning"))
+    more = len(findings) - 1
     extra = f" (+{more} more)" if more else ""
     return f"**{escape(label)}**: {icon(first)} {escape(first.text)} :gray[{escape(where(first))}{extra}]"
 
