@@ -248,8 +248,8 @@ def diverged(readings: Readings, run: RunRecord | None = None) -> Finding | None
     since = min(nonfinite) if nonfinite else int(getattr(run, "step", None) or _last_step(readings))
     reason = f" ({run.error})" if status == "diverged" and getattr(run, "error", None) else ""
     return Finding("diverged", "problem", since,
-                   f"The loss became infinite or NaN at step {since:,}{reason}: the run diverged. "
-                   "A lower learning rate, gradient clipping or a cell that bounds its spectrum helps.", "loss")
+                   f"The loss or a gradient became infinite or NaN at step {since:,}{reason}: the run diverged.",
+                   "loss")
 
 
 def _last_step(readings: Readings) -> int:
