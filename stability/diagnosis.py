@@ -201,14 +201,16 @@ def exploding_gradient(readings: Readings, run: RunRecord | None = None) -> Find
     :data:`EXPLODING_PER` steps: the slope of a least-squares line through log10 of the readings of the
     recent window (the last :data:`EXPLODING_WINDOW` steps, at least the last :data:`EXPLODING_POINTS`
     readings), which must span :data:`EXPLODING_SPAN` steps or more and hold
-    :data:`EXPLODING_MIN_POINTS` readings.  ``since_step``: the first reading of the trailing stretch
-    whose forward fits (each over the next :data:`EXPLODING_SPAN` steps) all grow that fast.
+    :data:`EXPLODING_MIN_POINTS` readings; and the latest reading must be :data:`EXPLODING_GROWTH`
+    times above every reading before the window (a norm climbing back to where it was is recovering,
+    not exploding).  ``since_step``: the first reading of the trailing stretch whose forward fits (each
+    over the next :data:`EXPLODING_SPAN` steps) all grow that fast.
 
     Why a fit over at least 100 steps: training-batch norms fluctuate by a factor of a few from step to
     step; a line through five or more readings spanning 100 steps at this slope has risen tenfold,
     which no fluctuation does.  A decade per 100 steps sustained reaches float32's range (~3e38) in a
-    few thousand steps; the spectral paper's Fig. 4 shows the LSTM's gradient exploding so.  Zeros and
-    NaN are left out of the fit (no logarithm)."""
+    few thousand steps (spectral paper §7.2, Fig. 4: "LSTM's gradient explode after several epochs").
+    Zeros and NaN are left out of the fit (no logarithm)."""
     for name, chart, label in ((RECURRENT_NORM, "maso", "‖∂L/∂θ_W‖"), (TOTAL_NORM, "compare", "the gradient norm")):
         steps, values = readings[name]
         keep = np.isfinite(values) & (values > 0)
@@ -221,7 +223,7 @@ def exploding_gradient(readings: Readings, run: RunRecord | None = None) -> Find
             continue
         slopes = _suffix_slopes(steps, np.log10(values))  # decades per step
         threshold = math.log10(EXPLODING_GROWTH) / EXPLODING_PER
-        if not slopes[window] >= threshold:
+        if not slopes[window] >= threshold or (window and values[-1] < EXPLODING_GROWTH * values[:window].max()):
             continue
         local, complete = _window_slopes(steps, np.log10(values), EXPLODING_SPAN)
         start = _trailing_start((local >= threshold) | ~complete)

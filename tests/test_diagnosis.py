@@ -109,6 +109,14 @@ def test_noisy_flat_norms_and_short_windows_are_not_exploding():
     assert "exploding" not in rules(diagnose(frame(grad__total_norm=growing(1000.0, steps=np.arange(0, 50, 10)))))
 
 
+def test_a_norm_climbing_back_to_where_it_started_is_recovering_not_exploding():
+    steps = np.arange(0, 600, 10)
+    values = np.where(steps < 300, 10.0 ** (-steps / 100), 1e-3 * 20.0 ** ((steps - 300) / 100))  # 1 -> 1e-3 -> 5.9
+    assert "exploding" not in rules(diagnose(frame(grad__total_norm=(steps, values))))
+    values = np.where(steps < 300, 10.0 ** (-steps / 100), 1e-3 * 100.0 ** ((steps - 300) / 100))  # ... -> 630
+    assert "exploding" in rules(diagnose(frame(grad__total_norm=(steps, values))))
+
+
 def test_zeros_and_nan_in_a_norm_are_left_out_of_the_fit():
     steps, values = growing(30.0)
     values[[3, 20, 50]] = [0.0, math.nan, 0.0]
