@@ -211,7 +211,8 @@ def exploding_gradient(readings: Readings, run: RunRecord | None = None) -> Find
     which no fluctuation does.  A decade per 100 steps sustained reaches float32's range (~3e38) in a
     few thousand steps (spectral paper §7.2, Fig. 4: "LSTM's gradient explode after several epochs").
     Zeros and NaN are left out of the fit (no logarithm)."""
-    for name, chart, label in ((RECURRENT_NORM, "maso", "‖∂L/∂θ_W‖"), (TOTAL_NORM, "compare", "the gradient norm")):
+    for name, chart, label in ((RECURRENT_NORM, "maso", "‖∂L/∂θ_W‖"),
+                               (TOTAL_NORM, "compare", "the gradient norm")):
         steps, values = readings[name]
         keep = np.isfinite(values) & (values > 0)
         steps, values = steps[keep], values[keep]
@@ -260,12 +261,13 @@ def _last_step(readings: Readings) -> int:
 
 # Note [The spectral band]
 # A cell whose options include the spectral paper's ``sigma_star`` and ``r`` keeps every singular value of W
-# in [σ* − r, σ* + r] by construction (§4, eq. 4: σ_i = σ* + 2r (sigmoid(σ̂_i) − ½)).  Outside it, beyond the
-# float32 SVD's error, the constraint does not hold: a problem.  At its edge (within BAND_EDGE · r) the sigmoid
-# is saturated, sigmoid' < 0.02, so σ̂ barely moves: the margin r, not the data, limits W (the paper's Fig. 4
-# right shows the effect of r).  A cell without such a band started near orthogonal (IRNN at W = I, a plain RNN
-# with an orthogonal init) may drift away from it as it trains: "Although IRNN has small spectral margin at
-# first few iterations, it quickly deviates from being orthogonal" (§7.2, Fig. 4).
+# in [σ* − r, σ* + r] by construction (§4, eq. 4: σ_i = σ* + 2r (sigmoid(σ̂_i) − ½)).  Outside it, beyond
+# the float32 SVD's error, the constraint does not hold: a problem.  At its edge (within BAND_EDGE · r) the
+# sigmoid is saturated (within 0.01 of 0 or 1, its slope below 0.01), so σ̂ barely moves: the margin r, not the
+# data, limits W ("we also explored the effect of different spectral constraints", §7.2).  A cell without such
+# a band that started near orthogonal (IRNN at W = I, a plain RNN with an orthogonal init) may drift away from
+# it as it trains: "Although IRNN has small spectral margin at first few iterations, it quickly deviates from
+# being orthogonal" (§7.2, Fig. 4).
 BAND_TOLERANCE = 1e-4    # relative: the SVD of a float32 W is good to ~1e-6
 BAND_EDGE = 0.02         # of r
 NEAR_ORTHOGONAL = 0.01   # max|σ − 1| at the first reading: the spectral cell's default r (§7)
@@ -445,8 +447,8 @@ def at_baseline(readings: Readings, run: RunRecord | None = None) -> Finding | N
         return None
     where = "worse than" if progress[-1] < -AT_BASELINE else "at"
     return Finding("baseline", "warning", int(steps[start]),
-                   f"{_reading(name).capitalize()} has been {where} the memoryless baseline ({baseline:.4g}) since step "
-                   f"{steps[start]:,} (now {values[-1]:.4g}): nothing is remembered yet.", chart)
+                   f"{_reading(name).capitalize()} has been {where} the memoryless baseline ({baseline:.4g}) "
+                   f"since step {steps[start]:,} (now {values[-1]:.4g}): nothing is remembered yet.", chart)
 
 
 def learning(readings: Readings, run: RunRecord | None = None) -> Finding | None:
@@ -461,8 +463,8 @@ def learning(readings: Readings, run: RunRecord | None = None) -> Finding | None
         return None
     side = "above" if PERFECT[run.metric] > baseline else "below"
     return Finding("learning", "info", int(steps[start]),
-                   f"{_reading(name).capitalize()} has been clearly {side} the memoryless baseline ({baseline:.4g}) since "
-                   f"step {steps[start]:,} (now {values[-1]:.4g}): the model is remembering.", chart)
+                   f"{_reading(name).capitalize()} has been clearly {side} the memoryless baseline "
+                   f"({baseline:.4g}) since step {steps[start]:,} (now {values[-1]:.4g}): the model is remembering.", chart)
 
 
 # Note [A widening gap]
