@@ -634,11 +634,12 @@ def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
     if claim.op == "within":
         held = abs(ours - reference) <= claim.tolerance * abs(reference)
         return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
-                       f"{ours:.4g} against {reference:.4g} ({basis}), tolerance {claim.tolerance:g}")
+                       f"{_number(ours)} against {_number(reference)} ({basis}), tolerance {claim.tolerance:g}: "
+                       f"{'yes' if held else 'no'}")
     held = {"<": ours < reference, "<=": ours <= reference, ">": ours > reference, ">=": ours >= reference}[claim.op]
     factor = f"{claim.factor:g} × " if claim.factor != 1 else ""
     return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
-                   f"{ours:.4g} {claim.op} {factor}{basis} = {reference:.4g}: {'yes' if held else 'no'}")
+                   f"{_number(ours)} {claim.op} {factor}{basis} = {_number(reference)}: {'yes' if held else 'no'}")
 
 
 def _describe(metric: str, stat: str, last: int | None) -> str:
@@ -661,7 +662,7 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
             value = getattr(record, metric)
             if value is None:
                 return None, f"run {record.id} ({name}) has no stored {metric}"
-            values.append(float(value))
+            values.append(value)  # a count: kept an int where the group is one run
             continue
         own = rows[(rows["run_id"] == record.id) & (rows["name"] == metric)] if rows is not None else []
         if len(own) == 0:
@@ -673,7 +674,14 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
         if not math.isfinite(value):
             return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is {value}"
         values.append(float(value))
-    return sum(values) / len(values), None
+    return (values[0] if len(values) == 1 else sum(values) / len(values)), None
+
+
+def _number(value: float) -> str:
+    """A value in a verdict's line: a whole number in full (16,899), anything else in 4 digits."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return f"{value:.4g}"
 
 
 def _json_safe(value: Any) -> Any:
