@@ -35,6 +35,7 @@ option defaults from :mod:`stability.cells` when it is asked for (:func:`singula
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -279,7 +280,9 @@ def singular_value_band(run: RunRecord | None) -> tuple[float, float] | None:
     config's values, else the cell's defaults); None otherwise, or when the cell cannot be looked up."""
     if run is None or run.cell is None:
         return None
-    options = dict(run.raw_config.get("cell", {}).get("options") or {})
+    cell = run.raw_config.get("cell") if isinstance(run.raw_config, Mapping) else None
+    options = cell.get("options") if isinstance(cell, Mapping) else None
+    options = dict(options) if isinstance(options, Mapping) else {}
     if not {"sigma_star", "r"} <= set(options):
         try:
             from . import cells  # the defaults are the cell's own (its signature)

@@ -1,6 +1,7 @@
 """stability/diagnosis.py: every rule on synthetic metric frames whose answer is known by construction
 (when the gradient fell below 1e-10, when the loss reached the baseline, ...), then on the rows of a
 real tiny run, to check the rules accept the names the trainer writes."""
+import dataclasses
 import math
 import time
 from types import MappingProxyType
@@ -148,6 +149,12 @@ def test_the_band_comes_from_sigma_star_and_r_with_the_cells_defaults():
     assert diagnosis.singular_value_band(record("spectral", {"sigma_star": 2.0, "r": 0.5})) == (1.5, 2.5)
     assert diagnosis.singular_value_band(record("lstm")) is None
     assert diagnosis.singular_value_band(None) is None
+    # a stored config the code no longer reads: the cell's defaults, or nothing; never an exception
+    broken = dataclasses.replace(record("spectral"), config=None, raw_config=MappingProxyType(
+        {"cell": {"name": "spectral", "options": "not a mapping"}}))
+    assert diagnosis.singular_value_band(broken) == pytest.approx((0.99, 1.01))
+    unknown = dataclasses.replace(broken, raw_config=MappingProxyType({"cell": {"name": "no.such:Cell"}}))
+    assert diagnosis.singular_value_band(unknown) is None
 
 
 def test_sigma_at_the_edge_of_its_band_and_within_float_error_of_it():
