@@ -75,13 +75,13 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     for run_id, run in runs.items():
         if run.status in ("diverged", "failed"):
             st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
+    if all(rows[run_id].metrics.empty for run_id in runs):
+        st.info("Waiting for the first rows from the workers…")
+        return
     # What is happening, one line a run, from the rows read above (pages/ui/diagnosis.py)
     st.markdown("**What is happening**  \n" + "  \n".join(
         race_line(labels[run_id], live_findings(("race", store.location, run_id), rows[run_id], run))
         for run_id, run in runs.items()))
-    if all(rows[run_id].metrics.empty for run_id in runs):
-        st.info("Waiting for the first rows from the workers…")
-        return
     first = next(iter(runs.values()))
     count = 4 if is_loss_metric(first.metric) or not first.metric else 5
     panels = chart_panels("race", count, (tuple(runs), smoothing, log_loss),
