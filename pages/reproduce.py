@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
@@ -101,6 +102,11 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
     done = sum(run.status not in ACTIVE_STATUSES for run in runs.values())
     st.progress(sum(run.progress for run in runs.values()) / len(runs),
                 text=f"{done} of {len(runs)} runs finished")
+
+    # what each run's rows say, in words (stability.diagnosis), computed only when its rows changed
+    st.markdown("**What is happening**  \n" + "  \n".join(
+        race_line(labels[run_id], live_findings(("reproduce", store.location, run_id), rows[run_id], run))
+        for run_id, run in runs.items()))
 
     st.subheader("Verdicts")
     st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours.")

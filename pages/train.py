@@ -110,17 +110,27 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
         panels.append(Panel("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
             rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
             lambda: charts.gradient_flow_heatmap_rows(rows.flow)))
+    if rows.spectrum is not None and len(rows.spectrum):
+        panels.append(Panel("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
+            rows.spectrum, title="Singular values of W over training: σ_i (log colour)", height=300),
+            lambda: charts.spectrum_heatmap_rows(rows.spectrum)))
     return panels
 
 
-def draw_grid(specs: list, flow_last: bool) -> None:
-    """Two charts a row; the gradient-flow heatmap, when there is one, across the whole width below."""
-    grid = specs[:-1] if flow_last else specs
+def wide_panels(rows) -> int:
+    """How many of the last panels are heatmaps over training (the gradient flow, the spectrum)."""
+    return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.spectrum))
+
+
+def draw_grid(specs: list, wide: int) -> None:
+    """Two charts a row; the ``wide`` heatmaps over training, when there are any, each across the whole
+    width below (the picture of a gradient dying, or of a spectrum held near 1, over all of training)."""
+    grid = specs[:len(specs) - wide]
     for start in range(0, len(grid), 2):
         for column, spec in zip(st.columns(2), grid[start:start + 2]):
             show_chart(column, spec)
-    if flow_last:
-        show_chart(st, specs[-1])
+    for spec in specs[len(specs) - wide:]:
+        show_chart(st, spec)
 
 
 @store_guard
@@ -150,7 +160,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     specs = live_chart_specs(("train", store.location, run_id), chart_panels(run, rows, smoothing, log_loss),
                              final=rows.final)
-    draw_grid(specs, rows.flow is not None and len(rows.flow) > 0)
+    draw_grid(specs, wide_panels(rows))
 
 
 st.title("Train")

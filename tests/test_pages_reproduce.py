@@ -62,6 +62,9 @@ def test_the_verdicts_on_the_page_follow_the_stored_rows(store):
     assert shown["Spectral-RNN's final validation MSE is below half the baseline"] == "held"
     assert shown["RNN's ‖∂L/∂h0‖ has vanished (< 1e-10) at the last probe"] == "held"
     assert len(app.get("vega_lite_chart")) == len(set(["val/loss", "grad/h0_norm", "sv/margin"]))
+    happening = next(block.value for block in app.markdown if block.value.startswith("**What is happening**"))
+    rnn_line = next(line for line in happening.split("\n") if line.startswith("**rnn**") or "rnn" in line.split(":")[0])
+    assert "1e-10" in rnn_line  # the rnn's stored gradient (1e-30) reads as vanishing, in words
 
     other = write_fig1_runs(store, rnn_loss=0.02, spectral_loss=0.16)  # the opposite outcome
     shown = verdicts_on(run(preset="spectral-fig1", runs=",".join(map(str, other.values()))))

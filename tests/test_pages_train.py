@@ -462,3 +462,26 @@ def test_findings_are_computed_again_only_when_new_rows_came(store, monkeypatch)
     app.run()
     assert not app.exception
     assert len(calls) == 2 and calls[1] > calls[0]
+
+
+def test_the_spectrum_over_training_is_a_heatmap_read_incrementally(store):
+    run_id = add_run(store, cell="rnn", status="running", steps=(0, 10))
+
+    def spectrum(steps):
+        now = time.time()
+        for step in steps:
+            store.flush(run_id, [], [(step, now + step, "sv/spectrum", i, 2.0 ** -i * (1 + step / 100))
+                                     for i in range(16)], heartbeat_step=step)
+
+    spectrum((0, 10))
+    app = run(run=run_id)
+    assert not app.exception
+    assert titles(app)[-1].startswith("Singular values of W over training")
+    log(store, run_id, (20,))
+    spectrum((20,))
+    app.run()
+    [rows] = app.session_state["_live_rows"].values()
+    assert sorted(set(rows.spectrum["step"])) == [0, 10, 20] and len(rows.spectrum) == 48
+    spec = charts(app)[-1]
+    drawn = b"".join(dataset.data.data for dataset in spec.proto.datasets)
+    assert b"sv/spectrum" in drawn and "log10" in spec.proto.spec
