@@ -568,14 +568,17 @@ def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] 
 
     if preset.is_sweep:
         return sweeps.estimate(preset.sweep_spec(scale), store)
-    seconds, bases = 0.0, set()
+    seconds, remembered = 0.0, 0
     for config in preset.configs(scale).values():
         one = sweeps.estimate(sweeps.SweepSpec(config), store)
         if one is None:
             return None
         seconds += one["seconds"]
-        bases.add(one["basis"].partition(";")[0])
-    return {"seconds": seconds, "basis": f"{len(preset.runs)} runs one after another; " + ", ".join(sorted(bases))}
+        remembered += "completed runs" in one["basis"]
+    timed = len(preset.runs) - remembered
+    basis = [f"{remembered} from completed runs in the store"] * bool(remembered) + \
+        [f"{timed} timed by {sweeps.TIMED_STEPS} training steps here"] * bool(timed)
+    return {"seconds": seconds, "basis": f"{len(preset.runs)} runs one after another: {', '.join(basis)}"}
 
 
 # ---------------------------------------------------------------------------------- judging
