@@ -3,6 +3,7 @@
     from stability import reproduce
     reproduce.available()                       # [PresetInfo(name, title, paper, figure, shows, runs, ...)]
     preset = reproduce.load("spectral-fig1")    # a shipped name, or a path to a .toml/.json file; PresetError
+    reproduce.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
     run_ids = reproduce.run(preset, store, scale="classroom", progress=print)
     for verdict in reproduce.verdicts(preset, store, run_ids):
         verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
@@ -83,7 +84,8 @@ Note [Claims]
     (``status`` compares with ``==``/``!=`` against a text, e.g. ``"diverged"``).
 
     A verdict is held True/False from the rows, or None ("could not tell") with one line saying
-    why: a run that is missing, has no rows of the metric, or a value that is not finite. Nothing is
+    why: a run that is missing, has no rows of the metric, or a NaN (an infinity is compared: a
+    gradient norm that blew up to inf is above any number). Nothing is
     judged from the preset's own numbers: ``paper.value`` is only shown beside ours.
 """
 from __future__ import annotations
@@ -632,8 +634,8 @@ def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
     else:
         reference, basis = float(claim.than), "the claim's number"
     reference *= claim.factor
-    if not math.isfinite(reference):
-        return verdict(ours, why=f"the reference ({basis}) is not finite")
+    if math.isnan(reference):
+        return verdict(ours, why=f"the reference ({basis}) is NaN")
     if claim.op == "within":
         held = abs(ours - reference) <= claim.tolerance * abs(reference)
         return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
@@ -674,8 +676,8 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
         value = {"final": lambda s: s.iloc[-1], "first": lambda s: s.iloc[0], "min": lambda s: s.min(),
                  "max": lambda s: s.max(), "mean": lambda s: s.mean(),
                  "mean_last": lambda s: s.iloc[-(last or 1):].mean()}[stat](series)
-        if not math.isfinite(value):
-            return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is {value}"
+        if math.isnan(value):  # an infinity compares (a gradient that blew up is above any number)
+            return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is NaN"
         values.append(float(value))
     return (values[0] if len(values) == 1 else sum(values) / len(values)), None
 
@@ -688,6 +690,9 @@ def _number(value: float) -> str:
 
 
 def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
+    """NaN as None and an infinity as the text "inf" / "-inf": strict JSON has neither."""
+    if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, float) and math.isinf(value):
+        return str(value)
     return value

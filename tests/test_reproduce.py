@@ -170,12 +170,20 @@ def test_claims_over_hand_written_rows(store):
     assert alone[2].held is None and "'b'" in alone[2].why
 
 
-def test_a_non_finite_value_is_could_not_tell(store):
-    a = _hand_run(store, "a", {"val/loss": [0.5, math.nan]}, status="diverged")
-    _hand_run(store, "b", {"val/loss": [0.5]})
-    (verdict,) = reproduce.verdicts(_hand_preset([_claim()]), store, [a])
-    assert verdict.held is None and "nan" in verdict.why
-    assert json.loads(json.dumps(verdict.to_dict()))["ours"] is None
+def test_a_nan_is_could_not_tell_and_an_infinity_compares(store):
+    a = _hand_run(store, "a", {"val/loss": [0.5, math.nan], "grad/total_norm": [1.0, math.inf]},
+                  status="diverged")
+    b = _hand_run(store, "b", {"grad/total_norm": [2.0, 3.0]})
+    nan, inf = reproduce.verdicts(_hand_preset([
+        _claim(), _claim(metric="grad/total_norm", stat="max", op=">", than={"run": "b"}, factor=1000)]), store, [a, b])
+    assert nan.held is None and "NaN" in nan.why
+    assert json.loads(json.dumps(nan.to_dict()))["ours"] is None
+    assert inf.held is True and inf.ours == math.inf and inf.reference == 3000
+    assert strict(json.dumps(inf.to_dict()))["ours"] == "inf"
+
+
+def strict(text: str):
+    return json.loads(text, parse_constant=lambda constant: pytest.fail(f"{constant} is not JSON"))
 
 
 # ------------------------------------------------------------------ bad presets: one line each
