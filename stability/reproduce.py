@@ -544,6 +544,7 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
     """The sweep of a sweep preset, stored as any sweep and trained here by one in-process worker
     (``sweeps.work``), so the Sweep page and ``sweeps show`` see it as they see any other."""
     from . import sweeps
+    from .store import ACTIVE_STATUSES
 
     spec = preset.sweep_spec(scale, override, check=True)
     sweep_id = store.create_sweep(spec.to_dict(), name=preset.name)
@@ -552,8 +553,14 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
     say(f"sweep {sweep_id}: {spec.describe()}")
     for index in range(1, spec.size() + 1):
         started = time.time()
-        if not sweeps.work(store, sweep_id, max_runs=1):
-            break
+        try:
+            if not sweeps.work(store, sweep_id, max_runs=1):
+                break
+        except KeyboardInterrupt:  # stopped as stop_sweep leaves a sweep: `sweeps resume` continues it
+            for record in store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
+                store.set_status(record.id, "stopped", error="interrupted from the keyboard")
+            store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
+            raise
         latest = max(store.records(sweep_id=sweep_id), key=lambda record: record.id)
         say(f"[{index}/{spec.size()}] run {latest.id} {sweeps.setting_label(dict(latest.params))} "
             f"seed={latest.config.train.seed if latest.config else '?'}: {latest.status} "
