@@ -286,3 +286,18 @@ def test_an_unknown_preset_name_lists_the_shipped_ones():
         reproduce.load("spectral-fig99")
     assert "unknown preset 'spectral-fig99'; available: " in str(caught.value)
     assert all(name in str(caught.value) for name in SHIPPED)
+
+
+@pytest.mark.parametrize("name, target", [("maso-fig4", "stability.sweeps.train_trial"),
+                                          ("sgornn-table1", "stability.train.train_run")])
+def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(target, interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run(reproduce.load(name), store, override=TINY)
+    (record,) = store.records()
+    assert record.status == "stopped" and "keyboard" in record.error
+    if record.sweep_id is not None:
+        assert store.sweep(record.sweep_id)["status"] == "stopped"
