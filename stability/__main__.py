@@ -3,6 +3,7 @@
     python -m stability train --cell spectral --task adding --seq-len 100
     python -m stability train --cell rnn --steps 500 --background
     python -m stability runs | show ID | export ID [--output FILE] | stop ID | resume ID [--background]
+    python -m stability export 3 4 --tensorboard tb   # then: tensorboard --logdir tb
     python -m stability cells | tasks [NAME]
     python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
     python -m stability reproduce --list | reproduce NAME [--scale classroom|paper] [--json]
@@ -110,9 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--background", action="store_true", help="continue in a worker process")
     resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
     resume.set_defaults(handler=cmd_resume)
-    export = commands.add_parser("export", parents=[store], help="a run's metric rows as CSV")
-    export.add_argument("run_id", type=int, metavar="ID")
-    export.add_argument("--output", "-o", metavar="FILE", help="default: stdout")
+    export = commands.add_parser("export", parents=[store],
+                                 help="a run's metric rows as CSV, or runs as TensorBoard event files")
+    export.add_argument("run_id", type=int, metavar="ID", nargs="+")
+    where = export.add_mutually_exclusive_group()
+    where.add_argument("--output", "-o", metavar="FILE", help="the CSV file (default: stdout)")
+    where.add_argument("--tensorboard", metavar="DIR",
+                       help="write TensorBoard event files, DIR/run-<id> a run (then: tensorboard --logdir DIR)")
     export.set_defaults(handler=cmd_export)
     _add_sweep_commands(commands, store)
     _add_catalogue_commands(commands)
@@ -379,10 +384,18 @@ def cmd_show(args) -> int:
 
 def cmd_export(args) -> int:
     with RunStore(args.store) as store:
+        if args.tensorboard is not None:
+            from .export import to_tensorboard
+
+            for folder in to_tensorboard(store, args.run_id, args.tensorboard):
+                print(folder)
+            return 0
+        if len(args.run_id) > 1:
+            raise ValueError("CSV export takes one run id; give several with --tensorboard DIR")
         if args.output is None:
-            store.export_csv(args.run_id, sys.stdout)
+            store.export_csv(args.run_id[0], sys.stdout)
         else:
-            store.export_csv(args.run_id, args.output)
+            store.export_csv(args.run_id[0], args.output)
     return 0
 
 

@@ -547,9 +547,7 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
     from .store import ACTIVE_STATUSES
 
     spec = preset.sweep_spec(scale, override, check=True)
-    sweep_id = store.create_sweep(spec.to_dict(), name=preset.name)
-    sweeps.create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
-    store.update_sweep(sweep_id, workers=1)
+    sweep_id = sweeps.store_sweep(store, spec, workers=1, name=preset.name)
     say(f"sweep {sweep_id}: {spec.describe()}")
     for index in range(1, spec.size() + 1):
         started = time.time()

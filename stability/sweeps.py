@@ -737,10 +737,18 @@ def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name:
     spec.validate(allow_large=True)
     workers = check_workers(workers)
     with RunStore(store_location) as store:
-        sweep_id = store.create_sweep(spec.to_dict(), name=name or spec.base.name)
-        create_study(spec, storage(store), store.sweep(sweep_id)["study"])
-        store.update_sweep(sweep_id, workers=workers)
+        sweep_id = store_sweep(store, spec, workers=workers, name=name)
         runner.launch_sweep_workers(store, sweep_id, workers)
+    return sweep_id
+
+
+def store_sweep(store, spec: SweepSpec, *, workers: int = 1, name: str = "") -> int:
+    """The sweep's row and its Optuna study in ``store``'s database, no worker started: what
+    :func:`start_sweep` launches workers on, and what a process that runs :func:`work` itself (a
+    preset, stability.reproduce) starts from. Returns the sweep's id."""
+    sweep_id = store.create_sweep(spec.to_dict(), name=name or spec.base.name)
+    create_study(spec, storage(store), store.sweep(sweep_id)["study"])
+    store.update_sweep(sweep_id, workers=workers)
     return sweep_id
 
 

@@ -584,3 +584,14 @@ def test_reproduce_bad_input_exits_2_with_one_line_and_stores_nothing(tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith("stability: error: ") and message in err and err.count("\n") == 1
     assert not store.exists() or not RunStore(store).records()
+
+
+def test_export_writes_tensorboard_event_files_for_several_runs(store, trained, tmp_path):
+    run_id = trained[0]["run_id"]
+    result = cli("export", str(run_id), str(run_id), "--tensorboard", str(tmp_path / "tb"), store=store)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(tmp_path / "tb" / f"run-{run_id}")] * 2
+    assert list((tmp_path / "tb" / f"run-{run_id}").glob("events.out.tfevents.*"))
+    several = cli("export", str(run_id), str(run_id), store=store)
+    assert several.returncode == 2 and several.stderr.strip() == (
+        "stability: error: CSV export takes one run id; give several with --tensorboard DIR")
