@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
+from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -23,7 +23,6 @@ from stability.config import ConfigError
 from stability.demos import RACE_DEFAULTS, race_cells
 from stability.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
 from stability.records import RunRecord
-from stability.store import RunNotFound
 
 require_router(__file__)
 
@@ -53,19 +52,9 @@ def standings(runs: dict[int, RunRecord], labels: dict[int, str]) -> pd.DataFram
 @store_guard
 def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     store = open_store()
-    runs = {}
-    for run_id in run_ids:
-        try:
-            runs[run_id] = store.record(run_id)
-        except RunNotFound:
-            st.warning(f"Run {run_id} is not in the store {store.location}.")
+    runs, rows = watched_runs(store, run_ids)
     if not runs:
         return
-    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
-    if any(row.just_finished for row in rows.values()):  # a full rerun updates the buttons, stops polling at the end
-        for row in rows.values():
-            row.just_finished = False
-        st.rerun()
     labels = labels_for(runs)
     st.dataframe(standings(runs, labels), hide_index=True, width="stretch", column_config={
         "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),

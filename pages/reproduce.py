@@ -13,14 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
+from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability import charts, reproduce, runner, sweeps
 from stability.config import ConfigError
 from stability.metric_names import is_loss_metric
 from stability.reproduce import RUN_FIELDS, PresetError
-from stability.store import ACTIVE_STATUSES, RunNotFound, SweepNotFound
+from stability.store import ACTIVE_STATUSES, SweepNotFound
 
 require_router(__file__)
 
@@ -82,19 +82,9 @@ def claim_metrics(preset) -> list[str]:
 def live_panel(preset_name: str, run_ids: list[int]) -> None:
     store = open_store()
     preset = reproduce.load(preset_name)
-    runs = {}
-    for run_id in run_ids:
-        try:
-            runs[run_id] = store.record(run_id)
-        except RunNotFound:
-            st.warning(f"Run {run_id} is not in the store {store.location}.")
+    runs, rows = watched_runs(store, run_ids)
     if not runs:
         return
-    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
-    if any(row.just_finished for row in rows.values()):  # a full rerun stops the polling at the end
-        for row in rows.values():
-            row.just_finished = False
-        st.rerun()
     labels = {run_id: reproduce.group_of(run, preset) or f"run {run_id}" for run_id, run in runs.items()}
     if preset.is_sweep:
         labels = {run_id: f"{label} seed={runs[run_id].config.train.seed}" if runs[run_id].config else label

@@ -214,6 +214,26 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     return rows
 
 
+def watched_runs(store, run_ids) -> tuple[dict, dict]:
+    """``(records, rows)`` of the runs a live panel of several runs watches (Race, Reproduce), by id:
+    each run's record (a missing one is a warning line, not an error) and its :func:`run_rows`. When a
+    run has just finished, the page reruns once in full (its buttons update and the polling stops)."""
+    from stability.store import RunNotFound
+
+    runs = {}
+    for run_id in run_ids:
+        try:
+            runs[run_id] = store.record(run_id)
+        except RunNotFound:
+            st.warning(f"Run {run_id} is not in the store {store.location}.")
+    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
+    if any(row.just_finished for row in rows.values()):
+        for row in rows.values():
+            row.just_finished = False
+        st.rerun()
+    return runs, rows
+
+
 def _position(run) -> tuple:
     """(status, step, heartbeat) of a run dict (``RunStore.run``) or a ``RunRecord``."""
     if isinstance(run, dict):
