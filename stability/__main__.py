@@ -613,9 +613,8 @@ def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
     print(f"sweep {sweep_id} {sweep['status']}: {spec.describe()}")
     fields_ = [vary.field for vary in spec.vary]
     header = (*fields_, f"mean {objective}", "min", "max", "seeds", "diverged", "pruned", "runs")
-    reverse = sweeps.direction(spec) == "maximize"
-    ordered = sorted(settings, key=lambda row: (row["mean"] is None, -row["mean"] if reverse and row["mean"]
-                                                is not None else row["mean"] or 0.0))
+    sign = -1 if sweeps.direction(spec) == "maximize" else 1
+    ordered = sorted(settings, key=lambda row: (row["mean"] is None, sign * (row["mean"] or 0.0)))
     rows = [header]
     for row in ordered:
         rows.append((*(sweeps.shown(row["setting"][path]) for path in fields_),

@@ -58,6 +58,7 @@ HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apa
 REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
 KEPT_SLOTS = 4              # runs whose chart specs a session keeps
 ROWS_KEY, SPECS_KEY, RETIMED_KEY = "_live_rows", "_live_specs", "_live_retimed"
+SERIES = {"flow": FLOW, "spectrum": SPECTRUM}  # LiveRows attribute -> the vector series it holds (both at probes)
 
 
 # ---------------------------------------------------------------------------------------- refresh
@@ -192,23 +193,20 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     went_back = (rows is not None and not rows.final and step is not None and len(rows.metrics) > 0
                  and step < int(rows.metrics["step"].iat[-1]))
     if rows is None or (terminal and not rows.final) or went_back:
-        rows = LiveRows(store.metrics(key[1]), store.series(key[1], FLOW) if flow else None,
-                        store.series(key[1], SPECTRUM) if flow else None, final=terminal,
+        rows = LiveRows(store.metrics(key[1]), final=terminal,
                         just_finished=rows is not None and terminal and not went_back)
         rows.counts = _counts(rows.metrics)
     elif not rows.final and rows.seen != position:
         new = store.metrics(key[1], since_step=_last_step(rows.metrics))
         rows.metrics = _appended(rows.metrics, new)
         rows.counts = _counts(new, rows.counts)
-        if flow and rows.flow is not None:
-            rows.flow = _appended(rows.flow, store.series(key[1], FLOW, since_step=_last_step(rows.flow)))
-        if flow and rows.spectrum is not None:
-            rows.spectrum = _appended(rows.spectrum, store.series(key[1], SPECTRUM,
-                                                                  since_step=_last_step(rows.spectrum)))
-    if flow and rows.flow is None:
-        rows.flow = store.series(key[1], FLOW)
-    if flow and rows.spectrum is None:
-        rows.spectrum = store.series(key[1], SPECTRUM)
+        for attribute, name in SERIES.items() if flow else ():
+            kept = getattr(rows, attribute)
+            if kept is not None:
+                setattr(rows, attribute, _appended(kept, store.series(key[1], name, since_step=_last_step(kept))))
+    for attribute, name in SERIES.items() if flow else ():
+        if getattr(rows, attribute) is None:
+            setattr(rows, attribute, store.series(key[1], name))
     rows.seen = position
     cache[key] = rows
     return rows
