@@ -61,6 +61,32 @@ Note [Preset format]
     claim naming a run the preset does not have: :class:`PresetError`, one line naming the file and
     the key.
 
+Note [Layout]
+    How the page draws the preset, laid out as the paper lays out the figure (optional; without it, one
+    panel per metric the claims read, the runs overlaid). The table is ``layout``, as ``figure`` already
+    names the paper's figure::
+
+        [layout]
+        columns = "task.seq_len"      # optional: a config field (as --vary names them: cell, cell.OPTION,
+                                      # cell.hidden_size, task, task.OPTION, lr, train.FIELD); one column
+                                      # of panels per value, as Fig. 1's T = 100 / 200 / 300
+        color   = "cell"              # optional: a config field naming each line; default the run's name
+                                      # (a sweep's setting, with its seed where there are several)
+
+        [[layout.panels]]             # the rows of the figure, top to bottom, as in the paper
+        metric = "val/loss"           # a metric row name
+        title  = "Validation MSE"     # optional (default: the metric)
+        log    = false                # optional: a log y axis (zeros and infinities marked, never dropped)
+        x      = "step"               # optional: "step" (the metric over training) or a config field: each
+                                      # run's ``stat`` of the metric against that field (Fig. 5's depth L)
+        stat   = "final"              # with a field x only: as a claim's stat (mean_last with last = k)
+        marks  = ["baseline", { value = 0.01, label = "r" }]   # optional dashed reference lines: the
+                                      # task's memoryless baseline, or a number (the paper's) with a label
+
+    Fields are checked when the file loads (:func:`stability.sweeps.resolve_field` against the preset's
+    cells and tasks) and read from each stored run's config by :func:`field_value`, the cell's or task's
+    declared default where the config leaves an option out.
+
 Note [Claims]
     A claim is a check over the stored rows of named runs, data only::
 
@@ -108,11 +134,14 @@ STATS = ("final", "first", "min", "max", "mean", "mean_last")
 OPS = ("<", "<=", ">", ">=", "within", "==", "!=")
 RUN_FIELDS = ("total_params", "recurrent_params", "status")  # claims over the run's stored fields
 _TOP_KEYS = {"name", "title", "paper", "figure", "section", "shows", "notes", "base", "runs", "sweep",
-             "scales", "claims"}
+             "scales", "claims", "layout"}
 _REQUIRED = ("name", "title", "paper", "figure", "section", "shows", "scales", "claims")
 _SCALE_KEYS = {"note", "override", "runs", "seeds", "vary"}
 _SWEEP_KEYS = {"base", "vary", "seeds"}
 _CLAIM_KEYS = {"text", "run", "metric", "stat", "last", "op", "than", "factor", "tolerance", "paper"}
+_LAYOUT_KEYS = {"columns", "color", "panels"}
+_PANEL_KEYS = {"metric", "title", "log", "x", "stat", "last", "marks"}
+LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis by default
 _NAME_SEPARATOR = "/"
 
 
@@ -138,6 +167,44 @@ class Claim:
     paper_source: str = ""
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A dashed reference line of a panel: the task's baseline (``value`` None) or a number."""
+
+    value: float | None
+    label: str
+
+    @property
+    def baseline(self) -> bool:
+        return self.value is None
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One row of a preset's layout (Note [Layout])."""
+
+    metric: str
+    title: str = ""
+    log: bool = False
+    x: str = "step"               # "step", or the canonical path of a config field
+    stat: str = "final"
+    last: int | None = None
+    marks: tuple[Mark, ...] = ()
+
+    @property
+    def over_training(self) -> bool:
+        return self.x == "step"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the page draws a preset (Note [Layout]): rows of panels, a column per value of ``columns``."""
+
+    panels: tuple[Panel, ...]
+    columns: str | None = None    # canonical config field paths
+    color: str | None = None
+
+
 @dataclass
 class Preset:
     """A loaded, checked preset (Note [Preset format])."""
@@ -155,6 +222,7 @@ class Preset:
     sweep: dict[str, Any] | None = None
     notes: str = ""
     path: Path | None = None
+    layout: Layout | None = None  # None: drawn() gives a panel per claim metric
 
     @property
     def is_sweep(self) -> bool:
@@ -200,6 +268,24 @@ class Preset:
             return spec.check() if check else spec.validate()
         except ValueError as error:
             raise PresetError(f"{where}: {_one_line(error)}") from None
+
+    def drawn(self) -> Layout:
+        """The layout the page draws: the preset's own, else a panel per metric the claims read (losses
+        with the task's baseline, gradients and singular values on a log axis, as the papers draw them)."""
+        if self.layout is not None:
+            return self.layout
+        panels = []
+        for name in claim_metrics(self):
+            marks = (Mark(None, "baseline"),) if name.endswith("/loss") else ()
+            panels.append(Panel(name, name, name.startswith(LOG_PREFIXES), marks=marks))
+        return Layout(tuple(panels))
+
+    def all_configs(self, scale: str) -> list[RunConfig]:
+        """Every config the preset runs at ``scale`` (a sweep's settings at its first seed)."""
+        if not self.is_sweep:
+            return list(self.configs(scale).values())
+        spec = self.sweep_spec(scale)
+        return [spec.config_for(setting, spec.seed_values()[0]) for setting in spec.settings()]
 
     def run_count(self, scale: str) -> int:
         return self.sweep_spec(scale).size() if self.is_sweep else len(self.runs)
@@ -371,7 +457,102 @@ def from_dict(data: Any, path: Path | None = None) -> Preset:
     if not isinstance(data["claims"], list) or not data["claims"]:
         fail("'claims' must be a non-empty list of claims")
     preset.claims = [_claim(claim, f"claims[{i}]", groups, fail) for i, claim in enumerate(data["claims"])]
+    if "layout" in data:
+        preset.layout = _layout(data["layout"], [c for scale in scales for c in preset.all_configs(scale)], fail)
     return preset
+
+
+def _layout(data: Any, configs: list[RunConfig], fail) -> Layout:
+    """A checked :class:`Layout` (Note [Layout]); fields resolved against every config the preset runs."""
+    from . import sweeps
+
+    data = _table(data, "layout", fail)
+    unknown = sorted(set(data) - _LAYOUT_KEYS)
+    if unknown:
+        fail(f"unknown key(s) {', '.join(unknown)} in layout; valid: {', '.join(sorted(_LAYOUT_KEYS))}")
+
+    def field(value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            fail(f"{where} must be a config field (cell, cell.OPTION, task.OPTION, lr, ...); got {value!r}")
+        cells_used = list(dict.fromkeys(config.cell.name for config in configs))
+        try:
+            return sweeps.resolve_field(value, configs[0], cells_used).path
+        except ValueError as error:
+            fail(f"{where}: {_one_line(error).removeprefix('vary ')}")
+
+    columns = field(data["columns"], "layout.columns") if "columns" in data else None
+    color = field(data["color"], "layout.color") if "color" in data else None
+    if not isinstance(data.get("panels"), list) or not data["panels"]:
+        fail("layout.panels must be a non-empty list of panels, each with a 'metric'")
+    panels = []
+    for index, raw in enumerate(data["panels"]):
+        where = f"layout.panels[{index}]"
+        raw = _table(raw, where, fail)
+        unknown = sorted(set(raw) - _PANEL_KEYS)
+        if unknown:
+            fail(f"unknown key(s) {', '.join(unknown)} in {where}; valid: {', '.join(sorted(_PANEL_KEYS))}")
+        metric = raw.get("metric")
+        if not isinstance(metric, str) or not metric.strip() or metric in RUN_FIELDS:
+            fail(f"{where} needs 'metric' (a metric row name such as val/loss)")
+        if not isinstance(raw.get("title", ""), str) or not isinstance(raw.get("log", False), bool):
+            fail(f"{where}: title is a text and log is true or false")
+        x = raw.get("x", "step")
+        x = "step" if x == "step" else field(x, f"{where}.x")
+        stat, last = raw.get("stat", "final"), raw.get("last")
+        if ("stat" in raw or "last" in raw) and x == "step":
+            fail(f"{where}: stat and last go with a config field as x (a value per run); over steps every row is drawn")
+        if stat not in STATS:
+            fail(f"{where}: stat must be one of {', '.join(STATS)}; got {stat!r}")
+        if (stat == "mean_last") != (last is not None) or (last is not None and not _is_count(last)):
+            fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
+        marks = []
+        if not isinstance(raw.get("marks", []), list):
+            fail(f"{where}.marks must be a list of \"baseline\" or {{ value = NUMBER, label = TEXT }}")
+        for mark in raw.get("marks", []):
+            if mark == "baseline":
+                marks.append(Mark(None, "baseline"))
+            elif isinstance(mark, dict) and set(mark) <= {"value", "label"} and _is_number(mark.get("value")) \
+                    and isinstance(mark.get("label", ""), str):
+                marks.append(Mark(float(mark["value"]), mark.get("label") or _number(mark["value"])))
+            else:
+                fail(f"{where}.marks: each mark is \"baseline\" or {{ value = NUMBER, label = TEXT }}; got {mark!r}")
+        panels.append(Panel(metric, raw.get("title", "") or metric, raw.get("log", False), x, stat, last,
+                            tuple(marks)))
+    return Layout(tuple(panels), columns, color)
+
+
+def claim_metrics(preset: Preset) -> list[str]:
+    """The metric rows the claims read, in the claims' order (not the run fields: status, parameters)."""
+    names = []
+    for claim in preset.claims:
+        for name in (claim.metric, claim.than.get("metric", claim.metric) if isinstance(claim.than, dict) else None):
+            if name and name not in RUN_FIELDS and name not in names:
+                names.append(name)
+    return names
+
+
+def field_value(config: RunConfig | None, path: str) -> Any:
+    """The value of the canonical config field ``path`` (:func:`stability.sweeps.resolve_field`) in
+    ``config``: the cell's (task's) declared default where its options leave it out; None when the
+    config is missing or its cell (task) has no such option."""
+    from . import cells, tasks
+
+    if config is None:
+        return None
+    section, _, rest = path.partition(".")
+    if not rest:
+        return getattr(config, section).name
+    if section == "train":
+        return getattr(config.train, rest, None)
+    if rest == "hidden_size":
+        return config.cell.hidden_size
+    part, registry = (config.cell, cells) if section == "cell" else (config.task, tasks)
+    if rest in part.options:
+        return part.options[rest]
+    try:
+        return registry.describe(part.name).option(rest).default
+    except ValueError:
+        return None
 
 
 def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
@@ -677,14 +858,18 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
         own = rows[(rows["run_id"] == record.id) & (rows["name"] == metric)] if rows is not None else []
         if len(own) == 0:
             return None, f"run {record.id} ({name}, {record.status}) has no rows of {metric}"
-        series = own.sort_values("step", kind="stable")["value"]
-        value = {"final": lambda s: s.iloc[-1], "first": lambda s: s.iloc[0], "min": lambda s: s.min(),
-                 "max": lambda s: s.max(), "mean": lambda s: s.mean(),
-                 "mean_last": lambda s: s.iloc[-(last or 1):].mean()}[stat](series)
+        value = statistic(own.sort_values("step", kind="stable")["value"], stat, last)
         if math.isnan(value):  # an infinity compares (a gradient that blew up is above any number)
             return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is NaN"
         values.append(float(value))
     return (values[0] if len(values) == 1 else sum(values) / len(values)), None
+
+
+def statistic(series, stat: str, last: int | None = None) -> float:
+    """``stat`` (Note [Claims]) of a run's values of one metric in step order (a pandas Series)."""
+    return float({"final": lambda s: s.iloc[-1], "first": lambda s: s.iloc[0], "min": lambda s: s.min(),
+                  "max": lambda s: s.max(), "mean": lambda s: s.mean(),
+                  "mean_last": lambda s: s.iloc[-(last or 1):].mean()}[stat](series))
 
 
 def _number(value: float) -> str:
