@@ -16,16 +16,14 @@ from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
-from stability import charts, reproduce, runner, sweeps
+from stability import figures, reproduce, runner, sweeps
 from stability.config import ConfigError
-from stability.metric_names import is_loss_metric
-from stability.reproduce import RUN_FIELDS, PresetError
+from stability.reproduce import PresetError
 from stability.store import ACTIVE_STATUSES, SweepNotFound
 
 require_router(__file__)
 
 OUTCOME = {True: "held", False: "did not hold", None: "could not tell"}  # plain words: any font has them
-LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis
 
 
 def start(preset, scale: str) -> dict:
@@ -68,16 +66,6 @@ def _shown(value) -> str:
     return str(value)
 
 
-def claim_metrics(preset) -> list[str]:
-    """The metric rows the claims read, in the claims' order (not the run fields: status, parameters)."""
-    names = []
-    for claim in preset.claims:
-        for name in (claim.metric, claim.than.get("metric", claim.metric) if isinstance(claim.than, dict) else None):
-            if name and name not in RUN_FIELDS and name not in names:
-                names.append(name)
-    return names
-
-
 @store_guard
 def live_panel(preset_name: str, run_ids: list[int]) -> None:
     store = open_store()
@@ -105,32 +93,22 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
         if run.status in ("diverged", "failed"):
             st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
 
-    metrics = claim_metrics(preset)
-    if not metrics or all(rows[run_id].metrics.empty for run_id in runs):
+    layout = preset.drawn()
+    if not layout.panels or all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
         return
-    first = next(iter(runs.values()))
-    panels = chart_panels(f"reproduce-{preset.name}", len(metrics), tuple(runs),
-                          tuple(len(rows[run_id].metrics) for run_id in runs),
-                          lambda: figure(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
-                                                    for run_id in runs], ignore_index=True), metrics, first))
+    lines = figures.line_labels(layout, runs, labels)
+    columns = figures.column_values(layout, runs)
+    cells = figures.cells(layout, columns)
+    metrics = {run_id: rows[run_id].metrics for run_id in runs}
+    panels = chart_panels(f"reproduce-{preset.name}", len(cells), tuple(runs),
+                          tuple(len(frame) for frame in metrics.values()),
+                          lambda: figures.charts(layout, cells, runs, metrics, lines, columns))
     specs = live_chart_specs(f"reproduce-{preset.name}", panels, final=all(rows[run_id].final for run_id in runs))
-    for start_at in range(0, len(specs), 2):
-        for column, spec in zip(st.columns(2), specs[start_at:start_at + 2]):
+    width = max(1, len({value for _, value in cells}))
+    for start_at in range(0, len(specs), width):
+        for column, spec in zip(st.columns(width), specs[start_at:start_at + width]):
             show_chart(column, spec)
-
-
-def figure(frame: pd.DataFrame, metrics: list[str], first) -> list:
-    """One chart per metric the claims read, the runs overlaid; the loss panels with the task's baseline,
-    the gradient and singular-value panels on a log axis (the papers draw them so)."""
-    panels = []
-    for name in metrics:
-        baseline = {}
-        if name.endswith("/loss") and first.metric and is_loss_metric(first.metric) and first.baseline is not None:
-            baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
-        panels.append(charts.metric_chart(frame, names=[name], log_y=name.startswith(LOG_PREFIXES),
-                                          title=name, **baseline))
-    return panels
 
 
 st.title("Reproduce")

@@ -311,7 +311,8 @@ def _finite_or_nan(values: pd.Series) -> pd.Series:
 
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
                  log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
-                 height: int = 260, max_points: int = 2000, hover_points: int | None = None) -> alt.LayerChart:
+                 height: int = 260, max_points: int = 2000, hover_points: int | None = None,
+                 marks: tuple = ()) -> alt.LayerChart:
     """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
@@ -319,7 +320,8 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     shows the nearest points' values. On a log y scale zeros and infinities are flagged
     (:func:`clip_for_log`), drawn a decade beyond the data (:func:`_log_edges`) and marked with a triangle.
     ``baseline`` (e.g. the task's chance-level loss) is a dashed rule labelled ``baseline_label``; on a log
-    scale a baseline <= 0 has no place and is left out. At most ``max_points`` rows per curve
+    scale a baseline <= 0 has no place and is left out. ``marks``: more dashed rules, ``(value, label)``
+    pairs (a paper's numbers), drawn as the baseline is. At most ``max_points`` rows per curve
     (:func:`prepare`).
 
     ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
@@ -330,7 +332,8 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     """
     names = [names] if isinstance(names, str) else list(names)
     rows = metric_chart_rows(frame, names=names, baseline=baseline, baseline_label=baseline_label, log_y=log_y,
-                             x=x, smoothing=smoothing, max_points=max_points, hover_points=hover_points)
+                             x=x, smoothing=smoothing, max_points=max_points, hover_points=hover_points,
+                             marks=marks)
     x_field, x_title = X_AXES[x]
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
@@ -383,14 +386,66 @@ class MetricRows:
 
 def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = None,
                       baseline_label: str | None = None, log_y: bool = False, x: str = "step",
-                      smoothing: float = 0.0, max_points: int = 2000, hover_points: int | None = None) -> MetricRows:
+                      smoothing: float = 0.0, max_points: int = 2000, hover_points: int | None = None,
+                      marks: tuple = ()) -> MetricRows:
     """The rows :func:`metric_chart` draws with these arguments, without building the chart."""
     names = [names] if isinstance(names, str) else list(names)
     data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
     rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
-    if baseline is not None and not (log_y and baseline <= 0):
-        rows.baseline = pd.DataFrame({"baseline": [float(baseline)], "label": [baseline_label or "baseline"]})
+    rows.baseline = reference_rows(([(baseline, baseline_label or "baseline")] if baseline is not None else [])
+                                   + list(marks), log_y)
     return rows
+
+
+def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
+    """The dashed reference lines ``(value, label)`` a chart draws (:func:`_baseline_layers`); on a log
+    scale a value <= 0 has no place and is left out; None when none is left."""
+    kept = [(float(value), label) for value, label in marks
+            if value is not None and math.isfinite(float(value)) and not (log_y and float(value) <= 0)]
+    if not kept:
+        return None
+    return pd.DataFrame({"baseline": [value for value, _ in kept], "label": [label for _, label in kept]})
+
+
+def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool = False, title: str = "",
+                marks: tuple = (), height: int = 260) -> alt.LayerChart:
+    """A statistic of each run against a config field (a preset's panel with a field x, e.g. the final
+    accuracy against depth L): ``points`` has x (numbers, or texts drawn in first-seen order), run (the
+    line's label), value and run_id. A line per label through its points sorted by x; on a log y scale
+    a zero or an infinity is drawn at the edge as a triangle (:func:`clip_for_log`), a NaN is left out.
+    ``marks``: dashed rules ``(value, label)``."""
+    data = points.copy()
+    numeric_x = _is_numeric_field(data["x"])
+    data["x"] = data["x"].astype(float) if numeric_x else data["x"].map(_value_label)
+    values = data["value"].astype(float)
+    if log_y:
+        edges = _log_edges(values)
+        data["y"], data["note"] = _on_log_axis(values, edges)
+    else:
+        data["y"] = _finite_or_nan(values)
+        data["note"] = np.where(np.isinf(values), NOTE_OVERFLOW, "")
+    data = data.dropna(subset=["y"]).sort_values(["run", "x"], kind="stable")
+    order = None if numeric_x else list(dict.fromkeys(points["x"].map(_value_label)))
+    ticks = sorted(set(data["x"])) if numeric_x else []
+    x = alt.X("x:Q" if numeric_x else "x:O", title=x_title, sort=order or alt.Undefined,
+              scale=alt.Scale(zero=False) if numeric_x else alt.Undefined,
+              axis=alt.Axis(values=ticks, format="~g") if numeric_x and 0 < len(ticks) <= 12 else
+              (alt.Undefined if numeric_x else alt.Axis(labelAngle=0)))
+    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale)
+    colour = alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("x:N" if not numeric_x else "x:Q", title=x_title),
+               alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("run_id:Q", title="run id"), alt.Tooltip("note:N")]
+    base = alt.Chart(data).encode(x=x, y=y, color=colour)
+    layers = [base.mark_line(strokeWidth=2), base.mark_point(size=60, filled=True).encode(tooltip=tooltip)]
+    flagged = data[data["note"] != ""]
+    if len(flagged):
+        layers.append(alt.Chart(flagged).mark_point(shape="triangle-down", size=80, filled=True).encode(
+            x=x, y=y, color=colour, tooltip=tooltip))
+    reference = reference_rows(marks, log_y)
+    if reference is not None:
+        layers += _baseline_layers(reference, y_title, y_scale)
+    return alt.layer(*layers).properties(title=title, height=height)
 
 
 def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log_y: bool,

@@ -1,0 +1,111 @@
+"""A preset's figure, laid out as the paper lays it out (Note [Layout] in :mod:`stability.reproduce`).
+
+    lines = figures.line_labels(layout, runs, names)      # run id -> the name of its line
+    columns = figures.column_values(layout, runs)         # run id -> its column's value (None: one column)
+    cells = figures.cells(layout, columns)                # [(panel, column value)], row by row
+    drawn = figures.charts(layout, cells, runs, metrics, lines, columns)   # an Altair chart per cell
+
+``runs`` maps run ids to stored records (``RunStore.record``), ``metrics`` run ids to their metric rows
+(the long frame of ``RunStore.metrics``). Plain functions of those, so a test checks them on
+hand-written rows; the Reproduce page draws their charts live.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from . import charts as _charts
+from . import reproduce, sweeps
+from .reproduce import Layout, Panel
+
+
+def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
+    """Each run's line label: the layout's colour field's value (``cell``: the cell's name), else the run's
+    name; where two runs drawn over training would share one, their seed (then their id) tells them apart."""
+    if layout.color is None:
+        return dict(labels)
+    named = {}
+    for run_id, run in runs.items():
+        value = reproduce.field_value(run.config, layout.color)
+        named[run_id] = (sweeps.shown(value) if layout.color in ("cell", "task")
+                         else f"{short(layout.color)} = {sweeps.shown(value)}")
+    return named
+
+
+def short(path: str) -> str:
+    """A field's name in a label or on an axis: its last part (``cell.h0_noise_std`` -> ``h0_noise_std``,
+    ``task.seq_len`` -> ``seq_len``); a cell or task stays ``cell`` / ``task``."""
+    return path.rpartition(".")[2]
+
+
+def column_values(layout: Layout, runs: dict) -> dict:
+    """Each run's column value (the layout's columns field), or None where the figure has one column."""
+    if layout.columns is None:
+        return {run_id: None for run_id in runs}
+    return {run_id: reproduce.field_value(run.config, layout.columns) for run_id, run in runs.items()}
+
+
+def cells(layout: Layout, columns: dict) -> list[tuple]:
+    """``(panel, column value)`` of every chart, row by row (the paper's panels top to bottom), the columns
+    in increasing order (numbers) or first seen (texts)."""
+    values = list(dict.fromkeys(columns.values()))
+    try:
+        values = sorted(values)
+    except TypeError:
+        pass
+    return [(panel, value) for panel in layout.panels for value in values]
+
+
+def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
+    """The charts of the layout (Note [Layout] in stability/reproduce.py): over training, every run of the
+    column overlaid, its line named by ``lines`` (made distinct where two would share a name); against a
+    config field, each run's statistic of the metric, a line per name."""
+    drawn = []
+    for panel, value in grid:
+        members = [run_id for run_id in runs if columns[run_id] == value]
+        over_training = distinct({run_id: lines[run_id] for run_id in members}, runs)
+        title = panel.title if layout.columns is None else \
+            f"{panel.title} · {short(layout.columns)} = {sweeps.shown(value)}"
+        marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
+        baseline = next((runs[run_id] for run_id in members if runs[run_id].baseline is not None), None)
+        if baseline is not None and any(mark.baseline for mark in panel.marks):
+            marks.insert(0, (baseline.baseline, baseline.baseline_label or "baseline"))
+        if panel.over_training:
+            frame = pd.concat([metrics[run_id].assign(run=over_training[run_id]) for run_id in members],
+                              ignore_index=True)
+            drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
+                                               marks=tuple(marks), hover_points=60))
+        else:
+            drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
+                                              x_title=short(panel.x),
+                                              y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
+                                              title=title, marks=tuple(marks)))
+    return drawn
+
+
+def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, lines: dict) -> pd.DataFrame:
+    """One point per run with rows of the panel's metric: its field value, its line's name, its statistic."""
+    points = []
+    for run_id in members:
+        metric = metrics[run_id]
+        own = metric[metric["name"] == panel.metric].sort_values("step", kind="stable")["value"]
+        if len(own):
+            points.append({"x": reproduce.field_value(runs[run_id].config, panel.x), "run": lines[run_id],
+                           "value": reproduce.statistic(own, panel.stat, panel.last), "run_id": run_id})
+    return pd.DataFrame(points, columns=["x", "run", "value", "run_id"])
+
+
+def distinct(lines: dict, runs: dict) -> dict:
+    """``lines`` where no two runs share a name: runs sharing one get their seed where the seeds tell them
+    apart (a sweep's seeds), else their run id."""
+    named = dict(lines)
+    shared: dict[str, list[int]] = {}
+    for run_id, label in lines.items():
+        shared.setdefault(label, []).append(run_id)
+    for label, ids in shared.items():
+        if len(ids) < 2:
+            continue
+        seeds = [runs[run_id].config.train.seed if runs[run_id].config else None for run_id in ids]
+        by_seed = None not in seeds and len(set(seeds)) == len(seeds)
+        for run_id, seed in zip(ids, seeds):
+            named[run_id] = f"{label} seed={seed}" if by_seed else f"{label} run {run_id}"
+    return named

@@ -1,0 +1,167 @@
+"""stability/figures.py: a preset's layout drawn from hand-written stored rows: the grid of panels by
+columns, the lines named by the colour field, the reference marks, and a panel against a config field
+whose points are the runs' statistics read back from the charts' own data."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from stability import figures, reproduce, sweeps
+
+LAYOUT = """
+name = "laid"
+title = "t"
+paper = "p"
+figure = "Fig. 2"
+section = "§7.1"
+shows = "s"
+[base]
+task = { name = "adding" }
+[[runs]]
+name = "rnn-short"
+cell = { name = "rnn", hidden_size = 4 }
+task = { options = { seq_len = 10 } }
+[[runs]]
+name = "rnn-long"
+cell = { name = "rnn", hidden_size = 4 }
+task = { options = { seq_len = 30 } }
+[[runs]]
+name = "spectral-short"
+cell = { name = "spectral", hidden_size = 4, options = { m1 = 4, m2 = 4 } }
+task = { options = { seq_len = 10 } }
+[[runs]]
+name = "spectral-long"
+cell = { name = "spectral", hidden_size = 4, options = { m1 = 4, m2 = 4 } }
+task = { options = { seq_len = 30 } }
+[scales.classroom]
+note = "n"
+[scales.paper]
+note = "n"
+[[claims]]
+text = "c"
+run = "rnn-short"
+metric = "val/loss"
+than = 1
+[layout]
+columns = "task.seq_len"
+color = "cell"
+[[layout.panels]]
+metric = "val/loss"
+title = "MSE"
+marks = ["baseline", { value = 0.05, label = "paper" }]
+[[layout.panels]]
+metric = "grad/h0_norm"
+log = true
+[[layout.panels]]
+metric = "val/loss"
+title = "final MSE against T"
+x = "task.seq_len"
+stat = "min"
+"""
+# chosen rows: (run name) -> val/loss at steps 0, 5, 10 and grad/h0_norm at those steps
+LOSSES = {"rnn-short": [0.2, 0.17, 0.16], "rnn-long": [0.2, 0.18, 0.17],
+          "spectral-short": [0.2, 0.05, 0.01], "spectral-long": [0.2, 0.1, 0.03]}
+GRADS = {"rnn-short": [1e-3, 1e-20, 0.0], "rnn-long": [1e-5, 1e-40, 0.0],
+         "spectral-short": [1e-2, 2e-2, 3e-2], "spectral-long": [1e-2, 1e-2, float("inf")]}
+
+
+@pytest.fixture
+def laid(store, tmp_path):
+    path = tmp_path / "laid.toml"
+    path.write_text(LAYOUT)
+    preset = reproduce.load(path)
+    runs, metrics = {}, {}
+    for name, config in preset.configs("classroom").items():
+        run_id = store.create_run(config.to_dict())
+        store.flush(run_id, [(step, float(step), metric, values[i]) for i, step in enumerate((0, 5, 10))
+                             for metric, values in (("val/loss", LOSSES[name]), ("grad/h0_norm", GRADS[name]))])
+        store.update_run(run_id, baseline=1 / 6, baseline_label="memoryless", metric="mse", step=10)
+        store.set_status(run_id, "completed")
+        runs[run_id] = store.record(run_id)
+        metrics[run_id] = store.metrics(run_id)
+    return preset, runs, metrics
+
+
+def test_the_grid_is_panels_by_columns_and_the_lines_are_named_by_the_colour_field(laid):
+    preset, runs, metrics = laid
+    layout = preset.drawn()
+    names = {run_id: reproduce.group_of(run, preset) for run_id, run in runs.items()}
+    lines = figures.line_labels(layout, runs, names)
+    assert sorted(lines.values()) == ["rnn", "rnn", "spectral", "spectral"]
+    columns = figures.column_values(layout, runs)
+    assert {names[run_id]: value for run_id, value in columns.items()} == {
+        "rnn-short": 10, "rnn-long": 30, "spectral-short": 10, "spectral-long": 30}
+    grid = figures.cells(layout, columns)
+    assert [(panel.metric, panel.x, value) for panel, value in grid] == [
+        ("val/loss", "step", 10), ("val/loss", "step", 30), ("grad/h0_norm", "step", 10),
+        ("grad/h0_norm", "step", 30), ("val/loss", "task.seq_len", 10), ("val/loss", "task.seq_len", 30)]
+
+    drawn = figures.charts(layout, grid, runs, metrics, lines, columns)
+    assert len(drawn) == len(grid)
+    first = drawn[0].to_dict()
+    assert first["title"] == "MSE · seq_len = 10"
+    data = _datasets(first)
+    lines_data = next(frame for frame in data if "y" in frame and "run_id" in frame)  # the hover points
+    assert set(lines_data["run"]) == {"rnn", "spectral"}  # only the T = 10 runs, named by their cell
+    short = {run_id for run_id, value in columns.items() if value == 10}
+    assert set(lines_data["run_id"]) == short
+    marks = next(frame for frame in data if "baseline" in frame)
+    assert list(zip(marks["label"], marks["baseline"])) == [("memoryless", pytest.approx(1 / 6)), ("paper", 0.05)]
+
+
+def test_a_log_panel_marks_a_vanished_gradient_instead_of_dropping_it(laid):
+    preset, runs, metrics = laid
+    layout = preset.drawn()
+    lines = figures.line_labels(layout, runs, {run_id: str(run_id) for run_id in runs})
+    columns = figures.column_values(layout, runs)
+    grid = figures.cells(layout, columns)
+    drawn = figures.charts(layout, grid, runs, metrics, lines, columns)
+    (long_grad,) = [chart for chart, (panel, value) in zip(drawn, grid)
+                    if panel.metric == "grad/h0_norm" and value == 30]
+    rows = pd.concat([frame for frame in _datasets(long_grad.to_dict()) if "note" in frame], ignore_index=True)
+    rnn = rows[(rows["run"] == "rnn") & rows["step"].notna()]
+    assert 10 in set(rnn["step"])                       # the stored 0 is drawn, at the bottom edge, marked
+    assert (rnn.loc[rnn["step"] == 10, "note"].str.len() > 0).all()
+    assert (rnn.loc[rnn["step"] == 0, "note"] == "").all()
+    spectral = rows[(rows["run"] == "spectral") & (rows["step"] == 10)]
+    assert len(spectral) and (spectral["note"].str.len() > 0).all()   # and an infinity at the top edge
+
+
+def test_a_panel_against_a_field_draws_each_runs_statistic(laid):
+    preset, runs, metrics = laid
+    layout = preset.drawn()
+    names = {run_id: reproduce.group_of(run, preset) for run_id, run in runs.items()}
+    lines = figures.line_labels(layout, runs, names)
+    panel = layout.panels[2]
+    points = figures.field_points(panel, list(runs), runs, metrics, lines)
+    by_name = {names[row.run_id]: (row.x, row.run, row.value) for row in points.itertuples()}
+    for name, values in LOSSES.items():  # the statistic, computed here from the chosen rows
+        assert by_name[name] == (10 if name.endswith("short") else 30, name.split("-")[0], min(values))
+    chart = figures.charts(layout, [(panel, None)], runs, metrics, lines, {run_id: None for run_id in runs})[0]
+    drawn = next(frame for frame in _datasets(chart.to_dict()) if "value" in frame)
+    assert sorted(drawn["value"]) == sorted(min(values) for values in LOSSES.values())
+
+
+def test_lines_that_would_share_a_name_get_their_seed_then_their_id(laid):
+    preset, runs, metrics = laid
+    lines = {run_id: "same" for run_id in runs}
+    named = figures.distinct(lines, runs)  # every stored seed is 0: the run ids tell them apart
+    assert sorted(named.values()) == sorted(f"same run {run_id}" for run_id in runs)
+    one = next(iter(runs))
+    assert figures.distinct({one: "alone", **{i: "x" for i in runs if i != one}}, runs)[one] == "alone"
+
+
+def test_fields_read_for_columns_and_lines_come_from_the_stored_config(laid):
+    preset, runs, _ = laid
+    for run in runs.values():  # independently: the stored config's own dict
+        stored = run.config.to_dict()
+        assert reproduce.field_value(run.config, "task.seq_len") == stored["task"]["options"]["seq_len"]
+        assert reproduce.field_value(run.config, "cell") == stored["cell"]["name"]
+    assert figures.short("cell.h0_noise_std") == "h0_noise_std" and figures.short("cell") == "cell"
+    assert sweeps.shown(0.5) == "0.5" and not math.isnan(1.0)
+
+
+def _datasets(spec: dict) -> list[pd.DataFrame]:
+    return [pd.DataFrame(rows) for rows in spec.get("datasets", {}).values()]
