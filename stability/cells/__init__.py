@@ -72,6 +72,7 @@ registry = Registry("cell", check=check_cell_class, builtins={
         "kru_lstm": "kru:KRULSTM",
         "urnn": "unitary:URNN",
         "exponential": "unitary:ExponentialRNN",
+        "mlp": "mlp:DeepMLP",
     }.items()})
 
 

@@ -35,6 +35,10 @@ by row), so the free parameters number exactly ``sum_j (n - j)``::
 The rows' lengths do not change the matrix but do change how it trains; see
 Note [Reflector length].
 
+A weight matrix of any shape (rows, cols) takes the same form (§5, eqs. 7-8),
+with ``p = min(rows, cols)`` singular values and a product on each side:
+:class:`RectangularHouseholderSVD`, see Note [Rectangular SVD].
+
 Note [Compact WY form]
 ----------------------
 The dense product is built in one go, never reflector by reflector: for the
@@ -92,6 +96,31 @@ gradient reaches ``u_1`` and the factor keeps the sign it starts with.  (In
 oRNN's code the loss does reach ``U[-1, -1]``, but each renormalisation puts
 it back to +-1; only an update longer than 1 could flip it.)
 
+Note [Rectangular SVD]
+----------------------
+For ``W`` of shape (rows, cols) the spectral paper's §5 (eqs. 7-8) writes
+
+    W = U Sigma_hat V^T,   U = H_rows(u_rows) ... (rows x rows),   V = H_cols(v_cols) ... (cols x cols),
+    Sigma_hat = (diag(sigma) | 0) if rows < cols, its transpose if rows > cols, diag(sigma) if equal,
+
+with ``sigma`` in R^p, ``p = min(rows, cols)``, from eq. 4.  Only the first
+``p`` columns of ``U`` and of ``V`` meet a nonzero ``sigma_i``, so
+``W = U[:, :p] diag(sigma) V[:, :p]^T``: ``p`` singular values, the rest of
+each orthogonal factor never matters.  A reflector of length ``k`` leaves
+columns ``1 .. n - k`` of its product unchanged (Lemma 1), so of each side's
+reflectors only the ``p`` longest reach those columns: Thm. 4 gets every
+(rows, cols) matrix from ``2 p`` reflectors, ``p`` per side, and more would be
+parameters without a gradient.  Hence ``1 <= m1, m2 <= p`` here.  Built with
+the compact WY form on each side, never a full (cols, cols) ``V``:
+
+    U[:, :p] = I[:, :p] - Y_u^T (S_u^{-1} Y_u)[:, :p]
+    W        = (U[:, :p] diag(sigma)) I[:p, :] - (U[:, :p] diag(sigma) (S_v^{-1} Y_v)[:, :p]^T) Y_v
+
+Every leading dimension of ``theta`` is a stack of independent layers (the
+hidden layers of a deep MLP, :mod:`stability.cells.mlp`): (L, P) -> (L, rows,
+cols) in one batched pass.  For a square matrix this is the map of
+:class:`HouseholderSVD`, parameter for parameter.
+
 Note [No right_inverse]
 -----------------------
 Neither map has one, so ``module.weight = A`` is not supported and the
@@ -105,6 +134,8 @@ column ``j`` only up to ``eps / ||x - e_j||``, and the errors compound.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
@@ -115,11 +146,12 @@ NORM_FLOOR = 1e-6  # see Note [Reflector length]
 
 def compact_wy(vectors: Tensor) -> Tensor:
     """``S^{-1} Y`` (m, n) for the rows ``Y`` = ``vectors`` (m, n), so that
-    ``H(y_1) ... H(y_m) = I - Y^T S^{-1} Y``; see Note [Compact WY form]."""
-    gram = vectors @ vectors.t()  # (m, m)
-    half_norms = gram.diagonal() / 2
+    ``H(y_1) ... H(y_m) = I - Y^T S^{-1} Y``; see Note [Compact WY form].
+    Leading dimensions are a batch: (..., m, n) -> (..., m, n), one product each."""
+    gram = vectors @ vectors.mT  # (..., m, m)
+    half_norms = gram.diagonal(dim1=-2, dim2=-1) / 2
     pivots = torch.where(half_norms > 0, half_norms, torch.ones_like(half_norms))
-    index = torch.arange(len(gram), device=gram.device)
+    index = torch.arange(gram.shape[-1], device=gram.device)
     s = torch.where(index[:, None] < index[None, :], gram, torch.diag_embed(pivots))
     return torch.linalg.solve_triangular(s, vectors, upper=True)
 
@@ -250,6 +282,85 @@ class HouseholderSVD(nn.Module):
                 f"r={self.r}, sigma_star={self.sigma_star}")
 
 
+class RectangularHouseholderSVD(nn.Module):
+    """``forward(theta) = U Sigma_hat V^T`` of shape (rows, cols), spectral paper §5, eqs. 7-8.
+
+    ``m1`` reflectors in ``U`` (on R^rows), ``m2`` in ``V`` (on R^cols), each at
+    most ``p = min(rows, cols)``, and ``sigma`` in R^p from eq. 4, so every
+    singular value lies in ``[sigma_star - r, sigma_star + r]``; see Note
+    [Rectangular SVD].  ``theta`` (..., :attr:`parameter_count`) is the flat
+    ``(u, v, sigma_hat)`` of each layer, with any leading (stack) dimensions;
+    the result is (..., rows, cols).  No ``right_inverse`` (Note [No right_inverse]).
+    """
+
+    def __init__(self, rows: int, cols: int, m1: int, m2: int, r: float, sigma_star: float):
+        super().__init__()
+        self.rows, self.cols = rows, cols
+        self.rank = min(rows, cols)
+        for name, count in (("m1", m1), ("m2", m2)):
+            if not 1 <= count <= self.rank:
+                raise ValueError(f"{name} must be between 1 and min(rows, cols) = {self.rank} for a "
+                                 f"({rows}, {cols}) matrix (Thm. 4: p reflectors per side reach every "
+                                 f"matrix); got {count}")
+        self.left = HouseholderProduct(rows, m1)
+        self.right = HouseholderProduct(cols, m2)
+        self.r = float(r)
+        self.sigma_star = float(sigma_star)
+
+    @property
+    def parameter_count(self) -> int:
+        """Reflector entries of ``U`` and ``V`` plus the ``p`` entries of ``sigma_hat``, per layer."""
+        return self.left.parameter_count + self.right.parameter_count + self.rank
+
+    def split(self, theta: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``theta`` (..., P) -> ``(u, v, sigma_hat)``, each with the same leading dimensions."""
+        if theta.dim() == 0 or theta.shape[-1] != self.parameter_count:
+            raise ValueError(f"expected (..., {self.parameter_count}) parameters; got shape {tuple(theta.shape)}")
+        return theta.split([self.left.parameter_count, self.right.parameter_count, self.rank], dim=-1)
+
+    @staticmethod
+    def _pad(product: HouseholderProduct, vectors: Tensor) -> Tensor:
+        """Flat reflectors (..., P) -> the zero-padded rows (..., m, n) (layout of the module docstring)."""
+        shape = (*vectors.shape[:-1], product.reflectors, product.size)
+        return vectors.new_zeros(shape).masked_scatter(product.mask.expand(shape), vectors)
+
+    def singular_values(self, theta: Tensor) -> Tensor:
+        """``sigma`` of eq. 4, (..., p), in the diagonal's order (not sorted)."""
+        sigma_hat = self.split(theta)[2]
+        return 2 * self.r * (torch.sigmoid(sigma_hat) - 0.5) + self.sigma_star
+
+    def forward(self, theta: Tensor) -> Tensor:
+        u, v, _ = self.split(theta)
+        p = self.rank
+        left, right = self._pad(self.left, u), self._pad(self.right, v)  # (..., m1, rows), (..., m2, cols)
+        eye = torch.eye(self.rows, p, dtype=theta.dtype, device=theta.device)
+        u_columns = eye - left.mT @ compact_wy(left)[..., :p]  # U[:, :p], (..., rows, p)
+        scaled = u_columns * self.singular_values(theta).unsqueeze(-2)  # U[:, :p] diag(sigma)
+        padded = nn.functional.pad(scaled, (0, self.cols - p))  # (..., rows, cols)
+        return padded - (scaled @ compact_wy(right)[..., :p].mT) @ right
+
+    def normalized(self, theta: Tensor) -> Tensor:
+        """Every reflector of every layer scaled to unit length, ``sigma_hat`` untouched
+        (Note [Reflector length]); the matrices :meth:`forward` builds are unchanged."""
+        u, v, sigma_hat = self.split(theta)
+        parts = []
+        for product, vectors in ((self.left, u), (self.right, v)):
+            rows = self._pad(product, vectors)
+            parts.append((rows / rows.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR))[..., product.mask])
+        return torch.cat([*parts, sigma_hat], dim=-1)
+
+    def sample(self, *stack: int, dtype: torch.dtype | None = None) -> Tensor:
+        """Random parameters, shape (*stack, P): unit reflectors uniform on their spheres and
+        ``sigma_hat = 0``, i.e. every ``sigma = sigma_star``."""
+        layers = [torch.cat([self.left.sample(dtype), self.right.sample(dtype), torch.zeros(self.rank, dtype=dtype)])
+                  for _ in range(math.prod(stack))]
+        return torch.stack(layers).reshape(*stack, self.parameter_count)
+
+    def extra_repr(self) -> str:
+        return (f"rows={self.rows}, cols={self.cols}, m1={self.left.reflectors}, m2={self.right.reflectors}, "
+                f"r={self.r}, sigma_star={self.sigma_star}")
+
+
 def register_householder_product(module: nn.Module, tensor_name: str, size: int,
                                  reflectors: int, *, length_one: str = "reflector") -> HouseholderProduct:
     """Make ``module.<tensor_name>`` the orthogonal (size, size) ``H_n(u_n) ... H_{n-m+1}(u_{n-m+1})``.
@@ -276,5 +387,21 @@ def register_householder_svd(module: nn.Module, tensor_name: str, size: int, m1:
     """
     svd = HouseholderSVD(size, m1, m2, r, sigma_star)
     module.register_parameter(tensor_name, nn.Parameter(svd.sample()))
+    parametrize.register_parametrization(module, tensor_name, svd, unsafe=True)
+    return svd
+
+
+def register_rectangular_householder_svd(module: nn.Module, tensor_name: str, rows: int, cols: int,
+                                         m1: int, m2: int, r: float, sigma_star: float,
+                                         stack: tuple[int, ...] = ()) -> RectangularHouseholderSVD:
+    """Make ``module.<tensor_name>`` the (*stack, rows, cols) ``U Sigma_hat V^T`` of §5 (eqs. 7-8).
+
+    ``stack`` = ``(L,)`` gives L independent layers in one tensor.  Free parameters start as
+    :meth:`RectangularHouseholderSVD.sample` and live, flat, in
+    ``module.parametrizations.<tensor_name>.original`` (*stack, P).
+    ``module`` must not already have ``tensor_name``.
+    """
+    svd = RectangularHouseholderSVD(rows, cols, m1, m2, r, sigma_star)
+    module.register_parameter(tensor_name, nn.Parameter(svd.sample(*stack)))
     parametrize.register_parametrization(module, tensor_name, svd, unsafe=True)
     return svd
