@@ -93,7 +93,8 @@ Note [Claims]
         [[claims]]
         text   = "Spectral-RNN's final validation MSE is below half the 0.167 baseline"
         run    = "spectral"                     # a run's name; for a sweep, a setting ("cell.h0_noise_std=1")
-        metric = "val/loss"                     # a metric row name, or total_params, recurrent_params, status
+        metric = "val/loss"                     # a metric row name, or total_params, recurrent_params,
+                                                # trainable_params, status
         stat   = "final"                        # final, first, min, max, mean, mean_last (with last = k)
         op     = "<"                            # <, <=, >, >=, within (with tolerance), ==, !=
         than   = "baseline"                     # a number, "baseline" (the task's memoryless baseline
@@ -107,7 +108,9 @@ Note [Claims]
     below r" is ``stat = "max"``). A claim over a group (a sweep setting's seeds) takes the mean over
     its runs of each run's statistic. ``within`` holds when |ours − ref| ≤ tolerance · |ref|.
     ``total_params``, ``recurrent_params`` and ``status`` are the run's stored fields, not rows
-    (``status`` compares with ``==``/``!=`` against a text, e.g. ``"diverged"``).
+    (``status`` compares with ``==``/``!=`` against a text, e.g. ``"diverged"``); ``trainable_params``
+    is what the optimizer updates: ``total_params`` less ``recurrent_params`` where the run's config
+    has ``train.freeze_recurrent`` (KRU §4.1's fixed random unitary W), else ``total_params``.
 
     A verdict is held True/False from the rows, or None ("could not tell") with one line saying
     why: a run that is missing, has no rows of the metric, or a NaN (an infinity is compared: a
@@ -132,7 +135,7 @@ SCALES = ("classroom", "paper")
 SUFFIXES = (".toml", ".json")
 STATS = ("final", "first", "min", "max", "mean", "mean_last")
 OPS = ("<", "<=", ">", ">=", "within", "==", "!=")
-RUN_FIELDS = ("total_params", "recurrent_params", "status")  # claims over the run's stored fields
+RUN_FIELDS = ("total_params", "recurrent_params", "trainable_params", "status")  # the run's stored fields
 _TOP_KEYS = {"name", "title", "paper", "figure", "section", "shows", "notes", "base", "runs", "sweep",
              "scales", "claims", "layout"}
 _REQUIRED = ("name", "title", "paper", "figure", "section", "shows", "scales", "claims")
@@ -850,7 +853,7 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
     values = []
     for record in records:
         if metric in RUN_FIELDS:
-            value = getattr(record, metric)
+            value = _run_field(record, metric)
             if value is None:
                 return None, f"run {record.id} ({name}) has no stored {metric}"
             values.append(value)  # a count: kept an int where the group is one run
@@ -863,6 +866,17 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
             return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is NaN"
         values.append(float(value))
     return (values[0] if len(values) == 1 else sum(values) / len(values)), None
+
+
+def _run_field(record, name: str) -> int | None:
+    """A run's stored count ``name`` (Note [Claims]); None when the run has not stored it."""
+    if name != "trainable_params":
+        return getattr(record, name)
+    if record.total_params is None or record.config is None:
+        return None
+    if not record.config.train.freeze_recurrent:
+        return record.total_params
+    return None if record.recurrent_params is None else record.total_params - record.recurrent_params
 
 
 def statistic(series, stat: str, last: int | None = None) -> float:

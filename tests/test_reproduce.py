@@ -327,8 +327,11 @@ def test_a_layout_names_fields_canonically_and_reads_them_from_any_config(tmp_pa
     assert reproduce.field_value(rnn, "cell.m1") is None and reproduce.field_value(None, "cell") is None
 
 
-def test_without_a_layout_the_claims_metrics_are_drawn():
-    preset = reproduce.load("sgornn-table1")
+def test_without_a_layout_the_claims_metrics_are_drawn(tmp_path):
+    text = (reproduce.PRESETS_DIR / "sgornn-table1.toml").read_text()
+    path = tmp_path / "bare.toml"
+    path.write_text(text[:text.index("[layout]")] if "[layout]" in text else text)
+    preset = reproduce.load(path)
     assert preset.layout is None
     drawn = preset.drawn()
     assert [panel.metric for panel in drawn.panels] == reproduce.claim_metrics(preset)
@@ -372,3 +375,18 @@ def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
     assert record.status == "stopped" and "keyboard" in record.error
     if record.sweep_id is not None:
         assert store.sweep(record.sweep_id)["status"] == "stopped"
+
+
+def test_trainable_params_leave_out_a_frozen_recurrent_matrix(store, tmp_path):
+    path = tmp_path / "frozen.toml"
+    path.write_text(GOOD.replace(RUNS, RUNS + RUNS.replace('name = "a"', 'name = "b"').replace(
+        "seq_len = 5 } }", "seq_len = 5 } }\ntrain = { freeze_recurrent = true }")).replace(
+        'metric = "val/loss"\nop = "<"\nthan = 0.5', 'metric = "trainable_params"\nop = ">"\nthan = { run = "b" }'))
+    preset = reproduce.load(path)
+    ids = []
+    for name, config in preset.configs("classroom").items():
+        run_id = store.create_run(config.to_dict())
+        store.update_run(run_id, total_params=100, recurrent_params=30)
+        ids.append(run_id)
+    (verdict,) = reproduce.verdicts(preset, store, ids)
+    assert (verdict.ours, verdict.reference, verdict.held) == (100, 70, True)  # b trains 100 - 30
