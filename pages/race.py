@@ -4,13 +4,16 @@ The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
 slots as cells -> a fragment that reads every run's new rows once a second, and says in one line a run what
-its rows show (stability.diagnosis). ``?runs=1,2,3`` reopens a race.
+its rows show (stability.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
+view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
+row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
 import math
 
 import pandas as pd
 import streamlit as st
 
+from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.form import config_form
@@ -21,7 +24,7 @@ from stability import cells
 from stability import charts, runner
 from stability.config import ConfigError
 from stability.demos import RACE_DEFAULTS, race_cells
-from stability.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
+from stability.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
 from stability.records import RunRecord
 
 require_router(__file__)
@@ -72,16 +75,29 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
         race_line(labels[run_id], live_findings(("race", store.location, run_id), rows[run_id], run))
         for run_id, run in runs.items()))
     first = next(iter(runs.values()))
-    count = 4 if is_loss_metric(first.metric) or not first.metric else 5
-    panels = chart_panels("race", count, (tuple(runs), smoothing, log_loss),
+    drawn = race_metrics(first)
+    panels = chart_panels("race", len(drawn), (tuple(runs), smoothing, log_loss),
                           tuple(len(rows[run_id].metrics) for run_id in runs),
                           lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
                                                          for run_id in runs], ignore_index=True),
-                                              first, smoothing, log_loss))
+                                              first, smoothing, log_loss), metrics=drawn)
     specs = live_chart_specs("race", panels, final=all(rows[run_id].final for run_id in runs))
+    if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
+        show_cells(run.cell for run in runs.values())
+        for spec, panel in zip(specs, panels):
+            explained(spec, panel.metric)
+        return
     for start in range(0, len(specs), 2):
         for column, spec in zip(st.columns(2), specs[start:start + 2]):
             show_chart(column, spec)
+
+
+def race_metrics(first: RunRecord) -> list[str]:
+    """The metric each chart of :func:`race_charts` is about, in its order."""
+    names = [VAL_LOSS, TRAIN_LOSS, H0_NORM, SV_MIN]
+    if first.metric and not is_loss_metric(first.metric):
+        names.insert(1, f"val/{first.metric}")
+    return names
 
 
 def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool) -> list:
@@ -103,9 +119,13 @@ def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_los
     return panels
 
 
+classroom = classroom_switch()
+classroom_style()
 st.title("Race")
-st.caption("One task, several cells, the same seed, data and budget: one click starts them all at once. "
-           "Watch which cells beat the task's memoryless baseline, and whose gradient at the first step vanishes.")
+if not classroom:
+    st.caption("One task, several cells, the same seed, data and budget: one click starts them all at once. "
+               "Watch which cells beat the task's memoryless baseline, and whose gradient at the first step "
+               "vanishes.")
 
 store = open_store()
 query = QueryReader()
@@ -113,37 +133,45 @@ defaults = config_from_query(RACE_DEFAULTS, query)
 chosen_cells = query.choices("cells", cells.available(), race_cells(cells.available()))
 race = query.ids("runs")
 query.warn()
-form, live = st.columns([1, 2.6], gap="large")
-with form:
-    configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=chosen_cells)
-    start_column, stop_column = st.columns(2)
-    if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
-                           width="stretch"):
-        started = []
-        try:
-            for config in configs:
-                started.append(runner.start_run(config, store_path(), max_concurrent=len(configs)))
-        except ConfigError as error:
-            st.error(str(error))
-        if started:
-            st.query_params["runs"] = ",".join(map(str, started))
-            race = started
-if configs:
-    st.query_params.update({key: value for key, value in config_to_query(configs[0]).items() if key != "cell"})
-    st.query_params["cells"] = ",".join(config.cell.name for config in configs)
+if classroom:  # no form, no controls: the race of the link, drawn with the defaults (Note [Classroom view])
+    live = st.container()
+    smoothing, log_loss = 0.0, False
+    if not race:
+        live.info("The classroom view shows a race opened by its link (`?runs=1,2,3`): turn **Classroom view** "
+                  "off (top right) to start one.")
+else:
+    form, live = st.columns([1, 2.6], gap="large")
+    with form:
+        configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=chosen_cells)
+        start_column, stop_column = st.columns(2)
+        if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
+                               width="stretch"):
+            started = []
+            try:
+                for config in configs:
+                    started.append(runner.start_run(config, store_path(), max_concurrent=len(configs)))
+            except ConfigError as error:
+                st.error(str(error))
+            if started:
+                st.query_params["runs"] = ",".join(map(str, started))
+                race = started
+    if configs:
+        st.query_params.update({key: value for key, value in config_to_query(configs[0]).items() if key != "cell"})
+        st.query_params["cells"] = ",".join(config.cell.name for config in configs)
 
-with live:
-    if race:
-        smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
-        smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
-                                  help="Exponential moving average of the training curves (debiased, as TensorBoard's).")
-        log_loss = scale.toggle("Log y", value=False, key="race_log_loss", help="Log scale for the losses.")
-    else:
-        st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
-                "seed and budget, and their curves appear here.")
+    with live:
+        if race:
+            smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
+            smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
+                                      help="Exponential moving average of the training curves (debiased, as "
+                                           "TensorBoard's).")
+            log_loss = scale.toggle("Log y", value=False, key="race_log_loss", help="Log scale for the losses.")
+        else:
+            st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
+                    "seed and budget, and their curves appear here.")
 
 running = [run.id for run in store.active_runs() if run.id in race]
-if stop_column.button("Stop race", disabled=not running, key="race_stop", width="stretch"):
+if not classroom and stop_column.button("Stop race", disabled=not running, key="race_stop", width="stretch"):
     for run_id in running:
         runner.stop_run(run_id, store_path())
     running = []

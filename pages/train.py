@@ -5,12 +5,15 @@ run on a timer that follows its logging (or the "Live updates" setting), reads o
 its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]),
 with "What is happening" above them: stability.diagnosis's findings on the same rows, in words.
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
-``?refresh=auto|2|5|10|30|off`` sets the live updates.
+``?refresh=auto|2|5|10|30|off`` sets the live updates. ``?classroom=1`` (the "Classroom view" switch) shows
+the watched run (``?run=ID``, else the newest) without the form and the controls, each chart one a row with
+what to look at and the cell's equations beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
 import math
 
 import streamlit as st
 
+from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained
 from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
@@ -35,6 +38,8 @@ from pages.ui.live import (
 )
 from stability import charts, runner
 from stability.config import ConfigError, RunConfig
+from stability.metric_names import H_T_NORM as FLOW
+from stability.metric_names import SPECTRUM
 from stability.store import TERMINAL, RunNotFound
 
 require_router(__file__)
@@ -80,16 +85,18 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     def drawn_rows(drawn: list):
         return rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
 
-    def curves(key: str, drawn: list, title: str, **options) -> Panel:
+    def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> Panel:
         options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS)
         return Panel(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
                      lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title, **options),
-                     lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets())
+                     lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),
+                     metric=explains or drawn[0])
 
-    panels = [curves("loss", ["train/loss", "val/loss"], smoothing=smoothing, log_y=log_loss,
+    panels = [curves("loss", ["train/loss", "val/loss"], explains="val/loss", smoothing=smoothing, log_y=log_loss,
                      title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
     if metric and metric not in LOSS_UNITS:
-        panels.append(curves("metric", [f"train/{metric}", f"val/{metric}"], smoothing=smoothing,
+        panels.append(curves("metric", [f"train/{metric}", f"val/{metric}"], explains=f"val/{metric}",
+                             smoothing=smoothing,
                              title=f"{metric} (train, validation)", **baseline))
     panels.append(curves("h0", ["grad/h0_norm"], log_y=True, smoothing=smoothing,
                          title="‖∂L/∂h₀‖, gradient at the first step (log)"))
@@ -100,7 +107,7 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     sv = ["sv/min", "sv/max", "sv/margin"]
     panels.append(Panel("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
         drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin"),
-        lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS)))
+        lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS), metric="sv/min"))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:
         panels.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
@@ -109,11 +116,11 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     if rows.flow is not None and len(rows.flow):
         panels.append(Panel("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
             rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
-            lambda: charts.gradient_flow_heatmap_rows(rows.flow)))
+            lambda: charts.gradient_flow_heatmap_rows(rows.flow), metric=FLOW))
     if rows.spectrum is not None and len(rows.spectrum):
         panels.append(Panel("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
             rows.spectrum, title="Singular values of W over training: σ_i (log colour)", height=300),
-            lambda: charts.spectrum_heatmap_rows(rows.spectrum)))
+            lambda: charts.spectrum_heatmap_rows(rows.spectrum), metric=SPECTRUM))
     return panels
 
 
@@ -133,6 +140,12 @@ def draw_grid(specs: list, wide: int) -> None:
         show_chart(st, spec)
 
 
+def draw_explained(specs: list, panels: list[Panel], cell: str) -> None:
+    """Classroom view: one chart a row, what to look at and the cell's equations beside it."""
+    for spec, panel in zip(specs, panels):
+        explained(spec, panel.metric, cell)
+
+
 @store_guard
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
                every: float | None = None) -> None:
@@ -148,9 +161,11 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
     record = store.record(run_id)
+    classroom = classroom_on()
     run_status_panel(store, record)  # with its latest values: speed and ETA
-    st.caption(describe_refresh(refresh, every, run, rows))
-    if every is None and run["status"] not in TERMINAL:
+    if not classroom:
+        st.caption(describe_refresh(refresh, every, run, rows))
+    if every is None and run["status"] not in TERMINAL and not classroom:
         st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
@@ -158,59 +173,87 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     summary(run, rows.metrics)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
-    specs = live_chart_specs(("train", store.location, run_id), chart_panels(run, rows, smoothing, log_loss),
-                             final=rows.final)
-    draw_grid(specs, wide_panels(rows))
+    panels = chart_panels(run, rows, smoothing, log_loss)
+    specs = live_chart_specs(("train", store.location, run_id), panels, final=rows.final)
+    if classroom:
+        draw_explained(specs, panels, run["config"]["cell"]["name"])
+    else:
+        draw_grid(specs, wide_panels(rows))
 
 
+def watched_in_class(store, requested: int | None) -> int | None:
+    """The run the classroom view shows: ``?run=ID`` if the store has it, else the newest run; None if
+    there are none (a line says how to start one)."""
+    runs = store.runs().head(RUN_CHOICES)
+    if runs.empty:
+        st.info("No runs yet: turn **Classroom view** off (top right) to configure and start one.")
+        return None
+    watched = requested if requested in set(runs["id"]) else int(runs["id"].iloc[0])
+    st.query_params["run"] = str(watched)
+    return watched
+
+
+classroom = classroom_switch()
+classroom_style()
 st.title("Train")
-st.caption("Pick a cell and a task, press Start, and watch the loss, the gradient reaching the first step, "
-           "the singular values of the recurrent matrix and the gradient flow through time, live.")
+if not classroom:
+    st.caption("Pick a cell and a task, press Start, and watch the loss, the gradient reaching the first step, "
+               "the singular values of the recurrent matrix and the gradient flow through time, live.")
 
 store = open_store()
 query = QueryReader()
 requested = next(iter(query.ids("run")), None)
-defaults = form_defaults(store, requested, query)
-linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
-query.warn()
-form, live = st.columns([1, 2.6], gap="large")
+if classroom:  # no form, no controls: the run of the link, drawn with the defaults (Note [Classroom view])
+    linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+    query.warn()
+    live = st.container()
+    with live:
+        watched = watched_in_class(store, requested)
+    smoothing, log_loss, refresh = 0.0, False, linked_refresh
+else:
+    defaults = form_defaults(store, requested, query)
+    linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+    query.warn()
+    form, live = st.columns([1, 2.6], gap="large")
 
-with form:
-    config = config_form("train", defaults=defaults)
-    start_column, stop_column = st.columns(2)
-    if start_column.button("Start", type="primary", disabled=config is None, key="train_start", width="stretch"):
-        try:
-            requested = runner.start_run(config, store_path())
-            st.query_params["run"] = str(requested)
-            # Watched from now on, whatever ?run= said: set through the widget's state, which the browser
-            # takes too (a removed state would come back from the browser's copy at the next click).
-            st.session_state["train_watch"] = requested
-        except ConfigError as error:
-            st.error(str(error))
-if config is not None:
-    st.query_params.update(config_to_query(config))
+    with form:
+        config = config_form("train", defaults=defaults)
+        start_column, stop_column = st.columns(2)
+        if start_column.button("Start", type="primary", disabled=config is None, key="train_start",
+                               width="stretch"):
+            try:
+                requested = runner.start_run(config, store_path())
+                st.query_params["run"] = str(requested)
+                # Watched from now on, whatever ?run= said: set through the widget's state, which the browser
+                # takes too (a removed state would come back from the browser's copy at the next click).
+                st.session_state["train_watch"] = requested
+            except ConfigError as error:
+                st.error(str(error))
+    if config is not None:
+        st.query_params.update(config_to_query(config))
 
-runs = store.runs().head(RUN_CHOICES)
-watched = None
-with live:
-    if runs.empty:
-        st.info("No runs yet: configure one on the left and press **Start**.")
-    else:
-        labels = {row.id: run_label(row) for row in runs.itertuples()}
-        pick, smooth, scale, cadence = st.columns([2.2, 1.2, 0.9, 1.4], vertical_alignment="bottom")
-        if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
-            st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
-        watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")
-        smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
-                                  help="Exponential moving average of the curves (TensorBoard's, debiased); "
-                                       "the raw curve stays faint behind.")
-        log_loss = scale.toggle("Log y", value=False, key="train_log_loss", help="Log scale for the loss.")
-        refresh = refresh_control(cadence, linked_refresh)
-        st.query_params["run"] = str(watched)
+    runs = store.runs().head(RUN_CHOICES)
+    watched = None
+    with live:
+        if runs.empty:
+            st.info("No runs yet: configure one on the left and press **Start**.")
+        else:
+            labels = {row.id: run_label(row) for row in runs.itertuples()}
+            pick, smooth, scale, cadence = st.columns([2.2, 1.2, 0.9, 1.4], vertical_alignment="bottom")
+            if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
+                st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
+            watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")
+            smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
+                                      help="Exponential moving average of the curves (TensorBoard's, debiased); "
+                                           "the raw curve stays faint behind.")
+            log_loss = scale.toggle("Log y", value=False, key="train_log_loss", help="Log scale for the loss.")
+            refresh = refresh_control(cadence, linked_refresh)
+            st.query_params["run"] = str(watched)
 
 record = store.run(watched) if watched is not None else None
 status = record["status"] if record is not None else None
-if stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop", width="stretch"):
+if not classroom and stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop",
+                                        width="stretch"):
     status = runner.stop_run(watched, store_path())
 
 if watched is not None:

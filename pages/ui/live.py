@@ -275,13 +275,15 @@ def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 class Panel:
     """One live chart: ``build()`` returns its Altair chart, ``rows()`` (optional) the datasets of that chart
     in the order its layers first use them; ``data`` changes when its rows do and ``controls`` when its
-    settings (smoothing, scale, which names) do."""
+    settings (smoothing, scale, which names) do. ``metric``: the metric row the chart is about, whose words
+    the classroom view shows beside it (pages/ui/classroom.py)."""
 
     key: str
     controls: object
     data: object
     build: Callable[[], object]
     rows: Callable[[], list] | None = None
+    metric: str | None = None
 
 
 @dataclass
@@ -329,9 +331,11 @@ def _refresh(entry: _ChartSpecs, panel: Panel) -> None:
     entry.versions[panel.key] = (panel.controls, panel.data)
 
 
-def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], list]) -> list[Panel]:
+def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], list],
+                 metrics: list[str] | None = None) -> list[Panel]:
     """``count`` panels over the charts one call of ``build_all()`` returns (pages that overlay several runs
-    build their charts together); ``build_all`` runs at most once per rerun, and only when a panel needs it."""
+    build their charts together); ``build_all`` runs at most once per rerun, and only when a panel needs it.
+    ``metrics``: the metric each chart is about (:attr:`Panel.metric`), in the same order."""
     built: list = []
 
     def chart(index: int):
@@ -339,7 +343,8 @@ def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], l
             built.append(build_all())
         return built[0][index]
 
-    return [Panel(f"{key}/{index}", controls, data, functools.partial(chart, index)) for index in range(count)]
+    return [Panel(f"{key}/{index}", controls, data, functools.partial(chart, index),
+                  metric=metrics[index] if metrics else None) for index in range(count)]
 
 
 def show_chart(container, spec: dict) -> None:

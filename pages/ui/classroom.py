@@ -1,0 +1,270 @@
+"""The classroom view: a page for a projector, every chart with what to look at beside it.
+
+    classroom_switch()                        # the "Classroom view" toggle; ?classroom=1 in the URL
+    classroom_style()                         # larger type, no sidebar or controls, wide charts
+    explained(spec, "grad/h0_norm", "rnn")    # the chart; in classroom view taller, beside it the words
+                                              # of EXPLANATIONS and the cell's equations (st.latex)
+
+Note [Classroom view]
+---------------------
+A lecturer opens a link with ``?classroom=1`` (or flips the switch, which writes that parameter, so the
+link can be shared) and gets the same live page without what a class does not need: the configuration
+forms, the buttons and the sidebar are gone, the type is larger (the root font size: Streamlit sizes its
+text in rem), the charts are one a row, taller and with larger axis and legend fonts, and beside each
+chart stand a few sentences a lecturer can read out (:data:`EXPLANATIONS`, one table, keyed by the
+metric row names of ``stability.metric_names``) and the cell's update equations as the cell registry
+gives them (``stability.cells.describe(name).equations``, the same LaTeX ``python -m stability cells``
+prints).  Without the parameter nothing changes: :func:`explained` draws just the chart.
+
+The switch stays reachable in classroom view: with the sidebar hidden it is drawn at the top right of
+the page instead.  The URL is the one truth (:func:`classroom_on`): the toggle only writes it, and takes
+its state from it at every run, so a page that clears its query parameters also leaves the view.
+
+A live chart is still the spec :func:`pages.ui.live.live_chart_specs` keeps (Note [Watching cheaply]): in
+classroom view it is sent with a larger height and fonts set on a shallow copy of that spec, the same
+copy at every rerun, so an unchanged chart still reaches the browser as the same element.  Nothing here
+reads rows.
+
+Streamlit only; the words are data, the maths is in the papers (``../shared/papers/``).
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+
+import streamlit as st
+
+PARAM = "classroom"          # ?classroom=1
+SWITCH_KEY = "classroom_view"
+ON_VALUES = ("1", "true", "yes", "on")
+CHART_HEIGHT = 540           # px, title and legend included: a chart beside its explanation, one a row
+CHART_FONTS = {              # Vega-Lite config merged into each chart in classroom view (sizes in px)
+    "axis": {"labelFontSize": 20, "titleFontSize": 21},
+    "legend": {"labelFontSize": 20, "titleFontSize": 20, "symbolSize": 220, "labelLimit": 420},
+    "header": {"labelFontSize": 20, "titleFontSize": 21},
+    "title": {"fontSize": 26},
+    "text": {"fontSize": 18},  # text marks that set no size of their own (the baseline's label)
+}
+ROOT_FONT_PX = 22            # Streamlit's 1rem (16 px by default)
+SPLIT = (2, 1)               # chart column : words column
+
+# ------------------------------------------------------------------------------ what to look at
+_BASELINE = ("The dashed line is the memoryless baseline: the best score without remembering the sequence "
+             "(adding task: always answer 1, 0.167; spectral paper §7.1, Fig. 1). On the line nothing is "
+             "remembered yet; below it, information crosses the whole sequence.")
+_BAND = ("The band spans all singular values of W, σ_min to σ_max. Held in [1 − r, 1 + r] (spectral paper §4, "
+         "eq. 4), each multiplication by W, once per time step, can shrink or grow the gradient by at most that "
+         "factor: nothing vanishes or explodes through W. A plain RNN's band spreads away from 1 as it trains.")
+_GAP = ("Validation minus training. A loss gap above zero that keeps growing is overfitting (for accuracy the "
+        "sign is reversed). In the SGORNN paper's Fig. 4 it grows for FastRNN, VPRNN and LSTM and stays nearly "
+        "constant for SGORNN.")
+
+EXPLANATIONS = {  # metric row name, or a pattern (fnmatch; the first that matches wins) -> words to read out
+    "val/loss": "The loss on held-out examples, beside the training loss. " + _BASELINE,
+    "train/loss": "The loss on the training batches. " + _BASELINE,
+    "test/loss": "The loss on the test split, never trained on. " + _BASELINE,
+    "gap/loss": _GAP,
+    "grad/h0_norm": (
+        "How much of the error signal gets back to the first time step. Backpropagation multiplies by one "
+        "Jacobian per step, so it scales like ‖W‖ to the power T (KRU paper §2.2, eq. 3): many decades down "
+        "on this log axis, it has vanished and the first inputs teach nothing. Spectral-RNN's stays level; an "
+        "RNN's sinks (spectral paper Fig. 4)."),
+    "grad/h0_norm_train": (
+        "‖∂L/∂h₀‖ on the training batch, in the training precision: what the optimiser really receives. In "
+        "float32 it reads exactly 0 once the true value is below about 1e-38."),
+    "grad/h_t_norm": (
+        "‖∂L/∂h_t‖ for every time step t (across) at every probe of training (down, newest on top), log colour. "
+        "Each step back multiplies by one Jacobian (KRU paper Appendix A, eq. 11), so colour fading steadily "
+        "towards t = 0 is a gradient shrinking by the same factor every step: exponential vanishing. An even "
+        "colour means the gradient reaches the first steps."),
+    "grad/A_h_norm": (
+        "‖A_h‖ = ‖∂z/∂h₀‖: how much the output still depends on the initial state, the gradient term with the "
+        "most matrix products (MASO paper §5.2, eq. 10). Noise in h₀ penalises exactly this term (Thm. 3), so "
+        "noisy runs keep it smaller (MASO Fig. 4, top)."),
+    "grad/recurrent_norm": (
+        "The gradient of the recurrent weights on the training batch. Spikes of several decades are exploding "
+        "gradients; a noisy h₀ keeps it smaller (MASO paper Fig. 4, middle)."),
+    "grad/total_norm": (
+        "The whole gradient, every parameter, before clipping. Spikes of several decades are exploding "
+        "gradients: the steps gradient clipping would cut short."),
+    "sv/min": _BAND,
+    "sv/max": _BAND,
+    "sv/margin": (
+        "The spectral margin max|σᵢ − 1|: how far W is from orthogonal (spectral paper §7.2, Fig. 4). "
+        "Spectral-RNN keeps it below r by construction (eq. 4); an IRNN starts at 0 and quickly drifts away."),
+    "sv/condition": (
+        "σ_max / σ_min, the condition number of W. Near 1, W treats every direction alike; large, it crushes "
+        "some directions, and the gradient along them vanishes (KRU paper §2.2)."),
+    "sv/spectral_radius": (
+        "The largest |eigenvalue| of W: above 1, repeated multiplication by W grows states and gradients "
+        "exponentially, below 1 they fade (KRU paper §2.2). KRU's soft unitary penalty pulls it to 1 (§4.7, "
+        "Fig. 6)."),
+    "sv/spectrum": (
+        "Every singular value of W (across, largest first) at every probe of training (down, newest on top), "
+        "log colour. One even colour is a spectrum held near 1, as Spectral-RNN's eq. 4 holds it; colours "
+        "spreading apart are singular values leaving 1, where gradients vanish (below) or explode (above)."),
+    "gate/*": (
+        "The cell's gates. In FastRNN and SGORNN, h_t = α σ(…) + β h_{t−1} (SGORNN paper eq. 1): β near 1 and α "
+        "small make each step nearly the identity, so the gradient passes many steps. For an LSTM or GRU, the "
+        "gates' averages: a forget gate near 1 keeps the memory."),
+    "train/lr": "The learning rate at each step: its schedule, if it has one.",
+    "train/penalty": (
+        "The soft-constraint term added to the loss, such as KRU's λ Σ‖W_fᴴ W_f − I‖² (KRU paper §3.1, eq. 7): "
+        "the larger λ, the closer W is held to unitary (§4.7, Fig. 6)."),
+    "gap/*": _GAP,
+    "*/accuracy": (
+        "The fraction of examples classified correctly. The dashed line is the task's baseline: the score "
+        "without using what was seen. A training curve pulling away from the validation curve is overfitting "
+        "(SGORNN paper Fig. 4a)."),
+    "*/mse": "The mean squared error of the prediction. " + _BASELINE,
+    "*/cross_entropy": ("The cross-entropy of the predicted symbols, in nats. The dashed line is the memoryless "
+                        "baseline: guessing without remembering. Below it, the network remembers."),
+    "*/perplexity": ("exp(cross-entropy): how many equally likely choices the model still hesitates between at "
+                     "each symbol; lower is better."),
+    "*/bpc": "Bits per character: the cross-entropy in bits (nats / ln 2); lower is better.",
+}
+
+
+def explanation(metric: str) -> str | None:
+    """The words to read out beside a chart of ``metric`` (a metric row name such as ``grad/h0_norm``, or a
+    series name), from :data:`EXPLANATIONS`: its own entry, else the first pattern it matches; None if none."""
+    if metric in EXPLANATIONS:
+        return EXPLANATIONS[metric]
+    for pattern, text in EXPLANATIONS.items():
+        if any(mark in pattern for mark in "*?[") and fnmatch.fnmatchcase(metric, pattern):
+            return text
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def cell_equations(cell: str | None) -> tuple[str, str, tuple[str, ...]]:
+    """(summary, paper, LaTeX equations) of a registered cell, from ``stability.cells.describe``; empty for
+    None or a cell the registry cannot describe (a plugin that failed to import)."""
+    if not cell:
+        return "", "", ()
+    from stability import cells
+
+    try:
+        info = cells.describe(cell)
+    except Exception:  # noqa: BLE001 - a cell of one's own may not describe itself: then just no equations
+        return "", "", ()
+    return info.summary, info.paper, tuple(info.equations)
+
+
+# ----------------------------------------------------------------------------------- the switch
+def classroom_on() -> bool:
+    """Whether the URL asks for the classroom view: ``?classroom=1``."""
+    return str(st.query_params.get(PARAM, "")).strip().lower() in ON_VALUES
+
+
+def _follow_switch() -> None:
+    """The toggle's callback (before the page runs): write its new state into the URL."""
+    if st.session_state.get(SWITCH_KEY):
+        st.query_params[PARAM] = "1"
+    else:
+        st.query_params.pop(PARAM, None)
+
+
+def classroom_switch() -> bool:
+    """The "Classroom view" toggle: in the sidebar, or at the top right of the page while the view is on
+    (its sidebar is hidden); flipping it sets or removes ``?classroom=1``. Returns :func:`classroom_on`."""
+    on = classroom_on()
+    st.session_state[SWITCH_KEY] = on  # the URL is the truth (Note [Classroom view])
+    if on:
+        container = st.columns([4, 1])[1]
+    else:
+        container = st.sidebar
+    container.toggle("Classroom view", key=SWITCH_KEY, on_change=_follow_switch,
+                     help="For a projector: hides the controls, enlarges charts and type, and explains each "
+                          "chart beside it. Adds ?classroom=1 to the link, so it can be shared.")
+    return classroom_on()
+
+
+def classroom_style() -> None:
+    """The projector's CSS: a larger root font, no sidebar, the page's full width. Nothing when the
+    classroom view is off."""
+    if not classroom_on():
+        return
+    st.html(f"""<style>
+html {{ font-size: {ROOT_FONT_PX}px; }}
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"]
+    {{ display: none !important; }}
+[data-testid="stMainBlockContainer"] {{ max-width: 100%; padding: 3.5rem 2rem 3rem 2rem; }}
+h1 {{ font-size: 2.2rem !important; }}
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li {{ line-height: 1.45; }}
+.katex {{ font-size: 1.15em; }}
+</style>""")
+
+
+# ---------------------------------------------------------------------------------------- charts
+def projected(chart):
+    """``chart`` (a Vega-Lite spec dict, or an Altair chart) taller and with larger fonts, for the projector;
+    a spec is copied shallowly (its datasets are shared, not copied)."""
+    if isinstance(chart, dict):
+        config = dict(chart.get("config", {}))
+        for part, sizes in CHART_FONTS.items():
+            config[part] = {**config.get(part, {}), **sizes}
+        spec = {**chart, "config": config}
+        if not any(key in spec for key in ("vconcat", "hconcat", "concat", "facet")):
+            spec["height"] = CHART_HEIGHT
+        return spec
+    import altair as alt
+
+    if isinstance(chart, (alt.Chart, alt.LayerChart)):
+        chart = chart.properties(height=CHART_HEIGHT)
+    return (chart.configure_axis(**CHART_FONTS["axis"]).configure_legend(**CHART_FONTS["legend"])
+            .configure_title(**CHART_FONTS["title"]))
+
+
+def _draw(container, chart, key: str | None) -> None:
+    if isinstance(chart, dict):  # a spec from pages.ui.live.live_chart_specs: as show_chart draws it
+        container.vega_lite_chart(spec=chart, width="stretch", **({"key": key} if key else {}))
+    else:
+        container.altair_chart(chart, width="stretch", **({"key": key} if key else {}))
+
+
+def explained(chart, metric: str, cell: str | None = None, *, key: str | None = None) -> None:
+    """Draw ``chart`` (an Altair chart, or a Vega-Lite spec from ``live_chart_specs``). In classroom view it
+    is taller, and beside it stand :func:`explanation` of ``metric`` and the equations of ``cell``; in the
+    normal view it is just the chart, as before."""
+    if not classroom_on():
+        _draw(st, chart, key)
+        return
+    left, right = st.columns(SPLIT, gap="large")
+    _draw(left, projected(chart), key)
+    with right:
+        text = explanation(metric)
+        if text:
+            st.markdown(text)
+        show_equations(cell)
+
+
+def show_equations(cell: str | None) -> None:
+    """The cell's name and paper in a caption, then its update equations in one KaTeX block."""
+    summary, paper, equations = cell_equations(cell)
+    if not equations:
+        return
+    st.caption(f"**{cell}** · {paper or summary}")
+    st.latex(r"\begin{gathered}" + r" \\[0.4em] ".join(equations) + r"\end{gathered}")
+
+
+def show_cells(names) -> None:
+    """The equations of several cells side by side (a race: one chart overlays them all)."""
+    names = [name for name in dict.fromkeys(names) if cell_equations(name)[2]]
+    for column, name in zip(st.columns(len(names)) if names else (), names):
+        with column:
+            show_equations(name)
+
+
+__all__ = [
+    "EXPLANATIONS",
+    "cell_equations",
+    "classroom_on",
+    "classroom_style",
+    "classroom_switch",
+    "explained",
+    "explanation",
+    "projected",
+    "show_cells",
+    "show_equations",
+]
