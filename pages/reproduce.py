@@ -12,6 +12,8 @@ import math
 import pandas as pd
 import streamlit as st
 
+from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_switch, explained, explanation,
+                                projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
@@ -80,19 +82,26 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
     done = sum(run.status not in ACTIVE_STATUSES for run in runs.values())
     st.progress(sum(run.progress for run in runs.values()) / len(runs),
                 text=f"{done} of {len(runs)} runs finished")
+    for run_id, run in runs.items():
+        if run.status in ("diverged", "failed"):
+            st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
 
     # what each run's rows say, in words (stability.diagnosis), computed only when its rows changed
     st.markdown("**What is happening**  \n" + "  \n".join(
         race_line(labels[run_id], live_findings(("reproduce", store.location, run_id), rows[run_id], run))
         for run_id, run in runs.items()))
 
+    st.subheader(f"{preset.figure}, laid out as in the paper")
+    draw_figure(preset, runs, rows, labels)
+
     st.subheader("Verdicts")
     st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours.")
     st.dataframe(verdict_table(reproduce.verdicts(preset, store, list(runs))), hide_index=True, width="stretch")
-    for run_id, run in runs.items():
-        if run.status in ("diverged", "failed"):
-            st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
 
+
+def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
+    """The preset's layout (stability.figures), a row of charts per panel, drawn live; in the classroom
+    view each row has the explanation of its metric beside it."""
     layout = preset.drawn()
     if not layout.panels or all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
@@ -107,10 +116,20 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
     specs = live_chart_specs(f"reproduce-{preset.name}", panels, final=all(rows[run_id].final for run_id in runs))
     width = max(1, len({value for _, value in cells}))
     for start_at in range(0, len(specs), width):
-        for column, spec in zip(st.columns(width), specs[start_at:start_at + width]):
-            show_chart(column, spec)
+        row, panel = specs[start_at:start_at + width], cells[start_at][0]
+        if width == 1:
+            explained(row[0], panel.metric)
+            continue
+        charts_at, words = (st.columns(SPLIT, gap="large") if classroom_on() else (st.container(), None))
+        with charts_at:
+            for column, spec in zip(st.columns(width), row):
+                show_chart(column, projected(spec) if classroom_on() else spec)
+        if words is not None and explanation(panel.metric):
+            words.markdown(explanation(panel.metric))
 
 
+classroom_switch()
+classroom_style()
 st.title("Reproduce")
 st.caption("A figure of the papers, one click away: its runs at classroom scale (a few CPU minutes) or at the "
            "paper's, drawn live, and each of the paper's claims judged from our stored rows.")
@@ -143,37 +162,47 @@ else:
         st.stop()
     st.subheader(preset.title)
     st.markdown(f"{preset.paper}, **{preset.figure}** ({preset.section}): {preset.shows}")
+    if classroom_on():  # for the projector: the cells' equations instead of the controls
+        shown_scale = st.query_params.get("scale", "classroom")
+        show_cells([config.cell.name for config in
+                    preset.all_configs(shown_scale if shown_scale in preset.scales else "classroom")])
     if preset.notes:
         with st.expander("How our runs differ from the paper's"):
             st.write(preset.notes)
     scale_names = list(preset.scales)
     default_scale = st.query_params.get("scale", "classroom")
-    scale = st.radio("Scale", scale_names, horizontal=True, key="reproduce_scale",
-                     index=scale_names.index(default_scale) if default_scale in scale_names else 0,
-                     format_func=lambda name: f"{name}: {preset.scales[name].get('note', '')}")
-    left, middle, right = st.columns([1, 1, 3])
-    if left.button("Run", type="primary", key="reproduce_run", width="stretch"):
-        try:
-            params = start(preset, scale)
-        except (PresetError, ConfigError, sweeps.SweepError) as error:
-            st.error(str(error))
-        else:
-            st.query_params.update({"preset": preset.name, "scale": scale, **params})
-            st.query_params.pop("runs" if "sweep" in params else "sweep", None)
-            st.rerun()
-    if middle.button("Gallery", key="reproduce_gallery", width="stretch"):
-        st.query_params.clear()
-        st.rerun()
     run_ids = preset_runs(store, preset)
     active = [run_id for run_id in run_ids if store.record(run_id).status in ACTIVE_STATUSES] if run_ids else []
-    if run_ids:
-        if right.button("Stop", key="reproduce_stop", disabled=not active):
+    if classroom_on():  # for the projector: no controls; the link names the runs
+        scale = default_scale if default_scale in scale_names else scale_names[0]
+    else:
+        scale = st.radio("Scale", scale_names, horizontal=True, key="reproduce_scale",
+                         index=scale_names.index(default_scale) if default_scale in scale_names else 0,
+                         format_func=lambda name: f"{name}: {preset.scales[name].get('note', '')}")
+        left, middle, right = st.columns([1, 1, 3])
+        if left.button("Run", type="primary", key="reproduce_run", width="stretch"):
+            try:
+                params = start(preset, scale)
+            except (PresetError, ConfigError, sweeps.SweepError) as error:
+                st.error(str(error))
+            else:
+                st.query_params.update({"preset": preset.name, "scale": scale, **params})
+                st.query_params.pop("runs" if "sweep" in params else "sweep", None)
+                st.rerun()
+        if middle.button("Gallery", key="reproduce_gallery", width="stretch"):
+            for key in ("preset", "scale", "runs", "sweep"):
+                st.query_params.pop(key, None)
+            st.rerun()
+        if run_ids and right.button("Stop", key="reproduce_stop", disabled=not active):
             if "sweep" in st.query_params:
                 sweeps.stop_sweep(int(st.query_params["sweep"]), store_path())
             for run_id in active:
                 runner.stop_run(run_id, store_path())
             active = []
+    if run_ids:
         st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids)
+    elif classroom_on():
+        st.info("No runs in this link yet: start the preset in the normal view, then switch to the classroom view.")
     else:
         st.info(f"Press **Run** to train its {preset.run_count(scale)} runs at {scale} scale in the background; "
                 "the figure and the verdicts fill in here as they train.")

@@ -312,7 +312,7 @@ def _finite_or_nan(values: pd.Series) -> pd.Series:
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
                  log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
                  height: int = 260, max_points: int = 2000, hover_points: int | None = None,
-                 marks: tuple = ()) -> alt.LayerChart:
+                 marks: tuple = (), y_range: tuple | None = None) -> alt.LayerChart:
     """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
@@ -321,8 +321,9 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     (:func:`clip_for_log`), drawn a decade beyond the data (:func:`_log_edges`) and marked with a triangle.
     ``baseline`` (e.g. the task's chance-level loss) is a dashed rule labelled ``baseline_label``; on a log
     scale a baseline <= 0 has no place and is left out. ``marks``: more dashed rules, ``(value, label)``
-    pairs (a paper's numbers), drawn as the baseline is. At most ``max_points`` rows per curve
-    (:func:`prepare`).
+    pairs (a paper's numbers), drawn as the baseline is. ``y_range`` ``(low, high)`` fixes the y axis
+    (the range a paper's panel shows) and clips what falls outside it. At most ``max_points`` rows per
+    curve (:func:`prepare`).
 
     ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
     dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
@@ -336,7 +337,7 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
                              marks=marks)
     x_field, x_title = X_AXES[x]
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
-    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y_scale = _y_scale(log_y, y_range)
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
     hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
                                 clear="pointerout", empty=False)
@@ -363,7 +364,27 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
     if rows.baseline is not None:
         layers += _baseline_layers(rows.baseline, y_title, y_scale)
-    return alt.layer(*layers).properties(title=title, height=height)
+    chart = alt.layer(*layers).properties(title=title, height=height)
+    return chart if y_range is None else _clipped(chart)
+
+
+def _y_scale(log_y: bool, y_range: tuple | None) -> alt.Scale:
+    """A y scale: log or linear (not forced to include 0), fixed to ``y_range`` where one is given."""
+    options = {"type": "log"} if log_y else {"zero": False}
+    if y_range is not None:
+        options.update(domain=[float(y_range[0]), float(y_range[1])], clamp=False)
+    return alt.Scale(**options)
+
+
+def _clipped(chart: alt.LayerChart) -> alt.LayerChart:
+    """``chart`` with every mark clipped to the plot area (what a fixed y range leaves out is not drawn
+    over the axes)."""
+    for layer in chart.layer:
+        mark = layer.mark if isinstance(layer.mark, str) else layer.mark.type
+        options = {} if isinstance(layer.mark, str) else layer.mark.to_dict()
+        options.pop("type", None)
+        layer.mark = alt.MarkDef(type=mark, clip=True, **options)
+    return chart
 
 
 @dataclass
@@ -408,7 +429,7 @@ def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
 
 
 def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool = False, title: str = "",
-                marks: tuple = (), height: int = 260) -> alt.LayerChart:
+                marks: tuple = (), height: int = 260, y_range: tuple | None = None) -> alt.LayerChart:
     """A statistic of each run against a config field (a preset's panel with a field x, e.g. the final
     accuracy against depth L): ``points`` has x (numbers, or texts drawn in first-seen order), run (the
     line's label), value and run_id. A line per label through its points sorted by x; on a log y scale
@@ -431,7 +452,7 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
               scale=alt.Scale(zero=False) if numeric_x else alt.Undefined,
               axis=alt.Axis(values=ticks, format="~g") if numeric_x and 0 < len(ticks) <= 12 else
               (alt.Undefined if numeric_x else alt.Axis(labelAngle=0)))
-    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y_scale = _y_scale(log_y, y_range)
     y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale)
     colour = alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("x:N" if not numeric_x else "x:Q", title=x_title),
@@ -445,7 +466,8 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
     reference = reference_rows(marks, log_y)
     if reference is not None:
         layers += _baseline_layers(reference, y_title, y_scale)
-    return alt.layer(*layers).properties(title=title, height=height)
+    chart = alt.layer(*layers).properties(title=title, height=height)
+    return chart if y_range is None else _clipped(chart)
 
 
 def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log_y: bool,

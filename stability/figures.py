@@ -73,12 +73,12 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
             frame = pd.concat([metrics[run_id].assign(run=over_training[run_id]) for run_id in members],
                               ignore_index=True)
             drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
-                                               marks=tuple(marks), hover_points=60))
+                                              marks=tuple(marks), hover_points=60, y_range=panel.range))
         else:
             drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
                                               x_title=short(panel.x),
                                               y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
-                                              title=title, marks=tuple(marks)))
+                                              title=title, marks=tuple(marks), y_range=panel.range))
     return drawn
 
 

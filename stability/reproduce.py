@@ -82,6 +82,7 @@ Note [Layout]
         stat   = "final"              # with a field x only: as a claim's stat (mean_last with last = k)
         marks  = ["baseline", { value = 0.01, label = "r" }]   # optional dashed reference lines: the
                                       # task's memoryless baseline, or a number (the paper's) with a label
+        range  = [0, 0.25]            # optional: the y axis the paper's panel shows (what is outside is clipped)
 
     Fields are checked when the file loads (:func:`stability.sweeps.resolve_field` against the preset's
     cells and tasks) and read from each stored run's config by :func:`field_value`, the cell's or task's
@@ -143,7 +144,7 @@ _SCALE_KEYS = {"note", "override", "runs", "seeds", "vary"}
 _SWEEP_KEYS = {"base", "vary", "seeds"}
 _CLAIM_KEYS = {"text", "run", "metric", "stat", "last", "op", "than", "factor", "tolerance", "paper"}
 _LAYOUT_KEYS = {"columns", "color", "panels"}
-_PANEL_KEYS = {"metric", "title", "log", "x", "stat", "last", "marks"}
+_PANEL_KEYS = {"metric", "title", "log", "x", "stat", "last", "marks", "range"}
 LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis by default
 _NAME_SEPARATOR = "/"
 
@@ -193,6 +194,7 @@ class Panel:
     stat: str = "final"
     last: int | None = None
     marks: tuple[Mark, ...] = ()
+    range: tuple[float, float] | None = None   # the y axis (low, high); None: fitted to the data
 
     @property
     def over_training(self) -> bool:
@@ -519,8 +521,12 @@ def _layout(data: Any, configs: list[RunConfig], fail) -> Layout:
                 marks.append(Mark(float(mark["value"]), mark.get("label") or _number(mark["value"])))
             else:
                 fail(f"{where}.marks: each mark is \"baseline\" or {{ value = NUMBER, label = TEXT }}; got {mark!r}")
+        shown = raw.get("range")
+        if shown is not None and not (isinstance(shown, list) and len(shown) == 2 and all(map(_is_number, shown))
+                                      and shown[0] < shown[1] and (not raw.get("log") or shown[0] > 0)):
+            fail(f"{where}.range must be [low, high] with low < high (and low > 0 on a log axis); got {shown!r}")
         panels.append(Panel(metric, raw.get("title", "") or metric, raw.get("log", False), x, stat, last,
-                            tuple(marks)))
+                            tuple(marks), None if shown is None else (float(shown[0]), float(shown[1]))))
     return Layout(tuple(panels), columns, color)
 
 

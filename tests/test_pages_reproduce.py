@@ -97,3 +97,29 @@ def test_a_link_to_an_unknown_preset_is_one_warning_and_the_gallery(store):
     assert not app.exception
     assert "no preset 'no-such-figure'" in app.warning[0].value
     assert any("Open" == button.label for button in app.button)
+
+
+def test_the_figure_follows_the_layout_and_the_classroom_view_explains_it_without_controls(store):
+    ids = write_fig1_runs(store, rnn_loss=0.165, spectral_loss=0.02)
+    link = {"preset": "spectral-fig1", "runs": ",".join(map(str, ids.values()))}
+    layout = reproduce.load("spectral-fig1").drawn()
+    app = run(**link)
+    assert not app.exception
+    assert len(app.get("vega_lite_chart")) == len(layout.panels)  # one column: a chart per panel
+    assert [button.key for button in app.button if button.key and button.key.startswith("reproduce_")] == [
+        "reproduce_run", "reproduce_gallery", "reproduce_stop"]
+    normal_words = " ".join(block.value for block in app.markdown)
+
+    from pages.ui.classroom import explanation
+
+    projector = run(**link, classroom="1")
+    assert not projector.exception
+    assert not [button for button in projector.button if button.key and button.key.startswith("reproduce_")]
+    assert not projector.radio  # no scale to pick: the link names the runs
+    assert len(projector.get("vega_lite_chart")) == len(layout.panels)
+    words = " ".join(block.value for block in projector.markdown)
+    for panel in layout.panels:  # beside each panel, what to look at in it (only in the classroom view)
+        assert explanation(panel.metric) in words and explanation(panel.metric) not in normal_words
+    equations = " ".join(block.value for block in projector.get("latex"))
+    assert "Householder" in equations or r"\mathcal{H}" in equations  # the cells' own equations
+    assert verdicts_on(projector) == verdicts_on(app)
