@@ -17,6 +17,14 @@ Walking, 2 Walking_Upstairs, 3 Walking_Downstairs, 4 Sitting, 5 Standing,
 A seeded ``val_fraction`` of the training windows is held out for
 validation. Each channel is z-scored with the mean and standard deviation of
 the remaining training windows (over windows and steps).
+
+``data`` picks what the windows are: ``"real"`` (the default) the files
+above; ``"standin"`` a seeded synthetic stand-in with the same 9 channels,
+128 steps, two classes merged from six activity-like generators and the same
+7,352 + 2,947 windows (:mod:`stability.tasks.standin`), nothing downloaded;
+``"auto"`` the real files when they (or the zip) are in the cache, else the
+stand-in. The stand-in's channel statistics come from a sample of its
+training windows. A run on the stand-in says so in its baseline's label.
 """
 
 from __future__ import annotations
@@ -28,13 +36,22 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .base import Arrays, Batch, StoredTask, check_fraction, majority_baseline, rng, split_off
+from . import standin
+from .base import Arrays, Batch, StoredTask, check_choice, check_fraction, majority_baseline, rng, split_off
 from .download import DatasetUnavailable, Progress, Remote, data_root, fetch, write_atomic, zip_members
 
 SIGNALS = tuple(
     f"{kind}_{axis}" for kind in ("body_acc", "body_gyro", "total_acc") for axis in "xyz"
 )
 STEPS = 128
+TRAIN_COUNT, TEST_COUNT = 7352, 2947
+STANDIN_SAMPLE = 128  # stand-in training windows the channel statistics come from
+STANDIN_NOTE = (
+    "This run uses the SYNTHETIC STAND-IN (data = standin or auto without the files): activity-like "
+    "inertial signals with HAR-2's 9 channels, 128 steps, two classes and split sizes, not the real "
+    "UCI HAR recordings; its numbers say how the models behave on a task of the same shape, not "
+    "what the paper measured."
+)
 FOLDER = "UCI HAR Dataset"
 # The original zip, a copy of it, and the archive's current address (a zip holding that zip).
 # No MD5 is published; the loader checks every file's shape instead.
@@ -76,6 +93,24 @@ def ensure_har_files(folder: Path, download: bool, progress: Progress | None) ->
     return dataset
 
 
+def har_cached(data_dir: str | os.PathLike | None) -> bool:
+    """True when the unpacked files or the zip are in the cache (what ``data = "auto"`` asks)."""
+    folder = data_root(data_dir) / "har"
+    dataset = folder / FOLDER
+    unpacked = all((dataset / name).exists() for name in needed_files("train") + needed_files("test"))
+    return unpacked or (folder / ARCHIVE.filename).exists()
+
+
+def standin_split(seed: int, first_id: int, count: int, generator: np.random.Generator) -> Arrays:
+    """The stand-in's windows in compact form: ids, their activities (1-6, balanced) and HAR-2 labels.
+
+    The signals are generated from the ids when a batch needs them (:func:`standin.har_windows`).
+    """
+    activities = standin.balanced_labels(count, 6, generator) + 1
+    return {"ids": np.arange(first_id, first_id + count), "activities": activities,
+            "labels": (activities % 2 == 0).astype(np.int64)}
+
+
 def read_table(path: Path, dtype: type) -> np.ndarray:
     return pd.read_csv(path, sep=r"\s+", header=None, dtype=dtype).to_numpy()
 
@@ -100,7 +135,11 @@ def load_split(dataset: Path, split: str) -> Arrays:
 class Har2Task(StoredTask):
     name = "har2"
     summary = "UCI HAR inertial signals, 128 steps of 9 channels, 2 classes"
-    option_help = {"val_fraction": "fraction of the training windows held out for validation (between 0 and 1)"}
+    option_help = {
+        "val_fraction": "fraction of the training windows held out for validation (between 0 and 1)",
+        "data": standin.DATA_HELP,
+    }
+    option_choices = {"data": standin.DATA_CHOICES}
     option_ranges = {"val_fraction": (0.0, 1.0)}
     paper = "SGORNN (ICLR 2022 submission) §3.2, Table 2, Fig. 4"
     metric = "accuracy"
@@ -122,23 +161,42 @@ class Har2Task(StoredTask):
         *,
         seed: int = 0,
         val_fraction: float = 0.2,
+        data: str = "real",
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
     ):
         super().__init__(seed=seed, input_size=len(SIGNALS), output_size=2, seq_len=STEPS)
         val_fraction = check_fraction("val_fraction", val_fraction)
-        dataset = ensure_har_files(data_root(data_dir) / "har", download, progress)
-        full_train = load_split(dataset, "train")
+        self.data = check_choice("data", data, standin.DATA_CHOICES)
+        self.standin = data == "standin" or (data == "auto" and not har_cached(data_dir))
+        if self.standin:
+            generator = rng(seed, "pool")
+            full_train = standin_split(seed, 0, TRAIN_COUNT, generator)
+            test = standin_split(seed, TRAIN_COUNT, TEST_COUNT, generator)
+        else:
+            dataset = ensure_har_files(data_root(data_dir) / "har", download, progress)
+            full_train, test = load_split(dataset, "train"), load_split(dataset, "test")
         val_count = max(1, round(val_fraction * len(full_train["labels"])))
         train, val = split_off(full_train, val_count, rng(seed, "split"))
-        self.splits = {"train": train, "val": val, "test": load_split(dataset, "test")}
-        self.channel_mean = train["signals"].mean(axis=(0, 1), dtype=np.float64).astype(np.float32)
-        std = train["signals"].std(axis=(0, 1), dtype=np.float64)
+        self.splits = {"train": train, "val": val, "test": test}
+        signals = self._signals(train if not self.standin else
+                                {key: value[:STANDIN_SAMPLE] for key, value in train.items()})
+        self.channel_mean = signals.mean(axis=(0, 1), dtype=np.float64).astype(np.float32)
+        std = signals.std(axis=(0, 1), dtype=np.float64)
         self.channel_std = np.where(std > 0, std, 1.0).astype(np.float32)
         self.baseline = majority_baseline(train["labels"], self.splits["test"]["labels"])
         self.baseline_label = "always predict the more frequent training class"
+        if self.standin:
+            self.baseline_label = standin.label(self.baseline_label, "HAR-2")
+            self.description = f"{self.description} {STANDIN_NOTE}"
+
+    def _signals(self, arrays: Arrays) -> np.ndarray:
+        """(B, 128, 9) float32: the stored windows, or the stand-in's generated from their ids."""
+        if "signals" in arrays:
+            return arrays["signals"]
+        return standin.har_windows(self.seed, arrays["ids"], arrays["activities"], STEPS)
 
     def encode(self, arrays: Arrays) -> Batch:
-        x = (arrays["signals"] - self.channel_mean) / self.channel_std  # (B, 128, 9)
+        x = (self._signals(arrays) - self.channel_mean) / self.channel_std  # (B, 128, 9)
         return torch.from_numpy(x), torch.from_numpy(arrays["labels"])

@@ -14,6 +14,13 @@ read: with ``pixels_per_step = 784`` and ``blank_steps = L - 1`` the image is
 one 784-vector followed by L - 1 blank steps, what the depth-as-time
 ``mlp`` cell reads (spectral paper §5, §7.2, Fig. 5).
 
+``data`` picks what the images are: ``"real"`` (the default) the IDX files
+below; ``"standin"`` a seeded synthetic stand-in with MNIST's shapes, classes
+and split sizes (digits drawn as random pen strokes,
+:mod:`stability.tasks.standin`), nothing downloaded; ``"auto"`` the real
+files when all four are in the cache, else the stand-in. A run on the
+stand-in says so in its baseline's label.
+
 IDX layout: a big-endian header ``00 00 <dtype> <ndim>``, ``ndim``
 big-endian uint32 sizes, then the data; images are ``0x08`` (uint8) with
 3 dimensions (N, 28, 28), labels uint8 with 1 dimension (N,).
@@ -28,10 +35,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import standin
 from .base import Arrays, Batch, StoredTask, check_choice, check_count, majority_baseline, rng, split_off
 from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
 PIXELS = 28 * 28
+TRAIN_COUNT, TEST_COUNT = 60_000, 10_000
+STANDIN_SAMPLE = 512  # stand-in training images the pixel statistics of normalize="standard" come from
 MIRRORS = (
     "https://ossci-datasets.s3.amazonaws.com/mnist/",
     "https://storage.googleapis.com/cvdf-datasets/mnist/",
@@ -43,6 +53,11 @@ FILES = {
     "test_labels": ("t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c"),
 }
 REMOTES = mirrored(FILES, MIRRORS)
+STANDIN_NOTE = (
+    "This run uses the SYNTHETIC STAND-IN (data = standin or auto without the files): digits drawn "
+    "as random pen strokes with MNIST's shapes, classes and split sizes, not the real MNIST; its "
+    "numbers say how the models behave on a task of the same shape, not what the papers measured."
+)
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -79,6 +94,26 @@ def load_mnist(
     return arrays
 
 
+def mnist_cached(data_dir: str | os.PathLike | None) -> bool:
+    """True when all four MNIST files are in the cache (what ``data = "auto"`` asks before loading)."""
+    folder = data_root(data_dir) / "mnist"
+    return all((folder / remote.filename).exists() for remote in REMOTES.values())
+
+
+def standin_mnist(seed: int) -> dict[str, np.ndarray]:
+    """The stand-in's splits in compact form: example ids and balanced labels, 60,000 + 10,000.
+
+    The images are rendered from the ids only when a batch needs them (:class:`standin.LazyImages`).
+    """
+    generator = rng(seed, "pool")
+    return {
+        "train_ids": np.arange(TRAIN_COUNT),
+        "train_labels": standin.balanced_labels(TRAIN_COUNT, 10, generator),
+        "test_ids": np.arange(TRAIN_COUNT, TRAIN_COUNT + TEST_COUNT),
+        "test_labels": standin.balanced_labels(TEST_COUNT, 10, generator),
+    }
+
+
 def pixel_statistics(images: np.ndarray) -> tuple[float, float]:
     """Mean and standard deviation of the pixels scaled to [0, 1], from a histogram (no float copy).
 
@@ -99,10 +134,11 @@ class MnistTask(StoredTask):
         "pixels_per_step": "pixels read per step (a divisor of 784): T = 784 / pixels_per_step",
         "normalize": "unit: pixels in [0, 1]; standard: zero mean, unit variance over the training pixels",
         "val_size": "training images held out for validation",
+        "data": standin.DATA_HELP,
         "blank_steps": "steps of zeros after the image: T = 784 / pixels_per_step + blank_steps "
                        "(the mlp cell with layers = L reads pixels_per_step = 784, blank_steps = L - 1)",
     }
-    option_choices = {"normalize": ("unit", "standard")}
+    option_choices = {"normalize": ("unit", "standard"), "data": standin.DATA_CHOICES}
     option_ranges = {"pixels_per_step": (1, PIXELS), "blank_steps": (0, None)}
     metric = "accuracy"
     target_mode = "last"
@@ -126,6 +162,7 @@ class MnistTask(StoredTask):
         normalize: str = "unit",
         val_size: int = 5000,
         blank_steps: int = 0,
+        data: str = "real",
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -145,27 +182,50 @@ class MnistTask(StoredTask):
         )
         self.normalize = check_choice("normalize", normalize, ("unit", "standard"))
         val_size = check_count("val_size", val_size)
-        arrays = load_mnist(data_dir, download, progress)
+        self.data = check_choice("data", data, standin.DATA_CHOICES)
+        self.standin = data == "standin" or (data == "auto" and not mnist_cached(data_dir))
+        if self.standin:  # ids stand for the images, rendered when a batch needs them
+            arrays = standin_mnist(seed)
+            kind = "ids"
+            self._render = standin.LazyImages(seed, TRAIN_COUNT + TEST_COUNT)
+        else:
+            arrays = load_mnist(data_dir, download, progress)
+            kind = "images"
         train, val = split_off(
-            {"images": arrays["train_images"], "labels": arrays["train_labels"]},
+            {kind: arrays[f"train_{kind}"], "labels": arrays["train_labels"]},
             val_size,
             rng(seed, "split"),
         )
         self.splits = {
             "train": train,
             "val": val,
-            "test": {"images": arrays["test_images"], "labels": arrays["test_labels"]},
+            "test": {kind: arrays[f"test_{kind}"], "labels": arrays["test_labels"]},
         }
-        self.pixel_mean, self.pixel_std = pixel_statistics(train["images"])
+        if not self.standin:
+            self.pixel_mean, self.pixel_std = pixel_statistics(train["images"])
+        elif self.normalize == "standard":  # from a sample: rendering all 55,000 would take seconds
+            self.pixel_mean, self.pixel_std = pixel_statistics(self._images(
+                {key: value[:STANDIN_SAMPLE] for key, value in train.items()}))
+        else:
+            self.pixel_mean, self.pixel_std = None, None  # not needed for normalize="unit"
         self.permutation = self._permutation()
         self.baseline = majority_baseline(train["labels"], self.splits["test"]["labels"])
         self.baseline_label = "always predict the most frequent training digit"
+        if self.standin:
+            self.baseline_label = standin.label(self.baseline_label, "MNIST")
+            self.description = f"{self.description} {STANDIN_NOTE}"
+
+    def _images(self, arrays: Arrays) -> np.ndarray:
+        """(B, 784) uint8: the stored images, or the stand-in's rendered from their ids."""
+        if "images" in arrays:
+            return arrays["images"]
+        return self._render(arrays["ids"], arrays["labels"])
 
     def _permutation(self) -> torch.Tensor | None:
         return None
 
     def encode(self, arrays: Arrays) -> Batch:
-        x = torch.from_numpy(arrays["images"]).float().div_(255.0)  # (B, 784)
+        x = torch.from_numpy(self._images(arrays)).float().div_(255.0)  # (B, 784)
         if self.normalize == "standard":
             x = (x - self.pixel_mean) / self.pixel_std
         if self.permutation is not None:
@@ -201,6 +261,7 @@ class PermutedMnistTask(MnistTask):
         pixels_per_step: int = 1,
         normalize: str = "unit",
         val_size: int = 5000,
+        data: str = "real",
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -211,6 +272,7 @@ class PermutedMnistTask(MnistTask):
             pixels_per_step=pixels_per_step,
             normalize=normalize,
             val_size=val_size,
+            data=data,
             data_dir=data_dir,
             download=download,
             progress=progress,
@@ -240,6 +302,7 @@ class MnistRowsTask(MnistTask):
         seed: int = 0,
         normalize: str = "unit",
         val_size: int = 5000,
+        data: str = "real",
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -249,6 +312,7 @@ class MnistRowsTask(MnistTask):
             pixels_per_step=28,
             normalize=normalize,
             val_size=val_size,
+            data=data,
             data_dir=data_dir,
             download=download,
             progress=progress,
