@@ -54,6 +54,7 @@ marks = ["baseline", { value = 0.05, label = "paper" }]
 [[layout.panels]]
 metric = "grad/h0_norm"
 log = true
+range = [1e-30, 1]
 [[layout.panels]]
 metric = "val/loss"
 title = "final MSE against T"
@@ -165,3 +166,20 @@ def test_fields_read_for_columns_and_lines_come_from_the_stored_config(laid):
 
 def _datasets(spec: dict) -> list[pd.DataFrame]:
     return [pd.DataFrame(rows) for rows in spec.get("datasets", {}).values()]
+
+
+def test_a_panel_range_fixes_the_y_axis_and_clips_every_mark(laid):
+    preset, runs, metrics = laid
+    layout = preset.drawn()
+    grid = [cell for cell in figures.cells(layout, figures.column_values(layout, runs)) if cell[0].range]
+    assert grid and all(panel.range == (1e-30, 1.0) for panel, _ in grid)
+    lines = figures.line_labels(layout, runs, {run_id: str(run_id) for run_id in runs})
+    for chart in figures.charts(layout, grid, runs, metrics, lines, figures.column_values(layout, runs)):
+        spec = chart.to_dict()
+        scales = [layer["encoding"]["y"]["scale"] for layer in spec["layer"] if "y" in layer.get("encoding", {})]
+        assert scales and all(scale["domain"] == [1e-30, 1.0] and scale["type"] == "log" for scale in scales)
+        assert all(layer["mark"]["clip"] is True for layer in spec["layer"])
+    unbounded = figures.charts(layout, [(layout.panels[0], 10)], runs, metrics, lines,
+                               figures.column_values(layout, runs))[0].to_dict()
+    assert all("domain" not in layer["encoding"]["y"].get("scale", {}) for layer in unbounded["layer"]
+               if "y" in layer.get("encoding", {}))

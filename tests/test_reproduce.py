@@ -292,6 +292,8 @@ LAYOUT = '\n[layout]\ncolor = "cell"\n[[layout.panels]]\nmetric = "val/loss"\n'
     (lambda t: t + 'marks = [0.5]\n', 'each mark is "baseline" or'),
     (lambda t: t + 'marks = [{ value = "high" }]\n', 'each mark is "baseline" or'),
     (lambda t: t + 'log = "yes"\n', "log is true or false"),
+    (lambda t: t + 'range = [1, 0]\n', "range must be [low, high] with low < high"),
+    (lambda t: t + 'log = true\nrange = [0, 1]\n', "low > 0 on a log axis"),
     (lambda t: t.replace('[[layout.panels]]\nmetric = "val/loss"\n', 'panels = []\n'), "non-empty list of panels"),
 ])
 def test_a_malformed_layout_is_one_line_naming_what(tmp_path, change, expected):
