@@ -148,7 +148,7 @@ if chosen is None:
             text, action = st.columns([4, 1], vertical_alignment="center")
             text.markdown(f"**{info.title}**  \n{info.paper}, {info.figure} ({info.section})  \n{info.shows}")
             counts = ", ".join(f"{count} run{'s' * (count != 1)} at {scale} scale" for scale, count in info.runs.items())
-            text.caption(counts + (" · a sweep" if info.sweep else ""))
+            text.caption(counts + (" · a sweep" if info.sweep else "") + f" · classroom: {info.notes['classroom']}")
             if action.button("Open", key=f"open_{info.name}", width="stretch"):
                 st.query_params["preset"] = info.name
                 st.rerun()

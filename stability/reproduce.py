@@ -317,6 +317,7 @@ class PresetInfo:
     runs: dict[str, int]          # scale -> number of runs
     sweep: bool
     path: Path
+    notes: dict[str, str] = field(default_factory=dict)   # scale -> its note (sizes, and the time measured here)
 
 
 @dataclass(frozen=True)
@@ -358,7 +359,7 @@ def available() -> list[PresetInfo]:
 def info(preset: Preset) -> PresetInfo:
     return PresetInfo(preset.name, preset.title, preset.paper, preset.figure, preset.section, preset.shows,
                       {scale: preset.run_count(scale) for scale in preset.scales}, preset.is_sweep,
-                      preset.path)
+                      preset.path, {scale: preset.scales[scale].get("note", "") for scale in preset.scales})
 
 
 def _shipped() -> list[Path]:
