@@ -17,6 +17,8 @@ from . import charts as _charts
 from . import reproduce, sweeps
 from .reproduce import Layout, Panel
 
+PANEL_HEIGHT = 320  # px, title and legend included: the plot keeps ~220 px
+
 
 def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
     """Each run's line label: the layout's colour field's value (``cell``: the cell's name), else the run's
@@ -73,12 +75,14 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
             frame = pd.concat([metrics[run_id].assign(run=over_training[run_id]) for run_id in members],
                               ignore_index=True)
             drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
-                                              marks=tuple(marks), hover_points=60, y_range=panel.range))
+                                              marks=tuple(marks), hover_points=60, y_range=panel.range,
+                                              height=PANEL_HEIGHT))
         else:
             drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
                                               x_title=short(panel.x),
                                               y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
-                                              title=title, marks=tuple(marks), y_range=panel.range))
+                                              title=title, marks=tuple(marks), y_range=panel.range,
+                                             height=PANEL_HEIGHT))
     return drawn
 
 
