@@ -136,7 +136,9 @@ def show_row(page, text: str) -> None:
         const words = [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')]
             .find(element => element.innerText.includes(text));
         words.closest('[data-testid="stHorizontalBlock"]').scrollIntoView({block: 'start'});
-        const main = document.querySelector('[data-testid="stMain"]');
-        main.scrollBy(0, -70);
-        window.scrollBy(0, -70); }""", text)
+        let scroller = words.parentElement;  // the page scrolls inside one of Streamlit's containers
+        while (scroller && !(scroller.scrollHeight > scroller.clientHeight
+                             && /auto|scroll/.test(getComputedStyle(scroller).overflowY))) {
+            scroller = scroller.parentElement; }
+        (scroller || document.scrollingElement).scrollBy(0, -90); }""", text)
     page.wait_for_timeout(1500)

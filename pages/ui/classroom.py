@@ -60,7 +60,7 @@ _GAP = ("Validation minus training. A loss gap above zero that keeps growing is 
         "constant for SGORNN.")
 
 EXPLANATIONS = {  # metric row name, or a pattern (fnmatch; the first that matches wins) -> words to read out
-    "val/loss": "The loss on held-out examples, beside the training loss. " + _BASELINE,
+    "val/loss": "The loss on held-out examples, never trained on. " + _BASELINE,
     "train/loss": "The loss on the training batches. " + _BASELINE,
     "test/loss": "The loss on the test split, never trained on. " + _BASELINE,
     "gap/loss": _GAP,
