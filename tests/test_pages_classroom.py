@@ -144,3 +144,35 @@ def test_race_in_classroom_view_shows_the_cells_once_and_explains_every_chart(ru
     app = page("race.py", store_path, monkeypatch, runs=race)
     assert "Start race" in labels(app.button) and not explained_rows(app)
     assert len(app.get("vega_lite_chart")) == 5
+
+
+def draw_an_altair_chart():
+    """A script for AppTest: explained() on an Altair chart, as a page that builds its own charts calls it."""
+    import altair as alt
+    import pandas as pd
+
+    from pages.ui.classroom import classroom_style, classroom_switch, explained
+
+    classroom_switch()
+    classroom_style()
+    frame = pd.DataFrame({"step": [0, 10, 20], "value": [1.0, 1e-5, 1e-10]})
+    explained(alt.Chart(frame).mark_line().encode(x="step", y=alt.Y("value", scale=alt.Scale(type="log"))),
+              "grad/h0_norm", "rnn", key="h0")
+
+
+@pytest.mark.parametrize("classroom", [False, True])
+def test_explained_draws_an_altair_chart_alone_or_with_its_words_and_equations(classroom):
+    app = AppTest.from_function(draw_an_altair_chart, default_timeout=30)
+    if classroom:
+        app.query_params["classroom"] = "1"
+    app.run()
+    assert not app.exception
+    charts = app.get("vega_lite_chart")
+    assert len(charts) == 1
+    height = spec(charts[0]).get("height")
+    if classroom:
+        (chart, words, latex), = explained_rows(app)
+        assert height == CHART_HEIGHT and words == EXPLANATIONS["grad/h0_norm"]
+        assert cells.describe("rnn").equations[0] in latex[0]
+    else:
+        assert height != CHART_HEIGHT and not app.markdown and not app.get("latex")
