@@ -157,6 +157,21 @@ def test_auto_reads_the_real_har_files_when_they_are_cached(tmp_path):
     assert not task.standin and task.split_size("test") == 8 and task.split_size("train") == 15
     fallback = build("har2", data_dir=tmp_path / "nothing", data="auto")
     assert fallback.standin and fallback.split_size("test") == 2947
+    # train_size keeps a seeded subset of the training windows, on the real files as on the stand-in
+    small = build("har2", data_dir=tmp_path, data="real", val_fraction=0.25, train_size=5)
+    kept = small.splits["train"]["signals"]
+    assert len(kept) == 5 and all(any(np.array_equal(w, v) for v in task.splits["train"]["signals"]) for w in kept)
+    assert np.array_equal(small.splits["val"]["signals"], task.splits["val"]["signals"])
+
+
+def test_har_train_size_is_a_seeded_subset_of_the_standin_training_windows():
+    full, small = build("har2", seed=2, data="standin"), build("har2", seed=2, data="standin", train_size=300)
+    assert small.split_size("train") == 300 and small.split_size("val") == full.split_size("val")
+    assert set(small.splits["train"]["ids"]) < set(full.splits["train"]["ids"])
+    again = build("har2", seed=2, data="standin", train_size=300)
+    assert np.array_equal(again.splits["train"]["ids"], small.splits["train"]["ids"])
+    with pytest.raises(ValueError, match="train_size must be an integer >= 1, got 0"):
+        build("har2", data="standin", train_size=0)
 
 
 def test_the_data_option_is_described_checked_and_refused_in_one_line():
