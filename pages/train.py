@@ -181,14 +181,21 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         draw_grid(specs, wide_panels(rows))
 
 
-def watched_in_class(store, requested: int | None) -> int | None:
-    """The run the classroom view shows: ``?run=ID`` if the store has it, else the newest run; None if
-    there are none (a line says how to start one)."""
-    runs = store.runs().head(RUN_CHOICES)
-    if runs.empty:
-        st.info("No runs yet: turn **Classroom view** off (top right) to configure and start one.")
-        return None
-    watched = requested if requested in set(runs["id"]) else int(runs["id"].iloc[0])
+def watched_in_class(store, requested: int | None, query: QueryReader) -> int | None:
+    """The run the classroom view shows: ``?run=ID`` if the store has it (else noted on ``query``), else the
+    newest run; None if there are none (a line says how to start one)."""
+    watched = None
+    if requested is not None:
+        try:
+            watched = int(store.run(requested)["id"])
+        except RunNotFound:
+            query.note(f"run={requested} (no such run in this store)")
+    if watched is None:
+        newest = store.runs().head(1)
+        if newest.empty:
+            st.info("No runs yet: turn **Classroom view** off (top right) to configure and start one.")
+            return None
+        watched = int(newest["id"].iloc[0])
     st.query_params["run"] = str(watched)
     return watched
 
@@ -205,10 +212,10 @@ query = QueryReader()
 requested = next(iter(query.ids("run")), None)
 if classroom:  # no form, no controls: the run of the link, drawn with the defaults (Note [Classroom view])
     linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
-    query.warn()
     live = st.container()
     with live:
-        watched = watched_in_class(store, requested)
+        watched = watched_in_class(store, requested, query)
+        query.warn()
     smoothing, log_loss, refresh = 0.0, False, linked_refresh
 else:
     defaults = form_defaults(store, requested, query)

@@ -126,6 +126,13 @@ def test_without_the_parameter_train_is_unchanged_and_the_switch_sets_and_remove
     assert len(app.get("vega_lite_chart")) == normal
 
 
+def test_a_link_to_a_missing_run_says_so_and_shows_the_newest(runs, monkeypatch):
+    store_path, ids = runs
+    app = page("train.py", store_path, monkeypatch, run=999, classroom=1)
+    assert any("run=999 (no such run in this store)" in warning.value for warning in app.warning)
+    assert app.query_params["run"] == str(max(ids.values())) and explained_rows(app)
+
+
 def test_race_in_classroom_view_shows_the_cells_once_and_explains_every_chart(runs, monkeypatch):
     store_path, ids = runs
     race = f"{ids['sgornn']},{ids['rnn']}"
