@@ -175,6 +175,10 @@ def test_recurrent_matrix_is_spread_over_every_hidden_layers_singular_values(lay
     torch.testing.assert_close(summary[-1], pooled[-1])
     assert all(torch.isclose(value, pooled).any() for value in summary)  # every entry is some layer's σ
     assert torch.all(summary[:-1] >= summary[1:])
+    if layer == "dense":  # an in-place update (what an optimizer step does) is seen at once
+        with torch.no_grad():
+            cell.weight_hh.mul_(2)
+        torch.testing.assert_close(torch.diagonal(cell.recurrent_matrix()), 2 * summary)
 
 
 def test_spectral_layers_keep_their_band_while_training_hard():

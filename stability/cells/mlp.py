@@ -202,8 +202,12 @@ class DeepMLP(RecurrentCell):
             if self.layer == "spectral":
                 weight = self.parametrizations.weight_hh
                 sigma = weight[0].singular_values(weight.original)
-            else:
-                sigma = torch.linalg.svdvals(self.weight_hh.detach())
+            else:  # one SVD per weight update: the trainer reads sv/* twice at a probe step
+                weight = self.weight_hh
+                key = (weight._version, weight.data_ptr(), weight.dtype)
+                if getattr(self, "_svdvals", (None,))[0] != key:
+                    self._svdvals = (key, torch.linalg.svdvals(weight.detach()))
+                sigma = self._svdvals[1]
             return sigma.sort(dim=-1, descending=True).values
 
     def recurrent_matrix(self) -> Tensor:
