@@ -245,13 +245,6 @@ def tiny_mnist(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_blank_steps_follow_the_image_with_zeros(tiny_mnist):
-    task = build_task("mnist", data_dir=tiny_mnist, val_size=16, pixels_per_step=784, blank_steps=2)
-    x, _ = next(task.batches("test", 4))
-    assert task.seq_len == 3 and x.shape == (4, 3, 784)
-    assert x[:, 0].abs().sum() > 0 and x[:, 1:].abs().sum() == 0
-
-
 def test_a_spectral_mlp_trains_on_mnist_through_the_trainer(tiny_mnist, store):
     r = 0.05
     config = RunConfig(

@@ -8,11 +8,9 @@ spectral paper §7.2 (Table 2) and KRU §4.3, 2 the 392 steps of the spectral
 paper's Fig. 3(a), 7 and 28 the 112 and 28 layers of the ICLR 2018 review
 version's Fig. 2. ``permuted_mnist`` applies one fixed pixel permutation,
 drawn from ``permutation_seed`` (not the run seed, so that every run sees the
-same task), before reading. ``blank_steps`` appends that many steps of zeros
-after the image, so the network runs on without input before the digit is
-read: with ``pixels_per_step = 784`` and ``blank_steps = L - 1`` the image is
-one 784-vector followed by L - 1 blank steps, what the depth-as-time
-``mlp`` cell reads (spectral paper §5, §7.2, Fig. 5).
+same task), before reading. ``pixels_per_step = 784`` gives the flattened
+image as one step, what the deep ``mlp`` cell reads (spectral paper §5, §7.2,
+Fig. 5).
 
 ``data`` picks what the images are: ``"real"`` (the default) the IDX files
 below; ``"standin"`` a seeded synthetic stand-in with MNIST's shapes, classes
@@ -135,11 +133,9 @@ class MnistTask(StoredTask):
         "normalize": "unit: pixels in [0, 1]; standard: zero mean, unit variance over the training pixels",
         "val_size": "training images held out for validation",
         "data": standin.DATA_HELP,
-        "blank_steps": "steps of zeros after the image: T = 784 / pixels_per_step + blank_steps "
-                       "(the mlp cell with layers = L reads pixels_per_step = 784, blank_steps = L - 1)",
     }
     option_choices = {"normalize": ("unit", "standard"), "data": standin.DATA_CHOICES}
-    option_ranges = {"pixels_per_step": (1, PIXELS), "blank_steps": (0, None)}
+    option_ranges = {"pixels_per_step": (1, PIXELS)}
     metric = "accuracy"
     target_mode = "last"
     description = (
@@ -161,14 +157,12 @@ class MnistTask(StoredTask):
         pixels_per_step: int = 1,
         normalize: str = "unit",
         val_size: int = 5000,
-        blank_steps: int = 0,
         data: str = "real",
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
     ):
         pixels_per_step = check_count("pixels_per_step", pixels_per_step)
-        self.blank_steps = check_count("blank_steps", blank_steps, minimum=0)
         if PIXELS % pixels_per_step:
             divisors = [d for d in range(1, PIXELS + 1) if PIXELS % d == 0]
             raise ValueError(
@@ -178,7 +172,7 @@ class MnistTask(StoredTask):
             seed=seed,
             input_size=pixels_per_step,
             output_size=10,
-            seq_len=PIXELS // pixels_per_step + self.blank_steps,
+            seq_len=PIXELS // pixels_per_step,
         )
         self.normalize = check_choice("normalize", normalize, ("unit", "standard"))
         val_size = check_count("val_size", val_size)
@@ -230,10 +224,7 @@ class MnistTask(StoredTask):
             x = (x - self.pixel_mean) / self.pixel_std
         if self.permutation is not None:
             x = x[:, self.permutation]
-        x = x.reshape(len(x), PIXELS // self.input_size, self.input_size)  # (B, 784 / pps, pps)
-        if self.blank_steps:
-            x = torch.cat([x, x.new_zeros(len(x), self.blank_steps, self.input_size)], dim=1)  # (B, T, pps)
-        return x, torch.from_numpy(arrays["labels"])
+        return x.reshape(len(x), self.seq_len, self.input_size), torch.from_numpy(arrays["labels"])
 
 
 class PermutedMnistTask(MnistTask):
