@@ -135,6 +135,14 @@ def test_auto_reads_the_real_mnist_files_when_they_are_cached(tmp_path, monkeypa
     assert not task.standin and task.split_size("test") == 10 and "STAND-IN" not in task.baseline_label
     x, _ = first(task, "test", 10)
     torch.testing.assert_close(x, torch.from_numpy(arrays["test_images"] / 255.0).float())
+    # train_size and test_size keep seeded subsets, on the real files as on the stand-in
+    small = build("mnist_rows", data_dir=tmp_path, data="real", val_size=5, train_size=7, test_size=4)
+    assert [small.split_size(split) for split in ("train", "val", "test")] == [7, 5, 4]
+    test_rows = {bytes(row) for row in arrays["test_images"].reshape(10, 784).astype(np.uint8)}
+    assert {bytes(row) for row in small.splits["test"]["images"]} < test_rows
+    assert np.array_equal(small.splits["val"]["images"], task.splits["val"]["images"])
+    tiny = build("mnist", data="standin", val_size=32, test_size=32)
+    assert [tiny.split_size(split) for split in ("train", "val", "test")] == [59_968, 32, 32]
     # the same cache without the files: auto falls back to the stand-in, real refuses in one line
     empty = tmp_path / "nothing"
     assert build("mnist_rows", data_dir=empty, data="auto").standin
@@ -172,6 +180,7 @@ def test_har_train_size_is_a_seeded_subset_of_the_standin_training_windows():
     assert np.array_equal(again.splits["train"]["ids"], small.splits["train"]["ids"])
     with pytest.raises(ValueError, match="train_size must be an integer >= 1, got 0"):
         build("har2", data="standin", train_size=0)
+    assert build("har2", seed=2, data="standin", test_size=40).split_size("test") == 40
 
 
 def test_the_data_option_is_described_checked_and_refused_in_one_line():

@@ -29,7 +29,8 @@ training windows. A run on the stand-in says so in its baseline's label.
 ``train_size`` keeps only that many of the training windows (a seeded subset,
 after the validation windows are held out), on either data: a small training
 set is memorised in a few CPU minutes, so the train/held-out gap of SGORNN
-Fig. 4 opens at classroom scale.
+Fig. 4 opens at classroom scale. ``test_size`` keeps a seeded subset of the
+test windows (a tiny run's final evaluation stays short).
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ class Har2Task(StoredTask):
         "val_fraction": "fraction of the training windows held out for validation (between 0 and 1)",
         "data": standin.DATA_HELP,
         "train_size": "keep only this many training windows (a seeded subset); empty: all of them",
+        "test_size": "keep only this many test windows (a seeded subset); empty: all of them",
     }
     option_choices = {"data": standin.DATA_CHOICES}
     option_ranges = {"val_fraction": (0.0, 1.0)}
@@ -170,6 +172,7 @@ class Har2Task(StoredTask):
         val_fraction: float = 0.2,
         data: str = "real",
         train_size: int | None = None,
+        test_size: int | None = None,
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -178,6 +181,7 @@ class Har2Task(StoredTask):
         val_fraction = check_fraction("val_fraction", val_fraction)
         self.data = check_choice("data", data, standin.DATA_CHOICES)
         train_size = None if train_size is None else check_count("train_size", train_size)
+        test_size = None if test_size is None else check_count("test_size", test_size)
         self.standin = data == "standin" or (data == "auto" and not har_cached(data_dir))
         if self.standin:
             generator = rng(seed, "pool")
@@ -190,6 +194,8 @@ class Har2Task(StoredTask):
         train, val = split_off(full_train, val_count, rng(seed, "split"))
         if train_size is not None and train_size < len(train["labels"]):
             _, train = split_off(train, train_size, rng(seed, "pool"))
+        if test_size is not None and test_size < len(test["labels"]):
+            _, test = split_off(test, test_size, rng(seed, "test"))
         self.splits = {"train": train, "val": val, "test": test}
         signals = self._signals(train if not self.standin else
                                 {key: value[:STANDIN_SAMPLE] for key, value in train.items()})

@@ -17,7 +17,10 @@ below; ``"standin"`` a seeded synthetic stand-in with MNIST's shapes, classes
 and split sizes (digits drawn as random pen strokes,
 :mod:`stability.tasks.standin`), nothing downloaded; ``"auto"`` the real
 files when all four are in the cache, else the stand-in. A run on the
-stand-in says so in its baseline's label.
+stand-in says so in its baseline's label. ``train_size`` and ``test_size``
+keep a seeded subset of the training (after the validation images are held
+out) and test images, on either data: a small test set keeps a tiny run's
+final evaluation short.
 
 IDX layout: a big-endian header ``00 00 <dtype> <ndim>``, ``ndim``
 big-endian uint32 sizes, then the data; images are ``0x08`` (uint8) with
@@ -133,6 +136,8 @@ class MnistTask(StoredTask):
         "normalize": "unit: pixels in [0, 1]; standard: zero mean, unit variance over the training pixels",
         "val_size": "training images held out for validation",
         "data": standin.DATA_HELP,
+        "train_size": "keep only this many training images (a seeded subset); empty: all of them",
+        "test_size": "keep only this many test images (a seeded subset); empty: all 10,000",
     }
     option_choices = {"normalize": ("unit", "standard"), "data": standin.DATA_CHOICES}
     option_ranges = {"pixels_per_step": (1, PIXELS)}
@@ -158,6 +163,8 @@ class MnistTask(StoredTask):
         normalize: str = "unit",
         val_size: int = 5000,
         data: str = "real",
+        train_size: int | None = None,
+        test_size: int | None = None,
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -177,6 +184,8 @@ class MnistTask(StoredTask):
         self.normalize = check_choice("normalize", normalize, ("unit", "standard"))
         val_size = check_count("val_size", val_size)
         self.data = check_choice("data", data, standin.DATA_CHOICES)
+        sizes = {split: None if size is None else check_count(f"{split}_size", size)
+                 for split, size in (("train", train_size), ("test", test_size))}
         self.standin = data == "standin" or (data == "auto" and not mnist_cached(data_dir))
         if self.standin:  # ids stand for the images, rendered when a batch needs them
             arrays = standin_mnist(seed)
@@ -195,6 +204,10 @@ class MnistTask(StoredTask):
             "val": val,
             "test": {kind: arrays[f"test_{kind}"], "labels": arrays["test_labels"]},
         }
+        for split, size in sizes.items():
+            if size is not None and size < len(self.splits[split]["labels"]):
+                _, self.splits[split] = split_off(self.splits[split], size, rng(seed, split))
+        train = self.splits["train"]
         if not self.standin:
             self.pixel_mean, self.pixel_std = pixel_statistics(train["images"])
         elif self.normalize == "standard":  # from a sample: rendering all 55,000 would take seconds
@@ -253,6 +266,8 @@ class PermutedMnistTask(MnistTask):
         normalize: str = "unit",
         val_size: int = 5000,
         data: str = "real",
+        train_size: int | None = None,
+        test_size: int | None = None,
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -264,6 +279,8 @@ class PermutedMnistTask(MnistTask):
             normalize=normalize,
             val_size=val_size,
             data=data,
+            train_size=train_size,
+            test_size=test_size,
             data_dir=data_dir,
             download=download,
             progress=progress,
@@ -294,6 +311,8 @@ class MnistRowsTask(MnistTask):
         normalize: str = "unit",
         val_size: int = 5000,
         data: str = "real",
+        train_size: int | None = None,
+        test_size: int | None = None,
         data_dir: str | os.PathLike | None = None,
         download: bool = True,
         progress: Progress | None = None,
@@ -304,6 +323,8 @@ class MnistRowsTask(MnistTask):
             normalize=normalize,
             val_size=val_size,
             data=data,
+            train_size=train_size,
+            test_size=test_size,
             data_dir=data_dir,
             download=download,
             progress=progress,
