@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from stability.__main__ import main
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks import DatasetUnavailable, build, check, describe, har, mnist, standin
+from stability.train import train_run
 from stability.tasks.download import md5sum
 
 MNIST_FAMILY = ("mnist", "permuted_mnist", "mnist_rows")
@@ -190,6 +193,19 @@ def test_the_data_option_is_described_checked_and_refused_in_one_line():
         assert check(name, data="standin") is not None  # a stand-in builds for free: the check builds it
         with pytest.raises(ValueError, match="data must be one of 'real', 'standin', 'auto', got 'fake'"):
             build(name, data="fake")
+
+
+# ------------------------------------------------------------------------------- a run says so
+def test_a_run_on_the_standin_says_so_in_the_store_and_in_show(store, capsys):
+    config = RunConfig(cell=CellConfig("rnn", 8),
+                       task=TaskConfig("har2", {"data": "auto", "train_size": 40, "test_size": 16}),
+                       train=TrainConfig(steps=2, batch_size=8, eval_examples=16, probe_examples=4))
+    run_id = store.create_run(config.to_dict())
+    assert train_run(config, store, run_id) == "completed"
+    assert "SYNTHETIC STAND-IN data, not the real HAR-2" in store.record(run_id).baseline_label
+    assert main(["show", str(run_id), "--store", str(store.path)]) == 0
+    shown = capsys.readouterr().out
+    assert "SYNTHETIC STAND-IN" in shown and '"data": "auto"' in shown
 
 
 # ------------------------------------------------------------------------------------ learnable
