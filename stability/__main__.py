@@ -41,7 +41,7 @@ from dataclasses import fields
 
 import pandas as pd
 
-from . import runner
+from . import devices, runner
 from .config import DEVICES, DTYPES, LR_SCHEDULES, OPTIMIZERS, CellConfig, RunConfig, TaskConfig, TrainConfig
 from .store import RunStore, StoreBusy, StoreError
 
@@ -477,6 +477,9 @@ def cmd_reproduce(args) -> int:
         raise reproduce.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
     preset = reproduce.load(args.preset)
     preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
+    # the runs train here one after another, as one background worker would: its thread policy (a torch
+    # thread per spare core; two threads spinning on a busy 2-core machine ran ~10x slower)
+    devices.apply_worker_threads(devices.worker_threads(1))
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
