@@ -144,16 +144,18 @@ LENGTH_ONE = ("reflector", "sign")  # see Note [The length-1 reflector]
 NORM_FLOOR = 1e-6  # see Note [Reflector length]
 
 
-def compact_wy(vectors: Tensor) -> Tensor:
+def compact_wy(vectors: Tensor, columns: int | None = None) -> Tensor:
     """``S^{-1} Y`` (m, n) for the rows ``Y`` = ``vectors`` (m, n), so that
     ``H(y_1) ... H(y_m) = I - Y^T S^{-1} Y``; see Note [Compact WY form].
-    Leading dimensions are a batch: (..., m, n) -> (..., m, n), one product each."""
+    Leading dimensions are a batch: (..., m, n) -> (..., m, n), one product each.
+    ``columns = k`` solves for the first k columns only, (..., m, k): all a product's
+    first k columns need (Note [Rectangular SVD])."""
     gram = vectors @ vectors.mT  # (..., m, m)
     half_norms = gram.diagonal(dim1=-2, dim2=-1) / 2
     pivots = torch.where(half_norms > 0, half_norms, torch.ones_like(half_norms))
     index = torch.arange(gram.shape[-1], device=gram.device)
     s = torch.where(index[:, None] < index[None, :], gram, torch.diag_embed(pivots))
-    return torch.linalg.solve_triangular(s, vectors, upper=True)
+    return torch.linalg.solve_triangular(s, vectors if columns is None else vectors[..., :columns], upper=True)
 
 
 def householder_product(vectors: Tensor) -> Tensor:
@@ -334,10 +336,10 @@ class RectangularHouseholderSVD(nn.Module):
         p = self.rank
         left, right = self._pad(self.left, u), self._pad(self.right, v)  # (..., m1, rows), (..., m2, cols)
         eye = torch.eye(self.rows, p, dtype=theta.dtype, device=theta.device)
-        u_columns = eye - left.mT @ compact_wy(left)[..., :p]  # U[:, :p], (..., rows, p)
+        u_columns = eye - left.mT @ compact_wy(left, p)  # U[:, :p], (..., rows, p)
         scaled = u_columns * self.singular_values(theta).unsqueeze(-2)  # U[:, :p] diag(sigma)
         padded = nn.functional.pad(scaled, (0, self.cols - p))  # (..., rows, cols)
-        return padded - (scaled @ compact_wy(right)[..., :p].mT) @ right
+        return padded - (scaled @ compact_wy(right, p).mT) @ right
 
     def normalized(self, theta: Tensor) -> Tensor:
         """Every reflector of every layer scaled to unit length, ``sigma_hat`` untouched
