@@ -347,7 +347,7 @@ def available() -> list[PresetInfo]:
     """Every shipped preset, by name (a file that does not load is left out of the list, and
     :func:`load` of its name says why)."""
     infos = []
-    for path in sorted(_shipped()):
+    for path in sorted(_shipped(), key=lambda path: path.stem):  # by name: fig4 before fig4-margin
         try:
             preset = load(path)
         except PresetError:
