@@ -17,6 +17,8 @@ from . import charts as _charts
 from . import reproduce, sweeps
 from .reproduce import Layout, Panel
 
+# Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
+FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
 PANEL_HEIGHT = 320  # px, title and legend included: the plot keeps ~220 px
 
 
@@ -64,7 +66,8 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
     drawn = []
     for panel, value in grid:
         members = [run_id for run_id in runs if columns[run_id] == value]
-        over_training = distinct({run_id: lines[run_id] for run_id in members}, runs)
+        over_training = distinct({run_id: lines[run_id] for run_id in members}, runs,
+                                 skip=tuple(path for path in (layout.color, layout.columns) if path))
         title = panel.title if layout.columns is None else \
             f"{panel.title} · {short(layout.columns)} = {sweeps.shown(value)}"
         marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
@@ -98,9 +101,10 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
     return pd.DataFrame(points, columns=["x", "run", "value", "run_id"])
 
 
-def distinct(lines: dict, runs: dict) -> dict:
-    """``lines`` where no two runs share a name: runs sharing one get their seed where the seeds tell them
-    apart (a sweep's seeds), else their run id."""
+def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:
+    """``lines`` where no two runs share a name. Runs sharing one are told apart by what differs between
+    them: the config fields among ``FIELDS_TOLD`` (and a sweep's varied fields) whose values differ, less
+    the fields in ``skip`` (the layout's own), else their seed, else their run id."""
     named = dict(lines)
     shared: dict[str, list[int]] = {}
     for run_id, label in lines.items():
@@ -108,8 +112,18 @@ def distinct(lines: dict, runs: dict) -> dict:
     for label, ids in shared.items():
         if len(ids) < 2:
             continue
-        seeds = [runs[run_id].config.train.seed if runs[run_id].config else None for run_id in ids]
-        by_seed = None not in seeds and len(set(seeds)) == len(seeds)
-        for run_id, seed in zip(ids, seeds):
-            named[run_id] = f"{label} seed={seed}" if by_seed else f"{label} run {run_id}"
+        configs = [runs[run_id].config for run_id in ids]
+        fields = list(dict.fromkeys([path for run_id in ids for path in dict(runs[run_id].params or {})]
+                                    + list(FIELDS_TOLD)))
+        values = {path: [reproduce.field_value(config, path) for config in configs] for path in fields
+                  if path not in skip and path != "train.seed"}
+        differ = [path for path, seen in values.items() if len({sweeps.shown(v) for v in seen}) > 1]
+        for index, run_id in enumerate(ids):
+            parts = [f"{short(path)}={sweeps.shown(values[path][index])}" for path in differ]
+            named[run_id] = f"{label} {' '.join(parts)}" if parts else label
+        if len({named[run_id] for run_id in ids}) < len(ids):
+            seeds = [config.train.seed if config else None for config in configs]
+            by_seed = None not in seeds and len(set(seeds)) == len(seeds)
+            for run_id, seed in zip(ids, seeds):
+                named[run_id] = f"{named[run_id]} seed={seed}" if by_seed else f"{named[run_id]} run {run_id}"
     return named

@@ -145,10 +145,15 @@ def test_a_panel_against_a_field_draws_each_runs_statistic(laid):
     assert sorted(drawn["value"]) == sorted(min(values) for values in LOSSES.values())
 
 
-def test_lines_that_would_share_a_name_get_their_seed_then_their_id(laid):
+def test_lines_that_would_share_a_name_get_what_differs_then_their_id(laid):
     preset, runs, metrics = laid
     lines = {run_id: "same" for run_id in runs}
-    named = figures.distinct(lines, runs)  # every stored seed is 0: the run ids tell them apart
+    named = figures.distinct(lines, runs)  # the four runs differ in cell and T, nothing else
+    for run_id, run in runs.items():
+        stored = run.config.to_dict()
+        assert named[run_id] == f"same cell={stored['cell']['name']} seq_len={stored['task']['options']['seq_len']}"
+    # with those fields the layout's own, nothing else differs and every stored seed is 0: the run ids
+    named = figures.distinct(lines, runs, skip=("cell", "task.seq_len"))
     assert sorted(named.values()) == sorted(f"same run {run_id}" for run_id in runs)
     one = next(iter(runs))
     assert figures.distinct({one: "alone", **{i: "x" for i in runs if i != one}}, runs)[one] == "alone"
@@ -183,3 +188,15 @@ def test_a_panel_range_fixes_the_y_axis_and_clips_every_mark(laid):
                                figures.column_values(layout, runs))[0].to_dict()
     assert all("domain" not in layer["encoding"]["y"].get("scale", {}) for layer in unbounded["layer"]
                if "y" in layer.get("encoding", {}))
+
+
+def test_a_field_over_decades_is_drawn_evenly_in_numeric_order_and_a_close_one_to_scale():
+    from stability import charts
+
+    points = pd.DataFrame({"x": [5, 0.01, 0, 5, 0, 0.01], "run": list("aaabbb"), "value": [0.3, 0.2, 0.1, 0.6, 0.4, 0.5],
+                           "run_id": range(6)})
+    x = charts.field_chart(points, x_title="σ", y_title="acc").to_dict()["layer"][0]["encoding"]["x"]
+    assert x["type"] == "ordinal" and x["sort"] == ["0", "0.01", "5"]
+    close = charts.field_chart(points.assign(x=[40, 20, 5, 40, 5, 20]), x_title="L", y_title="acc").to_dict()
+    x = close["layer"][0]["encoding"]["x"]
+    assert x["type"] == "quantitative" and x["axis"]["values"] == [5.0, 20.0, 40.0]
