@@ -312,7 +312,7 @@ def _finite_or_nan(values: pd.Series) -> pd.Series:
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
                  log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
                  height: int = 260, max_points: int = 2000, hover_points: int | None = None,
-                 marks: tuple = (), y_range: tuple | None = None) -> alt.LayerChart:
+                 marks: tuple = (), y_range: tuple | None = None, legend: str = "top") -> alt.LayerChart:
     """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
@@ -342,7 +342,7 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
                                 clear="pointerout", empty=False)
     encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
-                "color": alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)}
+                "color": alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)}
     if len(names) > 1:
         encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
     lines = alt.Chart(rows.lines).encode(**encoding)
@@ -366,6 +366,12 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         layers += _baseline_layers(rows.baseline, y_title, y_scale)
     chart = alt.layer(*layers).properties(title=title, height=height)
     return chart if y_range is None else _clipped(chart)
+
+
+def _legend(orient: str) -> alt.Legend:
+    """The run legend: above the plot (a few short names), or at its right, one name a line and none cut
+    short (``"right"``: many or long names)."""
+    return alt.Legend(orient="top") if orient == "top" else alt.Legend(orient=orient, labelLimit=400)
 
 
 def _y_scale(log_y: bool, y_range: tuple | None) -> alt.Scale:
@@ -429,7 +435,8 @@ def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
 
 
 def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool = False, title: str = "",
-                marks: tuple = (), height: int = 260, y_range: tuple | None = None) -> alt.LayerChart:
+                marks: tuple = (), height: int = 260, y_range: tuple | None = None,
+                legend: str = "top") -> alt.LayerChart:
     """A statistic of each run against a config field (a preset's panel with a field x, e.g. the final
     accuracy against depth L): ``points`` has x (numbers, or texts drawn in first-seen order), run (the
     line's label), value and run_id. A line per label through its points sorted by x; on a log y scale
@@ -463,7 +470,7 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
               (alt.Undefined if numeric_x else alt.Axis(labelAngle=0)))
     y_scale = _y_scale(log_y, y_range)
     y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale)
-    colour = alt.Color("run:N", title="run", legend=alt.Legend(orient="top"), scale=RUN_COLOURS)
+    colour = alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("x:N" if not numeric_x else "x:Q", title=x_title),
                alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("run_id:Q", title="run id"), alt.Tooltip("note:N")]
     base = alt.Chart(data).encode(x=x, y=y, color=colour)

@@ -19,7 +19,8 @@ from .reproduce import Layout, Panel
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
-PANEL_HEIGHT = 320  # px, title and legend included: the plot keeps ~220 px
+PANEL_HEIGHT = 320
+LEGEND_TOP_CHARS = 60  # characters of names (and swatches) a legend above a panel holds before it goes right  # px, title and legend included: the plot keeps ~220 px
 
 
 def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
@@ -79,13 +80,13 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
                               ignore_index=True)
             drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
                                               marks=tuple(marks), hover_points=60, y_range=panel.range,
-                                              height=PANEL_HEIGHT))
+                                              height=PANEL_HEIGHT, legend=legend_at(over_training.values())))
         else:
             drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
                                               x_title=short(panel.x),
                                               y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
                                               title=title, marks=tuple(marks), y_range=panel.range,
-                                             height=PANEL_HEIGHT))
+                                             height=PANEL_HEIGHT, legend=legend_at(lines[run_id] for run_id in members)))
     return drawn
 
 
@@ -99,6 +100,13 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
             points.append({"x": reproduce.field_value(runs[run_id].config, panel.x), "run": lines[run_id],
                            "value": reproduce.statistic(own, panel.stat, panel.last), "run_id": run_id})
     return pd.DataFrame(points, columns=["x", "run", "value", "run_id"])
+
+
+def legend_at(names) -> str:
+    """Where a panel's legend goes: above it for a few short names, at its right (none cut short) when
+    they are long or many."""
+    names = list(dict.fromkeys(names))
+    return "right" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
 
 
 def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:
