@@ -103,10 +103,10 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
 
 
 def legend_at(names) -> str:
-    """Where a panel's legend goes: above it for a few short names, at its right (none cut short) when
-    they are long or many."""
+    """Where a panel's legend goes: above it for a few short names, below it in two columns (none cut
+    short) when they are long or many."""
     names = list(dict.fromkeys(names))
-    return "right" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
+    return "bottom" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
 
 
 def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:
