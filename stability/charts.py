@@ -369,9 +369,9 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
 
 
 def _legend(orient: str) -> alt.Legend:
-    """The run legend: above the plot (a few short names), or below it in two columns, no name cut short
-    (``"bottom"``: many or long names; the plot keeps the panel's whole width)."""
-    return alt.Legend(orient="top") if orient == "top" else alt.Legend(orient=orient, columns=2, labelLimit=400)
+    """The run legend above the plot: in one row (``"top"``, a few short names), or in two columns with no
+    name cut short (``"wrap"``: many or long names; the caller makes the chart taller by a row a pair)."""
+    return alt.Legend(orient="top") if orient == "top" else alt.Legend(orient="top", columns=2, labelLimit=400)
 
 
 def _y_scale(log_y: bool, y_range: tuple | None) -> alt.Scale:

@@ -11,6 +11,8 @@ hand-written rows; the Reproduce page draws their charts live.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from . import charts as _charts
@@ -20,6 +22,7 @@ from .reproduce import Layout, Panel
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
 PANEL_HEIGHT = 320
+LEGEND_ROW_PX = 24
 LEGEND_TOP_CHARS = 60  # characters of names (and swatches) a legend above a panel holds before it goes right  # px, title and legend included: the plot keeps ~220 px
 
 
@@ -32,7 +35,7 @@ def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
     for run_id, run in runs.items():
         value = reproduce.field_value(run.config, layout.color)
         named[run_id] = (sweeps.shown(value) if layout.color in ("cell", "task")
-                         else f"{short(layout.color)} = {sweeps.shown(value)}")
+                         else f"{short(layout.color)}={sweeps.shown(value)}")
     return named
 
 
@@ -80,13 +83,15 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
                               ignore_index=True)
             drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
                                               marks=tuple(marks), hover_points=60, y_range=panel.range,
-                                              height=PANEL_HEIGHT, legend=legend_at(over_training.values())))
+                                              height=panel_height(over_training.values()),
+                                              legend=legend_at(over_training.values())))
         else:
             drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
                                               x_title=short(panel.x),
                                               y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
                                               title=title, marks=tuple(marks), y_range=panel.range,
-                                             height=PANEL_HEIGHT, legend=legend_at(lines[run_id] for run_id in members)))
+                                             height=panel_height([lines[run_id] for run_id in members]),
+                                             legend=legend_at([lines[run_id] for run_id in members])))
     return drawn
 
 
@@ -103,10 +108,16 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
 
 
 def legend_at(names) -> str:
-    """Where a panel's legend goes: above it for a few short names, below it in two columns (none cut
-    short) when they are long or many."""
+    """How a panel's legend sits above it: one row for a few short names, two columns (none cut short)
+    when they are long or many (``"wrap"``)."""
     names = list(dict.fromkeys(names))
-    return "bottom" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
+    return "wrap" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
+
+
+def panel_height(names) -> int:
+    """A panel's height: :data:`PANEL_HEIGHT`, and a legend row more for each pair of names that wrap."""
+    names = list(dict.fromkeys(names))
+    return PANEL_HEIGHT + (LEGEND_ROW_PX * math.ceil(len(names) / 2) if legend_at(names) == "wrap" else 0)
 
 
 def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:

@@ -202,13 +202,15 @@ def test_a_field_over_decades_is_drawn_evenly_in_numeric_order_and_a_close_one_t
     assert x["type"] == "quantitative" and x["axis"]["values"] == [5.0, 20.0, 40.0]
 
 
-def test_long_or_many_line_names_put_the_legend_below_uncut():
+def test_long_or_many_line_names_wrap_the_legend_uncut_in_a_taller_panel():
     assert figures.legend_at(["rnn", "lstm", "spectral", "orthogonal"]) == "top"
     long = [f"optimizer = rmsprop h0_noise_std={sigma}" for sigma in (0, 0.01, 5)]
-    assert figures.legend_at(long) == "bottom"
+    assert figures.legend_at(long) == "wrap"
+    assert figures.panel_height(long) == figures.PANEL_HEIGHT + 2 * figures.LEGEND_ROW_PX
+    assert figures.panel_height(["rnn", "lstm"]) == figures.PANEL_HEIGHT
     from stability import charts
 
     frame = pd.DataFrame({"run_id": [1, 1], "run": [long[0]] * 2, "name": ["val/loss"] * 2, "step": [0, 1],
                           "wall_time": [0.0, 1.0], "value": [1.0, 0.5]})
-    legend = charts.metric_chart(frame, names=["val/loss"], legend="bottom").to_dict()["layer"][0]["encoding"]["color"]
-    assert legend["legend"] == {"orient": "bottom", "columns": 2, "labelLimit": 400}
+    legend = charts.metric_chart(frame, names=["val/loss"], legend="wrap").to_dict()["layer"][0]["encoding"]["color"]
+    assert legend["legend"] == {"orient": "top", "columns": 2, "labelLimit": 400}
