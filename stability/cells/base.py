@@ -67,6 +67,16 @@ def check_nonnegative(option: str, value: Any) -> float:
     return number
 
 
+def check_band(r: Any, sigma_star: Any) -> tuple[float, float]:
+    """``(r, sigma_star)`` of a singular-value band [σ* − r, σ* + r] (spectral paper §4, eq. 4), both
+    numbers >= 0 with r <= σ* so that every singular value stays >= 0; ValueError otherwise."""
+    r, sigma_star = check_nonnegative("r", r), check_nonnegative("sigma_star", sigma_star)
+    if r > sigma_star:
+        raise ValueError(f"r must be <= sigma_star so that the singular values "
+                         f"[sigma_star - r, sigma_star + r] stay >= 0; got r={r!r}, sigma_star={sigma_star!r}")
+    return r, sigma_star
+
+
 def project_time_major(x: Tensor, projection: nn.Linear) -> Tensor:
     """``projection`` applied to every step of a batch-first x, time-major (T, B, out).
 

@@ -70,7 +70,7 @@ import torch
 from torch import Tensor, nn
 
 from ..parametrizations.householder import register_rectangular_householder_svd
-from .base import (RecurrentCell, check_bool, check_choice, check_nonnegative, check_positive_int,
+from .base import (RecurrentCell, check_band, check_bool, check_choice, check_nonnegative, check_positive_int,
                    project_time_major)
 from .scan import apply_activation
 
@@ -151,11 +151,7 @@ class DeepMLP(RecurrentCell):
         self.residual = check_bool("residual", residual)
         self.m1 = None if m1 is None else check_positive_int("m1", m1)
         self.m2 = None if m2 is None else check_positive_int("m2", m2)
-        self.r = check_nonnegative("r", r)
-        self.sigma_star = check_nonnegative("sigma_star", sigma_star)
-        if self.r > self.sigma_star:
-            raise ValueError(f"r must be <= sigma_star so that the singular values "
-                             f"[sigma_star - r, sigma_star + r] stay >= 0; got r={r!r}, sigma_star={sigma_star!r}")
+        self.r, self.sigma_star = check_band(r, sigma_star)
         self.renormalize = check_bool("renormalize", renormalize)
         self.nonlinearity = check_choice("nonlinearity", nonlinearity, NONLINEARITIES)
         self.negative_slope = check_nonnegative("negative_slope", negative_slope)

@@ -49,7 +49,7 @@ import torch
 from torch import Tensor
 
 from ..parametrizations.householder import register_householder_product, register_householder_svd
-from .base import check_bool, check_nonnegative, check_positive_int
+from .base import check_band, check_bool, check_positive_int
 from .elman import ElmanCell
 
 
@@ -102,11 +102,7 @@ class SpectralRNN(ElmanCell):
                          negative_slope=negative_slope, h0=h0, h0_noise_std=h0_noise_std)
         self.m1 = min(check_positive_int("m1", m1), hidden_size)
         self.m2 = min(check_positive_int("m2", m2), hidden_size)
-        self.r = check_nonnegative("r", r)
-        self.sigma_star = check_nonnegative("sigma_star", sigma_star)
-        if self.r > self.sigma_star:
-            raise ValueError(f"r must be <= sigma_star so that the singular values "
-                             f"[sigma_star - r, sigma_star + r] stay >= 0; got r={r!r}, sigma_star={sigma_star!r}")
+        self.r, self.sigma_star = check_band(r, sigma_star)
         self.renormalize = check_bool("renormalize", renormalize)
         register_householder_svd(self, "weight_hh", hidden_size, self.m1, self.m2, self.r, self.sigma_star)
 
