@@ -397,7 +397,9 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     with RunStore(path) as opened:
         done = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}})
         opened.set_status(done, "completed")
-    started = cli("train", "--cell", "rnn", "--hidden-size", "8", "--seq-len", "10", "--steps", "3000",
+    # 8,000 steps (~16 s here): `stop`, a fresh CLI process (~4 s to start, more on a busy machine), must
+    # arrive while the worker still trains; the foreground resume then trains what is left
+    started = cli("train", "--cell", "rnn", "--hidden-size", "8", "--seq-len", "10", "--steps", "8000",
                   "--log-every", "50", "--batch-size", "8", "--eval-examples", "16", "--probe-examples", "4",
                   "--background", store=path)
     run_id = int(started.stdout.strip())
@@ -414,7 +416,7 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     with RunStore(path) as opened:
         assert opened.run(run_id)["resumes"] == 1
         steps = opened.metrics(run_id, ["train/loss"]).step
-        assert sorted(steps) == list(range(50, 3001, 50))  # nothing lost, nothing twice
+        assert sorted(steps) == list(range(50, 8001, 50))  # nothing lost, nothing twice
     for args, message in ((["resume", str(done)], f"run {done} is completed; only a stopped"),
                           (["resume", "999"], "no run with id 999")):
         result = cli(*args, store=path)
@@ -478,7 +480,8 @@ def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_g
 
 def test_a_background_sweep_prints_its_id_then_stops_and_resumes_from_the_cli(tmp_path):
     store = tmp_path / "runs.db"
-    result = cli("sweep", *SWEEP[:-10], "--steps", "3000", "--log-every", "50", "--vary", "lr=1e-3,1e-2",
+    # long enough that both stops (fresh CLI processes) arrive while its runs still train; it never finishes
+    result = cli("sweep", *SWEEP[:-10], "--steps", "100000", "--log-every", "50", "--vary", "lr=1e-3,1e-2",
                  "--background", store=store)
     assert result.returncode == 0, result.stderr
     sweep_id = int(result.stdout)
