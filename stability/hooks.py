@@ -232,27 +232,32 @@ class Evaluation(Hook):
 class ProbeThroughTime(Hook):
     """At the start and at probe steps, on the float64 probe batch: ``grad/h0_norm``,
     ``grad/A_h_norm`` (MASO §5.1, Fig. 4), the series ``grad/h_t_norm`` (t = 0..T) and
-    ``sv/spectrum``."""
+    ``sv/spectrum``; at the start also the ``sv/*`` scalars of W as initialised (step 0, before any
+    update: an IRNN's margin starts at 0, spectral paper Fig. 4), which :class:`GradientReadings`
+    reads at every log step after that."""
 
     def __init__(self, probe: ProbeBatch):
         self.probe = probe
 
     def on_start(self, trainer, resumed):
         if not resumed:
-            self._read(trainer)
+            for name, value in self._read(trainer, with_radius=True).items():
+                trainer.record(name, value)
 
     def on_log(self, trainer, result):
         if trainer.cadence.probe:
             self._read(trainer)
 
-    def _read(self, trainer):
+    def _read(self, trainer, with_radius: bool = False) -> dict[str, float]:
+        """Record the probe's readings and the spectrum series; return the ``sv/*`` scalars of W."""
         self.probe.sync()
         norms = self.probe.through_time()
         trainer.record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
         trainer.record("grad/A_h_norm", self.probe.output_h0_norm())
         trainer.record_series("grad/h_t_norm", norms)
-        _, sigma = spectrum_metrics(trainer.model.cell.recurrent_matrix(), with_radius=False)
+        spectrum, sigma = spectrum_metrics(trainer.model.cell.recurrent_matrix(), with_radius=with_radius)
         trainer.record_series("sv/spectrum", sigma)
+        return spectrum
 
 
 class ProgressCallback(Hook):

@@ -470,3 +470,22 @@ def test_the_readme_hook_example_runs_and_records_its_rows(store):
     exec(compile(code, "README.md", "exec"), {"config": config, "store": store, "run_id": run_id})
     norms = store.metrics(run_id, ["custom/weight_norm"])
     assert sorted(norms.step) == [5, 10, 15, 20] and (norms.value > 0).all()
+
+
+@pytest.mark.parametrize("cell, options", [("irnn", {}), ("rnn", {"init": "orthogonal"})])
+def test_the_singular_values_are_read_at_step_0_before_any_update(store, cell, options):
+    """W = I (IRNN) or orthogonal: every σ is 1 before training, so the step-0 margin is 0; the first update
+    moves it. Each sv/* is read once a step (the start's reading and the log steps' never coincide)."""
+    config = RunConfig(CellConfig(cell, 8, options), TaskConfig("adding", {"seq_len": 6}),
+                       TrainConfig(steps=4, batch_size=8, log_every=2, lr=0.05, eval_examples=16, probe_examples=4))
+    run_id = store.create_run(config.to_dict())
+    assert train_run(config, store, run_id) == "completed"
+    rows = store.metrics(run_id)
+    sv = rows[rows["name"].str.startswith("sv/") & (rows["name"] != "sv/spectrum")]
+    assert not sv.duplicated(["step", "name"]).any()
+    first = sv[sv["step"] == 0].set_index("name")["value"]
+    assert {"sv/min", "sv/max", "sv/margin", "sv/condition"} <= set(first.index)
+    assert first["sv/min"] == pytest.approx(1.0, abs=1e-6) and first["sv/max"] == pytest.approx(1.0, abs=1e-6)
+    assert first["sv/margin"] < 1e-6
+    later = sv[(sv["step"] == 4) & (sv["name"] == "sv/margin")]["value"].item()
+    assert later > first["sv/margin"]
