@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from .diagnostics import ProbeBatch, spectrum_metrics, stable_norm
+from .diagnostics import ProbeBatch, stable_norm
 
 if TYPE_CHECKING:
     from .train import Trainer
@@ -164,11 +164,10 @@ class GradientReadings(Hook):
         if recurrent_grads:  # none while W is frozen
             trainer.record("grad/recurrent_norm", norm_of_norms(recurrent_grads))
         trainer.record("grad/total_norm", result.total_norm)
-        cell = trainer.model.cell
-        spectrum, _ = spectrum_metrics(cell.recurrent_matrix(), with_radius=cadence.eval)
+        spectrum, _ = trainer.spectrum(with_radius=cadence.eval)
         for name, value in spectrum.items():
             trainer.record(name, value)
-        for name, value in cell.gate_values().items():
+        for name, value in trainer.model.cell.gate_values().items():
             trainer.record(f"gate/{name}", value)
 
     def state_dict(self):
@@ -255,7 +254,7 @@ class ProbeThroughTime(Hook):
         trainer.record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
         trainer.record("grad/A_h_norm", self.probe.output_h0_norm())
         trainer.record_series("grad/h_t_norm", norms)
-        spectrum, sigma = spectrum_metrics(trainer.model.cell.recurrent_matrix(), with_radius=with_radius)
+        spectrum, sigma = trainer.spectrum(with_radius=with_radius)  # read by GradientReadings already at a log step
         trainer.record_series("sv/spectrum", sigma)
         return spectrum
 

@@ -62,7 +62,7 @@ from torch import nn
 from . import cells, optimizers, tasks
 from .config import RunConfig, TrainConfig
 from .devices import resolve_device, describe_device  # noqa: F401  (moved there; old imports keep working)
-from .diagnostics import ProbeBatch
+from .diagnostics import ProbeBatch, spectrum_metrics
 from .hooks import (CHECKPOINT_EVERY_S, H0_READING_BUDGET, Checkpoints, Evaluation,  # noqa: F401
                     GradientReadings, Hook, ProbeThroughTime, ProgressCallback, Speed, StepResult,
                     StopRequests, TrainingWindow, norm_of_norms, overrides)
@@ -272,8 +272,18 @@ class Trainer:
         self._started = time.time()
         self._carried = None  # a stateful task's hidden state, carried between batches
         self._stopping = False
+        self._spectrum: tuple | None = None  # (step, sv/* scalars, sigma) of W, see spectrum()
 
     # ------------------------------------------------------------ for hooks
+    def spectrum(self, with_radius: bool = False) -> tuple[dict[str, float], np.ndarray]:
+        """``spectrum_metrics`` of the cell's W at this step (its ``sv/*`` scalars, every singular value),
+        computed once a step however many hooks read it: W does not change between optimizer steps."""
+        cached = self._spectrum
+        if cached is None or cached[0] != self.step or (with_radius and "sv/spectral_radius" not in cached[1]):
+            metrics, sigma = spectrum_metrics(self.model.cell.recurrent_matrix(), with_radius=with_radius)
+            self._spectrum = cached = (self.step, metrics, sigma)
+        return cached[1], cached[2]
+
     def record(self, name: str, value) -> None:
         """A scalar row at the current step, written at the next flush."""
         self._scalars.append((self.step, time.time(), name, float(value)))

@@ -198,12 +198,8 @@ class DeepMLP(RecurrentCell):
             if self.layer == "spectral":
                 weight = self.parametrizations.weight_hh
                 sigma = weight[0].singular_values(weight.original)
-            else:  # one SVD per weight update: the trainer reads sv/* twice at a probe step
-                weight = self.weight_hh
-                key = (weight._version, weight.data_ptr(), weight.dtype)
-                if getattr(self, "_svdvals", (None,))[0] != key:
-                    self._svdvals = (key, torch.linalg.svdvals(weight.detach()))
-                sigma = self._svdvals[1]
+            else:  # one batched SVD (the trainer reads W's spectrum once a step: Trainer.spectrum)
+                sigma = torch.linalg.svdvals(self.weight_hh)
             return sigma.sort(dim=-1, descending=True).values
 
     def recurrent_matrix(self) -> Tensor:
