@@ -158,6 +158,12 @@ def compact_wy(vectors: Tensor, columns: int | None = None) -> Tensor:
     return torch.linalg.solve_triangular(s, vectors if columns is None else vectors[..., :columns], upper=True)
 
 
+def band(sigma_hat: Tensor, r: float, sigma_star: float) -> Tensor:
+    """``sigma_i = 2 r (sigmoid(sigma_hat_i) - 0.5) + sigma_star`` (spectral paper eq. 4): every
+    singular value in ``[sigma_star - r, sigma_star + r]``."""
+    return 2 * r * (torch.sigmoid(sigma_hat) - 0.5) + sigma_star
+
+
 def householder_product(vectors: Tensor) -> Tensor:
     """``H(y_1) ... H(y_m)`` for the rows ``y_i`` of ``vectors`` (m, n), as a dense (n, n) matrix.
 
@@ -194,10 +200,12 @@ class HouseholderProduct(nn.Module):
         return self.reflectors * self.size - self.reflectors * (self.reflectors - 1) // 2
 
     def pad(self, vectors: Tensor) -> Tensor:
-        """Flat reflectors -> the zero-padded (m, n) matrix of rows ``(0_j, u_{n-j})``."""
-        if vectors.shape != (self.parameter_count,):
+        """Flat reflectors (..., P) -> the zero-padded (..., m, n) matrices of rows ``(0_j, u_{n-j})``;
+        leading dimensions are a stack of independent products."""
+        if vectors.dim() == 0 or vectors.shape[-1] != self.parameter_count:
             raise ValueError(f"expected {self.parameter_count} reflector entries; got shape {tuple(vectors.shape)}")
-        return vectors.new_zeros(self.reflectors, self.size).masked_scatter(self.mask, vectors)
+        shape = (*vectors.shape[:-1], self.reflectors, self.size)
+        return vectors.new_zeros(shape).masked_scatter(self.mask.expand(shape), vectors)
 
     def forward(self, vectors: Tensor) -> Tensor:
         rows = self.pad(vectors)
@@ -257,9 +265,8 @@ class HouseholderSVD(nn.Module):
         return theta.split([self.left.parameter_count, self.right.parameter_count, self.size])
 
     def singular_values(self, theta: Tensor) -> Tensor:
-        """``sigma_i = 2 r (sigmoid(sigma_hat_i) - 0.5) + sigma_star`` (eq. 4), in the diagonal's order."""
-        sigma_hat = self.split(theta)[2]
-        return 2 * self.r * (torch.sigmoid(sigma_hat) - 0.5) + self.sigma_star
+        """``sigma`` of eq. 4 (:func:`band`), in the diagonal's order."""
+        return band(self.split(theta)[2], self.r, self.sigma_star)
 
     def forward(self, theta: Tensor) -> Tensor:
         u, v, _ = self.split(theta)
@@ -320,21 +327,14 @@ class RectangularHouseholderSVD(nn.Module):
             raise ValueError(f"expected (..., {self.parameter_count}) parameters; got shape {tuple(theta.shape)}")
         return theta.split([self.left.parameter_count, self.right.parameter_count, self.rank], dim=-1)
 
-    @staticmethod
-    def _pad(product: HouseholderProduct, vectors: Tensor) -> Tensor:
-        """Flat reflectors (..., P) -> the zero-padded rows (..., m, n) (layout of the module docstring)."""
-        shape = (*vectors.shape[:-1], product.reflectors, product.size)
-        return vectors.new_zeros(shape).masked_scatter(product.mask.expand(shape), vectors)
-
     def singular_values(self, theta: Tensor) -> Tensor:
         """``sigma`` of eq. 4, (..., p), in the diagonal's order (not sorted)."""
-        sigma_hat = self.split(theta)[2]
-        return 2 * self.r * (torch.sigmoid(sigma_hat) - 0.5) + self.sigma_star
+        return band(self.split(theta)[2], self.r, self.sigma_star)
 
     def forward(self, theta: Tensor) -> Tensor:
         u, v, _ = self.split(theta)
         p = self.rank
-        left, right = self._pad(self.left, u), self._pad(self.right, v)  # (..., m1, rows), (..., m2, cols)
+        left, right = self.left.pad(u), self.right.pad(v)  # (..., m1, rows), (..., m2, cols)
         eye = torch.eye(self.rows, p, dtype=theta.dtype, device=theta.device)
         u_columns = eye - left.mT @ compact_wy(left, p)  # U[:, :p], (..., rows, p)
         scaled = u_columns * self.singular_values(theta).unsqueeze(-2)  # U[:, :p] diag(sigma)
@@ -347,7 +347,7 @@ class RectangularHouseholderSVD(nn.Module):
         u, v, sigma_hat = self.split(theta)
         parts = []
         for product, vectors in ((self.left, u), (self.right, v)):
-            rows = self._pad(product, vectors)
+            rows = product.pad(vectors)
             parts.append((rows / rows.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR))[..., product.mask])
         return torch.cat([*parts, sigma_hat], dim=-1)
 
