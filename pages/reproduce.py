@@ -3,9 +3,11 @@
 A storyboard: the gallery of presets (stability.reproduce.available(): paper, figure, what it shows, runs
 at each scale) -> Run (a list preset's runs go to background workers one after another, a sweep preset
 becomes an ordinary sweep) -> ``?preset=NAME&scale=S&runs=1,2,3`` (or ``&sweep=ID``) -> a live panel: the
-runs' progress, a chart of every metric the preset's claims read (the runs overlaid, log y where the
-metric spans decades, the task's baseline on the losses) and the verdict table, judged from the stored
-rows by ``reproduce.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs.
+runs' progress, what each run's rows say, the preset's figure laid out as the paper's (stability.figures,
+Note [Layout] in stability/reproduce.py) and the verdict table, judged from the stored rows by
+``reproduce.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs. With
+``?classroom=1`` (pages/ui/classroom.py) no controls, the cells' equations on top and what to look at
+beside each row of panels.
 """
 import math
 
@@ -124,8 +126,8 @@ def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
         with charts_at:
             for column, spec in zip(st.columns(width), row):
                 show_chart(column, projected(spec) if classroom_on() else spec)
-        if words is not None and explanation(panel.metric):
-            words.markdown(explanation(panel.metric))
+        if words is not None and (text := explanation(panel.metric)):
+            words.markdown(text)
 
 
 classroom_switch()

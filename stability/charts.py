@@ -444,14 +444,14 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
     ``marks``: dashed rules ``(value, label)``. Numbers spread over more than two decades are drawn
     evenly spaced in their order (a σ grid of 0, 0.01, 5 would otherwise crowd into one end)."""
     data = points.copy()
-    numeric_x = _is_numeric_field(data["x"])
-    order = None
+    numeric_x, order = _is_numeric_field(data["x"]), None
     if numeric_x:  # values over several decades (σ = 0, 0.01, 5): evenly spaced, in numeric order
         values_x = pd.to_numeric(data["x"]).astype(float)
         positive = values_x[values_x > 0]
-        if len(positive) > 1 and positive.max() / positive.min() > 100:
-            numeric_x = False
-            order = [_value_label(value) for value in sorted(set(values_x))]
+        if len(positive) > 1 and positive.max() / positive.min() > LOG_SPAN:
+            numeric_x, order = False, [_value_label(value) for value in sorted(set(values_x))]
+    else:
+        order = list(dict.fromkeys(data["x"].map(_value_label)))  # texts: first seen
     data["x"] = data["x"].astype(float) if numeric_x else data["x"].map(_value_label)
     values = data["value"].astype(float)
     if log_y:
@@ -461,8 +461,6 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
         data["y"] = _finite_or_nan(values)
         data["note"] = np.where(np.isinf(values), NOTE_OVERFLOW, "")
     data = data.dropna(subset=["y"]).sort_values(["run", "x"], kind="stable")
-    if not numeric_x and order is None:
-        order = list(dict.fromkeys(points["x"].map(_value_label)))
     ticks = sorted(set(data["x"])) if numeric_x else []
     x = alt.X("x:Q" if numeric_x else "x:O", title=x_title, sort=order or alt.Undefined,
               scale=alt.Scale(zero=False) if numeric_x else alt.Undefined,

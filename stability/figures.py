@@ -21,14 +21,14 @@ from .reproduce import Layout, Panel
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
-PANEL_HEIGHT = 320
-LEGEND_ROW_PX = 24
-LEGEND_TOP_CHARS = 60  # characters of names (and swatches) a legend above a panel holds before it goes right  # px, title and legend included: the plot keeps ~220 px
+PANEL_HEIGHT = 320     # px, title and legend included: the plot keeps ~220 px
+LEGEND_ROW_PX = 24     # a wrapped legend's row, added to the panel's height
+LEGEND_TOP_CHARS = 60  # characters of names (and swatches) a legend holds in one row above a panel
 
 
 def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
     """Each run's line label: the layout's colour field's value (``cell``: the cell's name), else the run's
-    name; where two runs drawn over training would share one, their seed (then their id) tells them apart."""
+    name (``labels``); :func:`distinct` tells apart runs that one panel would draw under one name."""
     if layout.color is None:
         return dict(labels)
     named = {}
@@ -70,28 +70,24 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
     drawn = []
     for panel, value in grid:
         members = [run_id for run_id in runs if columns[run_id] == value]
-        over_training = distinct({run_id: lines[run_id] for run_id in members}, runs,
-                                 skip=tuple(path for path in (layout.color, layout.columns) if path))
         title = panel.title if layout.columns is None else \
             f"{panel.title} · {short(layout.columns)} = {sweeps.shown(value)}"
         marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
         baseline = next((runs[run_id] for run_id in members if runs[run_id].baseline is not None), None)
         if baseline is not None and any(mark.baseline for mark in panel.marks):
             marks.insert(0, (baseline.baseline, baseline.baseline_label or "baseline"))
+        shared = {"title": title, "log_y": panel.log, "marks": tuple(marks), "y_range": panel.range}
         if panel.over_training:
-            frame = pd.concat([metrics[run_id].assign(run=over_training[run_id]) for run_id in members],
+            named = distinct({run_id: lines[run_id] for run_id in members}, runs,
+                             skip=tuple(path for path in (layout.color, layout.columns) if path))
+            frame = pd.concat([metrics[run_id].assign(run=named[run_id]) for run_id in members],
                               ignore_index=True)
-            drawn.append(_charts.metric_chart(frame, names=[panel.metric], log_y=panel.log, title=title,
-                                              marks=tuple(marks), hover_points=60, y_range=panel.range,
-                                              height=panel_height(over_training.values()),
-                                              legend=legend_at(over_training.values())))
+            drawn.append(_charts.metric_chart(frame, names=[panel.metric], hover_points=60,
+                                              **shared, **_legend(named.values())))
         else:
             drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
-                                              x_title=short(panel.x),
-                                              y_title=f"{panel.stat} {panel.metric}", log_y=panel.log,
-                                              title=title, marks=tuple(marks), y_range=panel.range,
-                                             height=panel_height([lines[run_id] for run_id in members]),
-                                             legend=legend_at([lines[run_id] for run_id in members])))
+                                             x_title=short(panel.x), y_title=f"{panel.stat} {panel.metric}",
+                                             **shared, **_legend(lines[run_id] for run_id in members)))
     return drawn
 
 
@@ -118,6 +114,12 @@ def panel_height(names) -> int:
     """A panel's height: :data:`PANEL_HEIGHT`, and a legend row more for each pair of names that wrap."""
     names = list(dict.fromkeys(names))
     return PANEL_HEIGHT + (LEGEND_ROW_PX * math.ceil(len(names) / 2) if legend_at(names) == "wrap" else 0)
+
+
+def _legend(names) -> dict:
+    """The ``legend`` and ``height`` arguments of a panel whose lines have ``names``."""
+    names = list(names)
+    return {"legend": legend_at(names), "height": panel_height(names)}
 
 
 def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:

@@ -507,10 +507,7 @@ def _layout(data: Any, configs: list[RunConfig], fail) -> Layout:
         stat, last = raw.get("stat", "final"), raw.get("last")
         if ("stat" in raw or "last" in raw) and x == "step":
             fail(f"{where}: stat and last go with a config field as x (a value per run); over steps every row is drawn")
-        if stat not in STATS:
-            fail(f"{where}: stat must be one of {', '.join(STATS)}; got {stat!r}")
-        if (stat == "mean_last") != (last is not None) or (last is not None and not _is_count(last)):
-            fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
+        _check_stat(stat, last, where, fail)
         marks = []
         if not isinstance(raw.get("marks", []), list):
             fail(f"{where}.marks must be a list of \"baseline\" or {{ value = NUMBER, label = TEXT }}")
@@ -573,14 +570,10 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
     for key in ("text", "run", "metric"):
         if not isinstance(data.get(key), str) or not data[key].strip():
             fail(f"{where} needs {key!r} (a text)")
-    stat, op = data.get("stat", "final"), data.get("op", "<")
-    if stat not in STATS:
-        fail(f"{where}: stat must be one of {', '.join(STATS)}; got {stat!r}")
+    stat, op, last = data.get("stat", "final"), data.get("op", "<"), data.get("last")
+    _check_stat(stat, last, where, fail)
     if op not in OPS:
         fail(f"{where}: op must be one of {', '.join(OPS)}; got {op!r}")
-    last = data.get("last")
-    if (stat == "mean_last") != (last is not None) or (last is not None and not _is_count(last)):
-        fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
     metric = data["metric"]
     textual = metric == "status"
     if textual != (op in ("==", "!=")):
@@ -620,6 +613,15 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail) -> Claim:
     return Claim(text=data["text"], run=data["run"], metric=metric, stat=stat, last=last, op=op, than=than,
                  factor=float(factor), tolerance=None if tolerance is None else float(tolerance),
                  paper_value=paper.get("value"), paper_source=paper.get("source", ""))
+
+
+def _check_stat(stat: Any, last: Any, where: str, fail) -> None:
+    """A claim's or a panel's ``stat`` is one of :data:`STATS`, with ``last = k`` exactly when it is
+    ``mean_last``."""
+    if stat not in STATS:
+        fail(f"{where}: stat must be one of {', '.join(STATS)}; got {stat!r}")
+    if (stat == "mean_last") != (last is not None) or (last is not None and not _is_count(last)):
+        fail(f"{where}: stat mean_last needs last = k (an integer >= 1), and only it takes 'last'")
 
 
 def _table(value: Any, where: str, fail) -> dict:
