@@ -12,7 +12,7 @@ import torch
 
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
-from stability.store import TERMINAL
+from stability.runs.status import TERMINAL
 from stability.sweeps import SweepSpec
 
 # Note [Garbage collector]

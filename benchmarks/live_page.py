@@ -29,10 +29,10 @@ pages/ui/live.py (Note [Watching cheaply]).
 busy core, about what a Streamlit server costs while a live page redraws),
 for each worker thread policy: the thread count (``$STABILITY_THREADS``) and
 OpenMP's wait policy (``OMP_WAIT_POLICY``; empty = libgomp's default, which
-spins before it sleeps; libgomp warns once about the empty value in the run's log).  ``policy`` is what ``stability.devices`` gives
+spins before it sleeps; libgomp warns once about the empty value in the run's log).  ``policy`` is what ``stability.execution.threads`` gives
 a worker on this machine.
 
-Every run is started by ``stability.runner.start_run``, so the worker is the
+Every run is started by ``stability.execution.runner.start_run``, so the worker is the
 real one with the real thread policy.  steps/s = (last step - first step) /
 (their wall-time difference) over the ``speed/steps_per_s`` rows the worker
 wrote inside the window; a window with fewer than two rows gives an upper
@@ -60,9 +60,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stability import devices, runner  # noqa: E402
+from stability.execution import threads as thread_policy  # noqa: E402
+from stability.execution import runner  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
-from stability.store import TERMINAL, RunStore  # noqa: E402
+from stability.runs.status import TERMINAL  # noqa: E402
+from stability.runs.store import RunStore  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -281,7 +283,7 @@ def page_benchmark(args, folder: Path) -> None:
 
         def browser_pids():
             return descendants(me) - {server.pid} - descendants(server.pid) - {
-                p for p in descendants(me) if b"stability.runner" in _cmdline(p)}
+                p for p in descendants(me) if b"stability.cli.worker" in _cmdline(p)}
 
         watched = {"server": lambda: {server.pid}, "chromium": lambda: chromium_pids(browser_pids()),
                    "driver": lambda: browser_pids() - chromium_pids(browser_pids())}
@@ -329,13 +331,13 @@ POLICIES = {  # name: (STABILITY_THREADS, OMP_WAIT_POLICY); "" = libgomp's defau
 
 
 def busy_benchmark(args, folder: Path) -> None:
-    old_threads = str(max(1, devices.available_cores() // 1))
-    new_threads = str(devices.worker_threads(1))
+    old_threads = str(max(1, thread_policy.available_cores() // 1))
+    new_threads = str(thread_policy.worker_threads(1))
     table = []
     for policy, (threads, wait) in POLICIES.items():
         threads = old_threads if threads is None else new_threads if threads == "policy" else threads
-        saved = {name: os.environ.get(name) for name in (devices.THREADS_ENV, "OMP_WAIT_POLICY")}
-        os.environ[devices.THREADS_ENV], os.environ["OMP_WAIT_POLICY"] = threads, wait
+        saved = {name: os.environ.get(name) for name in (thread_policy.THREADS_ENV, "OMP_WAIT_POLICY")}
+        os.environ[thread_policy.THREADS_ENV], os.environ["OMP_WAIT_POLICY"] = threads, wait
         try:
             store_path = folder / f"policy-{len(table)}" / "runs.db"
             store_path.parent.mkdir()
@@ -348,12 +350,12 @@ def busy_benchmark(args, folder: Path) -> None:
                 else:
                     os.environ[name] = value
     print(f"\n{args.rounds} round(s), {args.seconds:g} s windows; machine: {os.cpu_count()} cores "
-          f"({devices.available_cores()} usable), load average {os.getloadavg()[0]:.1f} at the end.\n")
+          f"({thread_policy.available_cores()} usable), load average {os.getloadavg()[0]:.1f} at the end.\n")
     print("| run | worker policy | threads | steps/s alone | steps/s, busy loop beside | busy ÷ alone "
           "| busy ÷ the policy's busy |")
     print("|---|---|---|---|---|---|---|")
     for name in CONFIGS:
-        reference = table[-1][2][name, BusyLoop.label]  # the last policy is stability.devices' own
+        reference = table[-1][2][name, BusyLoop.label]  # the last policy is stability.execution.threads' own
         for policy, threads, results in table:
             alone, busy = results[name, "alone"], results[name, BusyLoop.label]
             print(f"| {name} | {policy} | {threads} | {fmt_speed(alone)} | {fmt_speed(busy)} "

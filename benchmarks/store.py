@@ -13,7 +13,7 @@ What is timed (each the median of --repeats rounds, in one process; the stores t
 
 PostgreSQL is a throwaway cluster from tests/postgres.py (fsync off, as in the tests: this measures
 the store's own cost and a local round trip, not a disk). The old SQLite store is
-``git show 9faaad4:stability/store.py`` (schema 4 on sqlite3, just before the port) imported as a
+``git show 9faaad4:stability/runs/store.py`` (schema 4 on sqlite3, just before the port) imported as a
 module; pass --old-commit to compare with another.
 """
 from __future__ import annotations
@@ -41,10 +41,10 @@ SERIES = [("grad/h_t_norm", 16), ("sv/spectrum", 16), ("gate/values", 16)]
 
 def old_store_module(commit: str):
     """The store module as it was at ``commit`` (raw sqlite3), loaded under another name."""
-    source = subprocess.run(["git", "show", f"{commit}:stability/store.py"], cwd=REPO, check=True,
+    source = subprocess.run(["git", "show", f"{commit}:stability/runs/store.py"], cwd=REPO, check=True,
                             capture_output=True, text=True).stdout
     folder = Path(tempfile.mkdtemp(prefix="old-store-"))
-    (folder / "old_store.py").write_text(source.replace("from .records import", "from stability.records import"))
+    (folder / "old_store.py").write_text(source.replace("from .records import", "from stability.runs.records import"))
     spec = importlib.util.spec_from_file_location("old_store", folder / "old_store.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
 
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     stores: dict[str, object] = {}
     cluster = None

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from live_page import CHROMIUM, CHROMIUM_ARGS, cpu_seconds, streamlit_server  # noqa: E402
 
-from stability.store import RunStore  # noqa: E402
+from stability.runs.store import RunStore  # noqa: E402
 
 LRS = [f"{value:.3g}" for value in (1e-3 * 1.5 ** i for i in range(16))]
 TINY = ["--cell", "rnn", "--hidden-size", "16", "--seq-len", "20", "--steps", "300", "--batch-size", "32",

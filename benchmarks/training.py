@@ -4,7 +4,7 @@
     python benchmarks/training.py --cell lstm --steps 1000 --reps 3
 
 ``bare``: the same model, optimizer and batches, forward + backward + step,
-nothing else.  ``train_run``: :func:`stability.train.train_run` at its
+nothing else.  ``train_run``: :func:`stability.training.trainer.train_run` at its
 default settings (log every steps/200, evaluate and probe gradients through
 time every steps/20, the test set at the end) writing into a fresh SQLite
 store.  The two alternate, ``--reps`` times each, in one process; the table
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stability import tasks  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
-from stability.store import RunStore  # noqa: E402
-from stability.train import build_model, build_optimizer, train_run  # noqa: E402
+from stability.runs.store import RunStore  # noqa: E402
+from stability.training.trainer import build_model, build_optimizer, train_run  # noqa: E402
 
 
 def bare_loop(config: RunConfig) -> float:

@@ -7,8 +7,8 @@ reproduces the view.
 
 "Group seeds" draws the selected runs that differ only in seed (or, with "Group by", that agree on the
 chosen config fields) as one line per group, the mean over its runs with a min-max band
-(stability.groups.seed_groups and group_curves, charts.grouped_curves_chart); on a log axis the mean is
-geometric (stability.groups, Note [Geometric mean on a log axis]).  Groups are drawn against the step, raw:
+(stability.analysis.groups.seed_groups and group_curves, charts.grouped_curves_chart); on a log axis the mean is
+geometric (stability.analysis.groups, Note [Geometric mean on a log axis]).  Groups are drawn against the step, raw:
 runs log at the same steps, not at the same wall times, and a mean of smoothed curves would hide the spread.
 """
 import streamlit as st
@@ -20,11 +20,12 @@ from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
-from stability import charts
-from stability.groups import group_curves, seed_groups
-from stability.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
-from stability.run_table import run_table
-from stability.store import ACTIVE_STATUSES, RunNotFound
+from stability.charts import metrics as charts
+from stability.analysis.groups import group_curves, seed_groups
+from stability.core.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
+from stability.runs.table import run_table
+from stability.runs.status import ACTIVE_STATUSES
+from stability.runs.store import RunNotFound
 
 require_router(__file__)
 
@@ -74,7 +75,7 @@ def shown_rows(prepared, x, smoothing):
 
 
 def run_groups(store, ids, by):
-    """run id -> the label of its group (:func:`stability.groups.seed_groups`, ``by`` fields or seeds)."""
+    """run id -> the label of its group (:func:`stability.analysis.groups.seed_groups`, ``by`` fields or seeds)."""
     records = []
     for run_id in ids:
         try:

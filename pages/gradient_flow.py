@@ -1,6 +1,6 @@
 """Gradient flow: how far back a gradient reaches through a freshly built cell.
 
-Widgets -> cell options -> stability.diagnostics.gradient_flow -> charts.
+Widgets -> cell options -> stability.training.probes.gradient_flow -> charts.
 No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 """
 import streamlit as st
@@ -10,8 +10,10 @@ from pages.ui.form import cell_about, cell_help, option_widget
 from pages.ui.limits import LIMITS
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
-from stability import cells, charts, diagnostics
-from stability.demos import GRADIENT_FLOW_CELL
+from stability import cells
+from stability.charts import metrics as charts
+from stability.training import probes as diagnostics
+from stability.config.demos import GRADIENT_FLOW_CELL
 
 require_router(__file__)
 

@@ -4,7 +4,7 @@ The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
 slots as cells -> a fragment that reads every run's new rows once a second, and says in one line a run what
-its rows show (stability.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
+its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
 view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
@@ -21,11 +21,12 @@ from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells
-from stability import charts, runner
+from stability.charts import metrics as charts
+from stability.execution import runner
 from stability.config import ConfigError
-from stability.demos import RACE_DEFAULTS, race_cells
-from stability.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
-from stability.records import RunRecord
+from stability.config.demos import RACE_DEFAULTS, race_cells
+from stability.core.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
+from stability.runs.records import RunRecord
 
 require_router(__file__)
 

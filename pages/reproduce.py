@@ -1,10 +1,10 @@
 """Reproduce: a paper's figure one click away, drawn live, with the paper's outcome beside ours.
 
-A storyboard: the gallery of presets (stability.reproduce.available(): paper, figure, what it shows, runs
+A storyboard: the gallery of presets (stability.presets.preset.available(): paper, figure, what it shows, runs
 at each scale) -> Run (a list preset's runs go to background workers one after another, a sweep preset
 becomes an ordinary sweep) -> ``?preset=NAME&scale=S&runs=1,2,3`` (or ``&sweep=ID``) -> a live panel: the
-runs' progress, what each run's rows say, the preset's figure laid out as the paper's (stability.figures,
-Note [Layout] in stability/reproduce.py) and the verdict table, judged from the stored rows by
+runs' progress, what each run's rows say, the preset's figure laid out as the paper's (stability.charts.figures,
+Note [Layout] in stability/presets/preset.py) and the verdict table, judged from the stored rows by
 ``reproduce.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs. With
 ``?classroom=1`` (pages/ui/classroom.py) no controls, the cells' equations on top and what to look at
 beside each row of panels.
@@ -20,10 +20,14 @@ from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
-from stability import figures, reproduce, runner, sweeps
+from stability.charts import figures
+from stability.presets import preset as reproduce
+from stability.execution import runner
+from stability import sweeps
 from stability.config import ConfigError
-from stability.reproduce import PresetError
-from stability.store import ACTIVE_STATUSES, SweepNotFound
+from stability.presets.preset import PresetError
+from stability.runs.status import ACTIVE_STATUSES
+from stability.runs.store import SweepNotFound
 
 require_router(__file__)
 
@@ -88,7 +92,7 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
         if run.status in ("diverged", "failed"):
             st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
 
-    # what each run's rows say, in words (stability.diagnosis), computed only when its rows changed
+    # what each run's rows say, in words (stability.analysis.diagnosis), computed only when its rows changed
     st.markdown("**What is happening**  \n" + "  \n".join(
         race_line(labels[run_id], live_findings(("reproduce", store.location, run_id), rows[run_id], run))
         for run_id, run in runs.items()))
@@ -102,7 +106,7 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
 
 
 def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
-    """The preset's layout (stability.figures), a row of charts per panel, drawn live; in the classroom
+    """The preset's layout (stability.charts.figures), a row of charts per panel, drawn live; in the classroom
     view each row has the explanation of its metric beside it."""
     layout = preset.drawn()
     if not layout.panels or all(rows[run_id].metrics.empty for run_id in runs):

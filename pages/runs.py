@@ -12,11 +12,12 @@ import streamlit as st
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
-from stability import runner
-from stability.runner import RESUMABLE
-from stability.train import ResumeError
-from stability.run_table import run_table
-from stability.store import ACTIVE_STATUSES, RunNotFound
+from stability.execution import runner
+from stability.execution.runner import RESUMABLE
+from stability.training.trainer import ResumeError
+from stability.runs.table import run_table
+from stability.runs.status import ACTIVE_STATUSES
+from stability.runs.store import RunNotFound
 
 require_router(__file__)
 

@@ -35,9 +35,12 @@ from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
-from stability import cells, charts, groups, sweeps
+from stability import cells, sweeps
+from stability.charts import metrics as charts
+from stability.analysis import groups
 from stability.config import RunConfig
-from stability.store import ACTIVE_STATUSES, TERMINAL, SweepNotFound
+from stability.runs.status import ACTIVE_STATUSES, TERMINAL
+from stability.runs.store import SweepNotFound
 
 require_router(__file__)
 
@@ -327,7 +330,7 @@ def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
 
 
 def curves_on_log(metric: str, log_y: bool) -> bool:
-    """Gradient norms and singular values always (stability.groups.is_log_metric); a loss when "Log y" is
+    """Gradient norms and singular values always (stability.analysis.groups.is_log_metric); a loss when "Log y" is
     on (it falls over decades, and a log axis keeps the first steps' large values from flattening the rest);
     a gap never (it may be negative)."""
     is_loss = metric.endswith("/loss") and not metric.startswith("gap/")

@@ -3,7 +3,7 @@
 Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
 run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
 its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]),
-with "What is happening" above them: stability.diagnosis's findings on the same rows, in words.
+with "What is happening" above them: stability.analysis.diagnosis's findings on the same rows, in words.
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
 ``?refresh=auto|2|5|10|30|off`` sets the live updates. ``?classroom=1`` (the "Classroom view" switch) shows
 the watched run (``?run=ID``, else the newest) without the form and the controls, each chart one a row with
@@ -36,11 +36,13 @@ from pages.ui.live import (
     run_rows,
     show_chart,
 )
-from stability import charts, runner
+from stability.charts import metrics as charts
+from stability.execution import runner
 from stability.config import ConfigError, RunConfig
-from stability.metric_names import H_T_NORM as FLOW
-from stability.metric_names import SPECTRUM
-from stability.store import TERMINAL, RunNotFound
+from stability.core.metric_names import H_T_NORM as FLOW
+from stability.core.metric_names import SPECTRUM
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunNotFound
 
 require_router(__file__)
 

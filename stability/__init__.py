@@ -1,0 +1,55 @@
+"""stability: a lab for watching gradients stay stable, or not, in recurrent networks.
+
+The public names, from one place::
+
+    from stability import cells, tasks, hooks, metric_names
+    from stability import RunConfig, CellConfig, TaskConfig, TrainConfig, ConfigError
+    from stability import Trainer, train_run, RunStore
+
+Each name is imported when it is first used, so ``import stability.core.metric_names`` (or a page
+that needs only the store) does not pay for torch, Optuna or Altair. docs/architecture.md is the
+map of the rooms these names come from.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> (module, attribute); attribute None: the module itself
+_PUBLIC: dict[str, tuple[str, str | None]] = {
+    "cells": ("stability.cells", None),
+    "tasks": ("stability.tasks", None),
+    "parametrizations": ("stability.parametrizations", None),
+    "metric_names": ("stability.core.metric_names", None),
+    "hooks": ("stability.training.hooks", None),
+    "sweeps": ("stability.sweeps", None),
+    "ConfigError": ("stability.core.errors", "ConfigError"),
+    "RunConfig": ("stability.config", "RunConfig"),
+    "CellConfig": ("stability.config", "CellConfig"),
+    "TaskConfig": ("stability.config", "TaskConfig"),
+    "TrainConfig": ("stability.config", "TrainConfig"),
+    "Trainer": ("stability.training.trainer", "Trainer"),
+    "train_run": ("stability.training.trainer", "train_run"),
+    "Hook": ("stability.training.hooks", "Hook"),
+    "RunStore": ("stability.runs.store", "RunStore"),
+    "RunRecord": ("stability.runs.records", "RunRecord"),
+    "diagnose": ("stability.analysis.diagnosis", "diagnose"),
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'stability' has no attribute {name!r}") from None
+    value = importlib.import_module(module)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value  # once imported, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -34,7 +34,7 @@ def gradcheck_through_parameters():
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A fresh run store, also made the default ($STABILITY_STORE) for pages and workers."""
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     path = tmp_path / "runs.db"
     monkeypatch.setenv("STABILITY_STORE", str(path))

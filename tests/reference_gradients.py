@@ -1,7 +1,7 @@
 """An independent re-derivation of ‖∂L/∂h_t‖ for the tests: float64, step by step, in log space.
 
 The trainer's readings come from one backward pass through the whole
-sequence (:class:`stability.diagnostics.ProbeBatch`).  This walks back one
+sequence (:class:`stability.training.probes.ProbeBatch`).  This walks back one
 step at a time instead, with ``torch.autograd.grad`` of h_t with respect to
 a detached h_{t-1}, and keeps the carried gradient as (log-scale, unit
 vector): g_{t-1} = J_tᵀ g_t = e^s J_tᵀ v.  Nothing can underflow, whatever T.
@@ -16,7 +16,7 @@ import torch
 def log10_state_gradient_norms(model, loss, x, y) -> list[float]:
     """log10 ‖∂L/∂h_t‖ for t = 0..T (Frobenius over the batch and the state; -inf for an exact 0).
 
-    ``model`` is a :class:`stability.train.SequenceModel` whose cell has the
+    ``model`` is a :class:`stability.models.sequence.SequenceModel` whose cell has the
     reference loop (``_prepare``/``_step``/``_emit``); it is run in float64 as given.
     """
     cell = model.cell

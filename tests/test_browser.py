@@ -132,7 +132,7 @@ def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browse
 def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, browser):
     """A sweep written through the store (2 cells x 3 learning rates x 2 seeds, one run diverged) opened by
     its link: the four charts render in Vega, the settings table and the runs' links are there."""
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
     from test_pages_sweep import store_sweep
 
     with RunStore(STORES[server]) as store:
@@ -155,7 +155,7 @@ def test_the_sweep_page_of_a_finished_sweep_draws_its_charts_and_table(server, b
 def test_the_reproduce_page_draws_a_presets_figure_and_its_verdicts(server, browser):
     """The spectral paper's Fig. 1 preset opened on four finished runs written through the store: the
     verdict table and a chart per metric the claims read render in the real browser."""
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
     from test_pages_reproduce import write_fig1_runs
 
     with RunStore(STORES[server]) as store:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import pandas as pd
 
-from stability import charts
+from stability.charts import metrics as charts
 
 
 def layers(spec):
@@ -442,8 +442,8 @@ def test_spectrum_heatmap_draws_the_spectrum_series_of_a_real_run_in_log10(tmp_p
     import torch
 
     from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-    from stability.store import RunStore
-    from stability.train import Trainer
+    from stability.runs.store import RunStore
+    from stability.training.trainer import Trainer
 
     config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10}),
                        train=TrainConfig(steps=4, batch_size=8, eval_examples=16, probe_examples=4, log_every=2,
@@ -652,7 +652,7 @@ def test_sweep_objective_chart_over_a_categorical_field_draws_min_max_rules():
 
 
 def test_sweep_heatmap_one_cell_per_setting_coloured_by_the_mean():
-    from stability.groups import setting_table
+    from stability.analysis.groups import setting_table
 
     results = sweep_results()
     results.loc[(results["cell"] == "rnn") & (results["train.lr"] == 1e-1), ["status", "objective"]] = [
@@ -696,7 +696,7 @@ def test_parallel_coordinates_positions_categorical_log_and_objective_axes():
 
 
 def test_grouped_curves_chart_mean_line_min_max_band_and_zeros_marked_on_log():
-    from stability.groups import group_curves
+    from stability.analysis.groups import group_curves
 
     metrics = pd.DataFrame({"run_id": [1, 2, 1, 2, 3, 3], "step": [0, 0, 10, 10, 0, 10], "wall_time": 0.0,
                             "name": "grad/h0_norm", "value": [1e-3, 1e-5, 1e-9, 0.0, 1e-2, 1e-2]})
@@ -725,7 +725,7 @@ def test_log_axis_for_learning_rates_wide_spans_and_only_positive_numbers():
 
 
 def test_sweep_heatmap_axes_follow_a_given_order():
-    from stability.groups import setting_table
+    from stability.analysis.groups import setting_table
 
     table = setting_table(sweep_results(), ["train.lr", "cell"])
     spec = charts.sweep_heatmap(table, "train.lr", "cell", y_order=["spectral", "rnn"], x_order=[0.1, 0.01]).to_dict()

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from stability import cells, tasks
-from stability.__main__ import ProgressLine
-from stability.store import TERMINAL, RunStore
+from stability.cli.main import ProgressLine
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunStore
 
 from store_files import corrupt
 
@@ -307,11 +308,11 @@ def test_runs_and_show_read_while_another_writer_holds_the_lock(tmp_path):
 
 INTERRUPT_SCRIPT = """
 import json, os, signal, sys
-import stability.store
+import stability.runs.store
 from stability.__main__ import main
-from stability.store import RunStore
+from stability.runs.store import RunStore
 
-real_begin = stability.store._begin
+real_begin = stability.runs.store._begin
 
 
 def interrupt_after_begin(conn):  # Ctrl-C (SIGINT) right after the n-th write's BEGIN IMMEDIATE took the lock
@@ -323,7 +324,7 @@ def interrupt_after_begin(conn):  # Ctrl-C (SIGINT) right after the n-th write's
             os.kill(os.getpid(), signal.SIGINT)
 
 
-stability.store._begin = interrupt_after_begin  # engines made from here on call it for every BEGIN
+stability.runs.store._begin = interrupt_after_begin  # engines made from here on call it for every BEGIN
 results = []
 for target in map(int, sys.argv[2:]):
     begins = 0
@@ -523,7 +524,7 @@ def tiny_preset(tmp_path_factory):
 
 
 def test_reproduce_list_gives_a_line_per_shipped_preset(store):
-    from stability import reproduce
+    from stability.presets import preset as reproduce
 
     result = cli("reproduce", "--list", store=store)
     assert result.returncode == 0, result.stderr
@@ -557,7 +558,7 @@ def test_reproduce_json_runs_the_preset_and_prints_the_verdicts_from_its_rows(tm
 
 
 def test_reproduce_ends_with_the_verdict_table(tmp_path, tiny_preset, capsys):
-    from stability.__main__ import main
+    from stability.cli.main import main
 
     assert main(["reproduce", str(tiny_preset), "--store", str(tmp_path / "runs.db")]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -577,7 +578,7 @@ def test_reproduce_ends_with_the_verdict_table(tmp_path, tiny_preset, capsys):
     (["{preset}", "--list"], "either --list or a preset NAME"),
 ])
 def test_reproduce_bad_input_exits_2_with_one_line_and_stores_nothing(tmp_path, tiny_preset, capsys, args, message):
-    from stability.__main__ import main
+    from stability.cli.main import main
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"name": ')

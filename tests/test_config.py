@@ -5,6 +5,7 @@ import re
 import pytest
 
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.execution.preflight import check_buildable
 
 
 def test_defaults_validate_and_round_trip_through_json():
@@ -18,7 +19,7 @@ def test_defaults_validate_and_round_trip_through_json():
     assert json.loads(text)["cell"]["options"] == {"k": 8, "clip_beta": False}
     assert RunConfig.from_json(text) == config
     assert RunConfig.from_dict(config.to_dict()) == config
-    RunConfig().validate().check_buildable()
+    check_buildable(RunConfig().validate())
 
 
 def test_resolved_intervals_log_about_200_points():
@@ -49,9 +50,9 @@ def test_bad_values_raise_one_line_naming_field_and_choices(data, message):
 
 def test_check_buildable_catches_option_values():
     with pytest.raises(ConfigError, match="vprnn.*even"):
-        RunConfig(cell=CellConfig("vprnn", 7)).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("vprnn", 7)).validate())
     with pytest.raises(ConfigError, match="spectral"):
-        RunConfig(cell=CellConfig("spectral", 8, {"r": 5.0})).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("spectral", 8, {"r": 5.0})).validate())
 
 
 def test_invalid_json_is_a_config_error():
@@ -78,27 +79,28 @@ def no_data(monkeypatch, tmp_path):
 ])
 def test_check_buildable_checks_every_task_option_value_without_data(task, message, no_data):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
-        RunConfig(cell=CellConfig("rnn", 8), task=task).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("rnn", 8), task=task).validate())
     assert "\n" not in str(error.value)
     assert not no_data.exists()
 
 
 def test_check_buildable_passes_good_real_data_options_without_the_data(no_data):
     for task in (TaskConfig("ucr", {"dataset": "ECG200"}), TaskConfig("mnist", {}), TaskConfig("ptb_char", {})):
-        RunConfig(cell=CellConfig("rnn", 8), task=task).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("rnn", 8), task=task).validate())
     assert not no_data.exists()
 
 
 def test_epochs_need_a_fixed_training_set_when_submitted():
     fresh = RunConfig(cell=CellConfig("rnn", 8), train=TrainConfig(epochs=1.0)).validate()
     with pytest.raises(ConfigError, match="epochs needs a fixed training set"):
-        fresh.check_buildable()
-    RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10, "train_size": 100}),
-              train=TrainConfig(epochs=1.0)).validate().check_buildable()
+        check_buildable(fresh)
+    check_buildable(RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10, "train_size": 100}),
+                              train=TrainConfig(epochs=1.0)).validate())
 
 
 def test_a_model_that_cannot_fit_is_refused_with_an_estimate_before_it_is_built(monkeypatch):
-    from stability import budget, cells
+    from stability.execution import budget
+    from stability import cells
 
     def never(*args, **kwargs):
         raise AssertionError("the cell was built")
@@ -107,18 +109,19 @@ def test_a_model_that_cannot_fit_is_refused_with_an_estimate_before_it_is_built(
     gib = budget.physical_memory() / 2**30
     for cell in ("spectral", "rnn", "lstm", "vprnn", "kru"):
         with pytest.raises(ConfigError) as error:
-            RunConfig(cell=CellConfig(cell, 1_000_000_000)).validate().check_buildable()
+            check_buildable(RunConfig(cell=CellConfig(cell, 1_000_000_000)).validate())
         message = str(error.value)
         assert message.startswith(f"hidden_size 1000000000 of cell '{cell}' needs ~")
         assert re.search(r"needs ~\d(\.\d)?e\+1[89] bytes of parameters", message) and f"this machine has {gib:.3g} GiB" in message
     with pytest.raises(ConfigError, match="of activations for batch_size 64 x 1000000000000 steps"):
-        RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10**12})).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10**12})).validate())
     with pytest.raises(ConfigError, match=r"needs ~10\^40\d bytes"):
-        RunConfig(cell=CellConfig("rnn", 10**200)).validate().check_buildable()
+        check_buildable(RunConfig(cell=CellConfig("rnn", 10**200)).validate())
 
 
 def test_the_estimate_lets_the_papers_sizes_through():
-    from stability import budget, tasks
+    from stability.execution import budget
+    from stability import tasks
 
     for cell, hidden, task, options, batch in [("lstm", 1024, "ptb_word", {"seq_len": 300}, 64),
                                                ("spectral", 128, "copy", {"seq_len": 2000}, 64),

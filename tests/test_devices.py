@@ -1,4 +1,4 @@
-"""stability/devices.py: device choice and the worker thread policy."""
+"""stability/core/devices.py (device choice) and stability/execution/threads.py (the worker thread policy)."""
 from __future__ import annotations
 
 import os
@@ -8,13 +8,14 @@ import sys
 import pytest
 import torch
 
-from stability import devices
+from stability.core import devices
+from stability.execution import threads as thread_policy
 from stability.config import ConfigError
 
 
 @pytest.fixture(autouse=True)
 def _no_override(monkeypatch):
-    monkeypatch.delenv(devices.THREADS_ENV, raising=False)
+    monkeypatch.delenv(thread_policy.THREADS_ENV, raising=False)
 
 
 @pytest.mark.parametrize("cores, runs, threads", [
@@ -28,44 +29,44 @@ def _no_override(monkeypatch):
     (16, 3, 5),
 ])
 def test_worker_threads_keep_a_core_and_share_the_rest(cores, runs, threads):
-    assert devices.worker_threads(runs, cores=cores) == threads
+    assert thread_policy.worker_threads(runs, cores=cores) == threads
 
 
 def test_workers_and_server_never_oversubscribe():
     for cores in range(2, 33):
         for runs in range(1, cores):
-            assert runs * devices.worker_threads(runs, cores=cores) + devices.RESERVED_CORES <= cores
+            assert runs * thread_policy.worker_threads(runs, cores=cores) + thread_policy.RESERVED_CORES <= cores
 
 
 def test_threads_override_from_the_environment(monkeypatch):
-    monkeypatch.setenv(devices.THREADS_ENV, "3")
-    assert devices.worker_threads(4, cores=2) == 3
-    monkeypatch.setenv(devices.THREADS_ENV, "0")
-    with pytest.raises(ValueError, match=devices.THREADS_ENV):
-        devices.worker_threads(1)
-    monkeypatch.setenv(devices.THREADS_ENV, "two")
-    with pytest.raises(ValueError, match=devices.THREADS_ENV):
-        devices.worker_threads(1)
+    monkeypatch.setenv(thread_policy.THREADS_ENV, "3")
+    assert thread_policy.worker_threads(4, cores=2) == 3
+    monkeypatch.setenv(thread_policy.THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=thread_policy.THREADS_ENV):
+        thread_policy.worker_threads(1)
+    monkeypatch.setenv(thread_policy.THREADS_ENV, "two")
+    with pytest.raises(ValueError, match=thread_policy.THREADS_ENV):
+        thread_policy.worker_threads(1)
 
 
 def test_worker_threads_rejects_zero_runs():
     with pytest.raises(ValueError, match="concurrent_runs"):
-        devices.worker_threads(0, cores=4)
+        thread_policy.worker_threads(0, cores=4)
 
 
 def test_available_cores_is_within_the_machine():
-    assert 1 <= devices.available_cores() <= (os.cpu_count() or 1)
+    assert 1 <= thread_policy.available_cores() <= (os.cpu_count() or 1)
 
 
 def test_worker_environment_sets_threads_and_passive_waiting():
-    env = devices.worker_environment({"HOME": "/home/x", "OMP_NUM_THREADS": "8"}, 3)
+    env = thread_policy.worker_environment({"HOME": "/home/x", "OMP_NUM_THREADS": "8"}, 3)
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "3"
     assert env["OMP_WAIT_POLICY"] == "PASSIVE" and env["HOME"] == "/home/x"
-    assert devices.worker_environment({"OMP_WAIT_POLICY": "ACTIVE"}, 1)["OMP_WAIT_POLICY"] == "ACTIVE"
+    assert thread_policy.worker_environment({"OMP_WAIT_POLICY": "ACTIVE"}, 1)["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 def test_apply_worker_threads_in_a_fresh_process():
-    code = ("import torch; from stability import devices; devices.apply_worker_threads(1); "
+    code = ("import torch; from stability.execution import threads; threads.apply_worker_threads(1); "
             "print(torch.get_num_threads(), torch.get_num_interop_threads())")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
@@ -86,7 +87,7 @@ def test_resolve_and_describe_device():
 
 
 def test_old_imports_from_train_still_work():
-    from stability import train
+    from stability.training import trainer as train
 
     assert train.resolve_device is devices.resolve_device
     assert train.describe_device is devices.describe_device

@@ -1,4 +1,4 @@
-"""stability/diagnosis.py: every rule on synthetic metric frames whose answer is known by construction
+"""stability/analysis/diagnosis.py: every rule on synthetic metric frames whose answer is known by construction
 (when the gradient fell below 1e-10, when the loss reached the baseline, ...), then on the rows of a
 real tiny run, to check the rules accept the names the trainer writes."""
 import dataclasses
@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stability import diagnosis
+from stability.analysis import diagnosis
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.diagnosis import Finding, diagnose
-from stability.records import RunRecord
-from stability.store import RunStore
-from stability.train import train_run
+from stability.analysis.diagnosis import Finding, diagnose
+from stability.runs.records import RunRecord
+from stability.runs.store import RunStore
+from stability.training.trainer import train_run
 
 
 def frame(**series) -> pd.DataFrame:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from stability import cells, diagnostics
+from stability import cells
+from stability.training import probes as diagnostics
 
 
 @pytest.mark.parametrize("gain", [0.5, 1.0, 1.1])
@@ -77,7 +78,7 @@ def test_spectral_margin_respects_r():
 from reference_gradients import log10_state_gradient_norms  # noqa: E402
 
 from stability import tasks  # noqa: E402
-from stability.train import SequenceModel  # noqa: E402
+from stability.models.sequence import SequenceModel  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype, scale", [(torch.float32, 1e-30), (torch.float64, 1e-200),

@@ -1,4 +1,4 @@
-"""TensorBoard export (stability/export.py), read back with a TFRecord reader of our own and the event
+"""TensorBoard export (stability/runs/export.py), read back with a TFRecord reader of our own and the event
 protocol buffers: every stored scalar row comes back at its step and wall time, in float64 (a 1e-164
 gradient is not a 0), and the spectrum as one histogram per probe step."""
 import math
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.export import to_tensorboard
-from stability.store import RunNotFound, RunStore
-from stability.train import train_run
+from stability.runs.export import to_tensorboard
+from stability.runs.store import RunNotFound, RunStore
+from stability.training.trainer import train_run
 
 pytest.importorskip("tensorboardX")
 from tensorboardX.proto.event_pb2 import Event  # noqa: E402

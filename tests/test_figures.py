@@ -1,4 +1,4 @@
-"""stability/figures.py: a preset's layout drawn from hand-written stored rows: the grid of panels by
+"""stability/charts/figures.py: a preset's layout drawn from hand-written stored rows: the grid of panels by
 columns, the lines named by the colour field, the reference marks, and a panel against a config field
 whose points are the runs' statistics read back from the charts' own data."""
 from __future__ import annotations
@@ -8,7 +8,9 @@ import math
 import pandas as pd
 import pytest
 
-from stability import figures, reproduce, sweeps
+from stability.charts import figures
+from stability.presets import preset as reproduce
+from stability.core.formatting import shown
 
 LAYOUT = """
 name = "laid"
@@ -166,7 +168,7 @@ def test_fields_read_for_columns_and_lines_come_from_the_stored_config(laid):
         assert reproduce.field_value(run.config, "task.seq_len") == stored["task"]["options"]["seq_len"]
         assert reproduce.field_value(run.config, "cell") == stored["cell"]["name"]
     assert figures.short("cell.h0_noise_std") == "h0_noise_std" and figures.short("cell") == "cell"
-    assert sweeps.shown(0.5) == "0.5" and not math.isnan(1.0)
+    assert shown(0.5) == "0.5" and not math.isnan(1.0)
 
 
 def _datasets(spec: dict) -> list[pd.DataFrame]:
@@ -191,7 +193,7 @@ def test_a_panel_range_fixes_the_y_axis_and_clips_every_mark(laid):
 
 
 def test_a_field_over_decades_is_drawn_evenly_in_numeric_order_and_a_close_one_to_scale():
-    from stability import charts
+    from stability.charts import metrics as charts
 
     points = pd.DataFrame({"x": [5, 0.01, 0, 5, 0, 0.01], "run": list("aaabbb"), "value": [0.3, 0.2, 0.1, 0.6, 0.4, 0.5],
                            "run_id": range(6)})
@@ -208,7 +210,7 @@ def test_long_or_many_line_names_wrap_the_legend_uncut_in_a_taller_panel():
     assert figures.legend_at(long) == "wrap"
     assert figures.panel_height(long) == figures.PANEL_HEIGHT + 2 * figures.LEGEND_ROW_PX
     assert figures.panel_height(["rnn", "lstm"]) == figures.PANEL_HEIGHT
-    from stability import charts
+    from stability.charts import metrics as charts
 
     frame = pd.DataFrame({"run_id": [1, 1], "run": [long[0]] * 2, "name": ["val/loss"] * 2, "step": [0, 1],
                           "wall_time": [0.0, 1.0], "value": [1.0, 0.5]})

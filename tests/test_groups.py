@@ -1,11 +1,11 @@
-"""Seed-group statistics (stability/groups.py) against independent pandas computations over random frames."""
+"""Seed-group statistics (stability/analysis/groups.py) against independent pandas computations over random frames."""
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from stability import groups
+from stability.analysis import groups
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 STATUSES = ["completed", "completed", "completed", "diverged", "pruned", "stopped", "failed", "running",

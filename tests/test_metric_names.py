@@ -1,12 +1,12 @@
-"""stability/metric_names.py names exactly what a training run stores."""
+"""stability/core/metric_names.py names exactly what a training run stores."""
 from types import SimpleNamespace
 
 import pytest
 
-from stability import metric_names
+from stability.core import metric_names
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks.base import HIGHER_IS_BETTER, Task
-from stability.train import train_run
+from stability.training.trainer import train_run
 
 NAMES = {value for key, value in vars(metric_names).items()
          if key.isupper() and isinstance(value, str) and "/" in value and not value.endswith("/")}

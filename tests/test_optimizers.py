@@ -1,4 +1,4 @@
-"""stability/optimizers.py: the optimizer registry and RMSprop as torch, Keras 2 and TF1 define it.
+"""stability/models/optimizers.py: the optimizer registry and RMSprop as torch, Keras 2 and TF1 define it.
 
 Expected values are computed here, by hand or with a numpy re-implementation
 of TF1's ApplyRMSProp recurrence, never by calling the optimizer under test.
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from stability import cells, tasks
-from stability.optimizers import OPTIMIZERS, RMSpropTF, build_optimizer, describe
-from stability.train import SequenceModel
+from stability.models.optimizers import OPTIMIZERS, RMSpropTF, build_optimizer, describe
+from stability.models.sequence import SequenceModel
 
 GRAD = np.array([1e-3, -0.5, 2.0, 0.0, -3e-6])
 LR = 1e-2
@@ -111,7 +111,7 @@ def test_rmsprop_tf_keeps_the_learning_rate_inside_the_momentum_buffer():
     param = torch.nn.Parameter(torch.tensor(theta0))
     optimizer = RMSpropTF([param], lr=lrs[0], momentum=0.9)
     for g, lr, want in zip(grads, lrs, expected):
-        optimizer.param_groups[0]["lr"] = lr  # as stability.train.LearningRate sets it
+        optimizer.param_groups[0]["lr"] = lr  # as stability.training.trainer.LearningRate sets it
         param.grad = torch.tensor(g)
         optimizer.step()
         np.testing.assert_allclose(param.detach().numpy(), want, rtol=1e-12, atol=1e-14)

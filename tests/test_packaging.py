@@ -93,7 +93,7 @@ def test_the_wheel_holds_the_engine_and_nothing_else(wheel):
         for path in (ROOT / "stability").rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
-    assert "stability/__main__.py" in engine and "stability/tasks/download.py" in engine
+    assert "stability/cli/main.py" in engine and "stability/tasks/download.py" in engine
     assert engine <= set(names), sorted(engine - set(names))  # every module and data file ships
 
 
@@ -124,7 +124,7 @@ def test_the_console_script_and_the_worker_run_from_any_directory(wheel, install
     assert script.exists() and os.access(script, os.X_OK)
     assert "train" in run([str(script), "--help"], cwd=elsewhere, env=env).stdout  # = python -m stability --help
     # what runner.py launches for a background run
-    assert "--worker" in run([sys.executable, "-m", "stability.runner", "--help"], cwd=elsewhere, env=env).stdout
+    assert "--worker" in run([sys.executable, "-m", "stability.cli.worker", "--help"], cwd=elsewhere, env=env).stdout
 
 
 def test_an_editable_install_builds(source, tmp_path):

@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 from pages.ui.classroom import CHART_FONTS, CHART_HEIGHT, EXPLANATIONS, explanation
 from stability import cells
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
-from stability.train import train_run
+from stability.runs.store import RunStore
+from stability.training.trainer import train_run
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 

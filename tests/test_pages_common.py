@@ -112,7 +112,7 @@ def test_the_sidebar_and_the_page_read_the_servers_store(store, tmp_path):
 def test_the_server_owner_may_name_the_store_after_double_dash(store, tmp_path, monkeypatch):
     """``streamlit run app.py -- --store PATH`` gives the script ``sys.argv == ['app.py', '--store', PATH]``."""
     from pages.ui.store import store_path
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     chosen = tmp_path / "chosen.db"
     with RunStore(chosen) as other:
@@ -153,7 +153,7 @@ def corrupt(path, how):
 
 @pytest.fixture
 def broken_store(tmp_path, monkeypatch):
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     path = tmp_path / "runs.db"
     with RunStore(path) as store:
@@ -181,7 +181,7 @@ def test_a_corrupted_store_is_one_error_line_naming_the_file(broken_store, page,
 
 def test_a_store_that_is_not_sqlite_raises_what_the_pages_catch(tmp_path):
     from pages.ui.store import STORE_ERRORS
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     path = tmp_path / "runs.db"
     path.write_bytes(os.urandom(4096))

@@ -60,7 +60,7 @@ def test_other_cells_render(name):
 
 
 def test_app_frame_shows_the_device_and_runs_in_progress(tmp_path, monkeypatch):
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     monkeypatch.setenv("STABILITY_STORE", str(tmp_path / "runs.db"))
     app = run(ROOT / "app.py")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability import runner
+from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
@@ -170,7 +170,7 @@ def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(st
     import pandas as pd
     from streamlit import dataframe_util
 
-    from stability.train import train_run
+    from stability.training.trainer import train_run
 
     ids = []
     for cell in ("rnn", "lstm", "spectral", "sgornn"):
@@ -206,7 +206,7 @@ def test_each_run_of_a_race_gets_one_line_saying_what_is_happening(store):
 
 def test_a_race_line_says_a_problem_first_and_whether_a_run_learns_before_other_news():
     from pages.ui.diagnosis import race_line
-    from stability.diagnosis import Finding
+    from stability.analysis.diagnosis import Finding
 
     clipped = Finding("beta_clipped", "info", 20, "β is pinned.", "gates")
     learning = Finding("learning", "info", 40, "It learns.", "loss")

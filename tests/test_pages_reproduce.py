@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability import reproduce, runner
-from stability.store import ACTIVE_STATUSES
+from stability.presets import preset as reproduce
+from stability.execution import runner
+from stability.runs.status import ACTIVE_STATUSES
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "reproduce.py"
 

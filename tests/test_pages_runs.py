@@ -14,7 +14,7 @@ import pytest
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-from stability import runner
+from stability.execution import runner
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -318,7 +318,7 @@ def chart_elements(app):
 
 def test_an_unchanged_rerun_reads_no_curve_rows_and_sends_the_same_charts(store, monkeypatch):
     """Note [Watching a sweep]: nothing moved, nothing read but the results, every chart the same element."""
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     sweep_id, _ = store_sweep(store, running=(("rnn", 0.01, 0),), diverge=())
     app = run(sweep=str(sweep_id))
@@ -348,7 +348,7 @@ def test_a_training_step_redraws_the_curves_only_and_an_evaluation_the_objective
     store.flush(running, [(70, 1e9, "val/loss", 0.001)], heartbeat_step=70)
     app.run()
     changed = [title for title, element in chart_elements(app).items() if element != after[title]]
-    # the run's point moved; the heatmap's means are over completed seeds only (stability.groups, Note
+    # the run's point moved; the heatmap's means are over completed seeds only (stability.analysis.groups, Note
     # [Which runs count]), and train/loss has no row at step 70
     assert set(changed) == {"Final val/loss against lr", "Every run, across the varied fields"}
 
@@ -367,7 +367,7 @@ def test_a_sweep_in_a_postgresql_store_is_watched_as_one_in_a_file(postgres_url,
     """One dashboard for a sweep spread over machines (issue 12): the page reads a PostgreSQL store as it
     reads a file."""
     from pages.ui.store import _open_store
-    from stability.store import RunStore
+    from stability.runs.store import RunStore
 
     monkeypatch.setenv("STABILITY_STORE", postgres_url)
     monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))

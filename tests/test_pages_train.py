@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability import runner
+from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
+from stability.runs.store import RunStore
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 

@@ -17,12 +17,14 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from stability import cells, runner, tasks
-from stability.registry import PluginWarning
-from stability.store import TERMINAL, RunStore
+from stability import cells, tasks
+from stability.execution import runner
+from stability.core.registry import PluginWarning
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunStore
 
 # The folder's broken entry point warns wherever the plugins are first read; the tests that mean it catch it.
-pytestmark = pytest.mark.filterwarnings("ignore::stability.registry.PluginWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::stability.core.registry.PluginWarning")
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "pages"
@@ -327,7 +329,7 @@ def test_the_cli_trains_a_cell_named_by_its_import_path_here_and_in_a_background
 
 
 def test_a_registered_cell_trains_through_the_cli_in_this_process(leaky, tmp_path, capsys):
-    from stability.__main__ import main
+    from stability.cli.main import main
 
     code = main(["train", "--cell", "leaky", *TINY, "--store", str(tmp_path / "runs.db"), "--json"])
     assert code == 0

@@ -1,4 +1,4 @@
-"""stability/records.py and RunStore.record/records/active_runs: a stored run as one typed value."""
+"""stability/runs/records.py and RunStore.record/records/active_runs: a stored run as one typed value."""
 import dataclasses
 import math
 import subprocess
@@ -12,8 +12,9 @@ from sqlalchemy import text
 from store_files import raw_connection, statements_while
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.records import RunRecord
-from stability.store import STATUSES, TERMINAL, RunNotFound, RunStore
+from stability.runs.records import RunRecord
+from stability.runs.status import STATUSES, TERMINAL
+from stability.runs.store import RunNotFound, RunStore
 
 CONFIG = RunConfig(cell=CellConfig("lstm", 12, {}), task=TaskConfig("copy", {"seq_len": 30}),
                    train=TrainConfig(steps=300, lr=2e-3, seed=4), name="copy lstm")
@@ -145,7 +146,7 @@ def test_records_read_the_store_in_two_queries_however_many_runs(store):
 
 
 def test_the_store_module_alone_does_not_import_torch():
-    code = "import sys, stability.store, stability.records, stability.metric_names; print('torch' in sys.modules)"
+    code = "import sys, stability.runs.store, stability.runs.records, stability.core.metric_names; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parent.parent).stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""stability/reproduce.py: presets load and validate, run at a CI scale, and are judged from the stored rows."""
+"""stability/presets/preset.py: presets load and validate, run at a CI scale, and are judged from the stored rows."""
 from __future__ import annotations
 
 import json
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from stability import reproduce
+from stability.presets import preset as reproduce
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.reproduce import PresetError
+from stability.presets.preset import PresetError
 
 # A handful of steps of a tiny model: the machinery, not the paper's outcome.
 TINY = {"cell": {"hidden_size": 8},
@@ -365,7 +365,7 @@ def test_an_unknown_preset_name_lists_the_shipped_ones():
 
 
 @pytest.mark.parametrize("name, target", [("maso-fig4", "stability.sweeps.train_trial"),
-                                          ("sgornn-table1", "stability.train.train_run")])
+                                          ("sgornn-table1", "stability.training.trainer.train_run")])
 def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

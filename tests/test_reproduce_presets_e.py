@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from stability import reproduce, sweeps
+from stability.presets import preset as reproduce
+from stability.config.fields import setting_label
 
 MNIST_PRESETS = ("spectral-fig4", "spectral-fig4-margin", "maso-table3")
 # MASO paper App. B and Table 3: the learning rates of each optimizer, and the σ columns.
@@ -34,7 +35,7 @@ def test_paper_scale_reads_real_mnist_and_classroom_a_shorter_variant_or_its_sta
 
 
 def _setting(preset: reproduce.Preset, scale: str, label: str) -> dict:
-    (setting,) = [s for s in preset.sweep_spec(scale).settings() if sweeps.setting_label(s) == label]
+    (setting,) = [s for s in preset.sweep_spec(scale).settings() if setting_label(s) == label]
     return setting
 
 

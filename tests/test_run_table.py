@@ -1,4 +1,4 @@
-"""stability/run_table.py: one summary row per stored run."""
+"""stability/runs/table.py: one summary row per stored run."""
 import math
 from datetime import datetime
 
@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.run_table import SUMMARY_COLUMNS, run_table
-from stability.store import RunStore
+from stability.runs.table import SUMMARY_COLUMNS, run_table
+from stability.runs.store import RunStore
 
 from store_files import statements_while
 

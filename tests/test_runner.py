@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from stability import devices, runner
+from stability.execution import threads as thread_policy
+from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.store import TERMINAL, RunStore
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunStore
 
 LONG = 100_000  # steps: a run that only ends when stopped or killed
 WAIT_S = 60.0  # generous: a worker's start (fresh interpreter, torch import) on a loaded machine
@@ -173,12 +175,12 @@ def test_stop_terminates_a_worker_that_does_not_stop_in_time(store_path, store):
 
 @pytest.fixture
 def innocent():
-    """A process that is no worker, though its command line says 'stability.runner --worker 1'."""
+    """A process that is no worker, though its command line says 'stability.cli.worker --worker 1'."""
     def start(**env):
-        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "stability.runner",
+        process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "stability.cli.worker",
                                     "--worker", "1"], env={**os.environ, **env}, start_new_session=True)
         started.append(process)
-        wait_until(lambda: b"stability.runner" in open(f"/proc/{process.pid}/cmdline", "rb").read(),
+        wait_until(lambda: b"stability.cli.worker" in open(f"/proc/{process.pid}/cmdline", "rb").read(),
                    timeout=10, what="the innocent process to exec")
         return process
 
@@ -241,12 +243,12 @@ def test_a_launched_worker_records_a_claim_that_identifies_it(store_path, store)
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="needs /proc")
 def test_a_worker_follows_the_thread_policy(store_path, store, monkeypatch):
-    monkeypatch.delenv(devices.THREADS_ENV, raising=False)
+    monkeypatch.delenv(thread_policy.THREADS_ENV, raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     run_id = runner.start_run(tiny(LONG), store_path, max_concurrent=1)
     wait_for_status(store, run_id, ["running"])
     run = store.run(run_id)
-    threads = devices.worker_threads(1)
+    threads = thread_policy.worker_threads(1)
     assert run["device"] == f"cpu ({threads} threads)"
     environ = open(f"/proc/{run['pid']}/environ", "rb").read().split(b"\0")
     assert b"OMP_WAIT_POLICY=PASSIVE" in environ and f"OMP_NUM_THREADS={threads}".encode() in environ
@@ -344,7 +346,7 @@ def test_a_stopped_run_resumes_in_a_worker_and_appends_to_its_rows(store_path, s
 
 
 def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(store_path, store):
-    from stability.train import ResumeError
+    from stability.training.trainer import ResumeError
     done = runner.start_run(tiny(10), store_path)
     wait_for_status(store, done, ["completed"])
     with pytest.raises(ResumeError, match=f"run {done} is completed; only a stopped"):

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from sqlalchemy import text
 
-from stability.store import (SCHEMA_VERSION, STATUSES, SWEEP_STATUSES, TERMINAL, RunNotFound, RunStore, StoreError,
-                             SweepNotFound)
+from stability.runs.store import SCHEMA_VERSION, RunNotFound, RunStore, StoreError, SweepNotFound
+from stability.runs.status import STATUSES, SWEEP_STATUSES, TERMINAL
 
 from store_files import corrupt, raw_connection, raw_rows, write_order
 
@@ -46,7 +46,7 @@ def raw_count(store, table, run_id):
 
 def start_writer(db, run_id, body):
     """A separate Python process that opens its own RunStore on ``db`` (a path or URL) and runs ``body``."""
-    code = f"from stability.store import RunStore\nstore = RunStore({str(db)!r})\nrun_id = {run_id}\n"
+    code = f"from stability.runs.store import RunStore\nstore = RunStore({str(db)!r})\nrun_id = {run_id}\n"
     code += textwrap.dedent(body)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
@@ -541,7 +541,7 @@ def test_a_new_path_becomes_a_store_and_leaves_no_temporary_files(tmp_path):
 
 def test_processes_creating_one_store_at_once_all_get_it(store_location):
     path = store_location  # a new file, or a new empty database: its tables are made by the first to open it
-    code = f"from stability.store import RunStore\nRunStore({str(path)!r}).create_run({{}})\n"
+    code = f"from stability.runs.store import RunStore\nRunStore({str(path)!r}).create_run({{}})\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
                  for _ in range(6)]
@@ -624,7 +624,7 @@ def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_pat
 
 
 def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypatch):
-    import stability.store as store_module
+    import stability.runs.store as store_module
 
     store = sqlite_store
     run_id = store.create_run(CONFIG)
@@ -670,7 +670,7 @@ def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(sqli
 
 
 # ------------------------------------------------------------------------ migration
-# The tables of schema version 1, as `git show 03ba6e2:stability/store.py` created them.
+# The tables of schema version 1, as `git show 03ba6e2:stability/runs/store.py` created them.
 SCHEMA_V1 = """
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, config TEXT NOT NULL, status TEXT NOT NULL,
@@ -742,7 +742,7 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
                                                              "val/loss": -1.0}})  # the tie: written last
 
 
-# The tables of schema version 3, as `git show 0525f64:stability/store.py` created them.
+# The tables of schema version 3, as `git show 0525f64:stability/runs/store.py` created them.
 SCHEMA_V3 = """
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT, config TEXT NOT NULL, status TEXT NOT NULL,
@@ -822,7 +822,7 @@ def test_a_new_store_has_the_tables_of_a_migrated_one(tmp_path):
 def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
     path = tmp_path / "runs.db"
     write_v1_store(path)
-    code = f"from stability.store import RunStore\nRunStore({str(path)!r}).update_run(1, resumes=1)\n"
+    code = f"from stability.runs.store import RunStore\nRunStore({str(path)!r}).update_run(1, resumes=1)\n"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     processes = [subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
                  for _ in range(4)]
@@ -1082,7 +1082,7 @@ def test_without_postgresql_binaries_its_tests_skip_with_the_reason_or_fail_when
 def test_a_postgresql_write_blocked_by_another_writers_lock_is_store_busy_after_the_timeout(postgres_url, monkeypatch):
     import psycopg
 
-    import stability.store as store_module
+    import stability.runs.store as store_module
 
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
     with RunStore(postgres_url) as store:

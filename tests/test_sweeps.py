@@ -1,4 +1,4 @@
-"""Sweeps (stability/sweeps.py): --vary parsing and typing, one-line errors, the grid, Optuna studies
+"""Sweeps (stability/sweeps/spec.py): --vary parsing and typing, one-line errors, the grid, Optuna studies
 (grid coverage, seeded random/TPE), configs of trials, and a tiny grid trained end to end."""
 import collections
 import itertools
@@ -13,12 +13,13 @@ import optuna
 import pandas as pd
 import pytest
 
-from stability import metric_names, sweeps
+from stability.core import metric_names
+from stability import sweeps
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
+from stability.runs.store import RunStore
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
-from stability.train import train_run
+from stability.training.trainer import train_run
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -288,7 +289,7 @@ def test_a_tiny_grid_trained_into_a_store_gives_optuna_the_best_setting(tmp_path
 
 
 # ------------------------------------------------------------------------------ running sweeps
-# Real worker processes (stability.runner --sweep) on a real store; every wait is bounded and fails
+# Real worker processes (stability.cli.worker --sweep) on a real store; every wait is bounded and fails
 # with what it saw, never a timed assertion about speed.
 WAIT_S = 240.0
 
@@ -453,7 +454,7 @@ def test_setting_rows_agree_with_a_pandas_groupby_over_random_stored_sweeps(stor
 
 
 def test_a_requeued_sweep_run_is_left_to_the_sweeps_workers_by_the_run_queue(store):
-    from stability import runner
+    from stability.execution import runner
 
     spec = build_spec(tiny("rnn"), ["lr=1e-3,1e-2"])
     sweep_id = store.create_sweep(spec.to_dict())
@@ -489,7 +490,7 @@ def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
     import shlex
     from pathlib import Path
 
-    from stability.__main__ import build_parser, config_from_args
+    from stability.cli.main import build_parser, config_from_args
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("## Sweeps", 1)[1].split("\n## ", 1)[0]

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from stability.__main__ import main
+from stability.cli.main import main
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks import DatasetUnavailable, build, check, describe, har, mnist, standin
-from stability.train import train_run
+from stability.training.trainer import train_run
 from stability.tasks.download import md5sum
 
 MNIST_FAMILY = ("mnist", "permuted_mnist", "mnist_rows")

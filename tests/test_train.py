@@ -8,9 +8,9 @@ import torch
 
 from stability import tasks
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.store import RunStore
-from stability import hooks as hooks_module
-from stability.train import build_model, load_checkpoint, train_run
+from stability.runs.store import RunStore
+from stability.training import hooks as hooks_module
+from stability.training.trainer import build_model, load_checkpoint, train_run
 
 from reference_gradients import log10_state_gradient_norms
 
@@ -272,7 +272,7 @@ def test_trainer_calls_after_optimizer_step_so_reflectors_stay_unit(store, renor
 def test_recurrent_parameters_train_at_the_cells_learning_rate_scale():
     """A cell's recurrent_lr_scale puts recurrent_parameters() in their own group at lr * scale (expRNN's
     authors train the skew-symmetric parameter at lr / 10); schedules keep the ratio."""
-    from stability.train import LearningRate, build_optimizer
+    from stability.training.trainer import LearningRate, build_optimizer
 
     config = tiny(cell="spectral", lr=1e-2, lr_schedule="step", lr_step_size=1, lr_gamma=0.5)
     model = build_model(config, tasks.build("adding", seed=0, seq_len=12))
@@ -297,7 +297,7 @@ def test_the_configured_rmsprop_semantics_reach_the_model(name, first_step):
     """``train.optimizer`` picks the framework's RMSprop: from a zero accumulator the first step moves
     every coordinate by lr / sqrt(1 - decay) whatever the gradient (torch: decay 0.99, Keras: 0.9);
     TF1's accumulator starts at 1, so its first step is about lr * g (docs/optimizers.md)."""
-    from stability.train import build_optimizer
+    from stability.training.trainer import build_optimizer
 
     config = tiny(cell="rnn", optimizer=name, lr=1e-2)
     model = build_model(config, tasks.build("adding", seed=0, seq_len=12)).double()  # steps of 1e-5 exactly
@@ -415,7 +415,7 @@ def test_elapsed_time_continues_across_a_resume(store):
 
 
 def test_resume_without_a_checkpoint_is_one_clear_error(store):
-    from stability.train import ResumeError
+    from stability.training.trainer import ResumeError
     config = resumable()
     run_id = store.create_run(config.to_dict())
     with pytest.raises(ResumeError, match=f"run {run_id} has no checkpoint"):

@@ -12,7 +12,7 @@ link can be shared) and gets the same live page without what a class does not ne
 forms, the buttons and the sidebar are gone, the type is larger (the root font size: Streamlit sizes its
 text in rem), the charts are one a row, taller and with larger axis and legend fonts, and beside each
 chart stand a few sentences a lecturer can read out (:data:`EXPLANATIONS`, one table, keyed by the
-metric row names of ``stability.metric_names``) and the cell's update equations as the cell registry
+metric row names of ``stability.core.metric_names``) and the cell's update equations as the cell registry
 gives them (``stability.cells.describe(name).equations``, the same LaTeX ``python -m stability cells``
 prints).  Without the parameter nothing changes: :func:`explained` draws just the chart.
 

@@ -1,4 +1,4 @@
-"""What is happening, in words: a live panel's findings (stability.diagnosis) drawn as a short list.
+"""What is happening, in words: a live panel's findings (stability.analysis.diagnosis) drawn as a short list.
 
     findings = live_findings(("train", store.location, run_id), rows, record)   # computed when the rows changed
     show_findings(st, findings)                  # "What is happening": icon, sentence, see <chart>
@@ -12,7 +12,7 @@ read, so they are kept in the session beside those rows and computed again only 
 record's status, step or error moved: no read is added, and an unchanged rerun costs a dictionary lookup.
 They are drawn as plain markdown (no alert boxes: a page's errors stay the run's own).
 
-Streamlit only; the rules themselves live in stability.diagnosis.
+Streamlit only; the rules themselves live in stability.analysis.diagnosis.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import re
 
 import streamlit as st
 
-from stability.diagnosis import Finding, diagnose
+from stability.analysis.diagnosis import Finding, diagnose
 
 FINDINGS_KEY = "_live_findings"
 KEPT_FINDINGS = 32  # runs whose findings a session keeps (a race watches several at once)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from pages.ui.limits import LIMITS, limited_input
-from stability import cells, optimizers, tasks
+from stability import cells, tasks
+from stability.models import optimizers
 from stability.config import (
     DEVICES,
     DTYPES,
@@ -23,7 +24,8 @@ from stability.config import (
     TaskConfig,
     TrainConfig,
 )
-from stability.registry import OptionInfo
+from stability.core.registry import OptionInfo
+from stability.execution.preflight import check_buildable
 
 
 def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_multi: bool = False,
@@ -97,7 +99,7 @@ def config_problem(config_json: str) -> str | None:
         length = config.task.options.get("seq_len")
         if length is not None and not (isinstance(length, int) and low <= length <= high):
             raise ConfigError(f"seq_len must be an integer from {low} to {high:,}; got {length!r}")
-        config.check_buildable()
+        check_buildable(config)
     except ConfigError as error:
         return str(error)
     return None
@@ -135,7 +137,7 @@ def task_about(about) -> None:
 
 
 def option_widget(option: OptionInfo, value, key: str, container=st):
-    """One widget for a cell or task option, typed from its :class:`~stability.registry.OptionInfo`:
+    """One widget for a cell or task option, typed from its :class:`~stability.core.registry.OptionInfo`:
     a select box for choices, a checkbox for a bool, a number field (its range in the help), a
     text field for a string.  An optional number (``int | None``) is a field left empty for the
     class's own rule (e.g. vprnn's k = 2⌈log₂ n⌉), and gives None then, as does any value the form

@@ -42,10 +42,10 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from stability.metric_names import H_T_NORM as FLOW
-from stability.metric_names import SPECTRUM
+from stability.core.metric_names import H_T_NORM as FLOW
+from stability.core.metric_names import SPECTRUM
 from stability.config import ConfigError, RunConfig
-from stability.store import TERMINAL
+from stability.runs.status import TERMINAL
 
 REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
                    "30": "Every 30 s", "off": "Paused"}
@@ -216,7 +216,7 @@ def watched_runs(store, run_ids) -> tuple[dict, dict]:
     """``(records, rows)`` of the runs a live panel of several runs watches (Race, Reproduce), by id:
     each run's record (a missing one is a warning line, not an error) and its :func:`run_rows`. When a
     run has just finished, the page reruns once in full (its buttons update and the polling stops)."""
-    from stability.store import RunNotFound
+    from stability.runs.store import RunNotFound
 
     runs = {}
     for run_id in run_ids:

@@ -9,7 +9,7 @@ FINAL_FORMAT = "%.4g"
 
 
 def final_columns(table):
-    """The final held-out metric columns of :func:`stability.run_table.run_table` (val/..., test/...)."""
+    """The final held-out metric columns of :func:`stability.runs.table.run_table` (val/..., test/...)."""
     return [column for column in table.columns if column.startswith(("val/", "test/"))]
 
 

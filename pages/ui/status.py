@@ -6,10 +6,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from stability.groups import setting_label
-from stability.metric_names import ETA_S, STEPS_PER_S
-from stability.records import RunRecord
-from stability.store import TERMINAL, RunNotFound, RunStore
+from stability.config.fields import setting_label
+from stability.core.metric_names import ETA_S, STEPS_PER_S
+from stability.runs.records import RunRecord
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunNotFound, RunStore
 
 
 
@@ -48,7 +49,7 @@ def sweep_tag(run: RunRecord) -> str:
 
 def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
     """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
-    run's error as a plain message.  ``run`` is the :class:`~stability.records.RunRecord` a live panel
+    run's error as a plain message.  ``run`` is the :class:`~stability.runs.records.RunRecord` a live panel
     has just read (its ``latest`` values give speed and ETA), or a run id to read it now."""
     if not isinstance(run, RunRecord):
         try:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from stability import runner
-from stability.store import ENV_VAR, RunStore, StoreError, default_path
+from stability.execution import runner
+from stability.runs.store import ENV_VAR, RunStore, StoreError, default_path
 
 RECONCILE_EVERY_S = 10.0
 

@@ -9,7 +9,7 @@ Every cell follows the contract in :mod:`stability.cells.base`.  A cell of your
 own (best a :class:`RecurrentCell` subclass) joins with ``register("leaky",
 LeakyRNN)``, an entry point in the group ``stability.cells``, or simply by its
 import path wherever a name is taken: ``build("mylab.cells:LeakyRNN", ...)``,
-``--cell mylab.cells:LeakyRNN`` (see :mod:`stability.registry`).
+``--cell mylab.cells:LeakyRNN`` (see :mod:`stability.core.registry`).
 
 What a cell says about itself lives on its class (read by :func:`describe`)::
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from torch import nn
 
-from ..registry import OptionInfo, PluginWarning, Registry, docstring_line, option_infos, own_lines, own_text
+from ..core.registry import OptionInfo, PluginWarning, Registry, docstring_line, option_infos, own_lines, own_text
 from .base import RecurrentCell
 
 # The methods the trainer and the diagnostics call (a RecurrentCell has them all).

@@ -91,7 +91,7 @@ class ExponentialRNN(ElmanCell):
       rate (``lr_orth``: 2e-5 vs 2e-4 copying, 7e-5 vs 7e-4 MNIST, 1e-4 vs
       1e-3 TIMIT; its README recommends the 10x ratio); here the option
       ``recurrent_lr_scale`` (default 0.1) puts A in its own group of the
-      run's optimizer at lr * 0.1 (``stability.train.parameter_groups``).
+      run's optimizer at lr * 0.1 (``stability.models.sequence.parameter_groups``).
 
     Options:
         init: ``"henaff"`` (default) or ``"cayley"``; see

@@ -11,7 +11,7 @@ Generated tasks (any length, no download): ``adding``, ``adding_ternary``,
 A task of your own (a :class:`Task` subclass) joins with ``register("parity",
 ParityTask)``, an entry point in the group ``stability.tasks``, or by its import
 path wherever a name is taken (``--task mylab.tasks:ParityTask``); see
-:mod:`stability.registry`.  :func:`describe` reads what the dashboard and the
+:mod:`stability.core.registry`.  :func:`describe` reads what the dashboard and the
 CLI show from the class: ``summary`` (else the description's first sentence),
 ``description``, ``paper``, ``metric``, ``equations``, and per option
 ``option_help``, ``option_choices``, ``option_ranges`` and
@@ -27,8 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from ..registry import OptionInfo, PluginWarning, Registry, docstring_line, option_infos, option_parameters, \
-    own_lines, own_text
+from ..core.registry import (OptionInfo, PluginWarning, Registry, docstring_line, option_infos, option_parameters,
+                             own_lines, own_text)
 from .adding import AddingTask, AddingTernaryTask
 from .base import HIGHER_IS_BETTER, SPLITS, Task
 from .copy_memory import CopyTask

@@ -43,8 +43,8 @@ import pandas as pd
 import torch
 
 from . import standin
-from .base import Arrays, Batch, StoredTask, check_choice, check_count, check_fraction, majority_baseline, rng, \
-    split_off
+from .base import (Arrays, Batch, StoredTask, check_choice, check_count, check_fraction, majority_baseline, rng,
+                   split_off)
 from .download import DatasetUnavailable, Progress, Remote, data_root, fetch, write_atomic, zip_members
 
 SIGNALS = tuple(

@@ -36,25 +36,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .base import (
-    Arrays,
-    Batch,
-    StoredTask,
-    check_count,
-    check_fraction,
-    majority_baseline,
-    rng,
-    split_off,
-)
-from .download import (
-    DatasetUnavailable,
-    Progress,
-    Remote,
-    data_root,
-    fetch,
-    write_atomic,
-    zip_members,
-)
+from .base import Arrays, Batch, StoredTask, check_count, check_fraction, majority_baseline, rng, split_off
+from .download import DatasetUnavailable, Progress, Remote, data_root, fetch, write_atomic, zip_members
 
 FORMATS = (".tsv", ".txt", ".ts")
 NAME = re.compile(r"[A-Za-z0-9_-]+")

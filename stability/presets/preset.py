@@ -1,6 +1,6 @@
 """Paper presets: a figure or table of the papers as data, run by the engine and judged from the stored rows.
 
-    from stability import reproduce
+    from stability.presets import preset as reproduce
     reproduce.available()                       # [PresetInfo(name, title, paper, figure, shows, runs, ...)]
     preset = reproduce.load("spectral-fig1")    # a shipped name, or a path to a .toml/.json file; PresetError
     reproduce.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
@@ -9,7 +9,7 @@
         verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
 
 A preset's runs are ordinary runs of the store, trained one after another in
-this process (``stability.train.train_run``); a sweep preset is an ordinary
+this process (``stability.training.trainer.train_run``); a sweep preset is an ordinary
 sweep (:mod:`stability.sweeps`) whose one worker is this process. Nothing about
 a preset lives in code: the shipped ones are the files of ``stability/presets/``,
 and a copy of one, edited, is run by its path.
@@ -129,9 +129,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import ConfigError, RunConfig
+from ..config import ConfigError, RunConfig
+from ..config.fields import setting_label
+from ..execution.preflight import check_buildable
+from ..sweeps.rough_time import TIMED_STEPS
 
-PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+PRESETS_DIR = Path(__file__).resolve().parent
 SCALES = ("classroom", "paper")
 SUFFIXES = (".toml", ".json")
 STATS = ("final", "first", "min", "max", "mean", "mean_last")
@@ -259,7 +262,7 @@ class Preset:
     def sweep_spec(self, scale: str = "classroom", override: dict | None = None, check: bool = False):
         """The :class:`stability.sweeps.SweepSpec` of a sweep preset at ``scale``; ``check`` also builds
         every config (``SweepSpec.check``), else only the shape is validated."""
-        from . import sweeps
+        from .. import sweeps
 
         if not self.is_sweep:
             raise PresetError(f"preset {self.name!r} is not a sweep; use configs()")
@@ -299,9 +302,7 @@ class Preset:
         """What claims may name: the runs, or a sweep's setting labels."""
         if not self.is_sweep:
             return self.run_names()
-        from . import sweeps
-
-        return [sweeps.setting_label(setting) for setting in self.sweep_spec(scale).settings()]
+        return [setting_label(setting) for setting in self.sweep_spec(scale).settings()]
 
 
 @dataclass(frozen=True)
@@ -470,7 +471,7 @@ def from_dict(data: Any, path: Path | None = None) -> Preset:
 
 def _layout(data: Any, configs: list[RunConfig], fail) -> Layout:
     """A checked :class:`Layout` (Note [Layout]); fields resolved against every config the preset runs."""
-    from . import sweeps
+    from .. import sweeps
 
     data = _table(data, "layout", fail)
     unknown = sorted(set(data) - _LAYOUT_KEYS)
@@ -542,7 +543,7 @@ def field_value(config: RunConfig | None, path: str) -> Any:
     """The value of the canonical config field ``path`` (:func:`stability.sweeps.resolve_field`) in
     ``config``: the cell's (task's) declared default where its options leave it out; None when the
     config is missing or its cell (task) has no such option."""
-    from . import cells, tasks
+    from .. import cells, tasks
 
     if config is None:
         return None
@@ -657,7 +658,7 @@ def _merge(base: dict, layer: dict) -> dict:
 def _config(base: dict, layers: list[dict], where: str) -> RunConfig:
     """``base`` with each layer merged over it, a checked RunConfig; a layer naming another cell
     (task) than the one before it drops the options that cell (task) does not declare."""
-    from . import cells, tasks
+    from .. import cells, tasks
 
     data = copy.deepcopy(base)
     for layer in layers:
@@ -698,8 +699,8 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     that run (its ``finish()``, if it has one, is called when the run ends; a sweep's runs train
     without one); ``override`` is a partial config laid over every run last (a test's handful of
     steps). A run that diverges or fails keeps its status and rows; the others still run."""
-    from . import runner
-    from .train import train_run
+    from ..execution import runner
+    from ..training.trainer import train_run
 
     say = progress or (lambda line: None)
     if preset.is_sweep:
@@ -707,7 +708,7 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     configs = preset.configs(scale, override)
     for name, config in configs.items():
         try:
-            config.check_buildable()
+            check_buildable(config)
         except ConfigError as error:
             raise PresetError(f"preset {preset.name!r} run {name!r} ({scale}): {_one_line(error)}") from None
     run_ids = []
@@ -736,8 +737,8 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
 def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) -> list[int]:
     """The sweep of a sweep preset, stored as any sweep and trained here by one in-process worker
     (``sweeps.work``), so the Sweep page and ``sweeps show`` see it as they see any other."""
-    from . import sweeps
-    from .store import ACTIVE_STATUSES
+    from .. import sweeps
+    from ..runs.status import ACTIVE_STATUSES
 
     spec = preset.sweep_spec(scale, override, check=True)
     sweep_id = sweeps.store_sweep(store, spec, workers=1, name=preset.name)
@@ -753,7 +754,7 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
             store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
             raise
         latest = max(store.records(sweep_id=sweep_id), key=lambda record: record.id)
-        say(f"[{index}/{spec.size()}] run {latest.id} {sweeps.setting_label(dict(latest.params))} "
+        say(f"[{index}/{spec.size()}] run {latest.id} {setting_label(dict(latest.params))} "
             f"seed={latest.config.train.seed if latest.config else '?'}: {latest.status} "
             f"in {time.time() - started:.1f} s")
     return sorted(record.id for record in store.records(sweep_id=sweep_id))
@@ -764,7 +765,7 @@ def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] 
     on this machine, as :func:`stability.sweeps.estimate` times a sweep (Note [Rough time] there:
     completed runs of the same shape in ``store``, else a few timed training steps); None when no
     run could be timed."""
-    from . import sweeps
+    from .. import sweeps
 
     if preset.is_sweep:
         return sweeps.estimate(preset.sweep_spec(scale), store)
@@ -777,7 +778,7 @@ def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] 
         remembered += "completed runs" in one["basis"]
     timed = len(preset.runs) - remembered
     basis = [f"{remembered} from completed runs in the store"] * bool(remembered) + \
-        [f"{timed} timed by {sweeps.TIMED_STEPS} training steps here"] * bool(timed)
+        [f"{timed} timed by {TIMED_STEPS} training steps here"] * bool(timed)
     return {"seconds": seconds, "basis": f"{len(preset.runs)} runs one after another: {', '.join(basis)}"}
 
 
@@ -785,9 +786,7 @@ def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] 
 def group_of(record, preset: Preset) -> str | None:
     """The name a claim uses for a stored run of ``preset``: the run's name, or its sweep setting."""
     if preset.is_sweep:
-        from . import sweeps
-
-        return sweeps.setting_label(dict(record.params)) if record.sweep_id is not None else None
+        return setting_label(dict(record.params)) if record.sweep_id is not None else None
     prefix = f"{preset.name}{_NAME_SEPARATOR}"
     return record.name[len(prefix):] if record.name.startswith(prefix) else None
 

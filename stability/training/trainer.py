@@ -10,7 +10,7 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 ``gap/loss``, ``gap/<metric>``   held-out minus training, both on fixed sets,
                         evaluated the same way (SGORNN paper Fig. 4)
 ``grad/h0_norm``        ‖∂L/∂h0‖ on the fixed probe batch in float64 (spectral paper
-                        Figs. 1, 4; :class:`stability.diagnostics.ProbeBatch`): at every
+                        Figs. 1, 4; :class:`stability.training.probes.ProbeBatch`): at every
                         probe step, and at the log steps between them that fit in
                         :data:`H0_READING_BUDGET` of the run's time
 ``grad/h0_norm_train``  the same norm on the training batch, in the training dtype:
@@ -29,7 +29,7 @@ Vector diagnostics go to the series table every ``probe_every`` steps:
 ``grad/h_t_norm`` (index t = 0..T: ‖∂L/∂h_t‖ on the same probe batch, in
 float64 so that vanishing reads 1e-120 rather than 0; its t = 0 entry is
 ``grad/h0_norm``) and ``sv/spectrum``.  Every norm is computed so that it
-cannot underflow (:func:`stability.diagnostics.stable_norm`).
+cannot underflow (:func:`stability.training.probes.stable_norm`).
 
 ``train.freeze_recurrent`` keeps the parameters that build W at their
 initial values (``cell.recurrent_parameters()``; KRU paper §4.1: copy is
@@ -41,7 +41,7 @@ A NaN or infinite loss or gradient ends the run as ``diverged`` at that
 step; every row logged before it is kept.
 
 The loop (:class:`Trainer`) only trains; every reading above, evaluation,
-the stop check, checkpoints and progress are hooks (:mod:`stability.hooks`,
+the stop check, checkpoints and progress are hooks (:mod:`stability.training.hooks`,
 whose docstring gives the contract), and callers add their own
 (``train_run(..., hooks=[...])``).  A checkpoint is written every
 ``CHECKPOINT_EVERY_S`` and at the end; ``train_run(..., resume=True)``
@@ -59,31 +59,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import cells, optimizers, tasks
-from .config import RunConfig, TrainConfig
-from .devices import resolve_device, describe_device  # noqa: F401  (moved there; old imports keep working)
-from .diagnostics import ProbeBatch, spectrum_metrics
-from .hooks import (CHECKPOINT_EVERY_S, H0_READING_BUDGET, Checkpoints, Evaluation,  # noqa: F401
-                    GradientReadings, Hook, ProbeThroughTime, ProgressCallback, Speed, StepResult,
-                    StopRequests, TrainingWindow, norm_of_norms, overrides)
+from .. import cells, tasks
+from ..models import optimizers
+from ..models.sequence import SequenceModel, parameter_groups  # noqa: F401  (parameter_groups: old imports)
+from ..config import RunConfig, TrainConfig
+from ..core.devices import describe_device, resolve_device
+from .probes import ProbeBatch, spectrum_metrics
+from .hooks import (CHECKPOINT_EVERY_S, H0_READING_BUDGET, Checkpoints, Evaluation, GradientReadings, Hook,
+                    ProbeThroughTime, ProgressCallback, Speed, StepResult, StopRequests, TrainingWindow,
+                    norm_of_norms, overrides)
 
 EVAL_BATCH_SIZE = 256
-
-
-class SequenceModel(nn.Module):
-    """A cell and a linear readout: per step ("every") or from the last step ("last")."""
-
-    def __init__(self, cell: nn.Module, output_size: int, target_mode: str):
-        super().__init__()
-        self.cell = cell
-        self.readout = nn.Linear(cell.output_size, output_size)
-        self.target_mode = target_mode
-
-    def forward(self, x, h0=None, state_probe=None):
-        outputs, h_last = self.cell(x, h0, state_probe)  # (B, T, F)
-        if self.target_mode == "last":
-            outputs = outputs[:, -1]
-        return self.readout(outputs), h_last
 
 
 def build_model(config: RunConfig, task) -> SequenceModel:
@@ -91,19 +77,8 @@ def build_model(config: RunConfig, task) -> SequenceModel:
     return SequenceModel(cell, task.output_size, task.target_mode)
 
 
-def parameter_groups(model: SequenceModel, lr: float) -> list[dict]:
-    """The trainable parameters in optimizer groups: the cell's ``recurrent_parameters()`` at
-    ``lr * cell.recurrent_lr_scale``, everything else at ``lr``; each group keeps its ``lr_scale``."""
-    recurrent = {id(p) for p in model.cell.recurrent_parameters()}
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    scale = float(getattr(model.cell, "recurrent_lr_scale", 1.0))
-    groups = [{"params": [p for p in trainable if id(p) not in recurrent], "lr_scale": 1.0},
-              {"params": [p for p in trainable if id(p) in recurrent], "lr_scale": scale}]
-    return [{**group, "lr": lr * group["lr_scale"]} for group in groups if group["params"]]
-
-
 def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
-    """``config.train.optimizer`` (:mod:`stability.optimizers`) over :func:`parameter_groups`."""
+    """``config.train.optimizer`` (:mod:`stability.models.optimizers`) over :func:`parameter_groups`."""
     train = config.train
     return optimizers.build_optimizer(parameter_groups(model, train.lr), train.optimizer, train.lr,
                                       weight_decay=train.weight_decay)
@@ -230,10 +205,10 @@ def load_checkpoint(path) -> dict:
 
 
 class Trainer:
-    """Trains run ``run_id`` of ``store`` in this process; measurements are :mod:`stability.hooks`.
+    """Trains run ``run_id`` of ``store`` in this process; measurements are :mod:`stability.training.hooks`.
 
     ``fit()`` runs the loop: draw a batch, step the optimizer, hand a
-    :class:`~stability.hooks.StepResult` to every hook, and at log steps
+    :class:`~stability.training.hooks.StepResult` to every hook, and at log steps
     flush the rows the hooks recorded in one transaction.  The built-in hooks
     (:func:`default_hooks`) come first, then ``hooks``.  ``fit(resume=True)``
     continues from the run's checkpoint: weights, optimizer state, RNG,

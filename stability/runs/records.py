@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from .store import ACTIVE_STATUSES, _section_name, parse_params
+from .status import ACTIVE_STATUSES
 
 if TYPE_CHECKING:
-    from .config import RunConfig
+    from ..config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -66,17 +66,34 @@ class RunRecord:
     @property
     def cell(self) -> str | None:
         """The cell's name (read from the stored dict when the config no longer parses)."""
-        return _section_name(self.raw_config, "cell")
+        return section_name(self.raw_config, "cell")
 
     @property
     def task(self) -> str | None:
         """The task's name (read from the stored dict when the config no longer parses)."""
-        return _section_name(self.raw_config, "task")
+        return section_name(self.raw_config, "task")
 
     @property
     def progress(self) -> float:
         """``step / total_steps`` in [0, 1]; 0 before the first report or without a budget."""
         return min(1.0, (self.step or 0) / self.total_steps) if self.total_steps else 0.0
+
+
+def parse_params(text: str | None) -> dict[str, Any]:
+    """A run's stored varied values (Note [sweeps]); {} for a run of no sweep, and for text that is
+    no JSON object (the run stays readable)."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def section_name(config: dict, section: str) -> str | None:
+    value = config.get(section)
+    return value.get("name") if isinstance(value, dict) else None
 
 
 def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunRecord:
@@ -100,7 +117,7 @@ def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunR
 
 def parse_config(text: str) -> tuple[dict, RunConfig | None, str | None]:
     """``(stored dict, RunConfig or None, one-line problem or None)`` of a stored config."""
-    from .config import ConfigError, RunConfig  # config imports torch; the store alone does not need it
+    from ..config import ConfigError, RunConfig  # config imports torch; the store alone does not need it
 
     try:
         raw = json.loads(text)

@@ -1,6 +1,6 @@
 """What a training run measures, evaluates and decides between steps: the trainer's hooks.
 
-The loop in :class:`stability.train.Trainer` only trains; everything else is a
+The loop in :class:`stability.training.trainer.Trainer` only trains; everything else is a
 :class:`Hook`.  The contract, in the order of a run:
 
 ``on_start(trainer, resumed)``
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from .diagnostics import ProbeBatch, stable_norm
+from .probes import ProbeBatch, stable_norm
 
 if TYPE_CHECKING:
-    from .train import Trainer
+    from .trainer import Trainer
 
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from .config import ConfigError, RunConfig
+from ..config import ConfigError, RunConfig
 
 # Cells whose recurrent weights are dense parameters, with their number of hidden x hidden blocks.
 # Every other cell (structured or registered from outside) counts one materialised W and its gradient.

@@ -4,6 +4,7 @@
                        task=TaskConfig("adding", {"seq_len": 200}),
                        train=TrainConfig(steps=2000, lr=1e-3))
     config.validate()                      # ConfigError: one line, what and what is allowed
+    check_buildable(config)                # what only the builders know (stability.execution.preflight)
     RunConfig.from_json(config.to_json()) == config
 
 Nothing re-parses it along the way: the worker receives exactly what the
@@ -16,16 +17,15 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from .optimizers import OPTIMIZERS  # adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras
+from .. import cells, tasks  # the registries know the valid names and options
+from ..core.errors import ConfigError
+from ..models.optimizers import OPTIMIZERS  # adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras
+
 # none; step: lr *= lr_gamma every lr_step_size steps; linear: to zero at the last step
 # (SGORNN §3.1); plateau: lr *= lr_gamma when the validation loss stops improving.
 LR_SCHEDULES = ("none", "step", "linear", "plateau")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "float64")
-
-
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message says which, and what is allowed."""
 
 
 @dataclass
@@ -129,8 +129,6 @@ class RunConfig:
     # ---------------------------------------------------------------- validate
     def validate(self) -> RunConfig:
         """Check every field; raise :class:`ConfigError` on the first problem. Returns self."""
-        from . import cells, tasks  # the registries know the valid names and options
-
         _check_registered("cell", self.cell.name, cells)
         _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1)
         _check_options("cell", self.cell.name, self.cell.options, cells.options(self.cell.name))
@@ -161,36 +159,6 @@ class RunConfig:
         if not isinstance(train.freeze_recurrent, bool):
             raise ConfigError(f"freeze_recurrent must be true or false; got {train.freeze_recurrent!r}")
         return self
-
-    def check_buildable(self) -> None:
-        """Check what only the task and cell builders know, before a run is stored; nothing is
-        downloaded or trained, and nothing large is allocated:
-
-        - every task option value (``seq_len`` 0 or ``"abc"``, an unsafe UCR dataset name, ...),
-          by ``tasks.check``, which builds a generated task (it draws nothing yet) and runs a
-          real-data task's checks up to where it would read its files;
-        - ``epochs`` needs a fixed training set;
-        - the run fits in memory (:mod:`stability.budget`: an estimate from the config, made
-          before the cell is built);
-        - the cell's option values (an odd hidden size for vprnn, r > sigma_star for spectral,
-          ...; the input width never matters, so it is built with 1);
-        - a forced device exists.
-        """
-        from . import budget, cells, tasks
-        from .devices import resolve_device
-
-        try:
-            task = tasks.check(self.task.name, seed=self.train.seed, **self.task.options)
-        except ValueError as error:
-            raise ConfigError(f"task {self.task.name!r}: {error}") from None
-        if task is not None and task.fresh_training_data:
-            self.train.with_epochs_as_steps(None)  # ConfigError when epochs is set
-        device = resolve_device(self.train.device)
-        budget.check(self, task, device)
-        try:
-            cells.build(self.cell.name, 1, self.cell.hidden_size, **self.cell.options)
-        except ValueError as error:
-            raise ConfigError(f"cell {self.cell.name!r}: {error}") from None
 
 
 def _section(kind, data, label):

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from .config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from . import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 # The classroom demo (spectral paper §7.1, Fig. 1; n = 128) at T = 200: long enough for the curves to part.
 # Measured on 2 CPU cores: spectral and orthogonal pass below 0.1 MSE after ~800-1100 steps, the tanh RNN

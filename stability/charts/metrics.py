@@ -10,7 +10,7 @@ The training dashboards (:func:`metric_chart`, :func:`singular_value_band_chart`
 smooths them like TensorBoard and decimates them so a long run stays cheap to draw.
 
 The sweep charts (:func:`sweep_objective_chart`, :func:`sweep_heatmap`, :func:`parallel_coordinates`,
-:func:`grouped_curves_chart`) read a sweep's per-run results and stability.groups' statistics over
+:func:`grouped_curves_chart`) read a sweep's per-run results and stability.analysis.groups' statistics over
 seeds (Note [Sweep charts]).
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .metric_names import H_T_NORM, SPECTRUM
+from ..core.metric_names import H_T_NORM, SPECTRUM
 
 TINY = float(np.finfo(np.float64).tiny)
 HUGE = float(np.finfo(np.float64).max)
 # The notes of clip_for_log.  A stored 0 is an exact zero (every ReLU of a step dead) or a value below
-# float64's range: the trainer's norms cannot underflow above it (stability.diagnostics.stable_norm).
+# float64's range: the trainer's norms cannot underflow above it (stability.training.probes.stable_norm).
 NOTE_UNDERFLOW, NOTE_OVERFLOW = "0: exactly zero, or below float64's range (< 1e-308)", "overflow"
 NOTE_NAN = "not a number"
 
@@ -49,7 +49,7 @@ def clip_for_log(values: pd.Series) -> tuple[pd.Series, pd.Series]:
 def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
     """‖∂h_T/∂h_t‖ and the bound ‖W‖^(T−t) against t, log y.
 
-    ``per_step`` is :attr:`stability.diagnostics.GradientFlow.per_step`.
+    ``per_step`` is :attr:`stability.training.probes.GradientFlow.per_step`.
     """
     measured, measured_flag = clip_for_log(per_step["grad_norm"])
     bound, bound_flag = clip_for_log(per_step["bound"])
@@ -678,7 +678,7 @@ def series_heatmap_rows(series_frame: pd.DataFrame, name: str) -> list[pd.DataFr
 # -------------------
 # A sweep's charts answer "where does it stop learning, and does the other cell care?" at a glance, so
 # nothing a run did may vanish from them:
-# * the statistics over seeds are stability.groups.setting_table's (Note [Which runs count]: completed
+# * the statistics over seeds are stability.analysis.groups.setting_table's (Note [Which runs count]: completed
 #   runs with a finite objective); every seed is also drawn as a point, shaped by its status, so a mean
 #   over one seed of three says so;
 # * a diverged run has no finite objective: it is drawn at the top edge of the axis (twice the largest
@@ -754,7 +754,7 @@ def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str 
     ``results`` holds one row per run (stability.sweeps.results: run_id, status, objective, trial, seed,
     the varied fields); ``log_x`` / ``log_y`` put x / the objective on log axes (x only when it is numeric).
     """
-    from .groups import setting_table
+    from ..analysis.groups import setting_table
 
     fields = [x_field] + ([color_field] if color_field and color_field != x_field else [])
     missing = [name for name in fields if name not in results]
@@ -830,7 +830,7 @@ def field_title(path: str | None) -> str:
 def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color: bool = False,
                   objective: str = "val/loss", title: str = "", height: int = 300, x_order=None,
                   y_order=None) -> alt.LayerChart:
-    """The mean objective over two varied fields: one cell per setting of ``table`` (stability.groups.
+    """The mean objective over two varied fields: one cell per setting of ``table`` (stability.analysis.groups.
     setting_table(results, [x_field, y_field])), coloured by its mean (log colour scale with
     ``log_color``), labelled with the mean and, where seeds diverged, how many; a setting without a
     completed seed is grey, its label saying what happened.  ``x_order`` / ``y_order`` (the values, e.g.
@@ -954,7 +954,7 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
 def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False, *, x_title: str = "step",
                          title: str = "", height: int = 300) -> alt.LayerChart:
     """One line per group (the mean over its runs, geometric on a log axis) with a min-max band: the rows of
-    stability.groups.group_curves.  On a log axis a minimum of 0 (or a mean of 0) is drawn a decade below
+    stability.analysis.groups.group_curves.  On a log axis a minimum of 0 (or a mean of 0) is drawn a decade below
     the smallest positive value, marked with a triangle; its tooltip gives the count of zeros."""
     data = curves.reset_index(drop=True).copy()
     data["group"] = data["group"].astype(str)

@@ -5,14 +5,14 @@
     resume_run(run_id)                # a stopped/interrupted/failed run continues from its checkpoint
     reconcile()                       # dead workers -> 'interrupted'; queued runs -> free slots
 
-A worker is a fresh interpreter (``python -m stability.runner --worker ID
+A worker is a fresh interpreter (``python -m stability.cli.worker --worker ID
 --store PATH``), never a fork, so it is safe for CUDA; it runs in its own
 session, so it outlives the Streamlit script, server or shell that started
 it. Its output goes to ``<store home>/logs/run-<id>.log`` (``RunStore.home``: the SQLite
 file's folder, or this machine's folder for a PostgreSQL store). It runs from the
 package's folder with that folder on ``PYTHONPATH``, so it starts whatever
 the caller's working directory. Its torch threads follow
-:mod:`stability.devices` (one core kept for the server, the rest shared by
+:mod:`stability.execution.threads` (one core kept for the server, the rest shared by
 the ``STABILITY_MAX_RUNS`` slots, OpenMP waiting passively).
 
 Stop signals only a process that is provably this run's worker: ``_launch``
@@ -37,7 +37,6 @@ At most ``STABILITY_MAX_RUNS`` (default 1) runs train at once.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -50,10 +49,12 @@ import time
 import traceback
 from pathlib import Path
 
-from . import devices
-from .config import RunConfig
-from .records import RunRecord
-from .store import ACTIVE_STATUSES, TERMINAL, RunStore
+from . import threads
+from ..config import RunConfig
+from ..runs.records import RunRecord
+from ..runs.status import ACTIVE_STATUSES, TERMINAL
+from ..runs.store import RunStore
+from .preflight import check_buildable
 
 try:
     import fcntl
@@ -66,7 +67,8 @@ RESUMABLE = ("stopped", "interrupted", "failed")
 INTERRUPTED_ERROR = "worker process ended without a final status"
 STALE_HEARTBEAT_S = 60.0
 TERMINATE_GRACE_S = 3.0
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # the folder that holds stability/
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds stability/
+WORKER_MODULE = "stability.cli.worker"  # python -m WORKER_MODULE --worker RUN_ID | --sweep SWEEP_ID
 
 _launched: list[subprocess.Popen] = []  # workers this process started, reaped when they end
 
@@ -125,7 +127,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     launches it.
     """
     config.validate()
-    config.check_buildable()
+    check_buildable(config)
     limit = max_concurrent_runs(max_concurrent)
     store = RunStore(store_path)
     try:
@@ -190,9 +192,9 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     """Queue a stopped, interrupted or failed run to continue from its last checkpoint.
 
     The worker that picks it up restores weights, optimizer state, RNG and
-    data position (:meth:`stability.train.Trainer.fit` with ``resume=True``),
+    data position (:meth:`stability.training.trainer.Trainer.fit` with ``resume=True``),
     discards the rows logged after the checkpoint's step and appends to the
-    same run. Raises :class:`stability.train.ResumeError` (one line, nothing
+    same run. Raises :class:`stability.training.trainer.ResumeError` (one line, nothing
     changed) when the run cannot be resumed.
     """
     limit = max_concurrent_runs(max_concurrent)
@@ -212,7 +214,7 @@ def prepare_resume(store: RunStore, run_id: int, claim: bool = False) -> RunConf
     With ``claim`` the calling process claims the run (the CLI's foreground ``resume``).
     Call under :func:`scheduling_lock`.
     """
-    from .train import CHECKPOINT_FORMAT, ResumeError, load_checkpoint
+    from ..training.trainer import CHECKPOINT_FORMAT, ResumeError, load_checkpoint
 
     run = store.run(run_id)
     if run["status"] not in RESUMABLE:
@@ -257,10 +259,10 @@ def run_worker(run_id: int, store_path) -> str:
     the run is never left 'running'. Before returning, the next queued run
     is launched into the slot this one frees.
     """
-    from .train import train_run
+    from ..training.trainer import train_run
 
     limit = max_concurrent_runs()
-    devices.apply_worker_threads(devices.worker_threads(limit))
+    threads.apply_worker_threads(threads.worker_threads(limit))
     store = RunStore(store_path)
     try:
         try:
@@ -329,18 +331,18 @@ def _launch(store: RunStore, run_id: int, limit: int) -> None:
 
 def _spawn(store: RunStore, arguments: list[str], name: str, limit: int,
            extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
-    """A detached ``python -m stability.runner ARGUMENTS --store URL`` with its output in
+    """A detached ``python -m stability.cli.worker ARGUMENTS --store URL`` with its output in
     ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
     the process and its claim (pid, token, start time)."""
     logs = store.home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
-    env = devices.worker_environment(os.environ, devices.worker_threads(limit))
+    env = threads.worker_environment(os.environ, threads.worker_threads(limit))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env[MAX_RUNS_ENV] = str(limit)
     env[TOKEN_ENV] = token
     env.update(extra_env or {})
-    command = [sys.executable, "-m", "stability.runner", *arguments, "--store", store.url]
+    command = [sys.executable, "-m", WORKER_MODULE, *arguments, "--store", store.url]
     with open(logs / f"{name}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -391,7 +393,7 @@ def _is_claimed_worker(pid: int, claim: dict | None) -> bool:
         return bool(ours)
     token = f"{TOKEN_ENV}={claim['token']}".encode()
     return (stat_start is not None and stat_start == claim.get("start") and token in environ
-            and b"stability.runner" in command and (b"--worker" in command or b"--sweep" in command))
+            and WORKER_MODULE.encode() in command and (b"--worker" in command or b"--sweep" in command))
 
 
 def process_start_time(pid: int) -> int | None:
@@ -427,7 +429,7 @@ def _read_claim(store: RunStore, run_id: int) -> dict | None:
 # ------------------------------------------------------------------ sweeps
 def launch_sweep_workers(store: RunStore, sweep_id: int, workers: int,
                          gpus: list[str] | None = None) -> list[subprocess.Popen]:
-    """Start ``workers`` detached sweep workers (:func:`run_sweep_worker`) on this machine, sharing
+    """Start ``workers`` detached sweep workers (:func:`stability.sweeps.workers.run_sweep_worker`) on this machine, sharing
     its cores by the thread policy of ``workers`` concurrent runs; with ``gpus``, worker ``i``
     sees only GPU ``gpus[i]`` (``CUDA_VISIBLE_DEVICES``). Their claims (pid, token, start time)
     go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals only them."""
@@ -464,37 +466,3 @@ def _sweep_claims_path(store: RunStore, sweep_id: int) -> Path:
     path = store.home / "logs" / f"sweep-{int(sweep_id)}.workers"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def run_sweep_worker(sweep_id: int, store_location) -> int:
-    """A sweep worker's entry point: :func:`stability.sweeps.work` in this process; returns the
-    number of runs it trained."""
-    from . import sweeps
-
-    devices.apply_worker_threads(devices.worker_threads(max_concurrent_runs()))
-    store = RunStore(store_location)
-    try:
-        return sweeps.work(store, sweep_id)
-    finally:
-        store.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stability.runner",
-                                     description="A run's (or a sweep's) worker process.")
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--worker", type=int, metavar="RUN_ID")
-    which.add_argument("--sweep", type=int, metavar="SWEEP_ID")
-    parser.add_argument("--store", required=True, metavar="PATH_OR_URL")
-    args = parser.parse_args(argv)
-    if args.sweep is not None:
-        trained = run_sweep_worker(args.sweep, args.store)
-        print(f"sweep {args.sweep}: this worker trained {trained} run{'s' * (trained != 1)}", flush=True)
-        return 0
-    status = run_worker(args.worker, args.store)
-    print(f"run {args.worker}: {status}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -89,7 +89,7 @@ Note [schema versions]
 
 Note [sweeps]
     A sweep is an Optuna study whose trials are ordinary runs
-    (``stability/sweeps.py``). The store keeps what the dashboard and the CLI
+    (``stability/sweeps/spec.py``). The store keeps what the dashboard and the CLI
     need about it: a ``sweeps`` row (its spec as JSON, the study's name, its
     status of ``SWEEP_STATUSES``, how many workers its last start asked for,
     a stop request) and, on each of its runs, ``sweep_id``, the Optuna
@@ -149,7 +149,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import BigInteger, String, bindparam, create_engine, event, inspect, text
@@ -157,14 +157,10 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import NullPool
 
-if TYPE_CHECKING:
-    from .records import RunRecord
+from .records import RunRecord, parse_params, record_from_row, section_name
+from .status import ACTIVE_STATUSES, STATUSES, SWEEP_STATUSES, TERMINAL  # noqa: F401  (the store's vocabulary)
 
 SCHEMA_VERSION = 4
-STATUSES = ("queued", "running", "completed", "stopped", "diverged", "failed", "interrupted", "pruned")
-ACTIVE_STATUSES = ("queued", "running")  # a worker will still write to the run
-TERMINAL = tuple(status for status in STATUSES if status not in ACTIVE_STATUSES)
-SWEEP_STATUSES = ("running", "stopped", "completed")
 DEFAULT_PATH = Path("~/.stability/runs.db")
 ENV_VAR = "STABILITY_STORE"
 HOME_ENV_VAR = "STABILITY_HOME"
@@ -693,8 +689,7 @@ class RunStore:
         return run
 
     def record(self, run_id: int) -> RunRecord:
-        """The run as a :class:`~stability.records.RunRecord`, with its latest metric values."""
-        from .records import record_from_row
+        """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values."""
 
         rows = self._run_rows("WHERE id = :id", {"id": self._run_id(run_id)})
         if not rows:
@@ -703,9 +698,8 @@ class RunStore:
 
     def records(self, statuses: Iterable[str] | None = None, sweep_id: int | None = None) -> list[RunRecord]:
         """Every run (or those in one of ``statuses``, or of one sweep) as a
-        :class:`~stability.records.RunRecord`, newest first, in two queries: the runs, then all
+        :class:`~stability.runs.records.RunRecord`, newest first, in two queries: the runs, then all
         their latest values (Note [latest])."""
-        from .records import record_from_row
 
         where, params = [], {}
         if statuses is not None:
@@ -736,8 +730,8 @@ class RunStore:
         rows = self._query(f"SELECT {', '.join(RUNS_COLUMNS)}, config FROM runs ORDER BY id DESC")
         frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
         configs = [json.loads(row[-1]) for row in rows]
-        frame["cell"] = pd.Series([_section_name(config, "cell") for config in configs], dtype=object)
-        frame["task"] = pd.Series([_section_name(config, "task") for config in configs], dtype=object)
+        frame["cell"] = pd.Series([section_name(config, "cell") for config in configs], dtype=object)
+        frame["task"] = pd.Series([section_name(config, "task") for config in configs], dtype=object)
         float_columns = ["created_at", "started_at", "finished_at", "heartbeat"]
         return frame.astype({"id": "int64", **{c: "Int64" for c in _NULLABLE_INTS},
                              **{c: "float64" for c in float_columns}})
@@ -1037,26 +1031,9 @@ def _json_object(value: Any, what: str) -> str:
     return json.dumps(dict(value))
 
 
-def parse_params(text: str | None) -> dict[str, Any]:
-    """A run's stored varied values (Note [sweeps]); {} for a run of no sweep, and for text that is
-    no JSON object (the run stays readable)."""
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise ValueError(f"unknown run status {status!r}; valid: {', '.join(STATUSES)}")
-
-
-def _section_name(config: dict, section: str) -> str | None:
-    value = config.get(section)
-    return value.get("name") if isinstance(value, dict) else None
 
 
 def _filter_names(where: list[str], params: dict, names: list[str] | None) -> None:

@@ -22,14 +22,14 @@ import json
 import math
 from pathlib import Path
 
-from .metric_names import SPECTRUM
+from ..core.metric_names import SPECTRUM
 
 SCALARS_PLUGIN = "scalars"
 
 
 def to_tensorboard(store, run_ids, folder) -> list[Path]:
     """Write each run of ``run_ids`` as TensorBoard event files under ``folder/run-<id>``; return
-    the folders.  A run id that is not in the store is :class:`stability.store.RunNotFound`
+    the folders.  A run id that is not in the store is :class:`stability.runs.store.RunNotFound`
     (before anything is written)."""
     from tensorboardX import SummaryWriter
 

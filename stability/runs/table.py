@@ -31,10 +31,10 @@ from datetime import datetime
 
 import pandas as pd
 
-from .metric_names import FINAL_PREFIXES, is_final
+from ..core.metric_names import FINAL_PREFIXES, is_final
 from .records import RunRecord
 from .store import RunStore
-from .sweeps import setting_label
+from ..config.fields import setting_label
 
 SUMMARY_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed",
                    "step", "total_steps", "progress", "created", "device", "error",

@@ -342,4 +342,4 @@ class Registry:
 
 def _warn(message: str) -> None:
     """One line on stderr (no source line under it), filterable as a :class:`PluginWarning`."""
-    warnings.warn_explicit(message, PluginWarning, filename="stability", lineno=0, module="stability.registry")
+    warnings.warn_explicit(message, PluginWarning, filename="stability", lineno=0, module="stability.core.registry")

@@ -1,4 +1,4 @@
-"""A preset's figure, laid out as the paper lays it out (Note [Layout] in :mod:`stability.reproduce`).
+"""A preset's figure, laid out as the paper lays it out (Note [Layout] in :mod:`stability.presets.preset`).
 
     lines = figures.line_labels(layout, runs, names)      # run id -> the name of its line
     columns = figures.column_values(layout, runs)         # run id -> its column's value (None: one column)
@@ -15,9 +15,10 @@ import math
 
 import pandas as pd
 
-from . import charts as _charts
-from . import reproduce, sweeps
-from .reproduce import Layout, Panel
+from . import metrics as _charts
+from ..presets import preset as reproduce
+from ..core.formatting import shown
+from ..presets.preset import Layout, Panel
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
@@ -34,8 +35,8 @@ def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
     named = {}
     for run_id, run in runs.items():
         value = reproduce.field_value(run.config, layout.color)
-        named[run_id] = (sweeps.shown(value) if layout.color in ("cell", "task")
-                         else f"{short(layout.color)}={sweeps.shown(value)}")
+        named[run_id] = (shown(value) if layout.color in ("cell", "task")
+                         else f"{short(layout.color)}={shown(value)}")
     return named
 
 
@@ -64,14 +65,14 @@ def cells(layout: Layout, columns: dict) -> list[tuple]:
 
 
 def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
-    """The charts of the layout (Note [Layout] in stability/reproduce.py): over training, every run of the
+    """The charts of the layout (Note [Layout] in stability/presets/preset.py): over training, every run of the
     column overlaid, its line named by ``lines`` (made distinct where two would share a name); against a
     config field, each run's statistic of the metric, a line per name."""
     drawn = []
     for panel, value in grid:
         members = [run_id for run_id in runs if columns[run_id] == value]
         title = panel.title if layout.columns is None else \
-            f"{panel.title} · {short(layout.columns)} = {sweeps.shown(value)}"
+            f"{panel.title} · {short(layout.columns)} = {shown(value)}"
         marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
         baseline = next((runs[run_id] for run_id in members if runs[run_id].baseline is not None), None)
         if baseline is not None and any(mark.baseline for mark in panel.marks):
@@ -138,9 +139,9 @@ def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:
                                     + list(FIELDS_TOLD)))
         values = {path: [reproduce.field_value(config, path) for config in configs] for path in fields
                   if path not in skip and path != "train.seed"}
-        differ = [path for path, seen in values.items() if len({sweeps.shown(v) for v in seen}) > 1]
+        differ = [path for path, seen in values.items() if len({shown(v) for v in seen}) > 1]
         for index, run_id in enumerate(ids):
-            parts = [f"{short(path)}={sweeps.shown(values[path][index])}" for path in differ]
+            parts = [f"{short(path)}={shown(values[path][index])}" for path in differ]
             named[run_id] = f"{label} {' '.join(parts)}" if parts else label
         if len({named[run_id] for run_id in ids}) < len(ids):
             seeds = [config.train.seed if config else None for config in configs]

@@ -1,6 +1,5 @@
-"""Device choice and description, and the thread policy of background workers.
+"""The thread policy of background workers.
 
-    resolve_device("auto")            # cuda, then mps, then cpu
     worker_threads(concurrent_runs)   # torch threads for one worker
     worker_environment(env, threads)  # the worker's environment, set before torch is imported
     apply_worker_threads(threads)     # in the worker, right after ``import torch``
@@ -61,31 +60,9 @@ from pathlib import Path
 
 import torch
 
-from .config import ConfigError
-
 THREADS_ENV = "STABILITY_THREADS"
 RESERVED_CORES = 1  # for the Streamlit server and the OS
 WORKER_OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
-def resolve_device(choice: str) -> torch.device:
-    """``auto``: cuda, then mps, then cpu; a forced device that is missing is a ConfigError."""
-    has_mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "mps" if has_mps else "cpu")
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
-    if choice == "mps" and not has_mps:
-        raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
-    return torch.device(choice)
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
-    return device.type
 
 
 def available_cores() -> int:

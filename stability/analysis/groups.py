@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .sweeps import setting_label  # one label for a setting, as the runs are named
+from ..config.fields import setting_label  # one label for a setting, as the runs are named
 
 COUNTED = ("completed",)  # Note [Which runs count]
 # The status columns of setting_table; each gathers these run statuses.
@@ -199,7 +199,7 @@ def seed_groups(records: Iterable, by: list[str] | None = None) -> dict[str, lis
     ``train.seed`` and the name; with ``by`` (field paths, :func:`config_value`), the runs that agree on
     those fields, whatever else differs.
 
-    ``records`` are :class:`~stability.records.RunRecord`\\ s (anything with ``id`` and ``raw_config``).
+    ``records`` are :class:`~stability.runs.records.RunRecord`\\ s (anything with ``id`` and ``raw_config``).
     A label names the fields whose values tell the groups apart (``cell=rnn lr=0.001``; with ``by``
     exactly those fields), or the cell and task when every run is in one group.  Groups are ordered by
     their oldest run, and each lists its run ids in ascending order.

@@ -5,7 +5,7 @@
         print(finding.severity, finding.text, f"since step {finding.since_step}", finding.chart_title)
 
 Every rule is a plain function of the long rows the store returns (run_id, step, wall_time, name, value)
-and, where it needs one, the run's :class:`~stability.records.RunRecord` (status, the task's metric and
+and, where it needs one, the run's :class:`~stability.runs.records.RunRecord` (status, the task's metric and
 memoryless baseline, the cell's options).  Each returns one :class:`Finding` or None; :func:`diagnose`
 runs them all.  A finding names the rule, how bad it is, the step its condition started and has held
 since, one sentence in plain words, and the chart to look at (a panel key of the Train page,
@@ -42,11 +42,11 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pandas as pd
 
-from .metric_names import (GAP_LOSS, GATE_PREFIX, H0_NORM, RECURRENT_NORM, SV_MARGIN, SV_MAX, SV_MIN, TOTAL_NORM,
-                           TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name)
+from ..core.metric_names import (GAP_LOSS, GATE_PREFIX, H0_NORM, RECURRENT_NORM, SV_MARGIN, SV_MAX, SV_MIN,
+                                 TOTAL_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name)
 
 if TYPE_CHECKING:
-    from .records import RunRecord
+    from ..runs.records import RunRecord
 
 SEVERITIES = ("problem", "warning", "info")  # most severe first: the order diagnose() returns findings in
 
@@ -285,7 +285,7 @@ def singular_value_band(run: RunRecord | None) -> tuple[float, float] | None:
     options = dict(options) if isinstance(options, Mapping) else {}
     if not {"sigma_star", "r"} <= set(options):
         try:
-            from . import cells  # the defaults are the cell's own (its signature)
+            from .. import cells  # the defaults are the cell's own (its signature)
             options = {**cells.options(run.cell), **options}
         except (ImportError, AttributeError, TypeError, ValueError):
             return None

@@ -1,0 +1,1 @@
+"""Reading stored runs: findings in words (diagnosis), and runs grouped over seeds (groups)."""

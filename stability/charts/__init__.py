@@ -1,0 +1,1 @@
+"""Charts: pure functions from DataFrames to Altair charts (no Streamlit)."""

@@ -1,0 +1,1 @@
+"""The command line (``python -m stability``) and the worker processes' entry point."""

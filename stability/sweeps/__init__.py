@@ -1,0 +1,25 @@
+"""A sweep: one base config, some varied fields, N seeds; an Optuna study whose trials are runs.
+
+    spec = build_spec(base, ["lr=1e-4:1e-1:4:log", "cell=rnn,spectral"], seeds=3)  # spec.py
+    sweep_id = start_sweep(spec, store, workers=2)                                # workers.py
+    frame = results(store, sweep_id)                                              # summary.py
+
+One module a concern: :mod:`.spec` (``--vary`` text, fields, the spec),
+:mod:`.study` (Optuna and the sweep's lock), :mod:`.workers` (workers, claims,
+stop and resume), :mod:`.summary`, :mod:`.rough_time` (Note [Rough time]).
+"""
+from __future__ import annotations
+
+from .rough_time import estimate
+from .summary import results, setting_rows
+from .spec import (MAX_RUNS, SAMPLERS, SweepError, SweepSpec, Vary, apply, build_spec, direction, objective_name,
+                   parse_varies, resolve_field)
+from .study import create_study, load_study, next_trial, setting_of, storage, sweep_lock, tell
+from .workers import (Job, check_workers, claim, join_sweep, resume_sweep, start_sweep, stop_sweep, store_sweep,
+                      train_trial, work, workers_alive)
+
+__all__ = ["MAX_RUNS", "SAMPLERS", "Job", "SweepError", "SweepSpec", "Vary", "apply", "build_spec", "check_workers",
+           "claim", "create_study", "direction", "estimate", "join_sweep", "load_study", "next_trial",
+           "objective_name", "parse_varies", "resolve_field", "results", "resume_sweep", "setting_of",
+           "setting_rows", "start_sweep", "stop_sweep", "storage", "store_sweep", "sweep_lock", "tell",
+           "train_trial", "work", "workers_alive"]

@@ -1,0 +1,527 @@
+"""A sweep: one base config, some varied fields, N seeds; an Optuna study whose trials are runs.
+
+    spec = build_spec(base, ["lr=1e-4:1e-1:4:log", "cell=rnn,spectral"], seeds=3)  # SweepError: one line
+    spec.size(), spec.describe()                # 24 runs; "grid: train.lr (4) x cell (2) x 3 seeds = 24 runs ..."
+    study = create_study(spec)                  # storage=None: in memory; an RDB URL is passed to Optuna
+    while (asked := next_trial(study, spec)) is not None:
+        trial, config = asked; tell(study, trial, final_val_loss(train(config)))
+
+This is the engine's first slice of issue 12 ("Hyperparameter sanity checks: sweeps"): what comes
+next builds on it and keeps the issue's CLI contract, ``python -m stability sweep [train flags]
+--vary FIELD=V1,V2,... --seeds N [--sampler grid|random|tpe --trials N] [--prune] [--workers K]
+[--background]``, with bad ``--vary`` input exiting 2 with one line before anything is stored.
+
+The text of one ``--vary``:
+
+- ``FIELD=V1,V2,...``: these values, converted to the field's type (a comma inside ``[...]`` does not
+  split, so ``cell.factor_sizes=[2,2],[4,4]`` has two values; ``none`` is None where None is allowed);
+- ``FIELD=LOW:HIGH:COUNT`` (int and float fields): COUNT values evenly spaced from LOW to HIGH, both
+  included; ``FIELD=LOW:HIGH:COUNT:log`` spaces them evenly in log (``lr=1e-4:1e-1:4:log`` gives
+  1e-4, 1e-3, 1e-2, 1e-1); an int field's values are rounded, repeats dropped;
+- ``FIELD=LOW:HIGH`` or ``FIELD=LOW:HIGH:log``, random and TPE samplers only: any value in
+  [LOW, HIGH] (log-uniform with ``log``), an Optuna Int/FloatDistribution.
+
+FIELD is a config path: ``cell`` (the cell's name), ``cell.hidden_size``, ``cell.OPTION`` (an option
+of the cell, or of every varied cell: ``cell.m1``, ``cell.nonlinearity``, ``cell.h0``,
+``cell.h0_noise_std``), ``task``, ``task.OPTION`` (``task.seq_len``), ``train.FIELD`` or a bare train
+field (``lr``, ``steps``, ``optimizer``, ``clip_grad_norm``, ...). Types, choices and ranges come
+from :class:`~stability.config.TrainConfig`'s annotations and from ``cells.describe(name).options``
+/ ``tasks.describe(name).options``; every value is checked by ``RunConfig.validate()`` and
+``check_buildable()`` applied to the base config, and so is every combination of the varied values
+that a builder reads (the cell, the task, and the train fields that size a run: every field but
+:data:`TRAINING_ONLY`); each distinct config is checked once.
+
+Seeds: a sweep runs each setting with seeds ``base.train.seed + i`` for ``i < seeds``. In a grid
+study the seed is a grid parameter (``train.seed``); with random and TPE sampling each sampled
+setting is asked once and the study enqueues the same setting for the other seeds. The objective is
+the run's final ``val/loss`` (minimised). Optuna is imported only by the functions that need it.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..config import RunConfig, TrainConfig
+from ..config.fields import setting_label
+from ..core import metric_names
+from ..core.formatting import shown
+from ..execution.preflight import check_buildable
+
+
+SAMPLERS = ("grid", "random", "tpe")
+MAX_RUNS = 10_000  # a grid over more runs needs allow_large=True (the CLI's --yes)
+SEED_PARAM = "train.seed"  # the seed's name among a grid trial's params
+SWEEP_ATTR = "sweep"  # the study's user attribute holding SweepSpec.to_dict()
+# Train fields that no builder reads: a combination of their values needs no check beyond each value's.
+TRAINING_ONLY = frozenset({"optimizer", "lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
+                           "clip_grad_norm", "weight_decay", "log_every", "eval_every", "probe_every",
+                           "freeze_recurrent"})
+_NUMERIC = ("int", "float")
+_NONE_TEXTS = ("none", "null")
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+class SweepError(ValueError):
+    """A sweep cannot be run as given; the one-line message names the field and the problem."""
+
+
+# ---------------------------------------------------------------------------------- fields
+@dataclass(frozen=True)
+class _Field:
+    path: str            # canonical: cell, cell.hidden_size, cell.m1, task, task.seq_len, train.lr
+    kind: str            # int, float, bool, str, or the annotation of anything else (parsed as JSON)
+    optional: bool = False
+    choices: tuple | None = None
+
+
+def _train_field(name: str) -> _Field | None:
+    for item in fields(TrainConfig):
+        if item.name == name:
+            parts = [part.strip() for part in str(item.type).split("|")]
+            kind = " | ".join(part for part in parts if part != "None")
+            return _Field(f"train.{name}", kind, optional="None" in parts)
+    return None
+
+
+def _option_field(section: str, option: str, names: list[str]) -> _Field:
+    """Option ``option`` of the cells (tasks) ``names``: its type from the first that declares it."""
+    from .. import cells, tasks
+
+    registry = cells if section == "cell" else tasks
+    for name in names:
+        try:
+            info = registry.describe(name).option(option)
+        except ValueError:
+            continue
+        return _Field(f"{section}.{option}", info.base_type, info.optional, info.choices)
+    valid = list(dict.fromkeys(o.name for name in names for o in _described(registry, name)))
+    raise SweepError(f"vary {section}.{option}: {section} {' / '.join(names)} has no option {option!r}; "
+                     f"valid options: {', '.join(valid) or 'none'}")
+
+
+def _described(registry, name):
+    try:
+        return registry.describe(name).options
+    except ValueError:
+        return ()
+
+
+def resolve_field(name: str, base: RunConfig, cells_varied: list[str] | None = None) -> _Field:
+    """The field a ``--vary`` FIELD names, with its type; SweepError for an unknown one."""
+    path = name.strip().replace("-", "_")
+    section, dot, rest = path.partition(".")
+    if path in ("cell", "cell.name"):
+        return _Field("cell", "str")
+    if path in ("task", "task.name"):
+        return _Field("task", "str")
+    if path in ("hidden_size", "cell.hidden_size"):
+        return _Field("cell.hidden_size", "int")
+    if path in ("seed", "train.seed"):
+        raise SweepError(f"vary {name}: the seeds come from --seeds N (from the base seed up), not from --vary")
+    if section == "cell" and dot and rest:
+        return _option_field("cell", rest, cells_varied or [base.cell.name])
+    if section == "task" and dot and rest:
+        return _option_field("task", rest, [base.task.name])
+    found = _train_field(rest if section == "train" and dot else path)
+    if found is None or path == "train":
+        trains = ", ".join(f.name for f in fields(TrainConfig) if f.name != "seed")
+        raise SweepError(f"vary {name}: unknown field; valid: cell, cell.hidden_size, cell.OPTION, task, "
+                         f"task.OPTION, or a train field ({trains})")
+    return found
+
+
+# ---------------------------------------------------------------------------------- values
+def convert(raw: Any, spec: _Field) -> Any:
+    """``raw`` (a text from the command line, or a value read back from JSON) as ``spec``'s type."""
+    text = raw.strip() if isinstance(raw, str) else None
+    if spec.optional and (raw is None or (text is not None and text.lower() in _NONE_TEXTS)):
+        return None
+    if text == "":
+        raise SweepError(f"vary {spec.path}: an empty value")
+    value = _typed(raw, text, spec)
+    if spec.choices and value not in spec.choices:
+        raise SweepError(f"vary {spec.path}: {value!r} is not one of {', '.join(map(str, spec.choices))}")
+    return value
+
+
+def _typed(raw: Any, text: str | None, spec: _Field) -> Any:
+    def refuse(what):
+        return SweepError(f"vary {spec.path}: {raw!r} is not {what}")
+
+    if spec.kind == "int":
+        number = _number(raw, text)
+        if number is None or not float(number).is_integer():
+            raise refuse("an integer")
+        return int(number)
+    if spec.kind == "float":
+        number = _number(raw, text)
+        if number is None or not math.isfinite(number):
+            raise refuse("a finite number")
+        return float(number)
+    if spec.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if text is not None and text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+        raise refuse("true or false")
+    if spec.kind == "str":
+        if text is None:
+            raise refuse("a name")
+        return text
+    if text is None:
+        return raw
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _number(raw: Any, text: str | None) -> float | int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, (int, float)):
+        return raw
+    try:
+        return int(text) if text is not None and text.lstrip("+-").isdigit() else float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _split(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    return parts + [text[start:]]
+
+
+def spaced(low: float, high: float, count: int, log: bool) -> list[float]:
+    """``count`` values from ``low`` to ``high`` (both included), evenly spaced, in log if ``log``."""
+    if count == 1:
+        return [low]
+    if log:
+        return [low] + [low * (high / low) ** (i / (count - 1)) for i in range(1, count - 1)] + [high]
+    return [low] + [low + (high - low) * i / (count - 1) for i in range(1, count - 1)] + [high]
+
+
+# ---------------------------------------------------------------------------------- one --vary
+@dataclass(frozen=True)
+class Vary:
+    """One varied field: its listed values, or (random/TPE only) a range [low, high] to sample."""
+
+    field: str
+    kind: str
+    values: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    optional: bool = False
+
+    @property
+    def continuous(self) -> bool:
+        return not self.values
+
+    def points(self) -> tuple:
+        """The values, or a continuous range's two ends (what the checks try)."""
+        return self.values or (self.low, self.high)
+
+    def choices(self) -> list:
+        """The values as Optuna stores a categorical choice (None, bool, int, float, str; else JSON)."""
+        return [v if v is None or isinstance(v, (bool, int, float, str)) else json.dumps(v) for v in self.values]
+
+    def decode(self, param: Any) -> Any:
+        """The typed value of an Optuna param of this field."""
+        if self.continuous:
+            return int(param) if self.kind == "int" else float(param)
+        return self.values[self.choices().index(param)]
+
+    def distribution(self):
+        """The Optuna distribution this field's params are drawn from."""
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        if not self.continuous:
+            return CategoricalDistribution(self.choices())
+        if self.kind == "int":
+            return IntDistribution(int(self.low), int(self.high), log=self.log)
+        return FloatDistribution(self.low, self.high, log=self.log)
+
+    def describe(self) -> str:
+        if self.continuous:
+            return f"{self.field} in [{self.low:g}, {self.high:g}]{' log' if self.log else ''}"
+        return f"{self.field} ({len(self.values)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "kind": self.kind, "values": [_jsonable(v) for v in self.values],
+                "low": self.low, "high": self.high, "log": self.log, "optional": self.optional}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Vary:
+        spec = _Field(data["field"], data["kind"], bool(data.get("optional", False)))
+        return cls(field=spec.path, kind=spec.kind, values=tuple(convert(v, spec) for v in data.get("values", ())),
+                   low=data.get("low"), high=data.get("high"), log=bool(data.get("log", False)),
+                   optional=spec.optional)
+
+    @classmethod
+    def parse(cls, text: str, base: RunConfig, cells_varied: list[str] | None = None) -> Vary:
+        """``FIELD=V1,V2,...`` or ``FIELD=LOW:HIGH[:COUNT][:log]`` (module docstring); the values
+        are typed, not yet checked against the config (:func:`parse_varies` does that)."""
+        name, sep, rest = text.partition("=")
+        if not sep or not name.strip():
+            raise SweepError(f"vary {text!r}: expected FIELD=V1,V2,... or FIELD=LOW:HIGH:COUNT[:log]")
+        spec = resolve_field(name, base, cells_varied)
+        if not rest.strip():
+            raise SweepError(f"vary {spec.path}: no values")
+        if spec.kind in _NUMERIC and ":" in rest:
+            return _parse_range(spec, rest)
+        values = tuple(convert(item, spec) for item in _split(rest))
+        return _listed(spec, values)
+
+
+def _listed(spec: _Field, values: tuple) -> Vary:
+    seen = []
+    for value in values:
+        if value in seen:
+            raise SweepError(f"vary {spec.path}: {value!r} is listed twice")
+        seen.append(value)
+    return Vary(spec.path, spec.kind, values, optional=spec.optional)
+
+
+def _parse_range(spec: _Field, text: str) -> Vary:
+    parts = [part.strip() for part in text.split(":")]
+    log = parts[-1].lower() == "log"
+    parts = parts[:-1] if log else parts
+    if len(parts) not in (2, 3):
+        raise SweepError(f"vary {spec.path}: a range is LOW:HIGH:COUNT, LOW:HIGH:COUNT:log, or (random/tpe) "
+                         f"LOW:HIGH[:log]; got {text!r}")
+    low, high = (convert(part, spec) for part in parts[:2])
+    if not low < high:
+        raise SweepError(f"vary {spec.path}: a range needs LOW < HIGH; got {low!r}:{high!r}")
+    if log and low <= 0:
+        raise SweepError(f"vary {spec.path}: a log range needs LOW > 0; got {low!r}")
+    if len(parts) == 2:
+        return Vary(spec.path, spec.kind, (), low=low, high=high, log=log, optional=spec.optional)
+    count = convert(parts[2], _Field(f"{spec.path} COUNT", "int"))
+    if count < 2:
+        raise SweepError(f"vary {spec.path}: a range's COUNT must be at least 2; got {count}")
+    values = [float(f"{value:.12g}") for value in spaced(float(low), float(high), count, log)]
+    if spec.kind == "int":
+        values = list(dict.fromkeys(round(value) for value in values))
+    return Vary(spec.path, spec.kind, tuple(values), optional=spec.optional)
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+# ---------------------------------------------------------------------------------- configs
+def apply(base: RunConfig, setting: dict[str, Any]) -> RunConfig:
+    """A new config: ``base`` with each field of ``setting`` (canonical path -> value) set.
+
+    Where the setting changes the cell, the base cell's options that the new cell does not declare
+    are dropped (``--cell spectral --cell-option m1=16 --vary cell=rnn,spectral``: m1 is
+    spectral's), as are a changed task's; an option the setting names itself is always kept."""
+    from .. import cells, tasks
+
+    data = base.to_dict()
+    for path, value in setting.items():
+        section, _, rest = path.partition(".")
+        if not rest:
+            data[section]["name"] = value
+        elif section == "train" or rest == "hidden_size":
+            data[section][rest] = value
+        else:
+            data[section]["options"][rest] = value
+    for section, registry, before in (("cell", cells, base.cell.name), ("task", tasks, base.task.name)):
+        name = data[section]["name"]
+        if name != before:
+            try:
+                declared = {option.name for option in registry.describe(name).options}
+            except ValueError:  # an unknown name: the checks say so
+                continue
+            named = {path.partition(".")[2] for path in setting if path.startswith(f"{section}.")}
+            data[section]["options"] = {key: value for key, value in data[section]["options"].items()
+                                        if key in declared or key in named}
+    return RunConfig.from_dict(data)
+
+
+class _Checks:
+    """``validate()`` and ``check_buildable()`` of each distinct config, once (keyed by its JSON)."""
+
+    def __init__(self):
+        self.problems: dict[str, str | None] = {}
+
+    def problem(self, config: RunConfig) -> str | None:
+        key = config.to_json()
+        if key not in self.problems:
+            try:
+                config.validate()
+                check_buildable(config)
+                self.problems[key] = None
+            except ValueError as error:
+                self.problems[key] = " ".join(str(error).split())
+        return self.problems[key]
+
+
+def _with_cell_for(base: RunConfig, vary: Vary, cells_varied: list[str]) -> dict[str, Any]:
+    """The cell to check a cell option's values on: the base cell, else a varied cell declaring it."""
+    from .. import cells
+
+    if not vary.field.startswith("cell.") or vary.field == "cell.hidden_size" or not cells_varied:
+        return {}
+    option = vary.field.partition(".")[2]
+    for name in [base.cell.name, *cells_varied]:
+        if option in cells.options(name):
+            return {} if name == base.cell.name else {"cell": name}
+    return {}
+
+
+def parse_varies(texts: list[str], base: RunConfig) -> list[Vary]:
+    """Each ``--vary`` text as a :class:`Vary`, typed (``cell`` first, so a cell option is looked
+    up on the varied cells); SweepError for a field named twice. Values are checked by
+    :meth:`SweepSpec.check`."""
+    texts = list(texts)
+    is_cell = [text.partition("=")[0].strip() in ("cell", "cell.name") for text in texts]
+    cell_varies = [Vary.parse(text, base) for text, cell in zip(texts, is_cell) if cell]
+    cells_varied = list(cell_varies[0].values) if cell_varies else None
+    parsed = iter(cell_varies)
+    varies = [next(parsed) if cell else Vary.parse(text, base, cells_varied) for text, cell in zip(texts, is_cell)]
+    counts = {}
+    for vary in varies:
+        counts[vary.field] = counts.get(vary.field, 0) + 1
+        if counts[vary.field] > 1:
+            raise SweepError(f"vary {vary.field}: named twice; give all its values in one --vary")
+    return varies
+
+
+# ---------------------------------------------------------------------------------- the sweep
+def objective_name(spec: SweepSpec) -> str:
+    """The metric whose final value a trial reports: the validation loss."""
+    return metric_names.VAL_LOSS
+
+
+def direction(spec: SweepSpec) -> str:
+    """``"minimize"`` for a loss, ``"maximize"`` for an accuracy."""
+    return "maximize" if objective_name(spec).endswith("accuracy") else "minimize"
+
+
+@dataclass
+class SweepSpec:
+    """What a sweep runs: ``base`` with the ``vary`` fields varied, each setting with ``seeds`` seeds
+    (``base.train.seed``, +1, ...); ``sampler`` grid (every setting), random or tpe (``trials``
+    settings); ``prune`` stops hopeless trials early (Optuna's MedianPruner)."""
+
+    base: RunConfig
+    vary: list[Vary] = field(default_factory=list)
+    seeds: int = 1
+    sampler: str = "grid"
+    trials: int | None = None
+    prune: bool = False
+
+    def validate(self, allow_large: bool = False) -> SweepSpec:
+        """The sweep's shape (no config is built); SweepError on the first problem. Returns self."""
+        if self.sampler not in SAMPLERS:
+            raise SweepError(f"sampler must be one of {', '.join(SAMPLERS)}; got {self.sampler!r}")
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise SweepError(f"seeds must be an integer >= 1; got {self.seeds!r}")
+        if self.sampler == "grid":
+            if self.trials is not None:
+                raise SweepError("trials is for --sampler random or tpe; a grid runs every setting")
+            for vary in self.vary:
+                if vary.continuous:
+                    raise SweepError(f"vary {vary.field}: a range without COUNT is sampled, for --sampler random "
+                                     f"or tpe; a grid needs LOW:HIGH:COUNT")
+        elif isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 1:
+            raise SweepError(f"--sampler {self.sampler} needs --trials N (an integer >= 1); got {self.trials!r}")
+        if len({vary.field for vary in self.vary}) < len(self.vary):
+            raise SweepError("a field is varied twice; give all its values in one --vary")
+        if self.size() > MAX_RUNS and not allow_large:
+            raise SweepError(f"this sweep is {self.size():,} runs, over {MAX_RUNS:,}; pass --yes to run it anyway")
+        return self
+
+    def check(self, allow_large: bool = False) -> SweepSpec:
+        """:meth:`validate`, then the base config, every varied value applied to it, and every
+        combination of the values that builders read (not :data:`TRAINING_ONLY`), each distinct
+        config checked once by ``validate()`` and ``check_buildable()``. Returns self."""
+        self.validate(allow_large)
+        checks = _Checks()
+        problem = checks.problem(self.base)
+        if problem:
+            raise SweepError(f"the base config: {problem}")
+        cells_varied = next((list(v.values) for v in self.vary if v.field == "cell"), [])
+        for vary in self.vary:
+            context = _with_cell_for(self.base, vary, cells_varied)
+            for value in vary.points():
+                problem = checks.problem(apply(self.base, {**context, vary.field: value}))
+                if problem:
+                    raise SweepError(f"vary {vary.field}={shown(value)}: {problem}")
+        built = [vary for vary in self.vary if vary.field.removeprefix("train.") not in TRAINING_ONLY]
+        for values in itertools.product(*(vary.points() for vary in built)):
+            combination = dict(zip((vary.field for vary in built), values))
+            problem = checks.problem(apply(self.base, combination))
+            if problem:
+                described = ", ".join(f"{path}={shown(value)}" for path, value in combination.items())
+                raise SweepError(f"vary {described}: {problem}")
+        return self
+
+    def seed_values(self) -> list[int]:
+        return [self.base.train.seed + index for index in range(self.seeds)]
+
+    def size(self) -> int:
+        """The number of runs: every setting (grid) or ``trials`` settings, times ``seeds``."""
+        if self.sampler != "grid":
+            return (self.trials or 0) * self.seeds
+        return math.prod(len(vary.values) for vary in self.vary) * self.seeds
+
+    def settings(self) -> list[dict[str, Any]]:
+        """The grid's settings in order (the last field varying fastest), each ``{field: value}``."""
+        if any(vary.continuous for vary in self.vary):
+            raise SweepError("a sampled range has no list of settings; only a grid has")
+        fields_ = [vary.field for vary in self.vary]
+        return [dict(zip(fields_, values)) for values in itertools.product(*(vary.values for vary in self.vary))]
+
+    def config_for(self, setting: dict[str, Any], seed: int) -> RunConfig:
+        """The run of one trial: ``base`` with ``setting`` applied, ``train.seed = seed``, and a name
+        naming the varied values."""
+        if set(setting) != {vary.field for vary in self.vary}:
+            raise SweepError(f"a setting gives {', '.join(setting) or 'nothing'}; this sweep varies "
+                             f"{', '.join(vary.field for vary in self.vary) or 'nothing'}")
+        config = apply(self.base, {**setting, SEED_PARAM: seed})
+        config.name = " ".join(part for part in (self.base.name, setting_label(setting), f"seed={seed}") if part)
+        return config
+
+    def describe(self) -> str:
+        """One line: sampler, varied fields, seeds, runs, task and objective."""
+        over = " x ".join(vary.describe() for vary in self.vary) or "the base config"
+        trials = f"{self.trials} trials over " if self.sampler != "grid" else ""
+        return (f"{self.sampler}: {trials}{over} x {self.seeds} seed{'s' if self.seeds > 1 else ''} = "
+                f"{self.size():,} runs of {self.base.cell.name} on {self.base.task.name}; "
+                f"objective final {objective_name(self)} ({direction(self)}d)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base.to_dict(), "vary": [vary.to_dict() for vary in self.vary], "seeds": self.seeds,
+                "sampler": self.sampler, "trials": self.trials, "prune": self.prune}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
+        try:
+            return cls(base=RunConfig.from_dict(data["base"]), vary=[Vary.from_dict(v) for v in data["vary"]],
+                       seeds=data["seeds"], sampler=data["sampler"], trials=data.get("trials"),
+                       prune=bool(data.get("prune", False)))
+        except (KeyError, TypeError) as error:
+            raise SweepError(f"not a sweep description: {type(error).__name__} {error}") from None
+
+
+def build_spec(base: RunConfig, vary: list[str], *, seeds: int = 1, sampler: str = "grid",
+               trials: int | None = None, prune: bool = False, allow_large: bool = False) -> SweepSpec:
+    """The checked sweep of the CLI's flags (``--vary`` texts, ``--seeds``, ...); SweepError (one
+    line) on the first problem, before anything is stored or trained."""
+    return SweepSpec(base, parse_varies(vary, base), seeds=seeds, sampler=sampler, trials=trials,
+                     prune=prune).check(allow_large)
+
+
