@@ -116,7 +116,7 @@ def test_the_dependencies_are_declared_once_with_the_torch_pin(wheel):
 def test_the_console_script_and_the_worker_run_from_any_directory(wheel, installed, tmp_path):
     with zipfile.ZipFile(wheel) as bundle:
         (name,) = [name for name in bundle.namelist() if name.endswith(".dist-info/entry_points.txt")]
-        assert "stability = stability.__main__:main" in bundle.read(name).decode().splitlines()
+        assert "stability = stability.cli.main:main" in bundle.read(name).decode().splitlines()
     elsewhere, env = away_from_the_checkout(installed, tmp_path)
     where = run([sys.executable, "-c", "import stability; print(stability.__file__)"], cwd=elsewhere, env=env)
     assert Path(where.stdout.strip()).is_relative_to(installed)  # not the checkout's copy
