@@ -20,7 +20,7 @@ from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
-from stability.charts import metrics as charts
+from stability import charts
 from stability.analysis.groups import group_curves, seed_groups
 from stability.core.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
 from stability.runs.table import run_table

@@ -21,7 +21,7 @@ from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells
-from stability.charts import metrics as charts
+from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError
 from stability.config.demos import RACE_DEFAULTS, race_cells

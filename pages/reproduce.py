@@ -114,7 +114,7 @@ def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
         return
     lines = figures.line_labels(layout, runs, labels)
     columns = figures.column_values(layout, runs)
-    cells = figures.cells(layout, columns)
+    cells = figures.grid_slots(layout, columns)
     metrics = {run_id: rows[run_id].metrics for run_id in runs}
     panels = chart_panels(f"reproduce-{preset.name}", len(cells), tuple(runs),
                           tuple(len(frame) for frame in metrics.values()),

@@ -36,7 +36,7 @@ from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells, sweeps
-from stability.charts import metrics as charts
+from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
 from stability.runs.status import ACTIVE_STATUSES, TERMINAL

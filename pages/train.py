@@ -36,7 +36,7 @@ from pages.ui.live import (
     run_rows,
     show_chart,
 )
-from stability.charts import metrics as charts
+from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError, RunConfig
 from stability.core.metric_names import H_T_NORM as FLOW

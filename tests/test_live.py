@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pages.ui import live
-from stability.charts import metrics as charts
+from stability import charts
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 
