@@ -96,9 +96,9 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
     """σ_min..σ_max of the recurrent matrix as a band per run over training, the orthogonal reference σ = 1,
     and the margin max_i |σ_i − 1| (spectral paper Fig. 4) as a line on its own right-hand axis.
 
-    ``frame`` holds long metric rows (see :func:`prepare`); only sv/min, sv/max and sv/margin are used, at
-    most ``max_points`` steps per run (min-max decimated over all three); :func:`singular_value_band_rows`
-    gives the datasets alone.
+    ``frame`` holds long metric rows (see stability.charts.lines.prepare); only sv/min, sv/max and sv/margin
+    are used, at most ``max_points`` steps per run (min-max decimated over all three);
+    :func:`singular_value_band_rows` gives the datasets alone.
     """
     data, unit_rows = singular_value_band_rows(frame, x=x, max_points=max_points)
     x_field, x_title = X_AXES[x]
