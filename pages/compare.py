@@ -15,12 +15,12 @@ import streamlit as st
 
 import pandas as pd
 
-from pages.ui.live import chart_panels, live_chart_specs, run_rows, show_chart
+from pages.ui.live import charts_built_together, live_chart_specs, run_rows, show_chart
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
-from stability.charts import metrics as charts
+from stability import charts
 from stability.analysis.groups import group_curves, seed_groups
 from stability.core.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
 from stability.runs.table import run_table
@@ -103,9 +103,9 @@ def draw_charts(selected, names, smoothing, log_y, x, by=None):
     groups = None if by is None else run_groups(store, list(rows), by)
     build = (lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x)) if groups is None else (
         lambda: grouped_charts(rows, groups, names, log_y))
-    panels = chart_panels("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x, by),
-                          tuple(row.version(names) for row in rows.values()), build)
-    specs = live_chart_specs("compare", panels, final=all(row.final for row in rows.values()))
+    live_charts = charts_built_together("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x, by),
+                                        tuple(row.version(names) for row in rows.values()), build)
+    specs = live_chart_specs("compare", live_charts, final=all(row.final for row in rows.values()))
     grid = st.columns(2)
     for position, spec in enumerate(specs):
         show_chart(grid[position % 2], spec)

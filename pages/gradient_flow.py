@@ -11,7 +11,7 @@ from pages.ui.limits import LIMITS
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from stability import cells
-from stability.charts import metrics as charts
+from stability import charts
 from stability.training import probes as diagnostics
 from stability.config.demos import GRADIENT_FLOW_CELL
 

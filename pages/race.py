@@ -15,13 +15,13 @@ import streamlit as st
 
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
+from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells
-from stability.charts import metrics as charts
+from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError
 from stability.config.demos import RACE_DEFAULTS, race_cells
@@ -77,16 +77,15 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
         for run_id, run in runs.items()))
     first = next(iter(runs.values()))
     drawn = race_metrics(first)
-    panels = chart_panels("race", len(drawn), (tuple(runs), smoothing, log_loss),
-                          tuple(len(rows[run_id].metrics) for run_id in runs),
-                          lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id])
-                                                         for run_id in runs], ignore_index=True),
-                                              first, smoothing, log_loss), metrics=drawn)
-    specs = live_chart_specs("race", panels, final=all(rows[run_id].final for run_id in runs))
+    live_charts = charts_built_together(
+        "race", len(drawn), (tuple(runs), smoothing, log_loss), tuple(len(rows[run_id].metrics) for run_id in runs),
+        lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
+                                      ignore_index=True), first, smoothing, log_loss), metrics=drawn)
+    specs = live_chart_specs("race", live_charts, final=all(rows[run_id].final for run_id in runs))
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
-        for spec, panel in zip(specs, panels):
-            explained(spec, panel.metric)
+        for spec, chart in zip(specs, live_charts):
+            explained(spec, chart.metric)
         return
     for start in range(0, len(specs), 2):
         for column, spec in zip(st.columns(2), specs[start:start + 2]):

@@ -17,7 +17,7 @@ import streamlit as st
 from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_switch, explained, explanation,
                                 projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import chart_panels, live_chart_specs, show_chart, watched_runs
+from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import figures
@@ -114,15 +114,16 @@ def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
         return
     lines = figures.line_labels(layout, runs, labels)
     columns = figures.column_values(layout, runs)
-    cells = figures.cells(layout, columns)
+    slots = figures.grid_slots(layout, columns)
     metrics = {run_id: rows[run_id].metrics for run_id in runs}
-    panels = chart_panels(f"reproduce-{preset.name}", len(cells), tuple(runs),
-                          tuple(len(frame) for frame in metrics.values()),
-                          lambda: figures.charts(layout, cells, runs, metrics, lines, columns))
-    specs = live_chart_specs(f"reproduce-{preset.name}", panels, final=all(rows[run_id].final for run_id in runs))
-    width = max(1, len({value for _, value in cells}))
+    live_charts = charts_built_together(f"reproduce-{preset.name}", len(slots), tuple(runs),
+                                        tuple(len(frame) for frame in metrics.values()),
+                                        lambda: figures.charts(layout, slots, runs, metrics, lines, columns))
+    specs = live_chart_specs(f"reproduce-{preset.name}", live_charts,
+                             final=all(rows[run_id].final for run_id in runs))
+    width = max(1, len({value for _, value in slots}))
     for start_at in range(0, len(specs), width):
-        row, panel = specs[start_at:start_at + width], cells[start_at][0]
+        row, panel = specs[start_at:start_at + width], slots[start_at][0]
         if width == 1:
             explained(row[0], panel.metric)
             continue

@@ -30,13 +30,13 @@ import pandas as pd
 import streamlit as st
 
 from pages.ui.form import config_form
-from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, Panel, live_chart_specs, refresh_control, show_chart
+from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, refresh_control, show_chart
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells, sweeps
-from stability.charts import metrics as charts
+from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
 from stability.runs.status import ACTIVE_STATUSES, TERMINAL
@@ -296,37 +296,39 @@ def _values(spec: sweeps.SweepSpec, field: str) -> tuple:
     return next(vary for vary in spec.vary if vary.field == field).values
 
 
-def sweep_panels(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame, controls: dict) -> list[Panel]:
-    """The four charts as live panels: each rebuilt only when the rows it draws or its controls changed."""
+def sweep_charts(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame,
+                 controls: dict) -> list[LiveChart]:
+    """The four charts as live charts: each rebuilt only when the rows it draws or its controls changed."""
     version, moved = objective_version(results), results_version(results)
     objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
     fields = controls["fields"]
-    panels = []
+    live_charts = []
     if fields:
         x, colour, log_y = controls["x"], controls["colour"], controls["log_y"]
-        panels.append(Panel("objective", (x, colour, log_y, controls["log_fields"]), version,
-                            lambda: charts.sweep_objective_chart(
-                                results, x, colour, log_x=x in controls["log_fields"], log_y=log_y,
-                                objective=objective, direction=direction, height=CHART_HEIGHT,
-                                title=f"Final {objective} against {charts.field_title(x)}")))
+        live_charts.append(LiveChart("objective", (x, colour, log_y, controls["log_fields"]), version,
+                                     lambda: charts.sweep_objective_chart(
+                                         results, x, colour, log_x=x in controls["log_fields"], log_y=log_y,
+                                         objective=objective, direction=direction, height=CHART_HEIGHT,
+                                         title=f"Final {objective} against {charts.field_title(x)}")))
         if len(fields) > 1 and controls["heat_x"] != controls["heat_y"]:
             heat = (controls["heat_x"], controls["heat_y"])
-            panels.append(Panel("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
+            live_charts.append(LiveChart("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
                 groups.setting_table(results, list(heat), direction), *heat, log_color=log_y,
                 objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds",
                 x_order=_values(spec, heat[0]) or None, y_order=_values(spec, heat[1]) or None)))
-        panels.append(Panel("parallel", (tuple(fields), controls["log_fields"], log_y), version,
-                            lambda: charts.parallel_coordinates(
-                                results, fields, log_fields=controls["log_fields"], log_objective=log_y,
-                                objective=objective, height=CHART_HEIGHT, title="Every run, across the varied fields")))
+        live_charts.append(LiveChart("parallel", (tuple(fields), controls["log_fields"], log_y), version,
+                                     lambda: charts.parallel_coordinates(
+                                         results, fields, log_fields=controls["log_fields"], log_objective=log_y,
+                                         objective=objective, height=CHART_HEIGHT,
+                                         title="Every run, across the varied fields")))
     metric = controls["metric"]
     rows = curve_rows(store, sweep_id, metric, moved)
     labels = dict(zip(results["run_id"], results["setting"]))
     log_metric = curves_on_log(metric, controls["log_y"])
-    panels.append(Panel("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
+    live_charts.append(LiveChart("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
         groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
         title=f"{metric}: mean over seeds, min-max band")))
-    return panels
+    return live_charts
 
 
 def curves_on_log(metric: str, log_y: bool) -> bool:
@@ -377,7 +379,7 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         st.info("Waiting for the first runs of this sweep…")
         return
     objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
-    specs = live_chart_specs(("sweep", sweep_id), sweep_panels(store, sweep_id, spec, results, controls),
+    specs = live_chart_specs(("sweep", sweep_id), sweep_charts(store, sweep_id, spec, results, controls),
                              final=not active)
     for start in range(0, len(specs), 2):
         for column, chart in zip(st.columns(2), specs[start:start + 2]):

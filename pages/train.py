@@ -25,7 +25,7 @@ from pages.ui.live import (
     HOVER_POINTS,
     LIVE_POINTS,
     REFRESH_CHOICES,
-    Panel,
+    LiveChart,
     latest_value,
     cached_rows,
     describe_refresh,
@@ -36,7 +36,7 @@ from pages.ui.live import (
     run_rows,
     show_chart,
 )
-from stability.charts import metrics as charts
+from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError, RunConfig
 from stability.core.metric_names import H_T_NORM as FLOW
@@ -77,9 +77,9 @@ def summary(run: dict, metrics) -> None:
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
 
-def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Panel]:
+def train_charts(run: dict, rows, smoothing: float, log_loss: bool) -> list[LiveChart]:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
-    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a Panel
+    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a LiveChart
     whose data version is the rows it draws (pages/ui/live.py, Note [Live charts])."""
     label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
     baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
@@ -87,43 +87,43 @@ def chart_panels(run: dict, rows, smoothing: float, log_loss: bool) -> list[Pane
     def drawn_rows(drawn: list):
         return rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
 
-    def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> Panel:
+    def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> LiveChart:
         options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS)
-        return Panel(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
-                     lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title, **options),
-                     lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),
-                     metric=explains or drawn[0])
+        return LiveChart(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
+                         lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title, **options),
+                         lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),
+                         metric=explains or drawn[0])
 
-    panels = [curves("loss", ["train/loss", "val/loss"], explains="val/loss", smoothing=smoothing, log_y=log_loss,
-                     title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
+    live_charts = [curves("loss", ["train/loss", "val/loss"], explains="val/loss", smoothing=smoothing, log_y=log_loss,
+                          title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
     if metric and metric not in LOSS_UNITS:
-        panels.append(curves("metric", [f"train/{metric}", f"val/{metric}"], explains=f"val/{metric}",
-                             smoothing=smoothing,
-                             title=f"{metric} (train, validation)", **baseline))
-    panels.append(curves("h0", ["grad/h0_norm"], log_y=True, smoothing=smoothing,
-                         title="‖∂L/∂h₀‖, gradient at the first step (log)"))
+        live_charts.append(curves("metric", [f"train/{metric}", f"val/{metric}"], explains=f"val/{metric}",
+                                  smoothing=smoothing,
+                                  title=f"{metric} (train, validation)", **baseline))
+    live_charts.append(curves("h0", ["grad/h0_norm"], log_y=True, smoothing=smoothing,
+                              title="‖∂L/∂h₀‖, gradient at the first step (log)"))
     maso = [name for name in ("grad/A_h_norm", "grad/recurrent_norm") if name in names]
     if maso:
-        panels.append(curves("maso", maso, log_y=True, smoothing=smoothing,
-                             title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
+        live_charts.append(curves("maso", maso, log_y=True, smoothing=smoothing,
+                                  title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
     sv = ["sv/min", "sv/max", "sv/margin"]
-    panels.append(Panel("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
+    live_charts.append(LiveChart("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
         drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin"),
         lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS), metric="sv/min"))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:
-        panels.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
+        live_charts.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
     gap = f"gap/{metric}" if f"gap/{metric}" in names else "gap/loss"
-    panels.append(curves("gap", [gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
+    live_charts.append(curves("gap", [gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
     if rows.flow is not None and len(rows.flow):
-        panels.append(Panel("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
+        live_charts.append(LiveChart("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
             rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
             lambda: charts.gradient_flow_heatmap_rows(rows.flow), metric=FLOW))
     if rows.spectrum is not None and len(rows.spectrum):
-        panels.append(Panel("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
+        live_charts.append(LiveChart("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
             rows.spectrum, title="Singular values of W over training: σ_i (log colour)", height=300),
             lambda: charts.spectrum_heatmap_rows(rows.spectrum), metric=SPECTRUM))
-    return panels
+    return live_charts
 
 
 def wide_panels(rows) -> int:
@@ -142,10 +142,10 @@ def draw_grid(specs: list, wide: int) -> None:
         show_chart(st, spec)
 
 
-def draw_explained(specs: list, panels: list[Panel], cell: str) -> None:
+def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None:
     """Classroom view: one chart a row, what to look at and the cell's equations beside it."""
-    for spec, panel in zip(specs, panels):
-        explained(spec, panel.metric, cell)
+    for spec, chart in zip(specs, live_charts):
+        explained(spec, chart.metric, cell)
 
 
 @store_guard
@@ -175,10 +175,10 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     summary(run, rows.metrics)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
-    panels = chart_panels(run, rows, smoothing, log_loss)
-    specs = live_chart_specs(("train", store.location, run_id), panels, final=rows.final)
+    live_charts = train_charts(run, rows, smoothing, log_loss)
+    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
     if classroom:
-        draw_explained(specs, panels, run["config"]["cell"]["name"])
+        draw_explained(specs, live_charts, run["config"]["cell"]["name"])
     else:
         draw_grid(specs, wide_panels(rows))
 

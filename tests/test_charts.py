@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import pandas as pd
 
-from stability.charts import metrics as charts
+from stability import charts
 
 
 def layers(spec):
@@ -104,6 +104,24 @@ def test_ema_matches_tensorboard_debiased_average(weight):
     smoothed = charts.ema(values, weight)
     np.testing.assert_allclose(smoothed, expected, rtol=1e-12, atol=1e-12)
     assert smoothed[0] == pytest.approx(values[0])  # debiased: the first point is not pulled towards 0
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5, 0.99])
+def test_ema_passes_non_finite_values_through_and_the_average_skips_them(weight):
+    """NaN, inf and -inf come out as they went in, wherever they are (first, last, in a row), and the
+    finite values are smoothed as if those rows were not there: they neither enter the average nor age it."""
+    values = np.array([np.nan, np.inf, 2.0, -np.inf, 4.0, np.nan, np.nan, 8.0, 1.0, np.inf])
+    bad = ~np.isfinite(values)
+    smoothed = charts.ema(values, weight)
+    np.testing.assert_array_equal(smoothed[bad], values[bad])
+    np.testing.assert_allclose(smoothed[~bad], reference_ema(values[~bad], weight), rtol=1e-12)
+    for nothing_finite in (np.array([np.nan, -np.inf, np.inf]), np.array([])):
+        np.testing.assert_array_equal(charts.ema(nothing_finite, weight), nothing_finite)
+    logged = np.array([np.nan, 1e-3, 0.0, -5.0, 1e-9, np.inf, 1e2])
+    shown = np.isfinite(logged) & (logged > 0)
+    smoothed = charts.log_ema(logged, weight)
+    np.testing.assert_array_equal(smoothed[~shown], logged[~shown])  # the chart flags these, unsmoothed
+    np.testing.assert_allclose(smoothed[shown], 10.0 ** reference_ema(np.log10(logged[shown]), weight), rtol=1e-12)
 
 
 def test_prepare_smooths_each_series_on_its_own_in_step_order():

@@ -96,7 +96,7 @@ def test_the_grid_is_panels_by_columns_and_the_lines_are_named_by_the_colour_fie
     columns = figures.column_values(layout, runs)
     assert {names[run_id]: value for run_id, value in columns.items()} == {
         "rnn-short": 10, "rnn-long": 30, "spectral-short": 10, "spectral-long": 30}
-    grid = figures.cells(layout, columns)
+    grid = figures.grid_slots(layout, columns)
     assert [(panel.metric, panel.x, value) for panel, value in grid] == [
         ("val/loss", "step", 10), ("val/loss", "step", 30), ("grad/h0_norm", "step", 10),
         ("grad/h0_norm", "step", 30), ("val/loss", "task.seq_len", 10), ("val/loss", "task.seq_len", 30)]
@@ -119,7 +119,7 @@ def test_a_log_panel_marks_a_vanished_gradient_instead_of_dropping_it(laid):
     layout = preset.drawn()
     lines = figures.line_labels(layout, runs, {run_id: str(run_id) for run_id in runs})
     columns = figures.column_values(layout, runs)
-    grid = figures.cells(layout, columns)
+    grid = figures.grid_slots(layout, columns)
     drawn = figures.charts(layout, grid, runs, metrics, lines, columns)
     (long_grad,) = [chart for chart, (panel, value) in zip(drawn, grid)
                     if panel.metric == "grad/h0_norm" and value == 30]
@@ -178,7 +178,7 @@ def _datasets(spec: dict) -> list[pd.DataFrame]:
 def test_a_panel_range_fixes_the_y_axis_and_clips_every_mark(laid):
     preset, runs, metrics = laid
     layout = preset.drawn()
-    grid = [cell for cell in figures.cells(layout, figures.column_values(layout, runs)) if cell[0].range]
+    grid = [cell for cell in figures.grid_slots(layout, figures.column_values(layout, runs)) if cell[0].range]
     assert grid and all(panel.range == (1e-30, 1.0) for panel, _ in grid)
     lines = figures.line_labels(layout, runs, {run_id: str(run_id) for run_id in runs})
     for chart in figures.charts(layout, grid, runs, metrics, lines, figures.column_values(layout, runs)):
@@ -193,7 +193,7 @@ def test_a_panel_range_fixes_the_y_axis_and_clips_every_mark(laid):
 
 
 def test_a_field_over_decades_is_drawn_evenly_in_numeric_order_and_a_close_one_to_scale():
-    from stability.charts import metrics as charts
+    from stability import charts
 
     points = pd.DataFrame({"x": [5, 0.01, 0, 5, 0, 0.01], "run": list("aaabbb"), "value": [0.3, 0.2, 0.1, 0.6, 0.4, 0.5],
                            "run_id": range(6)})
@@ -210,7 +210,7 @@ def test_long_or_many_line_names_wrap_the_legend_uncut_in_a_taller_panel():
     assert figures.legend_at(long) == "wrap"
     assert figures.panel_height(long) == figures.PANEL_HEIGHT + 2 * figures.LEGEND_ROW_PX
     assert figures.panel_height(["rnn", "lstm"]) == figures.PANEL_HEIGHT
-    from stability.charts import metrics as charts
+    from stability import charts
 
     frame = pd.DataFrame({"run_id": [1, 1], "run": [long[0]] * 2, "name": ["val/loss"] * 2, "step": [0, 1],
                           "wall_time": [0.0, 1.0], "value": [1.0, 0.5]})

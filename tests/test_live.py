@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pages.ui import live
-from stability.charts import metrics as charts
+from stability import charts
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 
@@ -133,9 +133,9 @@ def test_rows_put_into_a_kept_spec_are_what_a_full_build_sends(kind):
     make, build, rows = PANELS[kind]
     entry = live._ChartSpecs()
     old, new = make(60), make(90)
-    live._refresh(entry, live.Panel("p", (), 60, lambda: build(old), lambda: rows(old)))
+    live._refresh(entry, live.LiveChart("p", (), 60, lambda: build(old), lambda: rows(old)))
     built_calls = []
-    live._refresh(entry, live.Panel("p", (), 90, lambda: built_calls.append(1) or build(new), lambda: rows(new)))
+    live._refresh(entry, live.LiveChart("p", (), 90, lambda: built_calls.append(1) or build(new), lambda: rows(new)))
     assert built_calls == []  # the chart was not built again
     assert entry.specs["p"] == live._vega_lite_spec(build(new))[0]
 
@@ -144,9 +144,9 @@ def test_rows_that_no_longer_fit_the_kept_spec_build_the_chart_again():
     """A zero appears on a log scale: the flagged rows need a layer the kept spec does not have."""
     make, build, rows = PANELS["metric"]
     entry = live._ChartSpecs()
-    live._refresh(entry, live.Panel("p", (), 1, lambda: build(make(60)), lambda: rows(make(60))))
+    live._refresh(entry, live.LiveChart("p", (), 1, lambda: build(make(60)), lambda: rows(make(60))))
     flagged = make(60, spike=30)
-    live._refresh(entry, live.Panel("p", (), 2, lambda: build(flagged), lambda: rows(flagged)))
+    live._refresh(entry, live.LiveChart("p", (), 2, lambda: build(flagged), lambda: rows(flagged)))
     assert entry.specs["p"] == live._vega_lite_spec(build(flagged))[0]
     assert "triangle-down" in without_data(entry.specs["p"])
 
@@ -154,7 +154,23 @@ def test_rows_that_no_longer_fit_the_kept_spec_build_the_chart_again():
 def test_changed_controls_build_the_chart_again_even_when_the_rows_fit():
     make, build, rows = PANELS["metric"]
     entry = live._ChartSpecs()
-    live._refresh(entry, live.Panel("p", ("loss",), 1, lambda: build(make(60)), lambda: rows(make(60))))
+    live._refresh(entry, live.LiveChart("p", ("loss",), 1, lambda: build(make(60)), lambda: rows(make(60))))
     retitled = lambda: charts.metric_chart(make(60), names=NAMES, title="renamed", **OPTIONS)  # noqa: E731
-    live._refresh(entry, live.Panel("p", ("renamed",), 1, retitled, lambda: rows(make(60))))
+    live._refresh(entry, live.LiveChart("p", ("renamed",), 1, retitled, lambda: rows(make(60))))
     assert json.loads(without_data(entry.specs["p"]))["title"] == "renamed"
+
+
+@pytest.mark.parametrize("kind", PANELS)
+def test_a_specs_datasets_read_back_as_the_rows_the_chart_draws(kind):
+    """The Arrow bytes a spec carries (Note [Arrow rows]) are streams of the chart's own rows, their index
+    included: read back with pyarrow, independently of how they were written, each is its frame."""
+    import pyarrow as pa
+
+    make, build, rows = PANELS[kind]
+    spec, columns = live._vega_lite_spec(build(make(60)))
+    frames = rows(make(60))
+    assert columns == [list(frame.columns) for frame in frames] and len(spec["datasets"]) == len(frames)
+    for index, frame in enumerate(frames):
+        back = pa.ipc.open_stream(spec["datasets"][f"rows_{index}"]).read_pandas()
+        pd.testing.assert_frame_equal(back, frame, check_dtype=False)
+        assert back.index.equals(frame.index)

@@ -1,7 +1,7 @@
 """The bounds of the form's number widgets, which are also the only values a link may set."""
 from __future__ import annotations
 
-from stability.charts.metrics import MAX_SMOOTHING
+from stability.charts import MAX_SMOOTHING
 
 # Note [Limits]
 # -------------

@@ -3,7 +3,7 @@
     refresh = refresh_control(column, query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH))
     every = live_every(refresh, run, cached_rows(store, run_id))      # seconds between reruns; None: no polling
     rows = run_rows(store, run, flow=True)              # read only when the run's step or heartbeat moved
-    specs = live_chart_specs(("train", store.location, run_id), panels, final=rows.final)
+    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
     for spec in specs: show_chart(st, spec)             # a chart whose rows did not change is the same spec
 
 Note [Watching cheaply]
@@ -25,7 +25,8 @@ interval, 5 to 30 s, like TensorBoard's reload timer), or the user's choice, or 
 rerun reads one row of the runs table and reads metric rows only when the run's step or heartbeat moved
 (:func:`run_rows`); each chart is rebuilt only when the rows it draws or its controls changed
 (:func:`live_chart_specs`), otherwise the identical spec goes out again; and the charts are drawn light
-(:data:`LIVE_POINTS` points a line, :data:`HOVER_POINTS` hover points; stability.charts, Note [Light charts]).
+(:data:`LIVE_POINTS` points a line, :data:`HOVER_POINTS` hover points; stability.charts.lines, Note [Light
+charts]).
 
 Streamlit only; nothing here decides what is valid (stability.config does).
 """
@@ -264,19 +265,19 @@ def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
 # an identical spec costs the browser almost nothing (Note [Watching cheaply]), new rows in the same spec
 # a Vega re-run of that chart (Note [Stable specs]).  Building an Altair chart costs ~50 ms of the server's
 # CPU per chart, nearly all of it Altair's own (encodings inferred and validated, layers' params merged);
-# computing its rows costs a few ms.  So each chart is a Panel with a data version (the rows it draws),
+# computing its rows costs a few ms.  So each chart is a LiveChart with a data version (the rows it draws),
 # its controls, a builder and, where the chart module has one, a function giving the chart's datasets
-# alone.  Its spec is kept per panel and rebuilt in full only when its controls changed (at once); when
+# alone.  Its spec is kept per chart and rebuilt in full only when its controls changed (at once); when
 # only its rows changed, the new rows are put into the spec it has (if they still fit it: as many
 # datasets, the same columns; else it is rebuilt), provided the last refresh lies at least REBUILD_FACTOR
 # times its own CPU cost in the past: chart work takes at most 1/REBUILD_FACTOR of a core, and a slow
 # machine simply redraws less often.
 @dataclass(frozen=True)
-class Panel:
-    """One live chart: ``build()`` returns its Altair chart, ``rows()`` (optional) the datasets of that chart
-    in the order its layers first use them; ``data`` changes when its rows do and ``controls`` when its
-    settings (smoothing, scale, which names) do. ``metric``: the metric row the chart is about, whose words
-    the classroom view shows beside it (pages/ui/classroom.py)."""
+class LiveChart:
+    """One chart of a live panel: ``build()`` returns its Altair chart, ``rows()`` (optional) the datasets of
+    that chart in the order its layers first use them; ``data`` changes when its rows do and ``controls``
+    when its settings (smoothing, scale, which names) do. ``metric``: the metric row the chart is about,
+    whose words the classroom view shows beside it (pages/ui/classroom.py)."""
 
     key: str
     controls: object
@@ -288,54 +289,54 @@ class Panel:
 
 @dataclass
 class _ChartSpecs:
-    specs: dict = field(default_factory=dict)     # panel key -> converted spec
-    columns: dict = field(default_factory=dict)   # panel key -> the columns of each of its datasets
-    versions: dict = field(default_factory=dict)  # panel key -> (controls, data) it was built from
+    specs: dict = field(default_factory=dict)     # chart key -> converted spec
+    columns: dict = field(default_factory=dict)   # chart key -> the columns of each of its datasets
+    versions: dict = field(default_factory=dict)  # chart key -> (controls, data) it was built from
     built_at: float = -math.inf
     cost_s: float = 0.0
 
 
-def live_chart_specs(slot, panels: list[Panel], *, final: bool = False) -> list[dict]:
-    """The Vega-Lite specs of ``panels``, kept in this session under ``slot`` (one per watched run) and
-    refreshed per panel only when needed (Note [Live charts]); ``final``: the data will not change again,
+def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False) -> list[dict]:
+    """The Vega-Lite specs of ``charts``, kept in this session under ``slot`` (one per watched run) and
+    refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
     so it is drawn now."""
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
     cache[slot] = entry  # most recently used last
     while len(cache) > KEPT_SLOTS:
         cache.pop(next(iter(cache)))
-    stale = [panel for panel in panels if entry.versions.get(panel.key) != (panel.controls, panel.data)]
-    urgent = any(panel.key not in entry.specs or entry.versions[panel.key][0] != panel.controls for panel in stale)
+    stale = [chart for chart in charts if entry.versions.get(chart.key) != (chart.controls, chart.data)]
+    urgent = any(chart.key not in entry.specs or entry.versions[chart.key][0] != chart.controls for chart in stale)
     now = time.monotonic()
     if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
         started = time.thread_time()
-        for panel in stale:
-            _refresh(entry, panel)
+        for chart in stale:
+            _refresh(entry, chart)
         entry.built_at, entry.cost_s = now, time.thread_time() - started
-    for key in set(entry.specs) - {panel.key for panel in panels}:
+    for key in set(entry.specs) - {chart.key for chart in charts}:
         del entry.specs[key], entry.columns[key], entry.versions[key]
-    return [entry.specs[panel.key] for panel in panels]
+    return [entry.specs[chart.key] for chart in charts]
 
 
-def _refresh(entry: _ChartSpecs, panel: Panel) -> None:
-    """Bring ``panel``'s spec up to date: its new rows in the spec it has when only its rows changed and
+def _refresh(entry: _ChartSpecs, chart: LiveChart) -> None:
+    """Bring ``chart``'s spec up to date: its new rows in the spec it has when only its rows changed and
     they fit that spec, else a full build."""
-    built = entry.versions.get(panel.key)
-    if built is not None and built[0] == panel.controls and panel.rows is not None:
-        frames = panel.rows()
-        if [list(frame.columns) for frame in frames] == entry.columns[panel.key]:
-            entry.specs[panel.key] = {**entry.specs[panel.key], "datasets": _arrow_datasets(frames)}
-            entry.versions[panel.key] = (panel.controls, panel.data)
+    built = entry.versions.get(chart.key)
+    if built is not None and built[0] == chart.controls and chart.rows is not None:
+        frames = chart.rows()
+        if [list(frame.columns) for frame in frames] == entry.columns[chart.key]:
+            entry.specs[chart.key] = {**entry.specs[chart.key], "datasets": _arrow_datasets(frames)}
+            entry.versions[chart.key] = (chart.controls, chart.data)
             return
-    entry.specs[panel.key], entry.columns[panel.key] = _vega_lite_spec(panel.build())
-    entry.versions[panel.key] = (panel.controls, panel.data)
+    entry.specs[chart.key], entry.columns[chart.key] = _vega_lite_spec(chart.build())
+    entry.versions[chart.key] = (chart.controls, chart.data)
 
 
-def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], list],
-                 metrics: list[str] | None = None) -> list[Panel]:
-    """``count`` panels over the charts one call of ``build_all()`` returns (pages that overlay several runs
-    build their charts together); ``build_all`` runs at most once per rerun, and only when a panel needs it.
-    ``metrics``: the metric each chart is about (:attr:`Panel.metric`), in the same order."""
+def charts_built_together(key: str, count: int, controls, data, build_all: Callable[[], list],
+                          metrics: list[str] | None = None) -> list[LiveChart]:
+    """``count`` live charts over the charts one call of ``build_all()`` returns (pages that overlay several
+    runs build their charts together); ``build_all`` runs at most once per rerun, and only when a chart
+    needs it. ``metrics``: the metric each chart is about (:attr:`LiveChart.metric`), in the same order."""
     built: list = []
 
     def chart(index: int):
@@ -343,7 +344,7 @@ def chart_panels(key: str, count: int, controls, data, build_all: Callable[[], l
             built.append(build_all())
         return built[0][index]
 
-    return [Panel(f"{key}/{index}", controls, data, functools.partial(chart, index),
+    return [LiveChart(f"{key}/{index}", controls, data, functools.partial(chart, index),
                   metric=metrics[index] if metrics else None) for index in range(count)]
 
 
@@ -370,6 +371,18 @@ def show_chart(container, spec: dict) -> None:
 # 2000 marks; 29 -> 19 CPU s a minute), and no ARIA description per mark (Vega-Lite builds a text label for
 # every point through Streamlit's expression interpreter, and Streamlit drops them itself above 5000 marks;
 # 19 -> 17 s).  A screen reader still gets the chart's title; hundreds of per-point labels were no help to it.
+#
+# Note [Arrow rows]
+# -----------------
+# A kept spec goes out again at every rerun, so its datasets are serialised once, when its rows change, as
+# the Arrow IPC bytes Streamlit would have made of each DataFrame: Streamlit passes bytes in a spec's
+# ``datasets`` through as they are (a DataFrame there it would convert again at every rerun), the browser
+# sees the same bytes as before (the 75-byte reference of Note [Watching cheaply]), and two specs compare
+# equal when their rows do.  The bytes are written with pyarrow (_arrow_bytes), not with
+# streamlit.dataframe_util: that module is Streamlit's internal code, free to change within the open
+# ``streamlit>=1.40`` of requirements.txt, while pyarrow's Table.from_pandas and IPC stream writer are
+# public and stable, and pyarrow is a dependency of Streamlit itself (every Streamlit release needs it to
+# send a DataFrame).  tests/test_live.py checks that the bytes read back as the rows.
 _GENERATED_NAME = re.compile(r'"(param|view)_[0-9a-f]+(?:_[0-9]+)*"')
 _DEFAULT_THEME = {"view": {"continuousWidth": 300, "continuousHeight": 300}}
 
@@ -394,11 +407,20 @@ def _vega_lite_spec(chart) -> tuple[dict, list[list[str]]]:
 
 
 def _arrow_datasets(frames: list) -> dict[str, bytes]:
-    """``rows_0``, ``rows_1``, ... -> the frames as Arrow bytes, as Streamlit sends them."""
-    from streamlit import dataframe_util
+    """``rows_0``, ``rows_1``, ... -> the frames as Arrow bytes, as Streamlit sends them (Note [Arrow rows])."""
+    return {f"rows_{index}": _arrow_bytes(frame) for index, frame in enumerate(frames)}
 
-    return {f"rows_{index}": dataframe_util.convert_anything_to_arrow_bytes(frame)
-            for index, frame in enumerate(frames)}
+
+def _arrow_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as an Arrow IPC stream, written with pyarrow's public API as Streamlit writes a DataFrame
+    (``pyarrow.Table.from_pandas`` keeps a RangeIndex as metadata and any other index as a column)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def _name_datasets(chart, frames: dict) -> None:
@@ -421,8 +443,9 @@ __all__ = [
     "LIVE_POINTS",
     "REFRESH_CHOICES",
     "LiveRows",
-    "Panel",
+    "LiveChart",
     "cached_rows",
+    "charts_built_together",
     "describe_refresh",
     "live_chart_specs",
     "live_every",

@@ -1,1 +1,38 @@
-"""Charts: pure functions from DataFrames to Altair charts (no Streamlit)."""
+"""Charts: pure functions from DataFrames to Altair charts (no Streamlit).
+
+    from stability import charts
+    charts.metric_chart(frame, names=["train/loss", "val/loss"], log_y=True, smoothing=0.6)
+
+One concern a module, their public names gathered here:
+
+    scales       log axes that never choke: clip_for_log, decades, the notes of what a log axis cannot show
+    fields       a varied config field as an axis: log_axis_for, field_title
+    smoothing    TensorBoard's debiased EMA (pandas' ewm): ema, log_ema
+    decimation   min-max decimation that keeps spikes and decades: downsample_indices
+    lines        curves over training and against a field: prepare, metric_chart(_rows), field_chart
+    spectra      singular values, gradient flow and spectrum heatmaps (the Gradient flow page's charts)
+    sweeps       a sweep's objective chart, heatmap, parallel coordinates, curves over seeds
+    figures      a preset's figure laid out as the paper's (imported as ``stability.charts.figures``)
+"""
+from .decimation import downsample_indices
+from .fields import LOG_FIELDS, LOG_SPAN, field_title, log_axis_for
+from .lines import (PREPARED_COLUMNS, X_AXES, MetricRows, field_chart, metric_chart, metric_chart_rows, prepare,
+                    reference_rows)
+from .scales import HUGE, NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, TINY, clip_for_log, decades
+from .smoothing import MAX_SMOOTHING, ema, log_ema
+from .spectra import (HEATMAP_MAX_STEPS, HEATMAP_MAX_T, gradient_flow_chart, gradient_flow_heatmap,
+                      gradient_flow_heatmap_rows, series_heatmap, series_heatmap_rows, singular_value_band_chart,
+                      singular_value_band_rows, singular_values_chart, spectrum_heatmap, spectrum_heatmap_rows)
+from .sweeps import (DIVERGED_COLOUR, NOTE_DIVERGED, SWEEP_SHAPES, grouped_curves_chart, parallel_coordinates,
+                     sweep_heatmap, sweep_objective_chart)
+
+__all__ = [
+    "DIVERGED_COLOUR", "HEATMAP_MAX_STEPS", "HEATMAP_MAX_T", "HUGE", "LOG_FIELDS", "LOG_SPAN", "MAX_SMOOTHING",
+    "MetricRows", "NOTE_DIVERGED", "NOTE_NAN", "NOTE_OVERFLOW", "NOTE_UNDERFLOW", "PREPARED_COLUMNS",
+    "RUN_COLOURS", "SWEEP_SHAPES", "TINY", "X_AXES",
+    "clip_for_log", "decades", "downsample_indices", "ema", "field_chart", "field_title", "gradient_flow_chart",
+    "gradient_flow_heatmap", "gradient_flow_heatmap_rows", "grouped_curves_chart", "log_axis_for", "log_ema",
+    "metric_chart", "metric_chart_rows", "parallel_coordinates", "prepare", "reference_rows", "series_heatmap",
+    "series_heatmap_rows", "singular_value_band_chart", "singular_value_band_rows", "singular_values_chart",
+    "spectrum_heatmap", "spectrum_heatmap_rows", "sweep_heatmap", "sweep_objective_chart",
+]

@@ -2,8 +2,8 @@
 
     lines = figures.line_labels(layout, runs, names)      # run id -> the name of its line
     columns = figures.column_values(layout, runs)         # run id -> its column's value (None: one column)
-    cells = figures.cells(layout, columns)                # [(panel, column value)], row by row
-    drawn = figures.charts(layout, cells, runs, metrics, lines, columns)   # an Altair chart per cell
+    slots = figures.grid_slots(layout, columns)           # [(panel, column value)], row by row
+    drawn = figures.charts(layout, slots, runs, metrics, lines, columns)   # an Altair chart per slot
 
 ``runs`` maps run ids to stored records (``RunStore.record``), ``metrics`` run ids to their metric rows
 (the long frame of ``RunStore.metrics``). Plain functions of those, so a test checks them on
@@ -15,9 +15,9 @@ import math
 
 import pandas as pd
 
-from . import metrics as _charts
 from ..presets import preset as reproduce
 from ..core.formatting import shown
+from .lines import field_chart, metric_chart
 from ..presets.preset import Layout, Panel
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
@@ -53,9 +53,9 @@ def column_values(layout: Layout, runs: dict) -> dict:
     return {run_id: reproduce.field_value(run.config, layout.columns) for run_id, run in runs.items()}
 
 
-def cells(layout: Layout, columns: dict) -> list[tuple]:
-    """``(panel, column value)`` of every chart, row by row (the paper's panels top to bottom), the columns
-    in increasing order (numbers) or first seen (texts)."""
+def grid_slots(layout: Layout, columns: dict) -> list[tuple]:
+    """The slots of the figure's grid: ``(panel, column value)`` of every chart, row by row (the paper's
+    panels top to bottom), the columns in increasing order (numbers) or first seen (texts)."""
     values = list(dict.fromkeys(columns.values()))
     try:
         values = sorted(values)
@@ -64,12 +64,12 @@ def cells(layout: Layout, columns: dict) -> list[tuple]:
     return [(panel, value) for panel in layout.panels for value in values]
 
 
-def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
+def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
     """The charts of the layout (Note [Layout] in stability/presets/preset.py): over training, every run of the
     column overlaid, its line named by ``lines`` (made distinct where two would share a name); against a
     config field, each run's statistic of the metric, a line per name."""
     drawn = []
-    for panel, value in grid:
+    for panel, value in slots:
         members = [run_id for run_id in runs if columns[run_id] == value]
         title = panel.title if layout.columns is None else \
             f"{panel.title} · {short(layout.columns)} = {shown(value)}"
@@ -83,12 +83,12 @@ def charts(layout: Layout, grid: list[tuple], runs: dict, metrics: dict, lines: 
                              skip=tuple(path for path in (layout.color, layout.columns) if path))
             frame = pd.concat([metrics[run_id].assign(run=named[run_id]) for run_id in members],
                               ignore_index=True)
-            drawn.append(_charts.metric_chart(frame, names=[panel.metric], hover_points=60,
-                                              **shared, **_legend(named.values())))
+            drawn.append(metric_chart(frame, names=[panel.metric], hover_points=60,
+                                      **shared, **_legend(named.values())))
         else:
-            drawn.append(_charts.field_chart(field_points(panel, members, runs, metrics, lines),
-                                             x_title=short(panel.x), y_title=f"{panel.stat} {panel.metric}",
-                                             **shared, **_legend(lines[run_id] for run_id in members)))
+            drawn.append(field_chart(field_points(panel, members, runs, metrics, lines),
+                                     x_title=short(panel.x), y_title=f"{panel.stat} {panel.metric}",
+                                     **shared, **_legend(lines[run_id] for run_id in members)))
     return drawn
 
 

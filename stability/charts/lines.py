@@ -1,0 +1,295 @@
+"""Curves over training: a metric's lines per run (:func:`metric_chart`), a statistic against a config
+field (:func:`field_chart`), and the rows they draw (:func:`prepare`: one series per run and metric,
+ordered, smoothed like TensorBoard, decimated so a long run stays cheap to draw).
+
+On a log y axis zeros and infinities are drawn at the edge and flagged (stability.charts.scales).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .decimation import check_max_points, downsample_indices
+from .fields import LOG_SPAN, is_numeric_field, value_label
+from .scales import (NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS, clipped_to_plot, finite_or_nan, log_edges, on_log_axis,
+                     y_axis_scale)
+from .smoothing import check_smoothing, ema, log_ema
+
+# Note [Light charts]
+# -------------------
+# A live page redraws its charts while a worker trains beside it, and in the browser a redraw runs every
+# row through Vega's dataflow with Streamlit's expression interpreter (pages/ui/live.py, Note [Watching
+# cheaply]).  What a chart costs there grows with rows x layers x fields, so a live chart sends what it
+# draws and no more, hiding nothing:
+# * at most ~2 points per pixel column a line (prepare's max_points), picked by min-max decimation, so a
+#   one-step spike is never lost, and on a log axis a row of every decade the series visited, so a
+#   gradient falling through 1e-10 still shows 1e-10; rows are picked, never averaged, so a tiny value is
+#   drawn as it is, never as 0 (stability.charts.decimation);
+# * the lines get only the columns they draw; the tooltip fields go with the hover points, at most
+#   hover_points a line (min-max picked again: a spike keeps its tooltip);
+# * rows a log axis cannot show go in a small dataset of their own instead of a filter over every row;
+# * the spec never depends on the rows (the heatmap's colour domain and axis labels come from Vega), so a
+#   page can put new rows into the chart it has (metric_chart_rows here, singular_value_band_rows and
+#   gradient_flow_heatmap_rows in stability.charts.spectra give a chart's datasets, in the order its
+#   layers use them).
+
+X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
+PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
+
+
+def check_x(x: str) -> None:
+    """``x`` must name one of :data:`X_AXES`."""
+    if x not in X_AXES:
+        raise ValueError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+
+
+def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (reindexed 0..n−1) with the display label ``run`` and ``time_s``."""
+    data = frame.reset_index(drop=True)
+    if "run" in data:
+        data["run"] = data["run"].astype(str)
+    else:
+        codes, ids = pd.factorize(data["run_id"])
+        data["run"] = np.array([str(run_id) for run_id in ids], dtype=object)[codes]
+    data["time_s"] = data["wall_time"] - data.groupby("run_id")["wall_time"].transform("min")
+    return data
+
+
+def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max_points: int = 2000,
+            log: bool = False) -> pd.DataFrame:
+    """Metric rows ready to plot: one series per (run, name), ordered along ``x``, smoothed and decimated.
+
+    ``frame`` has columns run_id, step, wall_time, name, value and optionally ``run`` (a display label,
+    default ``str(run_id)``). Returns columns run_id, run, name, step, wall_time, time_s (seconds since the
+    run's first row in ``frame``), value (raw) and smoothed (:func:`ema` with weight ``smoothing``, or
+    :func:`log_ema` with ``log``, computed on the full series before decimation), sorted by run, name and
+    ``x``, at most ``max_points`` rows per series (:func:`downsample_indices` on the raw values, so the
+    first, last, smallest and largest rows survive, and with ``log`` every decade the series visited).
+    """
+    check_x(x)
+    check_smoothing(smoothing)
+    check_max_points(max_points)
+    if frame.empty:
+        return pd.DataFrame({column: pd.Series(dtype=object if column in ("run", "name") else float)
+                             for column in PREPARED_COLUMNS})
+    data = with_labels(frame)
+    along, values = data[X_AXES[x][0]].to_numpy(), data["value"].to_numpy(dtype=float)
+    average = log_ema if log else ema
+    rows, smoothed = [], []
+    for positions in data.groupby(["run_id", "run", "name"], sort=True).indices.values():
+        positions = positions[np.argsort(along[positions], kind="stable")]
+        keep = downsample_indices([values[positions]], max_points, log=log)
+        rows.append(positions[keep])
+        smoothed.append(average(values[positions], float(smoothing))[keep])
+    out = data.iloc[np.concatenate(rows)][PREPARED_COLUMNS[:-1]].reset_index(drop=True)
+    out["smoothed"] = np.concatenate(smoothed)
+    return out
+
+
+def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
+                 log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
+                 height: int = 260, max_points: int = 2000, hover_points: int | None = None,
+                 marks: tuple = (), y_range: tuple | None = None, legend: str = "top") -> alt.LayerChart:
+    """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
+
+    Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
+    smoothed curve is drawn over the faint raw one. Clicking a run in the legend highlights it; hovering
+    shows the nearest points' values. On a log y scale zeros and infinities are flagged
+    (:func:`clip_for_log`), drawn a decade beyond the data (:func:`log_edges`) and marked with a triangle.
+    ``baseline`` (e.g. the task's chance-level loss) is a dashed rule labelled ``baseline_label``; on a log
+    scale a baseline <= 0 has no place and is left out. ``marks``: more dashed rules, ``(value, label)``
+    pairs (a paper's numbers), drawn as the baseline is. ``y_range`` ``(low, high)`` fixes the y axis
+    (the range a paper's panel shows) and clips what falls outside it. At most ``max_points`` rows per
+    curve (:func:`prepare`).
+
+    ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
+    dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
+    ``hover_points`` rows per curve, picked by :func:`downsample_indices` so a spike keeps its tooltip,
+    and the flagged rows of a log scale a small dataset of their own (no layer while there are none)
+    instead of a filter over every row. :func:`metric_chart_rows` gives the datasets alone.
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    rows = metric_chart_rows(frame, names=names, baseline=baseline, baseline_label=baseline_label, log_y=log_y,
+                             x=x, smoothing=smoothing, max_points=max_points, hover_points=hover_points,
+                             marks=marks)
+    x_field, x_title = X_AXES[x]
+    y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
+    y_scale = y_axis_scale(log_y, y_range)
+    legend_pick = alt.selection_point(fields=["run"], bind="legend")
+    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
+                                clear="pointerout", empty=False)
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+                "color": alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)}
+    if len(names) > 1:
+        encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
+    lines = alt.Chart(rows.lines).encode(**encoding)
+    points = lines if rows.hover is rows.lines else alt.Chart(rows.hover).encode(**encoding)
+    y, y_raw = alt.Y("y:Q", title=y_title, scale=y_scale), alt.Y("y_raw:Q", title=y_title, scale=y_scale)
+    tooltip = _metric_tooltip(smoothing)
+
+    layers = []
+    if smoothing > 0:
+        layers.append(lines.mark_line(strokeWidth=1).encode(
+            y=y_raw, opacity=alt.condition(legend_pick, alt.value(0.25), alt.value(0.04))))
+    layers.append(lines.mark_line(strokeWidth=2).encode(
+        y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
+    layers.append(points.mark_point(size=40, filled=True).encode(
+        y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
+    if log_y and (rows.flagged is None or len(rows.flagged)):
+        marked = (points.transform_filter(alt.datum.note != "") if rows.flagged is None
+                  else alt.Chart(rows.flagged).encode(**encoding))
+        layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
+    if rows.baseline is not None:
+        layers += _baseline_layers(rows.baseline, y_title, y_scale)
+    chart = alt.layer(*layers).properties(title=title, height=height)
+    return chart if y_range is None else clipped_to_plot(chart)
+
+
+def _legend(orient: str) -> alt.Legend:
+    """The run legend above the plot: in one row (``"top"``, a few short names), or in two columns with no
+    name cut short (``"wrap"``: many or long names; the caller makes the chart taller by a row a pair)."""
+    return alt.Legend(orient="top") if orient == "top" else alt.Legend(orient="top", columns=2, labelLimit=400)
+
+
+@dataclass
+class MetricRows:
+    """The datasets of a :func:`metric_chart`: the lines', the hover points' (the same frame unless the
+    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the baseline."""
+
+    lines: pd.DataFrame
+    hover: pd.DataFrame
+    flagged: pd.DataFrame | None = None
+    baseline: pd.DataFrame | None = None
+
+    def datasets(self) -> list[pd.DataFrame]:
+        """The distinct frames in the order the chart's layers first use them (tests/test_charts.py checks
+        the order against the chart's own)."""
+        frames = [self.lines] + ([self.hover] if self.hover is not self.lines else [])
+        frames += [self.flagged] if self.flagged is not None and len(self.flagged) else []
+        return frames + ([self.baseline] if self.baseline is not None else [])
+
+
+def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = None,
+                      baseline_label: str | None = None, log_y: bool = False, x: str = "step",
+                      smoothing: float = 0.0, max_points: int = 2000, hover_points: int | None = None,
+                      marks: tuple = ()) -> MetricRows:
+    """The rows :func:`metric_chart` draws with these arguments, without building the chart."""
+    names = [names] if isinstance(names, str) else list(names)
+    data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
+    rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
+    rows.baseline = reference_rows(([(baseline, baseline_label or "baseline")] if baseline is not None else [])
+                                   + list(marks), log_y)
+    return rows
+
+
+def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
+    """The dashed reference lines ``(value, label)`` a chart draws (:func:`_baseline_layers`); on a log
+    scale a value <= 0 has no place and is left out; None when none is left."""
+    kept = [(float(value), label) for value, label in marks
+            if value is not None and math.isfinite(float(value)) and not (log_y and float(value) <= 0)]
+    if not kept:
+        return None
+    return pd.DataFrame({"baseline": [value for value, _ in kept], "label": [label for _, label in kept]})
+
+
+def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool = False, title: str = "",
+                marks: tuple = (), height: int = 260, y_range: tuple | None = None,
+                legend: str = "top") -> alt.LayerChart:
+    """A statistic of each run against a config field (a preset's panel with a field x, e.g. the final
+    accuracy against depth L): ``points`` has x (numbers, or texts drawn in first-seen order), run (the
+    line's label), value and run_id. A line per label through its points sorted by x; on a log y scale
+    a zero or an infinity is drawn at the edge as a triangle (:func:`clip_for_log`), a NaN is left out.
+    ``marks``: dashed rules ``(value, label)``. Numbers spread over more than two decades are drawn
+    evenly spaced in their order (a σ grid of 0, 0.01, 5 would otherwise crowd into one end)."""
+    data = points.copy()
+    numeric_x, order = is_numeric_field(data["x"]), None
+    if numeric_x:  # values over several decades (σ = 0, 0.01, 5): evenly spaced, in numeric order
+        values_x = pd.to_numeric(data["x"]).astype(float)
+        positive = values_x[values_x > 0]
+        if len(positive) > 1 and positive.max() / positive.min() > LOG_SPAN:
+            numeric_x, order = False, [value_label(value) for value in sorted(set(values_x))]
+    else:
+        order = list(dict.fromkeys(data["x"].map(value_label)))  # texts: first seen
+    data["x"] = data["x"].astype(float) if numeric_x else data["x"].map(value_label)
+    values = data["value"].astype(float)
+    if log_y:
+        edges = log_edges(values)
+        data["y"], data["note"] = on_log_axis(values, edges)
+    else:
+        data["y"] = finite_or_nan(values)
+        data["note"] = np.where(np.isinf(values), NOTE_OVERFLOW, "")
+    data = data.dropna(subset=["y"]).sort_values(["run", "x"], kind="stable")
+    ticks = sorted(set(data["x"])) if numeric_x else []
+    x = alt.X("x:Q" if numeric_x else "x:O", title=x_title, sort=order or alt.Undefined,
+              scale=alt.Scale(zero=False) if numeric_x else alt.Undefined,
+              axis=alt.Axis(values=ticks, format="~g") if numeric_x and 0 < len(ticks) <= 12 else
+              (alt.Undefined if numeric_x else alt.Axis(labelAngle=0)))
+    y_scale = y_axis_scale(log_y, y_range)
+    y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale)
+    colour = alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("x:N" if not numeric_x else "x:Q", title=x_title),
+               alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("run_id:Q", title="run id"), alt.Tooltip("note:N")]
+    base = alt.Chart(data).encode(x=x, y=y, color=colour)
+    layers = [base.mark_line(strokeWidth=2), base.mark_point(size=60, filled=True).encode(tooltip=tooltip)]
+    flagged = data[data["note"] != ""]
+    if len(flagged):
+        layers.append(alt.Chart(flagged).mark_point(shape="triangle-down", size=80, filled=True).encode(
+            x=x, y=y, color=colour, tooltip=tooltip))
+    reference = reference_rows(marks, log_y)
+    if reference is not None:
+        layers += _baseline_layers(reference, y_title, y_scale)
+    chart = alt.layer(*layers).properties(title=title, height=height)
+    return chart if y_range is None else clipped_to_plot(chart)
+
+
+def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log_y: bool,
+                 max_points: int) -> pd.DataFrame:
+    """:func:`prepare`'s rows of ``names`` with what the chart draws: y (smoothed or raw), y_raw and note."""
+    data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x, log=log_y, max_points=max_points)
+    shown = "smoothed" if smoothing > 0 else "value"
+    if log_y:
+        edges = log_edges(pd.concat([data[shown], data["value"]]))
+        data["y"], _ = on_log_axis(data[shown], edges)
+        data["y_raw"], data["note"] = on_log_axis(data["value"], edges)
+    else:
+        data["y"], data["y_raw"] = finite_or_nan(data[shown]), finite_or_nan(data["value"])
+        data["note"] = np.where(data["y_raw"].isna(), NOTE_NAN, "")
+        data.loc[np.isinf(data["value"].astype(float)), "note"] = NOTE_OVERFLOW
+    return data
+
+
+def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: bool,
+                    hover_points: int | None) -> tuple:
+    """(rows of the lines, rows of the hover points, flagged rows or None): ``data`` shared by every layer,
+    or with ``hover_points`` the light split of Note [Light charts]."""
+    if hover_points is None:
+        return data, data, None
+    drawn = list(dict.fromkeys([x_field, "y", *(["y_raw"] if smoothing > 0 else []), "run", "name"]))
+    series = data.groupby(["run_id", "run", "name"], sort=False).indices.values()
+    y = data["y"].to_numpy(dtype=float)
+    picked = [positions[downsample_indices([y[positions]], hover_points, log=log_y)] for positions in series]
+    hovered = data.iloc[np.sort(np.concatenate(picked))] if picked else data
+    return data[drawn], hovered, data[data["note"] != ""] if log_y else None
+
+
+def _metric_tooltip(smoothing: float) -> list:
+    tooltip = [alt.Tooltip("run:N"), alt.Tooltip("name:N", title="metric"), alt.Tooltip("step:Q"),
+               alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
+               alt.Tooltip("value:Q", title="raw", format=".4g")]
+    if smoothing > 0:
+        tooltip.append(alt.Tooltip("smoothed:Q", format=".4g"))
+    return tooltip + [alt.Tooltip("note:N")]
+
+
+def _baseline_layers(reference: pd.DataFrame, y_title: str, y_scale: alt.Scale) -> list:
+    """A dashed rule at ``reference``'s baseline and its label at the left edge."""
+    base = alt.Chart(reference)
+    y = alt.Y("baseline:Q", title=y_title, scale=y_scale)
+    return [base.mark_rule(strokeDash=[6, 4], color="#666").encode(
+                y=y, tooltip=[alt.Tooltip("label:N"), alt.Tooltip("baseline:Q", format=".4g")]),
+            base.mark_text(align="left", baseline="bottom", dx=4, dy=-2, color="#666").encode(
+                x=alt.value(0), y=y, text="label:N")]
