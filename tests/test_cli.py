@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stability import cells, tasks
-from stability.cli.main import ProgressLine
+from stability.cli.output import ProgressLine
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
 

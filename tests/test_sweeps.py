@@ -491,7 +491,8 @@ def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
     import shlex
     from pathlib import Path
 
-    from stability.cli.main import build_parser, config_from_args
+    from stability.cli.arguments import config_from_args
+    from stability.cli.main import build_parser
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme.split("## Sweeps", 1)[1].split("\n## ", 1)[0]

@@ -355,6 +355,12 @@ def _reap_launched() -> None:
     _launched[:] = [process for process in _launched if process.poll() is None]
 
 
+def launched_workers() -> list[subprocess.Popen]:
+    """The worker processes this process launched that are still running (the finished ones are reaped)."""
+    _reap_launched()
+    return list(_launched)
+
+
 def _terminate(pid: int | None, claim: dict | None) -> bool:
     """SIGTERM the worker's process group, then SIGKILL if it stays, if ``pid`` is the claimed worker.
 

@@ -1,0 +1,112 @@
+"""``reproduce``: run a paper's figure or table (a preset, :mod:`stability.presets.preset`) and judge its claims.
+
+    python -m stability reproduce --list
+    python -m stability reproduce NAME [--scale classroom|paper] [--json]
+
+The preset's runs train one after another in this process, a line on stderr as each starts and
+ends; then the verdict table (claim, the paper's value, ours, held / did not hold / could not
+tell), or with ``--json`` the verdicts as one JSON object. It exits 0 once the runs ran,
+whatever the verdicts; 130 when Ctrl-C cut them short.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..execution import threads
+from ..runs.store import RunStore
+from .output import ProgressLine, duration, print_rows
+
+
+def add_command(commands, store) -> None:
+    """``reproduce --list`` and ``reproduce NAME [--scale S] [--json]``."""
+    reproduce = commands.add_parser("reproduce", parents=[store],
+                                    help="run a paper's figure or table (a preset) and judge its claims")
+    reproduce.add_argument("preset", nargs="?", metavar="NAME",
+                           help="a preset name (see --list) or the path of a preset file (.toml, .json)")
+    reproduce.add_argument("--list", action="store_true", help="the presets, a line each")
+    reproduce.add_argument("--scale", default="classroom", metavar="SCALE",
+                           help="classroom (a few CPU minutes, the default) or paper (the paper's sizes, for a GPU)")
+    reproduce.add_argument("--json", action="store_true", help="end with the verdicts as one JSON object on stdout")
+    reproduce.set_defaults(handler=cmd_reproduce)
+
+
+def cmd_reproduce(args) -> int:
+    from ..presets import preset as reproduce
+
+    if args.list:
+        if args.preset is not None:
+            raise reproduce.PresetError("give either --list or a preset NAME, not both")
+        _print_presets()
+        return 0
+    if args.preset is None:
+        raise reproduce.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
+    preset = reproduce.load(args.preset)
+    preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
+    # the runs train here one after another, as one background worker would: its thread policy (a torch
+    # thread per spare core; two threads spinning on a busy 2-core machine ran ~10x slower)
+    threads.apply_worker_threads(threads.worker_threads(1))
+    with RunStore(args.store) as store:
+        print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
+              f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
+        rough = reproduce.estimate(preset, store, args.scale)
+        if rough is not None:
+            print(f"about {duration(rough['seconds'])} on this machine ({rough['basis']})", file=sys.stderr,
+                  flush=True)
+        try:
+            run_ids = _run_preset(preset, store, args.scale)
+        except KeyboardInterrupt:
+            print(f"{preset.name}: interrupted; the runs so far keep their rows (python -m stability runs)",
+                  file=sys.stderr)
+            return 130
+        _print_verdicts(preset, store, run_ids, args)
+    return 0
+
+
+def _print_presets() -> None:
+    """The shipped presets, a row each: name, paper, figure, what it shows, its runs at each scale."""
+    from ..presets import preset as reproduce
+
+    rows = [("name", "paper", "figure", "shows", "runs")]
+    for info in reproduce.available():
+        rows.append((info.name, info.paper, info.figure, info.shows,
+                     " / ".join(f"{count} {scale}" for scale, count in info.runs.items())))
+    print_rows(rows)
+
+
+def _run_preset(preset, store: RunStore, scale: str) -> list[int]:
+    """Train the preset's runs here, a line on stderr as each starts and ends and a progress line as it trains."""
+    from .. import tasks
+    from ..presets import preset as reproduce
+
+    return reproduce.run(preset, store, scale, progress=lambda line: print(line, file=sys.stderr, flush=True),
+                         step_progress=lambda config: ProgressLine(tasks.describe(config.task.name).metric))
+
+
+def _print_verdicts(preset, store: RunStore, run_ids: list[int], args) -> None:
+    """The claims judged on the runs: one JSON object with ``--json``, else the verdict table."""
+    from ..presets import preset as reproduce
+
+    verdicts = reproduce.verdicts(preset, store, run_ids)
+    if args.json:
+        print(json.dumps({"preset": preset.name, "scale": args.scale, "store": str(store), "run_ids": run_ids,
+                          "verdicts": [verdict.to_dict() for verdict in verdicts]}, ensure_ascii=False))
+        return
+    print(f"{preset.name}: {preset.title}")
+    print_rows([("claim", "paper", "ours", "verdict")] +
+               [(v.claim, _verdict_value(v.paper), _verdict_value(v.ours), v.outcome) for v in verdicts])
+    for verdict in verdicts:
+        if verdict.held is None:
+            print(f"  could not tell \"{verdict.claim}\": {verdict.why}")
+    print(f"  runs {', '.join(map(str, run_ids))} in {store}; the paper's source of each claim: --json")
+
+
+def _verdict_value(value) -> str:
+    """The paper's value or ours in the verdict table. Not :func:`stability.core.formatting.shown` (``%g``, six
+    figures, as run names write a setting): a measured value gets 4 significant figures, a whole number of 100
+    or more (a parameter count, a step) in full, and a claim with no value ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) >= 100 else f"{value:.4g}"
+    return str(value)

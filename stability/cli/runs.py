@@ -1,0 +1,206 @@
+"""The commands on single runs: ``train``, ``runs``, ``show``, ``stop``, ``resume``, ``export``.
+
+    python -m stability train --cell spectral --task adding --seq-len 100 [--background] [--json]
+    python -m stability runs | show ID | stop ID | resume ID [--background] [--json]
+    python -m stability export ID [--output FILE] | export ID ... --tensorboard DIR
+
+A foreground ``train`` or ``resume`` trains in this process (a run claimed by its pid) with a
+progress line on stderr; Ctrl-C stops the run. ``--background`` hands it to a worker
+(:mod:`stability.execution.runner`). The exit status is :data:`EXIT_CODES` of the run's status.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+
+from ..execution import runner
+from ..execution.preflight import check_buildable
+from ..runs.store import RunStore, StoreBusy
+from .arguments import add_config_flags, config_from_args
+from .interrupts import interrupts_deferred
+from .output import ProgressLine, or_blank, print_error, print_rows, print_summary
+
+EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
+
+
+def add_commands(commands, store) -> None:
+    """``train``, ``runs``, ``show``, ``stop``, ``resume`` and ``export``, each with ``--store`` (``store``)."""
+    train = commands.add_parser("train", parents=[store], help="train a cell on a task")
+    train.set_defaults(handler=cmd_train)
+    add_config_flags(train)
+    train.add_argument("--name", default="", help="a label for the run")
+    train.add_argument("--background", action="store_true", help="train in a worker process; print the run id")
+    train.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+
+    runs = commands.add_parser("runs", parents=[store], help="list the runs in the store")
+    runs.set_defaults(handler=cmd_runs)
+    for name, handler, text in (("show", cmd_show, "a run's config, status and final metrics"),
+                                ("stop", cmd_stop, "stop a running or queued run")):
+        command = commands.add_parser(name, parents=[store], help=text)
+        command.add_argument("run_id", type=int, metavar="ID")
+        command.set_defaults(handler=handler)
+    resume = commands.add_parser("resume", parents=[store],
+                                 help="continue a stopped, interrupted or failed run from its last checkpoint")
+    resume.add_argument("run_id", type=int, metavar="ID")
+    resume.add_argument("--background", action="store_true", help="continue in a worker process")
+    resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+    resume.set_defaults(handler=cmd_resume)
+    export = commands.add_parser("export", parents=[store],
+                                 help="a run's metric rows as CSV, or runs as TensorBoard event files")
+    export.add_argument("run_id", type=int, metavar="ID", nargs="+")
+    where = export.add_mutually_exclusive_group()
+    where.add_argument("--output", "-o", metavar="FILE", help="the CSV file (default: stdout)")
+    where.add_argument("--tensorboard", metavar="DIR",
+                       help="write TensorBoard event files, DIR/run-<id> a run (then: tensorboard --logdir DIR)")
+    export.set_defaults(handler=cmd_export)
+
+
+def cmd_train(args) -> int:
+    from ..core.devices import resolve_device
+
+    config = config_from_args(args)
+    config.validate()
+    check_buildable(config)
+    resolve_device(config.train.device)  # a missing GPU is bad input, before any run is stored
+    if args.background:
+        run_id = runner.start_run(config, args.store)
+        if args.json:
+            with RunStore(args.store) as store:
+                print(json.dumps({"run_id": run_id, "status": store.run(run_id)["status"], "final": {}}))
+        else:
+            print(run_id)
+        print(f"run {run_id} handed to a background worker; watch it with `python -m stability show {run_id}`",
+              file=sys.stderr)
+        return 0
+
+    with RunStore(args.store) as store:
+        with interrupts_deferred() as interrupted:  # never a claimed run that nobody trains or stops
+            run_id = runner.create_attached_run(store, config)
+        return _train_attached(store, config, run_id, args, interrupted)
+
+
+def cmd_resume(args) -> int:
+    """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker."""
+    if args.background:
+        runner.resume_run(args.run_id, args.store)
+        print(args.run_id)
+        print(f"run {args.run_id} handed to a background worker; watch it with "
+              f"`python -m stability show {args.run_id}`", file=sys.stderr)
+        return 0
+    with RunStore(args.store) as store:
+        with interrupts_deferred() as interrupted, runner.scheduling_lock(store):
+            config = runner.prepare_resume(store, args.run_id, claim=True)
+        return _train_attached(store, config, args.run_id, args, interrupted, resume=True)
+
+
+def _train_attached(store: RunStore, config, run_id: int, args, interrupted: list, resume: bool = False) -> int:
+    """Train (or resume) a run claimed by this process, with a progress line; Ctrl-C stops it."""
+    from .. import tasks
+    from ..training.trainer import train_run
+
+    progress = ProgressLine(tasks.describe(config.task.name).metric)
+    try:
+        if interrupted:
+            raise KeyboardInterrupt
+        status = train_run(config, store, run_id, progress=progress, resume=resume)
+    except KeyboardInterrupt:
+        with interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
+            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
+        status = "stopped"
+    except Exception as error:
+        store.set_status(run_id, "failed", error=runner.describe_error(error))
+        if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
+            print_error(error)
+            return 2
+        status = "failed"
+    finally:
+        progress.finish()
+    if args.json:
+        final = {name: (value if math.isfinite(value) else None) for name, value in store.latest(run_id).items()}
+        print(json.dumps({"run_id": run_id, "status": status, "final": final}))
+    else:
+        print_summary(store, run_id)
+    if status == "failed":
+        print_error(f"run {run_id} failed: {store.run(run_id)['error']}")
+    return EXIT_CODES.get(status, 1)
+
+
+def _reconcile(store_path) -> None:
+    """Mark runs whose worker is gone and start queued ones; this housekeeping writes, so a
+    store locked by a writer skips it: listing and showing only read."""
+    try:
+        runner.reconcile(store_path)
+    except StoreBusy:
+        pass
+
+
+def cmd_runs(args) -> int:
+    _reconcile(args.store)
+    with RunStore(args.store) as store:
+        records = store.records()  # newest first, latest values included: two queries in all
+        if not records:
+            print(f"no runs in {store}")
+            return 0
+        header = ("id", "name", "status", "cell", "task", "step", "final", "sweep", "created")
+        rows = [header]
+        for run in records:
+            rows.append((str(run.id), run.name or "", run.status, run.cell or "?", run.task or "?",
+                         f"{or_blank(run.step)}/{or_blank(run.total_steps)}", _final_metric(run),
+                         "" if run.sweep_id is None else f"{run.sweep_id}#{run.trial}",
+                         time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))))
+    print_rows(rows)
+    return 0
+
+
+def _final_metric(run) -> str:
+    """``test <metric> value`` once the run has one, else the latest validation value."""
+    for split in ("test", "val"):
+        name = f"{split}/{run.metric}"
+        if name in run.latest:
+            return f"{split} {run.metric} {run.latest[name]:.4g}"
+    return ""
+
+
+def cmd_show(args) -> int:
+    _reconcile(args.store)
+    with RunStore(args.store) as store:
+        run = store.run(args.run_id)
+        latest = store.latest(args.run_id)
+    print(f"run {run['id']}{' ' + repr(run['name']) if run['name'] else ''}: {run['status']}")
+    for label in ("error", "device", "pid", "step", "total_steps", "total_params", "recurrent_params"):
+        if run[label] is not None:
+            print(f"{label}: {run[label]}")
+    if run["baseline"] is not None:
+        print(f"baseline: {run['metric']} {run['baseline']:.4g} ({run['baseline_label'] or 'memoryless'})")
+    print("config:")
+    print(json.dumps(run["config"], indent=2, sort_keys=True))
+    if latest:
+        print("latest metrics:")
+        width = max(map(len, latest))
+        for name in sorted(latest):
+            print(f"  {name.ljust(width)}  {latest[name]:.6g}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    with RunStore(args.store) as store:
+        if args.tensorboard is not None:
+            from ..runs.export import to_tensorboard
+
+            for folder in to_tensorboard(store, args.run_id, args.tensorboard):
+                print(folder)
+            return 0
+        if len(args.run_id) > 1:
+            raise ValueError("CSV export takes one run id; give several with --tensorboard DIR")
+        if args.output is None:
+            store.export_csv(args.run_id[0], sys.stdout)
+        else:
+            store.export_csv(args.run_id[0], args.output)
+    return 0
+
+
+def cmd_stop(args) -> int:
+    print(runner.stop_run(args.run_id, args.store))
+    return 0
