@@ -364,7 +364,7 @@ def test_an_unknown_preset_name_lists_the_shipped_ones():
     assert all(name in str(caught.value) for name in SHIPPED)
 
 
-@pytest.mark.parametrize("name, target", [("maso-fig4", "stability.sweeps.train_trial"),
+@pytest.mark.parametrize("name, target", [("maso-fig4", "stability.sweeps.workers.train_trial"),
                                           ("sgornn-table1", "stability.training.trainer.train_run")])
 def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
     def interrupted(*args, **kwargs):

@@ -17,6 +17,7 @@ from stability.core import metric_names
 from stability import sweeps
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
+from stability.sweeps import spec as spec_module
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
 from stability.training.trainer import train_run
@@ -139,13 +140,13 @@ BAD = [
 @pytest.mark.parametrize("vary, options, message", BAD)
 def test_bad_input_is_one_sweep_error_line_before_any_config_is_built_twice(monkeypatch, vary, options, message):
     built = collections.Counter()
-    check_buildable = RunConfig.check_buildable
+    check_buildable = spec_module.check_buildable
 
     def counted(config):
         built[config.to_json()] += 1
         return check_buildable(config)
 
-    monkeypatch.setattr(RunConfig, "check_buildable", counted)
+    monkeypatch.setattr(spec_module, "check_buildable", counted)
     with pytest.raises(SweepError) as raised:
         build_spec(tiny(), vary, **options)
     text = str(raised.value)
@@ -157,8 +158,8 @@ def test_bad_input_is_one_sweep_error_line_before_any_config_is_built_twice(monk
 def test_a_large_grid_runs_with_allow_large_and_a_good_sweep_builds_each_distinct_config_once(monkeypatch):
     assert build_spec(tiny(), ["lr=1e-5:1:101:log", "steps=1:100:100"], allow_large=True).size() == 10_100
     built = collections.Counter()
-    check_buildable = RunConfig.check_buildable
-    monkeypatch.setattr(RunConfig, "check_buildable",
+    check_buildable = spec_module.check_buildable
+    monkeypatch.setattr(spec_module, "check_buildable",
                         lambda config: (built.update([config.to_json()]), check_buildable(config))[1])
     # m1=16 and cell=spectral are the base's own values: the same configs as the base and as each other
     build_spec(tiny(), ["cell=spectral,orthogonal", "lr=1e-3,1e-2", "cell.renormalize=true,false"], seeds=2)
