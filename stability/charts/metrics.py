@@ -22,6 +22,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..config.fields import field_label as field_title  # an axis title for a field: train.lr -> lr
 from ..core.metric_names import H_T_NORM, SPECTRUM
 
 TINY = float(np.finfo(np.float64).tiny)
@@ -820,11 +821,6 @@ def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str 
 
 
 _RESULT_COLUMNS = ("run_id", "trial", "seed", "status", "objective", "step", "setting")
-
-
-def field_title(path: str | None) -> str:
-    """An axis title for a varied field: ``train.lr`` -> ``lr``."""
-    return (path or "").removeprefix("train.")
 
 
 def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color: bool = False,

@@ -16,7 +16,7 @@ run to a worker (:mod:`stability.execution.runner`) and prints its id; ``--json`
 with exactly one JSON object on stdout,
 ``{"run_id": ..., "status": ..., "final": {name: value}}``.
 
-``reproduce NAME`` (a shipped preset, or a path to a preset file; :mod:`stability.presets.preset`)
+``reproduce NAME`` (a shipped preset, or a path to a preset file; :mod:`stability.presets`)
 trains the preset's runs one after another in this process, a line on stderr as each starts and
 ends, and ends with the verdict table (claim, the paper's value, ours, held / did not hold /
 could not tell); ``--json`` prints the verdicts as one JSON object instead. It exits 0 once the
@@ -464,21 +464,21 @@ def _option_limits(option) -> str:
 
 # ------------------------------------------------------------------ presets
 def cmd_reproduce(args) -> int:
-    from ..presets import preset as reproduce
+    from .. import presets
     from .. import tasks
 
     if args.list:
         if args.preset is not None:
-            raise reproduce.PresetError("give either --list or a preset NAME, not both")
+            raise presets.PresetError("give either --list or a preset NAME, not both")
         rows = [("name", "paper", "figure", "shows", "runs")]
-        for info in reproduce.available():
+        for info in presets.available():
             rows.append((info.name, info.paper, info.figure, info.shows,
                          " / ".join(f"{count} {scale}" for scale, count in info.runs.items())))
         _print_rows(rows)
         return 0
     if args.preset is None:
-        raise reproduce.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
-    preset = reproduce.load(args.preset)
+        raise presets.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
+    preset = presets.load(args.preset)
     preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
     # the runs train here one after another, as one background worker would: its thread policy (a torch
     # thread per spare core; two threads spinning on a busy 2-core machine ran ~10x slower)
@@ -486,19 +486,19 @@ def cmd_reproduce(args) -> int:
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
-        rough = reproduce.estimate(preset, store, args.scale)
+        rough = presets.estimate(preset, store, args.scale)
         if rough is not None:
             print(f"about {_duration(rough['seconds'])} on this machine ({rough['basis']})", file=sys.stderr,
                   flush=True)
         try:
-            run_ids = reproduce.run(preset, store, args.scale,
-                                    progress=lambda line: print(line, file=sys.stderr, flush=True),
-                                    step_progress=lambda config: ProgressLine(tasks.describe(config.task.name).metric))
+            run_ids = presets.run(preset, store, args.scale,
+                                  progress=lambda line: print(line, file=sys.stderr, flush=True),
+                                  step_progress=lambda config: ProgressLine(tasks.describe(config.task.name).metric))
         except KeyboardInterrupt:
             print(f"{preset.name}: interrupted; the runs so far keep their rows (python -m stability runs)",
                   file=sys.stderr)
             return 130
-        verdicts = reproduce.verdicts(preset, store, run_ids)
+        verdicts = presets.verdicts(preset, store, run_ids)
         if args.json:
             print(json.dumps({"preset": preset.name, "scale": args.scale, "store": str(store), "run_ids": run_ids,
                               "verdicts": [verdict.to_dict() for verdict in verdicts]}, ensure_ascii=False))

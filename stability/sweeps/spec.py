@@ -28,8 +28,8 @@ field (``lr``, ``steps``, ``optimizer``, ``clip_grad_norm``, ...). Its type and 
 :func:`stability.config.fields.resolve_field` (``TrainConfig``'s annotations, the cells' and tasks'
 declared options), and a setting is applied by :func:`stability.config.fields.apply`. Every value is
 checked by ``RunConfig.validate()`` and ``check_buildable()`` applied to the base config, and so is
-every combination of the varied values that a builder reads (the cell, the task, and the train fields that size a run: every field but
-:data:`TRAINING_ONLY`); each distinct config is checked once.
+every combination of the varied values that a builder reads (the cell, the task, and the train
+fields that size a run: every field but :data:`TRAINING_ONLY`); each distinct config is checked once.
 
 Seeds: a sweep runs each setting with seeds ``base.train.seed + i`` for ``i < seeds``. In a grid
 study the seed is a grid parameter (``train.seed``); with random and TPE sampling each sampled
