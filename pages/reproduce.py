@@ -1,11 +1,11 @@
 """Reproduce: a paper's figure one click away, drawn live, with the paper's outcome beside ours.
 
-A storyboard: the gallery of presets (stability.presets.preset.available(): paper, figure, what it shows, runs
+A storyboard: the gallery of presets (stability.presets.available(): paper, figure, what it shows, runs
 at each scale) -> Run (a list preset's runs go to background workers one after another, a sweep preset
 becomes an ordinary sweep) -> ``?preset=NAME&scale=S&runs=1,2,3`` (or ``&sweep=ID``) -> a live panel: the
 runs' progress, what each run's rows say, the preset's figure laid out as the paper's (stability.charts.figures,
-Note [Layout] in stability/presets/preset.py) and the verdict table, judged from the stored rows by
-``reproduce.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs. With
+Note [Layout] in stability/presets/layout.py) and the verdict table, judged from the stored rows by
+``presets.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs. With
 ``?classroom=1`` (pages/ui/classroom.py) no controls, the cells' equations on top and what to look at
 beside each row of panels.
 """
@@ -21,11 +21,10 @@ from pages.ui.live import charts_built_together, live_chart_specs, show_chart, w
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import figures
-from stability.presets import preset as reproduce
+from stability import presets
 from stability.execution import runner
 from stability import sweeps
 from stability.config import ConfigError
-from stability.presets.preset import PresetError
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import SweepNotFound
 
@@ -77,11 +76,11 @@ def _shown(value) -> str:
 @store_guard
 def live_panel(preset_name: str, run_ids: list[int]) -> None:
     store = open_store()
-    preset = reproduce.load(preset_name)
+    preset = presets.load(preset_name)
     runs, rows = watched_runs(store, run_ids)
     if not runs:
         return
-    labels = {run_id: reproduce.group_of(run, preset) or f"run {run_id}" for run_id, run in runs.items()}
+    labels = {run_id: presets.group_of(run, preset) or f"run {run_id}" for run_id, run in runs.items()}
     if preset.is_sweep:
         labels = {run_id: f"{label} seed={runs[run_id].config.train.seed}" if runs[run_id].config else label
                   for run_id, label in labels.items()}
@@ -102,7 +101,7 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
 
     st.subheader("Verdicts")
     st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours.")
-    st.dataframe(verdict_table(reproduce.verdicts(preset, store, list(runs))), hide_index=True, width="stretch")
+    st.dataframe(verdict_table(presets.verdicts(preset, store, list(runs))), hide_index=True, width="stretch")
 
 
 def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
@@ -142,15 +141,15 @@ st.caption("A figure of the papers, one click away: its runs at classroom scale 
            "paper's, drawn live, and each of the paper's claims judged from our stored rows.")
 
 store = open_store()
-presets = reproduce.available()
+shipped = presets.available()
 chosen = st.query_params.get("preset")
-names = [info.name for info in presets]
+names = [info.name for info in shipped]
 if chosen is not None and chosen not in names:
     st.warning(f"Ignored in this link: no preset {chosen!r}; available: {', '.join(names)}.")
     chosen = None
 
 if chosen is None:
-    for info in presets:
+    for info in shipped:
         with st.container(border=True):
             text, action = st.columns([4, 1], vertical_alignment="center")
             text.markdown(f"**{info.title}**  \n{info.paper}, {info.figure} ({info.section})  \n{info.shows}")
@@ -159,12 +158,12 @@ if chosen is None:
             if action.button("Open", key=f"open_{info.name}", width="stretch"):
                 st.query_params["preset"] = info.name
                 st.rerun()
-    if not presets:
+    if not shipped:
         st.info("No presets are installed.")
 else:
     try:
-        preset = reproduce.load(chosen)
-    except PresetError as error:
+        preset = presets.load(chosen)
+    except presets.PresetError as error:
         st.error(str(error))
         st.stop()
     st.subheader(preset.title)
@@ -190,7 +189,7 @@ else:
         if left.button("Run", type="primary", key="reproduce_run", width="stretch"):
             try:
                 params = start(preset, scale)
-            except (PresetError, ConfigError, sweeps.SweepError) as error:
+            except (presets.PresetError, ConfigError, sweeps.SweepError) as error:
                 st.error(str(error))
             else:
                 st.query_params.update({"preset": preset.name, "scale": scale, **params})

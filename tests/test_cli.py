@@ -524,13 +524,13 @@ def tiny_preset(tmp_path_factory):
 
 
 def test_reproduce_list_gives_a_line_per_shipped_preset(store):
-    from stability.presets import preset as reproduce
+    from stability import presets
 
     result = cli("reproduce", "--list", store=store)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:2] == ["name", "paper"]
-    for info in reproduce.available():
+    for info in presets.available():
         (line,) = [line for line in lines if line.startswith(info.name + " ")]
         assert info.figure in line and info.shows in line and f"{info.runs['classroom']} classroom" in line
 

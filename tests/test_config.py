@@ -132,3 +132,57 @@ def test_the_estimate_lets_the_papers_sizes_through():
         built = tasks.check(task, **options) if task != "ptb_word" else None
         parameters, activations = budget.estimate(config, built)
         assert 0 < parameters + activations < 8 * 2**30
+
+
+# ------------------------------------------------------------------ a field by its path (stability.config.fields)
+def test_a_field_is_resolved_with_its_type_from_the_annotations_and_the_cells_options():
+    from dataclasses import fields as dataclass_fields
+
+    from stability import cells
+    from stability.config.fields import Field, resolve_field
+
+    base = RunConfig(cell=CellConfig("spectral", 8))
+    assert resolve_field("lr", base) == Field("train.lr", "float")
+    assert resolve_field("train.clip-grad-norm", base) == Field("train.clip_grad_norm", "float", optional=True)
+    assert resolve_field("hidden_size", base) == Field("cell.hidden_size", "int")
+    assert resolve_field("cell.name", base).path == "cell" and resolve_field("task", base).path == "task"
+    m1 = cells.describe("spectral").option("m1")
+    assert resolve_field("cell.m1", base) == Field("cell.m1", m1.base_type, m1.optional, m1.choices)
+    # an option of another cell than the base's: looked up on the cells in use
+    nonlinearity = cells.describe("rnn").option("nonlinearity")
+    assert resolve_field("cell.nonlinearity", base, ["rnn"]).choices == nonlinearity.choices
+    trains = [item.name for item in dataclass_fields(TrainConfig)]
+    assert all(resolve_field(name, base).path == f"train.{name}" for name in trains if name != "seed")
+    for name, message in (("foo", "foo: unknown field"), ("cell.m9", "has no option 'm9'; valid options: m1, m2"),
+                          ("train.seed", "never names the seed"), ("train", "train: unknown field")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            resolve_field(name, base)
+
+
+def test_a_setting_applied_is_read_back_and_a_new_cell_drops_the_old_ones_options():
+    from stability import cells
+    from stability.config.fields import apply, field_value, flat_fields
+
+    base = RunConfig(cell=CellConfig("spectral", 8, {"m1": 2}), task=TaskConfig("adding", {"seq_len": 10}))
+    setting = {"cell.m2": 3, "task.seq_len": 17, "train.lr": 0.25, "cell.hidden_size": 12}
+    changed = apply(base, setting)
+    assert all(field_value(changed, path) == value for path, value in setting.items())
+    assert all(field_value(changed.to_dict(), path) == value for path, value in setting.items())  # a stored dict
+    assert base.cell.options == {"m1": 2} and field_value(changed, "cell.m1") == 2
+    rnn = apply(base, {"cell": "rnn"})
+    assert rnn.cell.name == "rnn" and "m1" not in rnn.cell.options
+    assert field_value(rnn, "cell.nonlinearity") == cells.describe("rnn").option("nonlinearity").default
+    assert field_value(rnn, "cell.m1") is None and field_value(None, "cell") is None
+    flat = flat_fields(changed.to_dict())
+    assert flat["cell"] == "spectral" and flat["cell.m1"] == 2 and flat["train.lr"] == 0.25 and "name" not in flat
+    assert all(field_value(changed, path) == value for path, value in flat.items())
+
+
+def test_a_field_is_labelled_whole_for_a_run_name_and_by_its_last_part_in_a_figure():
+    from stability.config.fields import field_label, setting_label
+
+    assert [field_label(path) for path in ("train.lr", "cell.m1", "task.seq_len", "cell", None)] == \
+        ["lr", "cell.m1", "task.seq_len", "cell", ""]
+    assert [field_label(path, short=True) for path in ("train.lr", "cell.h0_noise_std", "task.seq_len", "cell")] == \
+        ["lr", "h0_noise_std", "seq_len", "cell"]
+    assert setting_label({"cell": "rnn", "train.lr": 1e-3, "cell.m1": 4}) == "cell=rnn lr=0.001 cell.m1=4"

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from stability.charts import figures
-from stability.presets import preset as reproduce
+from stability import presets
+from stability.config.fields import field_label, field_value
 from stability.core.formatting import shown
 
 LAYOUT = """
@@ -74,7 +75,7 @@ GRADS = {"rnn-short": [1e-3, 1e-20, 0.0], "rnn-long": [1e-5, 1e-40, 0.0],
 def laid(store, tmp_path):
     path = tmp_path / "laid.toml"
     path.write_text(LAYOUT)
-    preset = reproduce.load(path)
+    preset = presets.load(path)
     runs, metrics = {}, {}
     for name, config in preset.configs("classroom").items():
         run_id = store.create_run(config.to_dict())
@@ -90,7 +91,7 @@ def laid(store, tmp_path):
 def test_the_grid_is_panels_by_columns_and_the_lines_are_named_by_the_colour_field(laid):
     preset, runs, metrics = laid
     layout = preset.drawn()
-    names = {run_id: reproduce.group_of(run, preset) for run_id, run in runs.items()}
+    names = {run_id: presets.group_of(run, preset) for run_id, run in runs.items()}
     lines = figures.line_labels(layout, runs, names)
     assert sorted(lines.values()) == ["rnn", "rnn", "spectral", "spectral"]
     columns = figures.column_values(layout, runs)
@@ -135,7 +136,7 @@ def test_a_log_panel_marks_a_vanished_gradient_instead_of_dropping_it(laid):
 def test_a_panel_against_a_field_draws_each_runs_statistic(laid):
     preset, runs, metrics = laid
     layout = preset.drawn()
-    names = {run_id: reproduce.group_of(run, preset) for run_id, run in runs.items()}
+    names = {run_id: presets.group_of(run, preset) for run_id, run in runs.items()}
     lines = figures.line_labels(layout, runs, names)
     panel = layout.panels[2]
     points = figures.field_points(panel, list(runs), runs, metrics, lines)
@@ -165,9 +166,9 @@ def test_fields_read_for_columns_and_lines_come_from_the_stored_config(laid):
     preset, runs, _ = laid
     for run in runs.values():  # independently: the stored config's own dict
         stored = run.config.to_dict()
-        assert reproduce.field_value(run.config, "task.seq_len") == stored["task"]["options"]["seq_len"]
-        assert reproduce.field_value(run.config, "cell") == stored["cell"]["name"]
-    assert figures.short("cell.h0_noise_std") == "h0_noise_std" and figures.short("cell") == "cell"
+        assert field_value(run.config, "task.seq_len") == stored["task"]["options"]["seq_len"]
+        assert field_value(run.config, "cell") == stored["cell"]["name"]
+    assert field_label("cell.h0_noise_std", short=True) == "h0_noise_std" and field_label("cell", short=True) == "cell"
     assert shown(0.5) == "0.5" and not math.isnan(1.0)
 
 

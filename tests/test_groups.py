@@ -5,8 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from stability import cells
 from stability.analysis import groups
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.config.fields import field_value
 
 STATUSES = ["completed", "completed", "completed", "diverged", "pruned", "stopped", "failed", "running",
             "queued", "interrupted"]
@@ -184,9 +186,20 @@ def test_one_group_is_named_by_its_cell_and_task():
     assert groups.seed_groups([record(1, seed=0), record(2, seed=1)]) == {"rnn on adding": [1, 2]}
 
 
-def test_config_value_reads_sweep_paths():
+def test_field_value_reads_sweep_paths_from_a_stored_config():
     config = record(1, cell="spectral", lr=0.5, m1=2).raw_config
-    assert groups.config_value(config, "cell") == "spectral" and groups.config_value(config, "cell.m1") == 2
-    assert groups.config_value(config, "cell.hidden_size") == 16 and groups.config_value(config, "lr") == 0.5
-    assert groups.config_value(config, "train.lr") == 0.5 and groups.config_value(config, "task.seq_len") == 50
-    assert groups.config_value(config, "task") == "adding" and groups.config_value(config, "cell.nope") is None
+    assert field_value(config, "cell") == "spectral" and field_value(config, "cell.m1") == 2
+    assert field_value(config, "cell.hidden_size") == 16 and field_value(config, "lr") == 0.5
+    assert field_value(config, "train.lr") == 0.5 and field_value(config, "task.seq_len") == 50
+    assert field_value(config, "task") == "adding" and field_value(config, "cell.nope") is None
+
+
+
+def test_an_option_a_stored_config_leaves_out_is_read_as_the_cells_declared_default():
+    default = cells.describe("spectral").option("m1").default
+    implicit, explicit, other = record(1, cell="spectral"), record(2, cell="spectral", m1=default), \
+        record(3, cell="spectral", m1=default + 1)
+    assert "m1" not in implicit.raw_config["cell"]["options"]
+    assert field_value(implicit.raw_config, "cell.m1") == default
+    assert groups.seed_groups([implicit, explicit, other], by=["cell.m1"]) == {
+        f"cell.m1={default}": [1, 2], f"cell.m1={default + 1}": [3]}

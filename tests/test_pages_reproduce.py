@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability.presets import preset as reproduce
+from stability import presets
 from stability.execution import runner
 from stability.runs.status import ACTIVE_STATUSES
 
@@ -24,7 +24,7 @@ def test_the_gallery_lists_every_shipped_preset_with_its_paper_and_figure(store)
     app = run()
     assert not app.exception
     shown = " ".join(markdown.value for markdown in app.markdown)
-    infos = reproduce.available()
+    infos = presets.available()
     assert len(infos) >= 4
     for info in infos:
         assert info.title in shown and info.figure in shown
@@ -34,7 +34,7 @@ def test_the_gallery_lists_every_shipped_preset_with_its_paper_and_figure(store)
 
 def write_fig1_runs(store, rnn_loss, spectral_loss):
     """The four runs of spectral-fig1, finished, with chosen final losses and gradients."""
-    preset = reproduce.load("spectral-fig1")
+    preset = presets.load("spectral-fig1")
     ids = {}
     for name, config in preset.configs("classroom").items():
         run_id = store.create_run(config.to_dict())
@@ -75,7 +75,7 @@ def test_the_verdicts_on_the_page_follow_the_stored_rows(store):
 
 def test_run_starts_the_classroom_runs_in_the_background(store):
     app = run(preset="kru-copy")
-    preset = reproduce.load("kru-copy")
+    preset = presets.load("kru-copy")
     if preset.is_sweep:
         pytest.skip("kru-copy became a sweep preset")
     app.button(key="reproduce_run").click().run()
@@ -103,7 +103,7 @@ def test_a_link_to_an_unknown_preset_is_one_warning_and_the_gallery(store):
 def test_the_figure_follows_the_layout_and_the_classroom_view_explains_it_without_controls(store):
     ids = write_fig1_runs(store, rnn_loss=0.165, spectral_loss=0.02)
     link = {"preset": "spectral-fig1", "runs": ",".join(map(str, ids.values()))}
-    layout = reproduce.load("spectral-fig1").drawn()
+    layout = presets.load("spectral-fig1").drawn()
     app = run(**link)
     assert not app.exception
     assert len(app.get("vega_lite_chart")) == len(layout.panels)  # one column: a chart per panel

@@ -1,4 +1,4 @@
-"""stability/presets/preset.py: presets load and validate, run at a CI scale, and are judged from the stored rows."""
+"""stability/presets/ (stability.presets): presets load and validate, run at a CI scale, and are judged from the stored rows."""
 from __future__ import annotations
 
 import json
@@ -7,15 +7,16 @@ import time
 
 import pytest
 
-from stability.presets import preset as reproduce
+from stability import presets
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.presets.preset import PresetError
+from stability.config.fields import field_value
+from stability.presets import PresetError
 
 # A handful of steps of a tiny model: the machinery, not the paper's outcome.
 TINY = {"cell": {"hidden_size": 8},
         "task": {"options": {"seq_len": 6, "val_size": 32, "test_size": 32}},
         "train": {"steps": 3, "batch_size": 8, "eval_examples": 16, "probe_examples": 4, "log_every": 1}}
-SHIPPED = sorted(path.stem for path in reproduce.PRESETS_DIR.iterdir() if path.suffix in reproduce.SUFFIXES)
+SHIPPED = sorted(path.stem for path in presets.PRESETS_DIR.iterdir() if path.suffix in presets.SUFFIXES)
 TINY_TASK = {"seq_len": 6, "val_size": 32, "test_size": 32, "data": "standin"}
 
 
@@ -24,26 +25,26 @@ def tiny(preset) -> dict:
     with a synthetic stand-in trains on it: no download in a test)."""
     from stability import tasks
 
-    names = {config.task.name for scale in reproduce.SCALES for config in preset.all_configs(scale)}
+    names = {config.task.name for scale in presets.SCALES for config in preset.all_configs(scale)}
     declared = set.intersection(*({option.name for option in tasks.describe(name).options} for name in names))
     return {**TINY, "task": {"options": {k: v for k, v in TINY_TASK.items() if k in declared}}}
 
 
 def test_the_issue_presets_are_shipped():
     assert {"spectral-fig1", "maso-fig4", "sgornn-table1", "kru-copy"} <= set(SHIPPED)
-    assert [info.name for info in reproduce.available()] == SHIPPED
+    assert [info.name for info in presets.available()] == SHIPPED
 
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_preset_loads_and_validates(name):
-    preset = reproduce.load(name)
+    preset = presets.load(name)
     assert preset.name == name  # the name a user types is the file's stem
-    assert set(reproduce.SCALES) <= set(preset.scales)
+    assert set(presets.SCALES) <= set(preset.scales)
     for field in (preset.title, preset.paper, preset.figure, preset.section, preset.shows):
         assert field.strip()
     for claim in preset.claims:
         assert claim.paper_source.strip(), f"{name}: claim {claim.text!r} cites no source"
-    for scale in reproduce.SCALES:
+    for scale in presets.SCALES:
         assert preset.run_count(scale) >= 1
         assert preset.scales[scale].get("note")
         if preset.is_sweep:
@@ -54,14 +55,14 @@ def test_every_shipped_preset_loads_and_validates(name):
 
 
 def test_scales_override_the_runs_fields():
-    preset = reproduce.load("spectral-fig1")
+    preset = presets.load("spectral-fig1")
     classroom, paper = preset.configs("classroom"), preset.configs("paper")
     assert classroom["spectral"].task.options["seq_len"] == 200
     assert paper["spectral"].task.options["seq_len"] == 300
     assert classroom["spectral"].train.steps < paper["spectral"].train.steps
     assert classroom["spectral"].cell.options == {"m1": 16, "m2": 16, "r": 0.01}
     assert classroom["rnn"].cell.options == {}  # the base's cell options do not leak into another cell
-    kru = reproduce.load("kru-copy").configs("classroom")
+    kru = presets.load("kru-copy").configs("classroom")
     assert kru["kru-fixed"].train.freeze_recurrent and not kru["kru"].train.freeze_recurrent
 
 
@@ -75,25 +76,25 @@ def _direct(store, run_id: int, metric: str, stat: str, last: int | None) -> flo
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_preset_runs_at_ci_scale_and_is_judged_from_its_rows(name, store):
-    preset = reproduce.load(name)
+    preset = presets.load(name)
     lines = []
-    run_ids = reproduce.run(preset, store, "classroom", progress=lines.append, override=tiny(preset))
+    run_ids = presets.run(preset, store, "classroom", progress=lines.append, override=tiny(preset))
     assert len(run_ids) == preset.run_count("classroom")
     assert len(set(run_ids)) == len(run_ids)
     records = [store.record(run_id) for run_id in run_ids]
     assert all(record.status == "completed" and record.step == 3 for record in records)
-    assert {reproduce.group_of(record, preset) for record in records} == set(preset.groups("classroom"))
+    assert {presets.group_of(record, preset) for record in records} == set(preset.groups("classroom"))
     assert any("completed" in line for line in lines)
 
-    verdicts = reproduce.verdicts(preset, store, run_ids)
+    verdicts = presets.verdicts(preset, store, run_ids)
     assert [v.claim for v in verdicts] == [c.text for c in preset.claims]
     checked = 0
     for claim, verdict in zip(preset.claims, verdicts):
         assert verdict.held in (True, False), verdict.why  # every row a claim needs is there
         assert verdict.why and "\n" not in verdict.why
-        if claim.metric in reproduce.RUN_FIELDS:
+        if claim.metric in presets.RUN_FIELDS:
             continue
-        (record,) = [r for r in records if reproduce.group_of(r, preset) == claim.run]  # one seed each
+        (record,) = [r for r in records if presets.group_of(r, preset) == claim.run]  # one seed each
         assert verdict.ours == pytest.approx(_direct(store, record.id, claim.metric, claim.stat, claim.last))
         checked += 1
     assert checked >= 1
@@ -101,10 +102,10 @@ def test_every_shipped_preset_runs_at_ci_scale_and_is_judged_from_its_rows(name,
 
 
 def test_a_run_the_store_lacks_is_could_not_tell(store):
-    preset = reproduce.load("sgornn-table1")
-    run_ids = reproduce.run(preset, store, override=TINY)
-    only_sgornn = [r for r in run_ids if reproduce.group_of(store.record(r), preset) == "sgornn"]
-    verdicts = {v.claim: v for v in reproduce.verdicts(preset, store, only_sgornn)}
+    preset = presets.load("sgornn-table1")
+    run_ids = presets.run(preset, store, override=TINY)
+    only_sgornn = [r for r in run_ids if presets.group_of(store.record(r), preset) == "sgornn"]
+    verdicts = {v.claim: v for v in presets.verdicts(preset, store, only_sgornn)}
     assert verdicts["FastRNN has 16,899 parameters"].held is None
     assert "fastrnn" in verdicts["FastRNN has 16,899 parameters"].why
     assert verdicts["SGORNN has 1,411 parameters"].held is not None
@@ -112,13 +113,13 @@ def test_a_run_the_store_lacks_is_could_not_tell(store):
 
 def test_an_unknown_scale_is_one_line():
     with pytest.raises(PresetError, match="no scale 'huge'; it has classroom, paper"):
-        reproduce.load("maso-fig4").scale("huge")
+        presets.load("maso-fig4").scale("huge")
 
 
 # ------------------------------------------------------------------ claims over rows written by hand
-def _hand_preset(claims: list[dict]) -> reproduce.Preset:
+def _hand_preset(claims: list[dict]) -> presets.Preset:
     run = {"cell": {"name": "rnn", "hidden_size": 4}, "task": {"name": "adding", "options": {"seq_len": 5}}}
-    return reproduce.from_dict({
+    return presets.from_dict({
         "name": "hand", "title": "t", "paper": "p", "figure": "Fig. 0", "section": "§0", "shows": "s",
         "runs": [{"name": "a", **run}, {"name": "b", **run}],
         "scales": {"classroom": {"note": "n"}, "paper": {"note": "n"}}, "claims": claims})
@@ -163,7 +164,7 @@ def test_claims_over_hand_written_rows(store):
         _claim(run="b", metric="sv/margin", stat="max", than={"run": "a"}),         # b has none: could not tell
     ]
     preset = _hand_preset(claims)
-    verdicts = reproduce.verdicts(preset, store, [a, b])
+    verdicts = presets.verdicts(preset, store, [a, b])
     held = [v.held for v in verdicts]
     assert held == [True, False, True, False, True, False, True, False, True, True, True, True, False, None, None]
     assert verdicts[0].ours == pytest.approx(0.05) and verdicts[0].reference == pytest.approx(0.1)
@@ -175,9 +176,9 @@ def test_claims_over_hand_written_rows(store):
     assert "no rows of sv/margin" in verdicts[14].why
     # the same claims over other rows give other verdicts: nothing is read from the preset's numbers
     store.flush(a, [(4, time.time(), "val/loss", 0.5)])
-    assert reproduce.verdicts(preset, store, [a, b])[0].held is False
+    assert presets.verdicts(preset, store, [a, b])[0].held is False
     # a group missing from the run ids: could not tell, saying which
-    alone = reproduce.verdicts(preset, store, [a])
+    alone = presets.verdicts(preset, store, [a])
     assert alone[2].held is None and "'b'" in alone[2].why
 
 
@@ -185,7 +186,7 @@ def test_a_nan_is_could_not_tell_and_an_infinity_compares(store):
     a = _hand_run(store, "a", {"val/loss": [0.5, math.nan], "grad/total_norm": [1.0, math.inf]},
                   status="diverged")
     b = _hand_run(store, "b", {"grad/total_norm": [2.0, 3.0]})
-    nan, inf = reproduce.verdicts(_hand_preset([
+    nan, inf = presets.verdicts(_hand_preset([
         _claim(), _claim(metric="grad/total_norm", stat="max", op=">", than={"run": "b"}, factor=1000)]), store, [a, b])
     assert nan.held is None and "NaN" in nan.why
     assert json.loads(json.dumps(nan.to_dict()))["ours"] is None
@@ -230,7 +231,7 @@ def _bad(tmp_path, text: str, suffix: str = ".toml") -> str:
     path = tmp_path / f"bad{suffix}"
     path.write_text(text)
     with pytest.raises(PresetError) as caught:
-        reproduce.load(path)
+        presets.load(path)
     message = str(caught.value)
     assert "\n" not in message and str(path) in message
     return message
@@ -239,12 +240,12 @@ def _bad(tmp_path, text: str, suffix: str = ".toml") -> str:
 def test_a_good_file_loads_by_path(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text(GOOD)
-    preset = reproduce.load(path)
+    preset = presets.load(path)
     assert preset.name == "x" and preset.run_names() == ["a"] and preset.claims[0].than == 0.5
     as_json = tmp_path / "mine.json"
     import tomllib
     as_json.write_text(json.dumps(tomllib.loads(GOOD)))
-    assert reproduce.load(str(as_json)).claims == preset.claims
+    assert presets.load(str(as_json)).claims == preset.claims
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -268,6 +269,7 @@ def test_a_good_file_loads_by_path(tmp_path):
     (lambda t: t.replace("than = 0.5", "than = { stat = \"max\" }"), "'than' as a table takes run (required"),
     (lambda t: t.replace("than = 0.5", "than = { run = \"a\", stat = \"mean_last\" }"), "needs last = k"),
     (lambda t: t.replace('cell = { name = "rnn", hidden_size = 4 }', 'cell = "rnn"'), "'cell' must be a table"),
+    (lambda t: t.replace(RUNS, '[base]\ncell = "rnn"\n' + RUNS), "(classroom): 'cell' must be a table"),
     (lambda t: t.replace('note = "n"', 'note = "n"\noverride = { train = { steps = "many" } }', 1),
      "(classroom): steps must be an integer"),
 ])
@@ -300,7 +302,7 @@ def test_a_malformed_layout_is_one_line_naming_what(tmp_path, change, expected):
     good = GOOD + LAYOUT
     path = tmp_path / "good.toml"
     path.write_text(good)
-    assert reproduce.load(path).layout.color == "cell"
+    assert presets.load(path).layout.color == "cell"
     assert expected in _bad(tmp_path, change(good))
 
 
@@ -308,7 +310,7 @@ def test_a_layout_names_fields_canonically_and_reads_them_from_any_config(tmp_pa
     path = tmp_path / "laid.toml"
     path.write_text(GOOD + LAYOUT.replace('color = "cell"', 'columns = "task.seq_len"') + 'x = "hidden_size"\nstat = "min"\n'
                     + 'marks = ["baseline", { value = 0.25, label = "paper" }]\n')
-    layout = reproduce.load(path).layout
+    layout = presets.load(path).layout
     assert layout.columns == "task.seq_len"
     (panel,) = layout.panels
     assert (panel.x, panel.stat, panel.over_training) == ("cell.hidden_size", "min", False)
@@ -316,27 +318,27 @@ def test_a_layout_names_fields_canonically_and_reads_them_from_any_config(tmp_pa
                                                                                (0.25, "paper", False)]
     from stability import cells, sweeps
 
-    base = reproduce.load("spectral-fig1").configs("classroom")["spectral"]
+    base = presets.load("spectral-fig1").configs("classroom")["spectral"]
     # set through the sweep engine's own writer, read back by field_value
     for setting in ({"cell.r": 0.05}, {"task.seq_len": 17}, {"train.lr": 0.25}, {"cell.hidden_size": 12},
                     {"cell": "orthogonal"}):
         changed = sweeps.apply(base, setting)
         for path_, value in setting.items():
-            assert reproduce.field_value(changed, path_) == value
+            assert field_value(changed, path_) == value
     rnn = sweeps.apply(base, {"cell": "rnn"})
     assert "nonlinearity" not in rnn.cell.options  # left out: the declared default is read
-    assert reproduce.field_value(rnn, "cell.nonlinearity") == cells.describe("rnn").option("nonlinearity").default
-    assert reproduce.field_value(rnn, "cell.m1") is None and reproduce.field_value(None, "cell") is None
+    assert field_value(rnn, "cell.nonlinearity") == cells.describe("rnn").option("nonlinearity").default
+    assert field_value(rnn, "cell.m1") is None and field_value(None, "cell") is None
 
 
 def test_without_a_layout_the_claims_metrics_are_drawn(tmp_path):
-    text = (reproduce.PRESETS_DIR / "sgornn-table1.toml").read_text()
+    text = (presets.PRESETS_DIR / "sgornn-table1.toml").read_text()
     path = tmp_path / "bare.toml"
     path.write_text(text[:text.index("[layout]")] if "[layout]" in text else text)
-    preset = reproduce.load(path)
+    preset = presets.load(path)
     assert preset.layout is None
     drawn = preset.drawn()
-    assert [panel.metric for panel in drawn.panels] == reproduce.claim_metrics(preset)
+    assert [panel.metric for panel in drawn.panels] == presets.claim_metrics(preset)
     for panel in drawn.panels:
         assert panel.log == panel.metric.startswith(("grad/", "sv/"))
         assert bool(panel.marks) == panel.metric.endswith("/loss")
@@ -351,15 +353,17 @@ def test_unreadable_presets_are_one_line(tmp_path):
 def test_a_bad_sweep_preset_is_one_line(tmp_path):
     sweep = GOOD.replace(RUNS, "[sweep]\nbase = { cell = { name = \"rnn\", hidden_size = 4 } }\nvary = [\"colour=1,2\"]\n")
     assert "vary colour: unknown field" in _bad(tmp_path, sweep)
+    assert "'sweep.base' must be a table (an object); got int" in _bad(tmp_path, sweep.replace(
+        'base = { cell = { name = "rnn", hidden_size = 4 } }', "base = 5"))
     assert "names 'a'" in _bad(tmp_path, sweep.replace("colour=1,2", "lr=0.1,0.01"))
     path = tmp_path / "fine.toml"
     path.write_text(sweep.replace("colour=1,2", "lr=0.1,0.01").replace('run = "a"', 'run = "lr=0.1"'))
-    assert reproduce.load(path).groups("paper") == ["lr=0.1", "lr=0.01"]
+    assert presets.load(path).groups("paper") == ["lr=0.1", "lr=0.01"]
 
 
 def test_an_unknown_preset_name_lists_the_shipped_ones():
     with pytest.raises(PresetError) as caught:
-        reproduce.load("spectral-fig99")
+        presets.load("spectral-fig99")
     assert "unknown preset 'spectral-fig99'; available: " in str(caught.value)
     assert all(name in str(caught.value) for name in SHIPPED)
 
@@ -372,7 +376,7 @@ def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
 
     monkeypatch.setattr(target, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        reproduce.run(reproduce.load(name), store, override=TINY)
+        presets.run(presets.load(name), store, override=TINY)
     (record,) = store.records()
     assert record.status == "stopped" and "keyboard" in record.error
     if record.sweep_id is not None:
@@ -384,11 +388,11 @@ def test_trainable_params_leave_out_a_frozen_recurrent_matrix(store, tmp_path):
     path.write_text(GOOD.replace(RUNS, RUNS + RUNS.replace('name = "a"', 'name = "b"').replace(
         "seq_len = 5 } }", "seq_len = 5 } }\ntrain = { freeze_recurrent = true }")).replace(
         'metric = "val/loss"\nop = "<"\nthan = 0.5', 'metric = "trainable_params"\nop = ">"\nthan = { run = "b" }'))
-    preset = reproduce.load(path)
+    preset = presets.load(path)
     ids = []
     for name, config in preset.configs("classroom").items():
         run_id = store.create_run(config.to_dict())
         store.update_run(run_id, total_params=100, recurrent_params=30)
         ids.append(run_id)
-    (verdict,) = reproduce.verdicts(preset, store, ids)
+    (verdict,) = presets.verdicts(preset, store, ids)
     assert (verdict.ours, verdict.reference, verdict.held) == (100, 70, True)  # b trains 100 - 30

@@ -10,20 +10,20 @@ import time
 
 import pytest
 
-from stability.presets import preset as reproduce
+from stability import presets
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 MINE = ("spectral-fig2", "kru-fig2", "kru-fig6")
 
 
-def _values(preset: reproduce.Preset, scale: str, field: str) -> list:
+def _values(preset: presets.Preset, scale: str, field: str) -> list:
     (vary,) = [vary for vary in preset.sweep_spec(scale).vary if vary.field == field]
     return list(vary.values)
 
 
 @pytest.mark.parametrize("name", MINE)
 def test_the_presets_are_sweeps_whose_claims_read_settings_of_both_scales(name):
-    preset = reproduce.load(name)
+    preset = presets.load(name)
     assert preset.is_sweep and preset.layout is not None
     classroom, paper = set(preset.groups("classroom")), set(preset.groups("paper"))
     assert {claim.run for claim in preset.claims} <= classroom & paper
@@ -33,7 +33,7 @@ def test_the_presets_are_sweeps_whose_claims_read_settings_of_both_scales(name):
 
 
 def test_spectral_fig2_runs_the_copy_task_at_the_lags_it_cites():
-    preset = reproduce.load("spectral-fig2")
+    preset = presets.load("spectral-fig2")
     base = preset.sweep_spec("paper").base
     assert (base.task.name, base.cell.hidden_size, base.train.optimizer) == ("copy", 128, "adam")
     assert _values(preset, "paper", "task.seq_len") == [100, 200, 300, 500]
@@ -44,7 +44,7 @@ def test_spectral_fig2_runs_the_copy_task_at_the_lags_it_cites():
 
 
 def test_kru_fig2_runs_the_four_lengths_of_section_4_2():
-    preset = reproduce.load("kru-fig2")
+    preset = presets.load("kru-fig2")
     paper = preset.sweep_spec("paper").base
     assert _values(preset, "paper", "task.seq_len") == [100, 200, 400, 750]
     assert (paper.train.optimizer, paper.train.lr, paper.train.batch_size) == ("rmsprop_tf", 1e-3, 50)
@@ -53,7 +53,7 @@ def test_kru_fig2_runs_the_four_lengths_of_section_4_2():
 
 
 def test_kru_fig6_sweeps_lambda_over_the_papers_decades():
-    preset = reproduce.load("kru-fig6")
+    preset = presets.load("kru-fig6")
     strengths = _values(preset, "paper", "cell.penalty_strength")
     assert strengths == pytest.approx([10.0 ** k for k in range(-7, 0)])
     assert min(_values(preset, "classroom", "cell.penalty_strength")) == pytest.approx(1e-7)
@@ -68,7 +68,7 @@ def test_kru_fig2_parameter_claims_hold_at_the_presets_size_and_match_a_hand_cou
     from stability import sweeps
     from stability.training.trainer import train_run
 
-    preset = reproduce.load("kru-fig2")
+    preset = presets.load("kru-fig2")
     spec = preset.sweep_spec("classroom")
     sweep_id = store.create_sweep(spec.to_dict(), name=preset.name)
     run_ids, records = [], {}
@@ -85,8 +85,8 @@ def test_kru_fig2_parameter_claims_hold_at_the_presets_size_and_match_a_hand_cou
     lstm = 4 * (n * inputs + n * n + 2 * n) + (n + 1)      # four gates (two biases each, as torch), a readout
     assert records["lstm"].total_params == lstm == 67_713
     assert records["kru"].recurrent_params == 2 * 2 * 2 * int(math.log2(n))   # log2 N complex 2x2 factors
-    verdicts = {verdict.claim: verdict for verdict in reproduce.verdicts(preset, store, run_ids)}
-    counted = [claim.text for claim in preset.claims if claim.metric in reproduce.RUN_FIELDS]
+    verdicts = {verdict.claim: verdict for verdict in presets.verdicts(preset, store, run_ids)}
+    counted = [claim.text for claim in preset.claims if claim.metric in presets.RUN_FIELDS]
     assert len(counted) == 4
     for text in counted:
         assert verdicts[text].held is True, verdicts[text].why
@@ -113,13 +113,13 @@ def _spectrum(sigmas: list[float]) -> dict[str, list[float]]:
 
 @pytest.mark.parametrize("unitary_at_big_lambda", [True, False])
 def test_kru_fig6_claims_follow_hand_written_singular_values(store, unitary_at_big_lambda):
-    preset = reproduce.load("kru-fig6")
+    preset = presets.load("kru-fig6")
     near, spread, wider = [1.01, 0.99], [1.6, 0.5], [2.5, 0.3]
     sweep_id = store.create_sweep({"hand": True}, name="kru-fig6")
     by_strength = {1e-7: wider, 1e-4: spread, 1e-1: near} if unitary_at_big_lambda else \
         {1e-7: near, 1e-4: spread, 1e-1: wider}
     run_ids = [_sweep_run(store, sweep_id, strength, _spectrum(sigmas)) for strength, sigmas in by_strength.items()]
-    verdicts = reproduce.verdicts(preset, store, run_ids)
+    verdicts = presets.verdicts(preset, store, run_ids)
     assert [verdict.held for verdict in verdicts] == [unitary_at_big_lambda] * len(preset.claims)
     condition = {verdict.claim: verdict for verdict in verdicts}["λ = 1e-1 leaves W better conditioned than λ = 1e-7 "
                                                                   "(smaller final condition number)"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from stability.presets import preset as reproduce
-from stability.config.fields import setting_label
+from stability import presets
+from stability.config.fields import field_value, setting_label
 
 MNIST_PRESETS = ("spectral-fig4", "spectral-fig4-margin", "maso-table3")
 # MASO paper App. B and Table 3: the learning rates of each optimizer, and the σ columns.
@@ -18,13 +18,13 @@ TABLE3_LR = {"rmsprop": {1e-5, 1e-4, 1.5e-4, 2e-4}, "sgd": {1e-7, 1e-6, 1.25e-6,
 TABLE3_SIGMA = {0.0, 0.001, 0.01, 0.1, 1.0, 5.0}
 
 
-def _configs(preset: reproduce.Preset, scale: str):
+def _configs(preset: presets.Preset, scale: str):
     return preset.all_configs(scale)
 
 
 @pytest.mark.parametrize("name", MNIST_PRESETS)
 def test_paper_scale_reads_real_mnist_and_classroom_a_shorter_variant_or_its_stand_in(name):
-    preset = reproduce.load(name)
+    preset = presets.load(name)
     paper, classroom = _configs(preset, "paper"), _configs(preset, "classroom")
     assert {c.task.name for c in paper + classroom} == {"mnist"}
     assert {c.task.options["data"] for c in paper} == {"real"}
@@ -34,16 +34,16 @@ def test_paper_scale_reads_real_mnist_and_classroom_a_shorter_variant_or_its_sta
     assert "stand-in" in preset.title and "STAND-IN" in preset.notes
 
 
-def _setting(preset: reproduce.Preset, scale: str, label: str) -> dict:
+def _setting(preset: presets.Preset, scale: str, label: str) -> dict:
     (setting,) = [s for s in preset.sweep_spec(scale).settings() if setting_label(s) == label]
     return setting
 
 
 def test_maso_table3_claims_read_only_cells_of_table3():
-    preset = reproduce.load("maso-table3")
+    preset = presets.load("maso-table3")
     names = [claim.run for claim in preset.claims] + [
         claim.than["run"] for claim in preset.claims if isinstance(claim.than, dict)]
-    for scale in reproduce.SCALES:
+    for scale in presets.SCALES:
         for name in names:
             setting = _setting(preset, scale, name)
             optimizer, lr = setting["train.optimizer"], setting["train.lr"]
@@ -52,27 +52,27 @@ def test_maso_table3_claims_read_only_cells_of_table3():
 
 
 def test_maso_table3_paper_scale_holds_every_cell_of_table3():
-    settings = reproduce.load("maso-table3").sweep_spec("paper").settings()
+    settings = presets.load("maso-table3").sweep_spec("paper").settings()
     cells = {(s["train.optimizer"], s["train.lr"], s["cell.h0_noise_std"]) for s in settings}
     wanted = {(opt, lr, sigma) for opt, rates in TABLE3_LR.items() for lr in rates for sigma in TABLE3_SIGMA}
     assert len(wanted) == 48 and wanted <= cells
 
 
 def test_each_margin_claim_bounds_by_its_own_runs_r():
-    preset = reproduce.load("spectral-fig4-margin")
+    preset = presets.load("spectral-fig4-margin")
     bounds = [claim for claim in preset.claims if claim.metric == "sv/margin"]
     assert len(bounds) == len(preset.groups("classroom"))  # every r of the classroom sweep is checked
-    for scale in reproduce.SCALES:
+    for scale in presets.SCALES:
         spec = preset.sweep_spec(scale)
         for claim in bounds:
             config = spec.config_for(_setting(preset, scale, claim.run), spec.seed_values()[0])
-            r = reproduce.field_value(config, "cell.r")
+            r = field_value(config, "cell.r")
             assert (claim.stat, claim.op, float(claim.than)) == ("max", "<=", r)
             assert claim.factor * r - r <= 1e-3 * r  # only a rounding allowance above r
 
 
 def test_spectral_fig4_runs_the_five_cells_of_fig4_with_table2_sizes():
-    configs = reproduce.load("spectral-fig4").configs("paper")
+    configs = presets.load("spectral-fig4").configs("paper")
     assert {name: c.cell.name for name, c in configs.items()} == {
         "irnn": "irnn", "rnn": "rnn", "lstm": "lstm", "orthogonal": "orthogonal", "spectral": "spectral"}
     assert (configs["spectral"].cell.hidden_size, configs["spectral"].cell.options["m1"],

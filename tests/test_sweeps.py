@@ -13,11 +13,11 @@ import optuna
 import pandas as pd
 import pytest
 
-from stability.sweeps import spec as spec_module
 from stability.core import metric_names
 from stability import sweeps
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
+from stability.sweeps import spec as spec_module
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
 from stability.training.trainer import train_run

@@ -18,7 +18,8 @@ early, so its last validation loss is not a final one and would pull the mean to
 half-trained models (a pruned trial's loss is high by construction); a running run's value still moves.
 Each is counted in its status column instead, so the table says how many seeds stand behind a mean
 (``n``) and what happened to the others.  ``std`` is the sample standard deviation (ddof = 1), NaN
-below two counted runs.  A setting without a counted run has NaN statistics and no rank.
+below two counted runs.  A setting without a counted run has NaN statistics and no rank.  This table
+and ``sweeps show`` take them from one function, :func:`stability.sweeps.summary.seed_statistics`.
 
 Note [Geometric mean on a log axis]
 -----------------------------------
@@ -41,15 +42,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config.fields import setting_label  # one label for a setting, as the runs are named
+from ..config.fields import field_value, flat_fields, setting_label  # a field, and a setting, as runs name them
+from ..core.metric_names import is_log_metric
+from ..sweeps.summary import counted_objective, seed_statistics  # Note [Which runs count]
 
-COUNTED = ("completed",)  # Note [Which runs count]
 # The status columns of setting_table; each gathers these run statuses.
 STATUS_COLUMNS = {"completed": ("completed",), "diverged": ("diverged",), "pruned": ("pruned",),
                   "stopped": ("stopped",), "failed": ("failed", "interrupted"), "running": ("queued", "running")}
 DIRECTIONS = ("minimize", "maximize")
-LOG_PREFIXES = ("grad/", "sv/")  # metrics that span decades: drawn on a log axis, averaged geometrically
-LINEAR_SV = ("sv/margin",)
 CURVE_COLUMNS = ["group", "step", "mean", "min", "max", "n", "zeros"]
 
 
@@ -72,19 +72,17 @@ def setting_table(results: pd.DataFrame, fields: list[str], direction: str = "mi
         raise ValueError(f"results lack the column(s) {', '.join(missing)}")
     fields = list(fields)
     data = results.reset_index(drop=True)
-    objective = pd.to_numeric(data["objective"], errors="coerce").astype(float)
-    counted = data["status"].isin(COUNTED) & np.isfinite(objective)
     keys = data[fields].astype(object).map(_hashable) if fields else pd.DataFrame(index=data.index)
     codes = (keys.groupby(fields, sort=False, dropna=False).ngroup() if fields
              else pd.Series(0, index=data.index))
-    shown = objective.where(counted)  # Note [Which runs count]: NaN for every run that does not count
-    by = shown.groupby(codes, sort=False)
+    shown = counted_objective(data["objective"], data["status"])  # NaN for every run that does not count
     firsts = data.groupby(codes, sort=False).head(1)  # each setting's first run, in the groups' order
     table = firsts[fields].reset_index(drop=True)  # typed as in results: a None stays None beside numbers
     table["setting"] = ([setting_label(dict(zip(fields, values))) for values in firsts[fields].itertuples(index=False)]
                         if fields or "setting" not in data else firsts["setting"].astype(str).tolist())
-    table["mean"], table["min"], table["max"] = by.mean().to_numpy(), by.min().to_numpy(), by.max().to_numpy()
-    table["std"], table["n"] = by.std(ddof=1).to_numpy(), by.count().to_numpy()
+    stats = seed_statistics(data["objective"], data["status"], codes)
+    for name in ("mean", "min", "max", "std", "n"):
+        table[name] = stats[name].to_numpy()
     table["seeds"] = codes.groupby(codes, sort=False).size().to_numpy()
     for column, statuses in STATUS_COLUMNS.items():
         table[column] = data["status"].isin(statuses).groupby(codes, sort=False).sum().to_numpy()
@@ -111,12 +109,6 @@ def _hashable(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------- curves
-def is_log_metric(name: str) -> bool:
-    """Whether a metric spans decades and is drawn on a log axis: gradient norms and the singular values
-    (not the margin |σ − 1|, which an orthogonal cell keeps near 0)."""
-    return name.startswith(LOG_PREFIXES) and name not in LINEAR_SV
-
-
 def group_curves(metrics: pd.DataFrame, groups: Mapping[int, str], metric: str, *,
                  log: bool | None = None) -> pd.DataFrame:
     """Per group and step, the ``mean``, ``min`` and ``max`` of ``metric`` over the group's runs that have
@@ -157,47 +149,11 @@ def group_curves(metrics: pd.DataFrame, groups: Mapping[int, str], metric: str, 
 
 
 # ------------------------------------------------------------------------------- seed groups
-def config_value(config: Mapping[str, Any], path: str) -> Any:
-    """The value at a sweep field path in a stored config dict: ``cell`` (its name), ``cell.hidden_size``,
-    ``cell.OPTION``, ``task``, ``task.OPTION``, ``train.FIELD`` or a bare train field (``lr``); None
-    where the config has no such value."""
-    section, _, rest = path.partition(".")
-    if section not in ("cell", "task", "train"):
-        section, rest = "train", path
-    part = config.get(section) or {}
-    if not rest:
-        return part.get("name")
-    if section == "train" or rest in ("hidden_size", "name"):
-        return part.get(rest)
-    return (part.get("options") or {}).get(rest)
-
-
-def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored config dict as ``{field path: value}`` (the paths of :func:`config_value`); other
-    top-level entries under their own key."""
-    flat: dict[str, Any] = {}
-    for section, part in config.items():
-        if section == "name":
-            continue
-        if section in ("cell", "task") and isinstance(part, Mapping):
-            for key, value in part.items():
-                if key == "name":
-                    flat[section] = value
-                elif key == "options" and isinstance(value, Mapping):
-                    flat.update({f"{section}.{option}": v for option, v in value.items()})
-                else:
-                    flat[f"{section}.{key}"] = value
-        elif section == "train" and isinstance(part, Mapping):
-            flat.update({f"train.{key}": value for key, value in part.items()})
-        else:
-            flat[section] = part
-    return flat
-
-
 def seed_groups(records: Iterable, by: list[str] | None = None) -> dict[str, list[int]]:
     """Runs grouped under a label: without ``by``, the runs whose configs are equal except for
-    ``train.seed`` and the name; with ``by`` (field paths, :func:`config_value`), the runs that agree on
-    those fields, whatever else differs.
+    ``train.seed`` and the name; with ``by`` (field paths, read by :func:`stability.config.fields.field_value`:
+    a cell's or task's declared default where a stored config leaves an option out), the runs that
+    agree on those fields, whatever else differs.
 
     ``records`` are :class:`~stability.runs.records.RunRecord`\\ s (anything with ``id`` and ``raw_config``).
     A label names the fields whose values tell the groups apart (``cell=rnn lr=0.001``; with ``by``
@@ -209,9 +165,9 @@ def seed_groups(records: Iterable, by: list[str] | None = None) -> dict[str, lis
     for record in records:
         config = dict(record.raw_config)
         if by:
-            values = {path: config_value(config, path) for path in by}
+            values = {path: field_value(config, path) for path in by}
         else:
-            values = {path: value for path, value in flat_config(config).items() if path != "train.seed"}
+            values = {path: value for path, value in flat_fields(config).items() if path != "train.seed"}
         key = json.dumps(values, sort_keys=True, default=str)
         keyed.setdefault(key, (values, []))[1].append(int(record.id))
     settings = [values for values, _ in keyed.values()]

@@ -12,6 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..config.fields import field_label
+
 LOG_FIELDS = ("train.lr", "train.weight_decay")  # drawn on a log axis whenever their values are positive
 LOG_SPAN = 100.0  # other numeric fields: a log axis when their positive values span this factor or more
 
@@ -39,8 +41,8 @@ def category_order(values: pd.Series) -> list[str]:
 
 
 def field_title(path: str | None) -> str:
-    """An axis title for a varied field: ``train.lr`` -> ``lr``."""
-    return (path or "").removeprefix("train.")
+    """An axis title for a varied field: ``train.lr`` -> ``lr`` (the field's label, one definition)."""
+    return field_label(path or "")
 
 
 def log_axis_for(field: str, values, log: bool = False) -> bool:

@@ -1,4 +1,4 @@
-"""A preset's figure, laid out as the paper lays it out (Note [Layout] in :mod:`stability.presets.preset`).
+"""A preset's figure, laid out as the paper lays it out (Note [Layout] in :mod:`stability.presets.layout`).
 
     lines = figures.line_labels(layout, runs, names)      # run id -> the name of its line
     columns = figures.column_values(layout, runs)         # run id -> its column's value (None: one column)
@@ -15,10 +15,10 @@ import math
 
 import pandas as pd
 
-from ..presets import preset as reproduce
+from ..config.fields import field_label, field_value
 from ..core.formatting import shown
+from ..presets import Layout, Panel, statistic
 from .lines import field_chart, metric_chart
-from ..presets.preset import Layout, Panel
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
@@ -34,23 +34,17 @@ def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
         return dict(labels)
     named = {}
     for run_id, run in runs.items():
-        value = reproduce.field_value(run.config, layout.color)
+        value = field_value(run.config, layout.color)
         named[run_id] = (shown(value) if layout.color in ("cell", "task")
-                         else f"{short(layout.color)}={shown(value)}")
+                         else f"{field_label(layout.color, short=True)}={shown(value)}")
     return named
-
-
-def short(path: str) -> str:
-    """A field's name in a label or on an axis: its last part (``cell.h0_noise_std`` -> ``h0_noise_std``,
-    ``task.seq_len`` -> ``seq_len``); a cell or task stays ``cell`` / ``task``."""
-    return path.rpartition(".")[2]
 
 
 def column_values(layout: Layout, runs: dict) -> dict:
     """Each run's column value (the layout's columns field), or None where the figure has one column."""
     if layout.columns is None:
         return {run_id: None for run_id in runs}
-    return {run_id: reproduce.field_value(run.config, layout.columns) for run_id, run in runs.items()}
+    return {run_id: field_value(run.config, layout.columns) for run_id, run in runs.items()}
 
 
 def grid_slots(layout: Layout, columns: dict) -> list[tuple]:
@@ -65,14 +59,14 @@ def grid_slots(layout: Layout, columns: dict) -> list[tuple]:
 
 
 def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
-    """The charts of the layout (Note [Layout] in stability/presets/preset.py): over training, every run of the
+    """The charts of the layout (Note [Layout] in stability/presets/layout.py): over training, every run of the
     column overlaid, its line named by ``lines`` (made distinct where two would share a name); against a
     config field, each run's statistic of the metric, a line per name."""
     drawn = []
     for panel, value in slots:
         members = [run_id for run_id in runs if columns[run_id] == value]
         title = panel.title if layout.columns is None else \
-            f"{panel.title} · {short(layout.columns)} = {shown(value)}"
+            f"{panel.title} · {field_label(layout.columns, short=True)} = {shown(value)}"
         marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
         baseline = next((runs[run_id] for run_id in members if runs[run_id].baseline is not None), None)
         if baseline is not None and any(mark.baseline for mark in panel.marks):
@@ -87,7 +81,7 @@ def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines:
                                       **shared, **_legend(named.values())))
         else:
             drawn.append(field_chart(field_points(panel, members, runs, metrics, lines),
-                                     x_title=short(panel.x), y_title=f"{panel.stat} {panel.metric}",
+                                     x_title=field_label(panel.x, short=True), y_title=f"{panel.stat} {panel.metric}",
                                      **shared, **_legend(lines[run_id] for run_id in members)))
     return drawn
 
@@ -99,8 +93,8 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
         metric = metrics[run_id]
         own = metric[metric["name"] == panel.metric].sort_values("step", kind="stable")["value"]
         if len(own):
-            points.append({"x": reproduce.field_value(runs[run_id].config, panel.x), "run": lines[run_id],
-                           "value": reproduce.statistic(own, panel.stat, panel.last), "run_id": run_id})
+            points.append({"x": field_value(runs[run_id].config, panel.x), "run": lines[run_id],
+                           "value": statistic(own, panel.stat, panel.last), "run_id": run_id})
     return pd.DataFrame(points, columns=["x", "run", "value", "run_id"])
 
 
@@ -137,11 +131,11 @@ def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:
         configs = [runs[run_id].config for run_id in ids]
         fields = list(dict.fromkeys([path for run_id in ids for path in dict(runs[run_id].params or {})]
                                     + list(FIELDS_TOLD)))
-        values = {path: [reproduce.field_value(config, path) for config in configs] for path in fields
+        values = {path: [field_value(config, path) for config in configs] for path in fields
                   if path not in skip and path != "train.seed"}
         differ = [path for path, seen in values.items() if len({shown(v) for v in seen}) > 1]
         for index, run_id in enumerate(ids):
-            parts = [f"{short(path)}={shown(values[path][index])}" for path in differ]
+            parts = [f"{field_label(path, short=True)}={shown(values[path][index])}" for path in differ]
             named[run_id] = f"{label} {' '.join(parts)}" if parts else label
         if len({named[run_id] for run_id in ids}) < len(ids):
             seeds = [config.train.seed if config else None for config in configs]

@@ -16,7 +16,7 @@ run to a worker (:mod:`stability.execution.runner`) and prints its id; ``--json`
 with exactly one JSON object on stdout,
 ``{"run_id": ..., "status": ..., "final": {name: value}}``.
 
-``reproduce NAME`` (a shipped preset, or a path to a preset file; :mod:`stability.presets.preset`)
+``reproduce NAME`` (a shipped preset, or a path to a preset file; :mod:`stability.presets`)
 trains the preset's runs one after another in this process, a line on stderr as each starts and
 ends, and ends with the verdict table (claim, the paper's value, ours, held / did not hold /
 could not tell); ``--json`` prints the verdicts as one JSON object instead. It exits 0 once the

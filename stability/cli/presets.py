@@ -1,4 +1,4 @@
-"""``reproduce``: run a paper's figure or table (a preset, :mod:`stability.presets.preset`) and judge its claims.
+"""``reproduce``: run a paper's figure or table (a preset, :mod:`stability.presets`) and judge its claims.
 
     python -m stability reproduce --list
     python -m stability reproduce NAME [--scale classroom|paper] [--json]
@@ -32,16 +32,16 @@ def add_command(commands, store) -> None:
 
 
 def cmd_reproduce(args) -> int:
-    from ..presets import preset as reproduce
+    from .. import presets
 
     if args.list:
         if args.preset is not None:
-            raise reproduce.PresetError("give either --list or a preset NAME, not both")
+            raise presets.PresetError("give either --list or a preset NAME, not both")
         _print_presets()
         return 0
     if args.preset is None:
-        raise reproduce.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
-    preset = reproduce.load(args.preset)
+        raise presets.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
+    preset = presets.load(args.preset)
     preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
     # the runs train here one after another, as one background worker would: its thread policy (a torch
     # thread per spare core; two threads spinning on a busy 2-core machine ran ~10x slower)
@@ -49,7 +49,7 @@ def cmd_reproduce(args) -> int:
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
-        rough = reproduce.estimate(preset, store, args.scale)
+        rough = presets.estimate(preset, store, args.scale)
         if rough is not None:
             print(f"about {duration(rough['seconds'])} on this machine ({rough['basis']})", file=sys.stderr,
                   flush=True)
@@ -65,10 +65,10 @@ def cmd_reproduce(args) -> int:
 
 def _print_presets() -> None:
     """The shipped presets, a row each: name, paper, figure, what it shows, its runs at each scale."""
-    from ..presets import preset as reproduce
+    from .. import presets
 
     rows = [("name", "paper", "figure", "shows", "runs")]
-    for info in reproduce.available():
+    for info in presets.available():
         rows.append((info.name, info.paper, info.figure, info.shows,
                      " / ".join(f"{count} {scale}" for scale, count in info.runs.items())))
     print_rows(rows)
@@ -77,17 +77,17 @@ def _print_presets() -> None:
 def _run_preset(preset, store: RunStore, scale: str) -> list[int]:
     """Train the preset's runs here, a line on stderr as each starts and ends and a progress line as it trains."""
     from .. import tasks
-    from ..presets import preset as reproduce
+    from .. import presets
 
-    return reproduce.run(preset, store, scale, progress=lambda line: print(line, file=sys.stderr, flush=True),
+    return presets.run(preset, store, scale, progress=lambda line: print(line, file=sys.stderr, flush=True),
                          step_progress=lambda config: ProgressLine(tasks.describe(config.task.name).metric))
 
 
 def _print_verdicts(preset, store: RunStore, run_ids: list[int], args) -> None:
     """The claims judged on the runs: one JSON object with ``--json``, else the verdict table."""
-    from ..presets import preset as reproduce
+    from .. import presets
 
-    verdicts = reproduce.verdicts(preset, store, run_ids)
+    verdicts = presets.verdicts(preset, store, run_ids)
     if args.json:
         print(json.dumps({"preset": preset.name, "scale": args.scale, "store": str(store), "run_ids": run_ids,
                           "verdicts": [verdict.to_dict() for verdict in verdicts]}, ensure_ascii=False))

@@ -49,6 +49,13 @@ HELD_OUT = ("val", "test")               # splits whose last values are a run's 
 FINAL_PREFIXES = tuple(f"{split}/" for split in HELD_OUT)
 GATE_PREFIX = "gate/"                    # gate/<name>, one per entry of cell.gate_values()
 
+# ------------------------------------------------------------------------ metrics that span decades
+# Gradient norms and singular values: drawn on a log axis, averaged geometrically over seeds
+# (stability.analysis.groups, Note [Geometric mean on a log axis]); not the margin |σ − 1|, which an
+# orthogonal cell keeps near 0.
+LOG_PREFIXES = ("grad/", "sv/")
+LINEAR_SV = (SV_MARGIN,)
+
 # ------------------------------------------------------------------------------------------ units
 # Task metrics that are the mean loss itself, in the loss's own unit (MSE; cross-entropy in nats), so
 # a baseline given in the metric's unit also fits the */loss curves. Every other metric is derived
@@ -69,3 +76,9 @@ def is_final(name: str) -> bool:
 def is_loss_metric(metric: str | None) -> bool:
     """Whether the task metric ``metric`` is the loss itself (:data:`LOSS_METRICS`)."""
     return metric in LOSS_METRICS
+
+
+def is_log_metric(name: str) -> bool:
+    """Whether a metric spans decades and is drawn on a log axis: gradient norms and the singular values
+    (:data:`LOG_PREFIXES`), but not the margin |σ − 1| (:data:`LINEAR_SV`)."""
+    return name.startswith(LOG_PREFIXES) and name not in LINEAR_SV

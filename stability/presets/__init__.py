@@ -1,1 +1,29 @@
-"""Paper presets: one TOML file per figure (runs or a sweep, and the paper's claims), read, run and judged."""
+"""Paper presets: a figure or table of the papers as data, one TOML file each, run by the engine and judged
+from the stored rows.
+
+    from stability import presets
+    presets.available()                         # [PresetInfo(name, title, paper, figure, shows, runs, ...)]
+    preset = presets.load("spectral-fig1")      # a shipped name, or a path to a .toml/.json file; PresetError
+    presets.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
+    run_ids = presets.run(preset, store, scale="classroom", progress=print)
+    for verdict in presets.verdicts(preset, store, run_ids):
+        verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
+
+One module a concern: :mod:`.vocabulary` (PresetError, the words a file is written in),
+:mod:`.format` (Note [Preset format]: Preset, Claim, PresetInfo), :mod:`.layout` (Note [Layout]:
+the figure's panels), :mod:`.loading` (reading and checking a file), :mod:`.running` (training its
+runs, a rough time), :mod:`.judging` (Note [Claims]: verdicts). The shipped presets are the
+``*.toml`` files beside them (:data:`PRESETS_DIR`).
+"""
+from __future__ import annotations
+
+from .format import Claim, Preset, PresetInfo, claim_metrics
+from .judging import Verdict, group_of, statistic, verdicts
+from .layout import Layout, Mark, Panel
+from .loading import available, from_dict, info, load
+from .running import estimate, run
+from .vocabulary import OPS, PRESETS_DIR, RUN_FIELDS, SCALES, STATS, SUFFIXES, PresetError
+
+__all__ = ["OPS", "PRESETS_DIR", "RUN_FIELDS", "SCALES", "STATS", "SUFFIXES", "Claim", "Layout", "Mark", "Panel",
+           "Preset", "PresetError", "PresetInfo", "Verdict", "available", "claim_metrics", "estimate", "from_dict",
+           "group_of", "info", "load", "run", "statistic", "verdicts"]

@@ -24,12 +24,12 @@ The text of one ``--vary``:
 FIELD is a config path: ``cell`` (the cell's name), ``cell.hidden_size``, ``cell.OPTION`` (an option
 of the cell, or of every varied cell: ``cell.m1``, ``cell.nonlinearity``, ``cell.h0``,
 ``cell.h0_noise_std``), ``task``, ``task.OPTION`` (``task.seq_len``), ``train.FIELD`` or a bare train
-field (``lr``, ``steps``, ``optimizer``, ``clip_grad_norm``, ...). Types, choices and ranges come
-from :class:`~stability.config.TrainConfig`'s annotations and from ``cells.describe(name).options``
-/ ``tasks.describe(name).options``; every value is checked by ``RunConfig.validate()`` and
-``check_buildable()`` applied to the base config, and so is every combination of the varied values
-that a builder reads (the cell, the task, and the train fields that size a run: every field but
-:data:`TRAINING_ONLY`); each distinct config is checked once.
+field (``lr``, ``steps``, ``optimizer``, ``clip_grad_norm``, ...). Its type and choices come from
+:func:`stability.config.fields.resolve_field` (``TrainConfig``'s annotations, the cells' and tasks'
+declared options), and a setting is applied by :func:`stability.config.fields.apply`. Every value is
+checked by ``RunConfig.validate()`` and ``check_buildable()`` applied to the base config, and so is
+every combination of the varied values that a builder reads (the cell, the task, and the train
+fields that size a run: every field but :data:`TRAINING_ONLY`); each distinct config is checked once.
 
 Seeds: a sweep runs each setting with seeds ``base.train.seed + i`` for ``i < seeds``. In a grid
 study the seed is a grid parameter (``train.seed``); with random and TPE sampling each sampled
@@ -41,11 +41,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import RunConfig, TrainConfig
-from ..config.fields import setting_label
+from ..config import ConfigError, RunConfig
+from ..config import fields as config_fields
+from ..config.fields import Field, apply, setting_label
 from ..core import metric_names
 from ..core.formatting import shown
 from ..execution.preflight import check_buildable
@@ -53,7 +54,7 @@ from ..execution.preflight import check_buildable
 
 SAMPLERS = ("grid", "random", "tpe")
 MAX_RUNS = 10_000  # a grid over more runs needs allow_large=True (the CLI's --yes)
-SEED_PARAM = "train.seed"  # the seed's name among a grid trial's params
+SEED_PARAM = config_fields.SEED  # the seed's name among a grid trial's params
 SWEEP_ATTR = "sweep"  # the study's user attribute holding SweepSpec.to_dict()
 # Train fields that no builder reads: a combination of their values needs no check beyond each value's.
 TRAINING_ONLY = frozenset({"optimizer", "lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
@@ -69,72 +70,19 @@ class SweepError(ValueError):
 
 
 # ---------------------------------------------------------------------------------- fields
-@dataclass(frozen=True)
-class _Field:
-    path: str            # canonical: cell, cell.hidden_size, cell.m1, task, task.seq_len, train.lr
-    kind: str            # int, float, bool, str, or the annotation of anything else (parsed as JSON)
-    optional: bool = False
-    choices: tuple | None = None
-
-
-def _train_field(name: str) -> _Field | None:
-    for item in fields(TrainConfig):
-        if item.name == name:
-            parts = [part.strip() for part in str(item.type).split("|")]
-            kind = " | ".join(part for part in parts if part != "None")
-            return _Field(f"train.{name}", kind, optional="None" in parts)
-    return None
-
-
-def _option_field(section: str, option: str, names: list[str]) -> _Field:
-    """Option ``option`` of the cells (tasks) ``names``: its type from the first that declares it."""
-    from .. import cells, tasks
-
-    registry = cells if section == "cell" else tasks
-    for name in names:
-        try:
-            info = registry.describe(name).option(option)
-        except ValueError:
-            continue
-        return _Field(f"{section}.{option}", info.base_type, info.optional, info.choices)
-    valid = list(dict.fromkeys(o.name for name in names for o in _described(registry, name)))
-    raise SweepError(f"vary {section}.{option}: {section} {' / '.join(names)} has no option {option!r}; "
-                     f"valid options: {', '.join(valid) or 'none'}")
-
-
-def _described(registry, name):
-    try:
-        return registry.describe(name).options
-    except ValueError:
-        return ()
-
-
-def resolve_field(name: str, base: RunConfig, cells_varied: list[str] | None = None) -> _Field:
-    """The field a ``--vary`` FIELD names, with its type; SweepError for an unknown one."""
-    path = name.strip().replace("-", "_")
-    section, dot, rest = path.partition(".")
-    if path in ("cell", "cell.name"):
-        return _Field("cell", "str")
-    if path in ("task", "task.name"):
-        return _Field("task", "str")
-    if path in ("hidden_size", "cell.hidden_size"):
-        return _Field("cell.hidden_size", "int")
-    if path in ("seed", "train.seed"):
+def resolve_field(name: str, base: RunConfig, cells_varied: list[str] | None = None) -> Field:
+    """The field a ``--vary`` FIELD names, with its type (:func:`stability.config.fields.resolve_field`:
+    a cell option is looked up on the varied cells); SweepError for an unknown one or the seed."""
+    if name.strip().replace("-", "_") in ("seed", SEED_PARAM):
         raise SweepError(f"vary {name}: the seeds come from --seeds N (from the base seed up), not from --vary")
-    if section == "cell" and dot and rest:
-        return _option_field("cell", rest, cells_varied or [base.cell.name])
-    if section == "task" and dot and rest:
-        return _option_field("task", rest, [base.task.name])
-    found = _train_field(rest if section == "train" and dot else path)
-    if found is None or path == "train":
-        trains = ", ".join(f.name for f in fields(TrainConfig) if f.name != "seed")
-        raise SweepError(f"vary {name}: unknown field; valid: cell, cell.hidden_size, cell.OPTION, task, "
-                         f"task.OPTION, or a train field ({trains})")
-    return found
+    try:
+        return config_fields.resolve_field(name, base, cells_varied)
+    except ConfigError as error:
+        raise SweepError(f"vary {error}") from None
 
 
 # ---------------------------------------------------------------------------------- values
-def convert(raw: Any, spec: _Field) -> Any:
+def convert(raw: Any, spec: Field) -> Any:
     """``raw`` (a text from the command line, or a value read back from JSON) as ``spec``'s type."""
     text = raw.strip() if isinstance(raw, str) else None
     if spec.optional and (raw is None or (text is not None and text.lower() in _NONE_TEXTS)):
@@ -147,7 +95,7 @@ def convert(raw: Any, spec: _Field) -> Any:
     return value
 
 
-def _typed(raw: Any, text: str | None, spec: _Field) -> Any:
+def _typed(raw: Any, text: str | None, spec: Field) -> Any:
     def refuse(what):
         return SweepError(f"vary {spec.path}: {raw!r} is not {what}")
 
@@ -262,7 +210,7 @@ class Vary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Vary:
-        spec = _Field(data["field"], data["kind"], bool(data.get("optional", False)))
+        spec = Field(data["field"], data["kind"], bool(data.get("optional", False)))
         return cls(field=spec.path, kind=spec.kind, values=tuple(convert(v, spec) for v in data.get("values", ())),
                    low=data.get("low"), high=data.get("high"), log=bool(data.get("log", False)),
                    optional=spec.optional)
@@ -283,7 +231,7 @@ class Vary:
         return _listed(spec, values)
 
 
-def _listed(spec: _Field, values: tuple) -> Vary:
+def _listed(spec: Field, values: tuple) -> Vary:
     seen = []
     for value in values:
         if value in seen:
@@ -292,7 +240,7 @@ def _listed(spec: _Field, values: tuple) -> Vary:
     return Vary(spec.path, spec.kind, values, optional=spec.optional)
 
 
-def _parse_range(spec: _Field, text: str) -> Vary:
+def _parse_range(spec: Field, text: str) -> Vary:
     parts = [part.strip() for part in text.split(":")]
     log = parts[-1].lower() == "log"
     parts = parts[:-1] if log else parts
@@ -306,7 +254,7 @@ def _parse_range(spec: _Field, text: str) -> Vary:
         raise SweepError(f"vary {spec.path}: a log range needs LOW > 0; got {low!r}")
     if len(parts) == 2:
         return Vary(spec.path, spec.kind, (), low=low, high=high, log=log, optional=spec.optional)
-    count = convert(parts[2], _Field(f"{spec.path} COUNT", "int"))
+    count = convert(parts[2], Field(f"{spec.path} COUNT", "int"))
     if count < 2:
         raise SweepError(f"vary {spec.path}: a range's COUNT must be at least 2; got {count}")
     values = [float(f"{value:.12g}") for value in spaced(float(low), float(high), count, log)]
@@ -320,36 +268,6 @@ def _jsonable(value: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------- configs
-def apply(base: RunConfig, setting: dict[str, Any]) -> RunConfig:
-    """A new config: ``base`` with each field of ``setting`` (canonical path -> value) set.
-
-    Where the setting changes the cell, the base cell's options that the new cell does not declare
-    are dropped (``--cell spectral --cell-option m1=16 --vary cell=rnn,spectral``: m1 is
-    spectral's), as are a changed task's; an option the setting names itself is always kept."""
-    from .. import cells, tasks
-
-    data = base.to_dict()
-    for path, value in setting.items():
-        section, _, rest = path.partition(".")
-        if not rest:
-            data[section]["name"] = value
-        elif section == "train" or rest == "hidden_size":
-            data[section][rest] = value
-        else:
-            data[section]["options"][rest] = value
-    for section, registry, before in (("cell", cells, base.cell.name), ("task", tasks, base.task.name)):
-        name = data[section]["name"]
-        if name != before:
-            try:
-                declared = {option.name for option in registry.describe(name).options}
-            except ValueError:  # an unknown name: the checks say so
-                continue
-            named = {path.partition(".")[2] for path in setting if path.startswith(f"{section}.")}
-            data[section]["options"] = {key: value for key, value in data[section]["options"].items()
-                                        if key in declared or key in named}
-    return RunConfig.from_dict(data)
-
-
 class _Checks:
     """``validate()`` and ``check_buildable()`` of each distinct config, once (keyed by its JSON)."""
 

@@ -2,16 +2,25 @@
 
     frame = results(store, sweep_id)      # run_id, trial, seed, status, objective, step, setting, <fields>
     rows = setting_rows(frame, spec)      # what ``sweeps show --json`` prints, a setting a line
+    stats = seed_statistics(frame["objective"], frame["status"], frame["setting"])   # mean, min, max, std, n
+
+:func:`seed_statistics` is the one place the objective is summarised over a setting's seeds: the
+CLI's rows here and the Sweep page's table (:func:`stability.analysis.groups.setting_table`) both
+read it. Which runs count is Note [Which runs count] in :mod:`stability.analysis.groups`.
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..config.fields import setting_label
 from .spec import SweepSpec, objective_name
+
+COUNTED = ("completed",)  # the statuses whose objective is a final one (Note [Which runs count])
+
 
 def results(store, sweep_id: int) -> pd.DataFrame:
     """One row per run of the sweep: run_id, trial, seed, status, objective (the run's final
@@ -40,20 +49,33 @@ def setting_rows(frame: pd.DataFrame, spec: SweepSpec) -> list[dict[str, Any]]:
     ``min``, ``max`` of the objective over the setting's completed runs (None when none completed),
     ``completed``, ``diverged``, ``pruned`` (counts). What ``sweeps show --json`` prints, a line each."""
     fields_ = [vary.field for vary in spec.vary]
+    stats = seed_statistics(frame["objective"], frame["status"], frame["setting"])
     rows = []
-    for _, group in frame.groupby("setting", sort=False):
-        finals = group.loc[(group["status"] == "completed") & group["objective"].notna(), "objective"]
-        finals = finals[finals.map(math.isfinite)]
-        first = group.iloc[0]
+    for label, group in frame.groupby("setting", sort=False):
+        first, counted = group.iloc[0], stats.loc[label]
         rows.append({
             "setting": {path: _json_value(first[path]) for path in fields_},
             "runs": [{"run_id": int(run.run_id), "seed": int(run.seed), "status": run.status,
                       "objective": _json_value(run.objective)} for run in group.itertuples()],
-            "mean": float(finals.mean()) if len(finals) else None,
-            "min": float(finals.min()) if len(finals) else None,
-            "max": float(finals.max()) if len(finals) else None,
+            **{name: float(counted[name]) if counted["n"] else None for name in ("mean", "min", "max")},
             **{status: int((group["status"] == status).sum()) for status in ("completed", "diverged", "pruned")}})
     return rows
+
+
+def counted_objective(objective: pd.Series, status: pd.Series) -> pd.Series:
+    """Each run's objective where it counts (a :data:`COUNTED` status and a finite value), else NaN."""
+    values = pd.to_numeric(objective, errors="coerce").astype(float)
+    return values.where(status.isin(COUNTED) & np.isfinite(values))
+
+
+def seed_statistics(objective: pd.Series, status: pd.Series, settings: pd.Series) -> pd.DataFrame:
+    """Per setting (``settings``: each run's setting key, aligned with ``objective`` and ``status``), in
+    the order first seen: ``mean``, ``min``, ``max`` and ``std`` (ddof = 1) of the objective over the
+    setting's counted runs (:func:`counted_objective`; NaN without one, std also with one) and ``n``,
+    how many counted."""
+    by = counted_objective(objective, status).groupby(settings, sort=False)
+    return pd.DataFrame({"mean": by.mean(), "min": by.min(), "max": by.max(), "std": by.std(ddof=1),
+                         "n": by.count()})
 
 
 def _json_value(value: Any) -> Any:

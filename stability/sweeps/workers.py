@@ -83,7 +83,7 @@ def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name:
 def store_sweep(store, spec: SweepSpec, *, workers: int = 1, name: str = "") -> int:
     """The sweep's row and its Optuna study in ``store``'s database, no worker started: what
     :func:`start_sweep` launches workers on, and what a process that runs :func:`work` itself (a
-    preset, stability.presets.preset) starts from. Returns the sweep's id."""
+    preset, stability.presets.running) starts from. Returns the sweep's id."""
     sweep_id = store.create_sweep(spec.to_dict(), name=name or spec.base.name)
     create_study(spec, storage(store), store.sweep(sweep_id)["study"])
     store.update_sweep(sweep_id, workers=workers)

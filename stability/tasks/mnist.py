@@ -127,6 +127,26 @@ def pixel_statistics(images: np.ndarray) -> tuple[float, float]:
     return float(mean), float(np.sqrt(variance))
 
 
+def _splits(arrays: dict[str, np.ndarray], kind: str, val_size: int, sizes: dict[str, int | None],
+            seed: int) -> dict[str, Arrays]:
+    """train, val (``val_size`` held out of the training set) and test, each of ``kind`` ("images" or
+    the stand-in's "ids") and labels; ``sizes``: a seeded subset of train (test) where it is smaller."""
+    train, val = split_off(
+        {kind: arrays[f"train_{kind}"], "labels": arrays["train_labels"]},
+        val_size,
+        rng(seed, "split"),
+    )
+    splits = {
+        "train": train,
+        "val": val,
+        "test": {kind: arrays[f"test_{kind}"], "labels": arrays["test_labels"]},
+    }
+    for split, size in sizes.items():
+        if size is not None and size < len(splits[split]["labels"]):
+            _, splits[split] = split_off(splits[split], size, rng(seed, split))
+    return splits
+
+
 class MnistTask(StoredTask):
     name = "mnist"
     summary = "Pixel-by-pixel MNIST: 784 steps of one pixel"
@@ -194,33 +214,24 @@ class MnistTask(StoredTask):
         else:
             arrays = load_mnist(data_dir, download, progress)
             kind = "images"
-        train, val = split_off(
-            {kind: arrays[f"train_{kind}"], "labels": arrays["train_labels"]},
-            val_size,
-            rng(seed, "split"),
-        )
-        self.splits = {
-            "train": train,
-            "val": val,
-            "test": {kind: arrays[f"test_{kind}"], "labels": arrays["test_labels"]},
-        }
-        for split, size in sizes.items():
-            if size is not None and size < len(self.splits[split]["labels"]):
-                _, self.splits[split] = split_off(self.splits[split], size, rng(seed, split))
+        self.splits = _splits(arrays, kind, val_size, sizes, seed)
         train = self.splits["train"]
-        if not self.standin:
-            self.pixel_mean, self.pixel_std = pixel_statistics(train["images"])
-        elif self.normalize == "standard":  # from a sample: rendering all 55,000 would take seconds
-            self.pixel_mean, self.pixel_std = pixel_statistics(self._images(
-                {key: value[:STANDIN_SAMPLE] for key, value in train.items()}))
-        else:
-            self.pixel_mean, self.pixel_std = None, None  # not needed for normalize="unit"
+        self.pixel_mean, self.pixel_std = self._pixel_statistics(train)
         self.permutation = self._permutation()
         self.baseline = majority_baseline(train["labels"], self.splits["test"]["labels"])
         self.baseline_label = "always predict the most frequent training digit"
         if self.standin:
             self.baseline_label = standin.label(self.baseline_label, "MNIST")
             self.description = f"{self.description} {STANDIN_NOTE}"
+
+    def _pixel_statistics(self, train: Arrays) -> tuple[float | None, float | None]:
+        """The training pixels' mean and standard deviation: of the real images, of a sample of the
+        stand-in's where normalize="standard" needs them, else None (normalize="unit")."""
+        if not self.standin:
+            return pixel_statistics(train["images"])
+        if self.normalize == "standard":  # from a sample: rendering all 55,000 would take seconds
+            return pixel_statistics(self._images({key: value[:STANDIN_SAMPLE] for key, value in train.items()}))
+        return None, None
 
     def _images(self, arrays: Arrays) -> np.ndarray:
         """(B, 784) uint8: the stored images, or the stand-in's rendered from their ids."""
