@@ -40,9 +40,15 @@ SERIES = [("grad/h_t_norm", 16), ("sv/spectrum", 16), ("gate/values", 16)]
 
 
 def old_store_module(commit: str):
-    """The store module as it was at ``commit`` (raw sqlite3), loaded under another name."""
-    source = subprocess.run(["git", "show", f"{commit}:stability/runs/store.py"], cwd=REPO, check=True,
-                            capture_output=True, text=True).stdout
+    """The store module as it was at ``commit`` (raw sqlite3), loaded under another name: it lived in
+    ``stability/store.py`` before the package was grouped into rooms, ``stability/runs/store.py`` since."""
+    for path in ("stability/runs/store.py", "stability/store.py"):
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPO, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no store module at commit {commit}: {shown.stderr.strip()}")
+    source = shown.stdout
     folder = Path(tempfile.mkdtemp(prefix="old-store-"))
     (folder / "old_store.py").write_text(source.replace("from .records import", "from stability.runs.records import"))
     spec = importlib.util.spec_from_file_location("old_store", folder / "old_store.py")
