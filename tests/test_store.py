@@ -624,12 +624,13 @@ def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_pat
 
 
 def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypatch):
+    import stability.runs.engine as engine_module
     import stability.runs.store as store_module
 
     store = sqlite_store
     run_id = store.create_run(CONFIG)
     store.log(run_id, [(0, 0.0, "train/loss", 1.0)])
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 300)
     holder = sqlite3.connect(store.path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -1082,9 +1083,10 @@ def test_without_postgresql_binaries_its_tests_skip_with_the_reason_or_fail_when
 def test_a_postgresql_write_blocked_by_another_writers_lock_is_store_busy_after_the_timeout(postgres_url, monkeypatch):
     import psycopg
 
+    import stability.runs.engine as engine_module
     import stability.runs.store as store_module
 
-    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(engine_module, "BUSY_TIMEOUT_MS", 300)
     with RunStore(postgres_url) as store:
         run_id = store.create_run(CONFIG)
         holder = psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://"))
