@@ -150,7 +150,8 @@ def schema_layout(url: str) -> dict:
     engine = create_engine(url, poolclass=NullPool)
     try:
         inspector = inspect(engine)
-        layout = {table: {"columns": [{**column, "type": repr(column["type"])} for column in inspector.get_columns(table)],
+        layout = {table: {"columns": [{**column, "type": repr(column["type"])}
+                                      for column in inspector.get_columns(table)],
                           "primary key": inspector.get_pk_constraint(table),
                           "indexes": sorted(inspector.get_indexes(table), key=lambda index: index["name"]),
                           "unique": inspector.get_unique_constraints(table),

@@ -39,17 +39,18 @@ Note [latest]
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import (REAL, BigInteger, Column, Double, Identity, Index, Integer, MetaData, Table, Text, func,
-                        insert, select, text)
+from sqlalchemy import (REAL, BigInteger, Column, Double, Identity, Index, Integer, MetaData, Table, Text, bindparam,
+                        func, insert, select, text, update)
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateColumn
-from sqlalchemy.sql.expression import ColumnElement, FunctionElement, Insert
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement, Insert, Update
 
 SCHEMA_VERSION = 4
 
@@ -199,6 +200,14 @@ def json_object(value: Any, what: str) -> str:
 def upsert(dialect: str, table: Table):
     """The dialect's INSERT that takes ``on_conflict_do_update`` (the same clause on both)."""
     return (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
+
+
+@functools.lru_cache(maxsize=128)
+def update_by_id(table: Table, columns: tuple[str, ...]) -> Update:
+    """``UPDATE table SET column = :new_column, ... WHERE id = :row_id`` for these columns, built once
+    for each set of them (a bound parameter of an UPDATE may not share a column's name)."""
+    return update(table).where(table.c.id == bindparam("row_id")).values(
+        {column: bindparam(f"new_{column}", type_=table.c[column].type) for column in columns})
 
 
 def latest_from_metrics(*where: ColumnElement) -> Insert:

@@ -20,20 +20,8 @@ This module holds ``RunStore``'s queries; each other concern has its own module 
     engine.py       SQLite and PostgreSQL connections, and their errors as one line
                     (Notes [concurrency], [interrupts], [durability])
     sweep_rows.py   the sweeps' rows (Note [sweeps])
+    bulk_rows.py    a flush's rows and many-row reads through the driver's cursor (Note [bulk rows])
     errors.py       StoreError, StoreBusy, RunNotFound, SweepNotFound
-
-Note [bulk rows]
-    A flush writes a log interval's rows (25 scalars and a few series vectors) and
-    the heartbeat on the training hot path. Its four statements are Core statements
-    compiled once per dialect with positional markers (``?`` for sqlite3, ``%s`` for
-    psycopg; ``driver_statements``) and go to the DBAPI cursor's ``executemany``
-    (SQLAlchemy's ``connection.connection.cursor()``, inside the transaction SQLAlchemy
-    began) with rows of tuples: executed through SQLAlchemy, each row becomes a parameter
-    dict, which made a flush on SQLite 2.5x slower than the raw-sqlite3 store, and each
-    execution still costs an execution context (~40 us). Reads of many rows take the DBAPI
-    cursor's tuples for the same reason (``benchmarks/store.py`` has the numbers).
-    Statements sent this way pass no SQLAlchemy events; driver errors are caught like
-    SQLAlchemy's.
 
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
@@ -49,25 +37,24 @@ import math
 import operator
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
-from sqlalchemy import Text, bindparam, delete, func, insert, literal, select, update
-from sqlalchemy.dialects.postgresql.base import PGDialect
-from sqlalchemy.dialects.sqlite.base import SQLiteDialect
+from sqlalchemy import Text, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.expression import ColumnElement, Executable, Insert, Select
+from sqlalchemy.sql.expression import ColumnElement, Executable, Select
 
+from .bulk_rows import driver_statements, execute_rows, fetch_tuples
 from .engine import WRITE, driver_errors, store_error
 from .errors import RunNotFound, StoreBusy, StoreError, SweepNotFound
 from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, store_home
 from .opening import open_engine
 from .records import RunRecord, parse_params, record_from_row, section_name
 from .schema import (FLOAT, SCHEMA_VERSION, as_flag, json_object, latest_from_metrics, latest_table, metrics_table,
-                     runs_table, series_table, upsert, write_order)
+                     runs_table, series_table, update_by_id, write_order)
 from .status import ACTIVE_STATUSES, STATUSES, SWEEP_STATUSES, TERMINAL
 from .sweep_rows import SweepRows
 
@@ -158,19 +145,19 @@ class RunStore(SweepRows):
         except self._errors as error:
             raise self._error(error) from None
 
-    def _query(self, statement: Executable) -> list[tuple]:
+    def _query(self, statement: Executable, params: Mapping[str, Any] | None = None) -> list[tuple]:
         try:
             with self._reader.connect() as conn:
-                return _tuples(conn.execute(statement))
+                return fetch_tuples(conn.execute(statement, params))
         except self._errors as error:
             raise self._error(error) from None
 
-    def _dicts(self, statement: Executable) -> list[dict]:
+    def _dicts(self, statement: Executable, params: Mapping[str, Any] | None = None) -> list[dict]:
         try:
             with self._reader.connect() as conn:
-                result = conn.execute(statement)
+                result = conn.execute(statement, params)
                 columns = list(result.keys())
-                return [dict(zip(columns, row)) for row in _tuples(result)]
+                return [dict(zip(columns, row)) for row in fetch_tuples(result)]
         except self._errors as error:
             raise self._error(error) from None
 
@@ -187,13 +174,13 @@ class RunStore(SweepRows):
 
     def _require(self, conn: Connection, run_id) -> int:
         run_id = self._run_id(run_id)
-        if conn.execute(_run_exists(run_id)).first() is None:
+        if conn.execute(_RUN_EXISTS, {"id": run_id}).first() is None:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
     def _require_read(self, run_id) -> int:
         run_id = self._run_id(run_id)
-        if not self._query(_run_exists(run_id)):
+        if not self._query(_RUN_EXISTS, {"id": run_id}):
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
@@ -221,27 +208,24 @@ class RunStore(SweepRows):
             _check_status(fields["status"])
         if not fields:
             return
-        values = {key: None if value is None else _UPDATABLE[key](value) for key, value in sorted(fields.items())}
+        values = {f"new_{key}": None if value is None else _UPDATABLE[key](value) for key, value in fields.items()}
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute(update(runs_table).where(_RUNS.id == run_id).values(values))
+            conn.execute(update_by_id(runs_table, tuple(sorted(fields))), {**values, "row_id": run_id})
 
     def set_status(self, run_id: int, status: str, error: str | None = None) -> None:
         """Set the status (and error, if given); terminal statuses set ``finished_at``,
         'running' sets ``started_at`` unless already set."""
         _check_status(status)
         now = time.time()
-        finished, started = now if status in TERMINAL else None, now if status == "running" else None
+        values = {"new_status": status, "new_error": error, "finished": now if status in TERMINAL else None,
+                  "started": now if status == "running" else None}
         with self._write() as conn:
-            run_id = self._require(conn, run_id)
-            conn.execute(update(runs_table).where(_RUNS.id == run_id).values(
-                status=status, error=func.coalesce(literal(error, Text()), _RUNS.error),
-                finished_at=func.coalesce(literal(finished, FLOAT), _RUNS.finished_at),
-                started_at=func.coalesce(_RUNS.started_at, literal(started, FLOAT))))
+            conn.execute(_SET_STATUS, {**values, "run": self._require(conn, run_id)})
 
     def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
-        updated = self._driver_execute(conn, self._driver.heartbeat,
+        updated = execute_rows(conn, self._driver.heartbeat,
                                        [(time.time(), None if step is None else int(step), run_id)])
         if updated == 0:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
@@ -249,10 +233,10 @@ class RunStore(SweepRows):
     def request_stop(self, run_id: int) -> None:
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute(update(runs_table).where(_RUNS.id == run_id).values(stop_requested=1))
+            conn.execute(_REQUEST_STOP, {"run": run_id})
 
     def stop_requested(self, run_id: int) -> bool:
-        rows = self._query(select(_RUNS.stop_requested).where(_RUNS.id == self._run_id(run_id)))
+        rows = self._query(_STOP_REQUESTED, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return bool(rows[0][0])
@@ -265,7 +249,7 @@ class RunStore(SweepRows):
     def run(self, run_id: int) -> dict[str, Any]:
         """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
         types it all)."""
-        rows = self._run_rows(_RUNS.id == self._run_id(run_id))
+        rows = self._dicts(_RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         run = rows[0]
@@ -276,7 +260,7 @@ class RunStore(SweepRows):
 
     def record(self, run_id: int) -> RunRecord:
         """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values."""
-        rows = self._run_rows(_RUNS.id == self._run_id(run_id))
+        rows = self._dicts(_RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
@@ -367,44 +351,32 @@ class RunStore(SweepRows):
         rows = [(run_id, int(step), float(wall), str(name), float(value)) for step, wall, name, value in rows]
         if not rows:
             return
-        self._driver_execute(conn, self._driver.insert_metrics, rows)
+        execute_rows(conn, self._driver.insert_metrics, rows)
         newest: dict[str, tuple] = {}
         for row in rows:  # the last row written at the highest step of each name
             if row[3] not in newest or row[1] >= newest[row[3]][1]:
                 newest[row[3]] = row
-        self._driver_execute(conn, self._driver.upsert_latest, [(run_id, name, step, value) for run_id, step, _, name, value
-                                                               in newest.values()])
+        execute_rows(conn, self._driver.upsert_latest,
+                     [(run_id, name, step, value) for run_id, step, _, name, value in newest.values()])
 
     def _insert_series(self, conn: Connection, run_id: int, rows: Iterable[tuple]) -> None:
         rows = [(run_id, int(step), float(wall), str(name), int(index), float(value))
                 for step, wall, name, index, value in rows]
         if rows:
-            self._driver_execute(conn, self._driver.insert_series, rows)
-
-    @staticmethod
-    def _driver_execute(conn: Connection, statement: str, rows: list[tuple]) -> int:
-        """Rows of tuples through the DBAPI cursor's executemany, in the transaction of ``conn``;
-        returns the rows changed (Note [bulk rows])."""
-        cursor = conn.connection.cursor()
-        try:
-            cursor.executemany(statement, rows)
-            return cursor.rowcount
-        finally:
-            cursor.close()
+            execute_rows(conn, self._driver.insert_series, rows)
 
     # ---------------------------------------------------------------------- reads
     def metrics(self, run_id: int, names: list[str] | None = None,
                 since_step: int | None = None) -> pd.DataFrame:
         """Scalar rows of one run with ``step > since_step``, ordered by step (Note [since_step])."""
         run_id = self._run_id(run_id)
-        where = [_METRICS.run_id == run_id, *_named(_METRICS.name, names)]
-        if since_step is not None:
-            where.append(_METRICS.step > int(since_step))
+        params = {"id": run_id, **_names(names), **({} if since_step is None else {"since": int(since_step)})}
         try:
             with self._reader.connect() as conn:
-                if conn.execute(_run_exists(run_id)).first() is None:
+                if conn.execute(_RUN_EXISTS, {"id": run_id}).first() is None:
                     raise RunNotFound(f"no run with id {run_id} in {self.location}")
-                rows = _tuples(conn.execute(_metric_rows(*where).order_by(_METRICS.step, write_order())))
+                rows = fetch_tuples(conn.execute(_metrics_query(False, names is not None, since_step is not None),
+                                                 params))
         except self._errors as error:
             raise self._error(error) from None
         return _metric_frame(rows)
@@ -412,19 +384,16 @@ class RunStore(SweepRows):
     def metrics_many(self, run_ids: Iterable[int], names: list[str] | None = None) -> pd.DataFrame:
         """Scalar rows of several runs (ids that do not exist contribute no rows), ordered by run and step."""
         run_ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
-        statement = _metric_rows(_METRICS.run_id.in_(run_ids), *_named(_METRICS.name, names))
-        rows = self._query(statement.order_by(_METRICS.run_id, _METRICS.step, write_order())) if run_ids else []
+        statement = _metrics_query(True, names is not None, False)
+        rows = self._query(statement, {"ids": run_ids, **_names(names)}) if run_ids else []
         return _metric_frame(rows)
 
     def series(self, run_id: int, name: str, since_step: int | None = None) -> pd.DataFrame:
         """Rows of one vector diagnostic with ``step > since_step``: run_id,step,wall_time,name,index,value."""
-        run_id = self._run_id(run_id)
-        where = [_SERIES.run_id == run_id, _SERIES.name == name]
+        params = {"id": self._require_read(run_id), "name": name}
         if since_step is not None:
-            where.append(_SERIES.step > int(since_step))
-        self._require_read(run_id)
-        rows = self._query(select(_SERIES.run_id, _SERIES.step, _SERIES.wall_time, _SERIES.name, _SERIES.idx,
-                                  _SERIES.value).where(*where).order_by(_SERIES.step, _SERIES.idx))
+            params["since"] = int(since_step)
+        rows = self._query(_series_query(since_step is not None), params)
         frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
         return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64",
                              "index": "int64", "value": "float64"})
@@ -432,20 +401,16 @@ class RunStore(SweepRows):
     def latest(self, run_id: int) -> dict[str, float]:
         """The value at the highest step of every scalar name (a run's 'final' metrics; Note [latest])."""
         run_id = self._require_read(run_id)
-        rows = self._query(select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == run_id)
-                           .order_by(_LATEST.name))
-        return _latest_by_run(rows, [run_id])[run_id]
+        return _latest_by_run(self._query(_LATEST_OF_RUN, {"id": run_id}), [run_id])[run_id]
 
     def latest_many(self, run_ids: Iterable[int] | None = None) -> dict[int, dict[str, float]]:
         """:meth:`latest` of every run (or of those of ``run_ids`` that exist), in one query:
         run id -> {name: value}, ``{}`` for a run without scalar rows."""
-        statement = (select(_RUNS.id, _LATEST.name, _LATEST.value)
-                     .select_from(runs_table.outerjoin(latest_table, _LATEST.run_id == _RUNS.id))
-                     .order_by(_RUNS.id, _LATEST.name))
-        if run_ids is not None:
-            statement = statement.where(_RUNS.id.in_([int(run_id) for run_id in run_ids
-                                                      if 0 <= int(run_id) <= MAX_RUN_ID]))
-        rows = self._query(statement)
+        if run_ids is None:
+            rows = self._query(_latest_many_query(False))
+        else:
+            ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
+            rows = self._query(_latest_many_query(True), {"ids": ids})
         return _latest_by_run([row for row in rows if row[1] is not None], dict.fromkeys(row[0] for row in rows))
 
     def export_csv(self, run_id: int, path_or_buffer) -> None:
@@ -453,67 +418,63 @@ class RunStore(SweepRows):
         self.metrics(run_id).to_csv(path_or_buffer, index=False)
 
 
-class DriverStatements(NamedTuple):
-    """The statements of a flush as SQL for the driver's executemany (Note [bulk rows]), each
-    with the order of the values in its rows of tuples."""
-
-    insert_metrics: str  # (run_id, step, wall_time, name, value)
-    upsert_latest: str  # (run_id, name, step, value)
-    insert_series: str  # (run_id, step, wall_time, name, idx, value)
-    heartbeat: str  # (heartbeat, step or None, run id)
+# The reads, built once with bound parameters (``:id``, ``:since``, the lists ``:ids`` and ``:names``):
+# SQLAlchemy finds each one's compiled form in its cache without building the statement and its
+# cache key again on every call, which cost a poll (metrics since a step) a quarter of its time.
+def _in(column, name: str) -> ColumnElement:
+    """``column IN :name``, a list parameter of the column's type (an empty list compares too)."""
+    return column.in_(bindparam(name, expanding=True, type_=column.type))
 
 
-# Compiling for the drivers' positional markers: sqlite3 takes ``?``, psycopg ``%s``.
-_POSITIONAL = {"sqlite": SQLiteDialect(paramstyle="qmark"), "postgresql": PGDialect(paramstyle="format")}
+_RUN_EXISTS = select(_RUNS.id).where(_RUNS.id == bindparam("id"))
+_RUN_BY_ID = select(runs_table).where(_RUNS.id == bindparam("id"))
+_STOP_REQUESTED = select(_RUNS.stop_requested).where(_RUNS.id == bindparam("id"))
+# Writes of one shape, built once likewise (a bound parameter of an UPDATE may not share a column's name).
+_REQUEST_STOP = update(runs_table).where(_RUNS.id == bindparam("run")).values(stop_requested=1)
+_SET_STATUS = update(runs_table).where(_RUNS.id == bindparam("run")).values(
+    status=bindparam("new_status"), error=func.coalesce(bindparam("new_error", type_=Text()), _RUNS.error),
+    finished_at=func.coalesce(bindparam("finished", type_=FLOAT), _RUNS.finished_at),
+    started_at=func.coalesce(_RUNS.started_at, bindparam("started", type_=FLOAT)))
+_LATEST_OF_RUN = (select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == bindparam("id"))
+                  .order_by(_LATEST.name))
 
 
 @functools.cache
-def driver_statements(dialect: str) -> DriverStatements:
-    """The flush's statements compiled for ``dialect``'s driver, once a process (Note [bulk rows]).
-    The upsert keeps ``latest_metrics`` moving forward in step only (Note [latest])."""
-    latest = upsert(dialect, latest_table)
-    upsert_latest = latest.on_conflict_do_update(index_elements=[_LATEST.run_id, _LATEST.name],
-                                                 set_={"step": latest.excluded.step, "value": latest.excluded.value},
-                                                 where=latest.excluded.step >= _LATEST.step)
-    heartbeat = update(runs_table).where(_RUNS.id == bindparam("run")).values(
-        heartbeat=bindparam("beat"), step=func.coalesce(bindparam("reached"), _RUNS.step))
-    return DriverStatements(
-        insert_metrics=_positional(insert(metrics_table), dialect, "run_id", "step", "wall_time", "name", "value"),
-        upsert_latest=_positional(upsert_latest, dialect, "run_id", "name", "step", "value"),
-        insert_series=_positional(insert(series_table), dialect, "run_id", "step", "wall_time", "name", "idx", "value"),
-        heartbeat=_positional(heartbeat, dialect, "beat", "reached", "run"))
+def _metrics_query(many: bool, named: bool, since: bool) -> Select:
+    """Metric rows of run ``:id`` (of the runs ``:ids`` if ``many``), of the ``:names`` if ``named``,
+    after step ``:since`` if ``since``; by run, step and write order (schema's Note [write order])."""
+    where = [_in(_METRICS.run_id, "ids") if many else _METRICS.run_id == bindparam("id")]
+    where += [_in(_METRICS.name, "names")] if named else []
+    where += [_METRICS.step > bindparam("since")] if since else []
+    order = [_METRICS.run_id] if many else []
+    return (select(_METRICS.run_id, _METRICS.step, _METRICS.wall_time, _METRICS.name, _METRICS.value)
+            .where(*where).order_by(*order, _METRICS.step, write_order()))
 
 
-def _positional(statement: Executable, dialect: str, *parameters: str) -> str:
-    """``statement`` as the driver's SQL with positional markers, its values in the order ``parameters``
-    (an INSERT's columns are those named)."""
-    columns = list(parameters) if isinstance(statement, Insert) else None
-    compiled = statement.compile(dialect=_POSITIONAL[dialect], column_keys=columns)
-    if tuple(compiled.positiontup) != parameters:
-        raise AssertionError(f"{compiled.string} takes {compiled.positiontup}, not {parameters}")
-    return compiled.string
+@functools.cache
+def _series_query(since: bool) -> Select:
+    """Series rows of run ``:id`` and name ``:name`` (after step ``:since`` if ``since``), by step and index."""
+    where = [_SERIES.run_id == bindparam("id"), _SERIES.name == bindparam("name")]
+    where += [_SERIES.step > bindparam("since")] if since else []
+    return (select(_SERIES.run_id, _SERIES.step, _SERIES.wall_time, _SERIES.name, _SERIES.idx, _SERIES.value)
+            .where(*where).order_by(_SERIES.step, _SERIES.idx))
 
 
-def _run_exists(run_id: int) -> Select:
-    return select(_RUNS.id).where(_RUNS.id == run_id)
+@functools.cache
+def _latest_many_query(subset: bool) -> Select:
+    """Every run's id (of the runs ``:ids`` if ``subset``) with its latest values, a NULL name for a
+    run that has none (schema's Note [latest])."""
+    statement = (select(_RUNS.id, _LATEST.name, _LATEST.value)
+                 .select_from(runs_table.outerjoin(latest_table, _LATEST.run_id == _RUNS.id))
+                 .order_by(_RUNS.id, _LATEST.name))
+    return statement.where(_in(_RUNS.id, "ids")) if subset else statement
 
 
-def _metric_rows(*where: ColumnElement) -> Select:
-    return select(_METRICS.run_id, _METRICS.step, _METRICS.wall_time, _METRICS.name, _METRICS.value).where(*where)
-
-
-def _named(column, names: list[str] | str | None) -> list[ColumnElement]:
-    """The condition that ``column`` is one of ``names`` (a name alone is a list of one); none for None."""
+def _names(names: list[str] | str | None) -> dict[str, list[str]]:
+    """The ``:names`` parameter (a name alone is a list of one); none for None."""
     if names is None:
-        return []
-    return [column.in_([names] if isinstance(names, str) else list(names))]
-
-
-def _tuples(result) -> list[tuple]:
-    """The rows of a query as plain tuples, from the DBAPI cursor's own ``fetchall``: pandas builds a
-    frame from tuples about 3x faster than from SQLAlchemy's Row objects, and the store's column
-    types have no result processing to skip (benchmarks/store.py)."""
-    return result.cursor.fetchall() if result.returns_rows else []
+        return {}
+    return {"names": [names] if isinstance(names, str) else list(names)}
 
 
 def _latest_by_run(rows: Iterable[tuple], run_ids: Iterable[int]) -> dict[int, dict[str, float]]:

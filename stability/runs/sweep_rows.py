@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import ColumnElement, Executable
 
 from .errors import RunNotFound, SweepNotFound
-from .schema import as_flag, json_object, runs_table, sweeps_table
+from .schema import as_flag, json_object, runs_table, sweeps_table, update_by_id
 from .status import SWEEP_STATUSES
 
 
@@ -92,10 +92,10 @@ class SweepRows:
             raise ValueError(f"unknown sweep status {fields['status']!r}; valid: {', '.join(SWEEP_STATUSES)}")
         if not fields:
             return
-        values = {key: None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in sorted(fields.items())}
+        values = {f"new_{key}": None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in fields.items()}
+        values["row_id"] = self._sweep_id(sweep_id)
         with self._write() as conn:
-            changed = conn.execute(update(sweeps_table).where(_SWEEPS.id == self._sweep_id(sweep_id)).values(values))
-            if changed.rowcount == 0:
+            if conn.execute(update_by_id(sweeps_table, tuple(sorted(fields))), values).rowcount == 0:
                 raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}")
 
     def _sweep_rows(self, *where: ColumnElement) -> list[dict]:
