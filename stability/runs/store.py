@@ -241,11 +241,6 @@ class RunStore(SweepRows):
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return bool(rows[0][0])
 
-    def _run_rows(self, *where: ColumnElement) -> list[dict]:
-        """Every column of the runs ``where`` selects, newest first, as dicts (``config`` as the
-        stored JSON text)."""
-        return self._dicts(select(runs_table).where(*where).order_by(_RUNS.id.desc()))
-
     def run(self, run_id: int) -> dict[str, Any]:
         """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
         types it all)."""
@@ -269,16 +264,15 @@ class RunStore(SweepRows):
         """Every run (or those in one of ``statuses``, or of one sweep) as a
         :class:`~stability.runs.records.RunRecord`, newest first, in two queries: the runs, then all
         their latest values (Note [latest])."""
-        where = []
+        params = {}
         if statuses is not None:
-            statuses = [statuses] if isinstance(statuses, str) else list(statuses)
-            for status in statuses:
+            params["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
+            for status in params["statuses"]:
                 _check_status(status)
-            where.append(_RUNS.status.in_(statuses))
         if sweep_id is not None:
-            where.append(_RUNS.sweep_id == int(sweep_id))
-        rows = self._run_rows(*where)
-        latest = self.latest_many() if not where else self.latest_many(row["id"] for row in rows)
+            params["sweep_id"] = int(sweep_id)
+        rows = self._dicts(_runs_query(statuses is not None, sweep_id is not None), params)
+        latest = self.latest_many() if not params else self.latest_many(row["id"] for row in rows)
         return [record_from_row(row, latest.get(row["id"], {})) for row in rows]
 
     def active_runs(self) -> list[RunRecord]:
@@ -437,6 +431,15 @@ _SET_STATUS = update(runs_table).where(_RUNS.id == bindparam("run")).values(
     started_at=func.coalesce(_RUNS.started_at, bindparam("started", type_=FLOAT)))
 _LATEST_OF_RUN = (select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == bindparam("id"))
                   .order_by(_LATEST.name))
+
+
+@functools.cache
+def _runs_query(by_status: bool, of_sweep: bool) -> Select:
+    """Every column of the runs (in one of the ``:statuses`` if ``by_status``, of sweep ``:sweep_id``
+    if ``of_sweep``), newest first."""
+    where = [_in(_RUNS.status, "statuses")] if by_status else []
+    where += [_RUNS.sweep_id == bindparam("sweep_id")] if of_sweep else []
+    return select(runs_table).where(*where).order_by(_RUNS.id.desc())
 
 
 @functools.cache
