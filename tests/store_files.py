@@ -38,7 +38,7 @@ def raw_rows(store, sql: str, **params) -> list[tuple]:
 
 
 def write_order(store) -> str:
-    """The column that orders metric rows by when they were written (store Note [write order])."""
+    """The column that orders metric rows by when they were written (stability/runs/schema.py, Note [write order])."""
     return "rowid" if store.dialect == "sqlite" else "seq"
 
 

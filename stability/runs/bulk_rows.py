@@ -29,7 +29,8 @@ from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.sql.expression import Executable, Insert
 
-from .schema import latest_table, metrics_table, runs_table, series_table, upsert
+from .queries import upsert
+from .schema import latest_table, metrics_table, runs_table, series_table
 
 # Compiling for the drivers' positional markers: sqlite3 takes ``?``, psycopg ``%s``.
 _POSITIONAL = {"sqlite": SQLiteDialect(paramstyle="qmark"), "postgresql": PGDialect(paramstyle="format")}

@@ -27,7 +27,8 @@ from __future__ import annotations
 from sqlalchemy import func, inspect, select
 from sqlalchemy.engine import Connection
 
-from .schema import SCHEMA_VERSION, meta_table, metadata, upsert
+from .queries import upsert
+from .schema import SCHEMA_VERSION, meta_table, metadata
 
 SCHEMA_LOCK = 0x5354414253544F52  # pg_advisory_xact_lock key for creating and migrating the tables
 

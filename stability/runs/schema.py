@@ -1,5 +1,6 @@
 """The run store's tables, as SQLAlchemy metadata: what a new store gets (``metadata.create_all``)
-and what every query of :mod:`stability.runs.store` is written against.
+and what every statement of :mod:`stability.runs.queries` and :mod:`stability.runs.store` is
+written against; and how values are stored in them (flags, JSON objects).
 
     runs            one row per run: its config (JSON), status, times, worker, sweep trial
     metrics         scalar rows (run_id, step, wall_time, name, value)
@@ -33,24 +34,20 @@ Note [latest]
     instead of a scan of each run's rows. Every write of scalar rows (``flush``,
     ``log``) updates it in the same transaction with an upsert that only moves
     forward in step; ``discard_after`` recomputes a run's rows from ``metrics``
-    (``latest_from_metrics``) and ``delete_run`` removes them, each in its own write's
+    (``queries.latest_from_metrics``) and ``delete_run`` removes them, each in its own write's
     transaction, so it always equals a max-step read of ``metrics`` (tested against
     one). The recomputation breaks ties at one step by write order (Note [write order]).
 """
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import (REAL, BigInteger, Column, Double, Identity, Index, Integer, MetaData, Table, Text, bindparam,
-                        func, insert, select, text, update)
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import REAL, BigInteger, Column, Double, Identity, Index, Integer, MetaData, Table, Text, text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateColumn
-from sqlalchemy.sql.expression import ColumnElement, FunctionElement, Insert, Update
+from sqlalchemy.sql.expression import FunctionElement
 
 SCHEMA_VERSION = 4
 
@@ -195,28 +192,3 @@ def json_object(value: Any, what: str) -> str:
     if not isinstance(value, Mapping):
         raise ValueError(f"{what} must be a dict; got {type(value).__name__}")
     return json.dumps(dict(value))
-
-
-def upsert(dialect: str, table: Table):
-    """The dialect's INSERT that takes ``on_conflict_do_update`` (the same clause on both)."""
-    return (sqlite_insert if dialect == "sqlite" else postgresql_insert)(table)
-
-
-@functools.lru_cache(maxsize=128)
-def update_by_id(table: Table, columns: tuple[str, ...]) -> Update:
-    """``UPDATE table SET column = :new_column, ... WHERE id = :row_id`` for these columns, built once
-    for each set of them (a bound parameter of an UPDATE may not share a column's name)."""
-    return update(table).where(table.c.id == bindparam("row_id")).values(
-        {column: bindparam(f"new_{column}", type_=table.c[column].type) for column in columns})
-
-
-def latest_from_metrics(*where: ColumnElement) -> Insert:
-    """INSERT into ``latest_metrics`` the rows recomputed from the ``metrics`` rows ``where`` selects:
-    per run and name the row at the highest step, the last written of several (Note [latest])."""
-    metrics = metrics_table.c
-    position = func.row_number().over(partition_by=(metrics.run_id, metrics.name),
-                                      order_by=(metrics.step.desc(), write_order().desc()))
-    ranked = select(metrics.run_id, metrics.name, metrics.step, metrics.value,
-                    position.label("position")).where(*where).subquery("ranked")
-    latest = select(ranked.c.run_id, ranked.c.name, ranked.c.step, ranked.c.value).where(ranked.c.position == 1)
-    return insert(latest_table).from_select(["run_id", "name", "step", "value"], latest)

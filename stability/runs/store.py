@@ -11,17 +11,20 @@ file (the embedded default) or a PostgreSQL database shared by several machines.
     store.records()                         # every run as a RunRecord (typed config, latest values)
     store.latest_many()                     # {run_id: {name: value}}, every run in one query
 
-This module holds ``RunStore``'s queries; each other concern has its own module beside it:
+This module is RunStore: what each of its methods reads and writes. Each other concern of the
+store has its own module beside it, in the order they build on each other:
 
+    errors.py       StoreError, StoreBusy, RunNotFound, SweepNotFound
     location.py     where a store lives: paths, URLs, $STABILITY_STORE, store.home (Note [locations])
-    schema.py       the tables as SQLAlchemy metadata (Notes [write order], [NaN], [latest])
-    migrations.py   the schema version and the steps that bring an older store up to date
-    opening.py      creating a new store, refusing what is none (Note [creating and refusing])
     engine.py       SQLite and PostgreSQL connections, and their errors as one line
                     (Notes [concurrency], [interrupts], [durability])
-    sweep_rows.py   the sweeps' rows (Note [sweeps])
+    schema.py       the tables as SQLAlchemy metadata (Notes [write order], [NaN], [latest])
+    queries.py      the statements run on every poll and write, built once
+    migrations.py   the schema version and the steps that bring an older store up to date
+                    (Note [schema versions])
+    opening.py      creating a new store, refusing what is none (Note [creating and refusing])
     bulk_rows.py    a flush's rows and many-row reads through the driver's cursor (Note [bulk rows])
-    errors.py       StoreError, StoreBusy, RunNotFound, SweepNotFound
+    sweep_rows.py   the sweeps' rows (Note [sweeps])
 
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
@@ -31,7 +34,6 @@ Note [since_step]
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import operator
@@ -43,18 +45,19 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Text, bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.expression import ColumnElement, Executable, Select
+from sqlalchemy.sql.expression import Executable
 
 from .bulk_rows import driver_statements, execute_rows, fetch_tuples
 from .engine import WRITE, driver_errors, store_error
 from .errors import RunNotFound, StoreBusy, StoreError, SweepNotFound
 from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, store_home
 from .opening import open_engine
+from .queries import (LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, SET_STATUS, STOP_REQUESTED,
+                      latest_from_metrics, latest_many_query, metrics_query, runs_query, series_query, update_by_id)
 from .records import RunRecord, parse_params, record_from_row, section_name
-from .schema import (FLOAT, SCHEMA_VERSION, as_flag, json_object, latest_from_metrics, latest_table, metrics_table,
-                     runs_table, series_table, update_by_id, write_order)
+from .schema import SCHEMA_VERSION, as_flag, json_object, latest_table, metrics_table, runs_table, series_table
 from .status import ACTIVE_STATUSES, STATUSES, SWEEP_STATUSES, TERMINAL
 from .sweep_rows import SweepRows
 
@@ -174,13 +177,13 @@ class RunStore(SweepRows):
 
     def _require(self, conn: Connection, run_id) -> int:
         run_id = self._run_id(run_id)
-        if conn.execute(_RUN_EXISTS, {"id": run_id}).first() is None:
+        if conn.execute(RUN_EXISTS, {"id": run_id}).first() is None:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
     def _require_read(self, run_id) -> int:
         run_id = self._run_id(run_id)
-        if not self._query(_RUN_EXISTS, {"id": run_id}):
+        if not self._query(RUN_EXISTS, {"id": run_id}):
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return run_id
 
@@ -221,7 +224,7 @@ class RunStore(SweepRows):
         values = {"new_status": status, "new_error": error, "finished": now if status in TERMINAL else None,
                   "started": now if status == "running" else None}
         with self._write() as conn:
-            conn.execute(_SET_STATUS, {**values, "run": self._require(conn, run_id)})
+            conn.execute(SET_STATUS, {**values, "run": self._require(conn, run_id)})
 
     def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
@@ -233,10 +236,10 @@ class RunStore(SweepRows):
     def request_stop(self, run_id: int) -> None:
         with self._write() as conn:
             run_id = self._require(conn, run_id)
-            conn.execute(_REQUEST_STOP, {"run": run_id})
+            conn.execute(REQUEST_STOP, {"run": run_id})
 
     def stop_requested(self, run_id: int) -> bool:
-        rows = self._query(_STOP_REQUESTED, {"id": self._run_id(run_id)})
+        rows = self._query(STOP_REQUESTED, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return bool(rows[0][0])
@@ -244,7 +247,7 @@ class RunStore(SweepRows):
     def run(self, run_id: int) -> dict[str, Any]:
         """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
         types it all)."""
-        rows = self._dicts(_RUN_BY_ID, {"id": self._run_id(run_id)})
+        rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         run = rows[0]
@@ -255,7 +258,7 @@ class RunStore(SweepRows):
 
     def record(self, run_id: int) -> RunRecord:
         """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values."""
-        rows = self._dicts(_RUN_BY_ID, {"id": self._run_id(run_id)})
+        rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
@@ -271,7 +274,7 @@ class RunStore(SweepRows):
                 _check_status(status)
         if sweep_id is not None:
             params["sweep_id"] = int(sweep_id)
-        rows = self._dicts(_runs_query(statuses is not None, sweep_id is not None), params)
+        rows = self._dicts(runs_query(statuses is not None, sweep_id is not None), params)
         latest = self.latest_many() if not params else self.latest_many(row["id"] for row in rows)
         return [record_from_row(row, latest.get(row["id"], {})) for row in rows]
 
@@ -367,9 +370,9 @@ class RunStore(SweepRows):
         params = {"id": run_id, **_names(names), **({} if since_step is None else {"since": int(since_step)})}
         try:
             with self._reader.connect() as conn:
-                if conn.execute(_RUN_EXISTS, {"id": run_id}).first() is None:
+                if conn.execute(RUN_EXISTS, {"id": run_id}).first() is None:
                     raise RunNotFound(f"no run with id {run_id} in {self.location}")
-                rows = fetch_tuples(conn.execute(_metrics_query(False, names is not None, since_step is not None),
+                rows = fetch_tuples(conn.execute(metrics_query(False, names is not None, since_step is not None),
                                                  params))
         except self._errors as error:
             raise self._error(error) from None
@@ -378,7 +381,7 @@ class RunStore(SweepRows):
     def metrics_many(self, run_ids: Iterable[int], names: list[str] | None = None) -> pd.DataFrame:
         """Scalar rows of several runs (ids that do not exist contribute no rows), ordered by run and step."""
         run_ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
-        statement = _metrics_query(True, names is not None, False)
+        statement = metrics_query(True, names is not None, False)
         rows = self._query(statement, {"ids": run_ids, **_names(names)}) if run_ids else []
         return _metric_frame(rows)
 
@@ -387,7 +390,7 @@ class RunStore(SweepRows):
         params = {"id": self._require_read(run_id), "name": name}
         if since_step is not None:
             params["since"] = int(since_step)
-        rows = self._query(_series_query(since_step is not None), params)
+        rows = self._query(series_query(since_step is not None), params)
         frame = pd.DataFrame(rows, columns=SERIES_COLUMNS)
         return frame.astype({"run_id": "int64", "step": "int64", "wall_time": "float64",
                              "index": "int64", "value": "float64"})
@@ -395,82 +398,21 @@ class RunStore(SweepRows):
     def latest(self, run_id: int) -> dict[str, float]:
         """The value at the highest step of every scalar name (a run's 'final' metrics; Note [latest])."""
         run_id = self._require_read(run_id)
-        return _latest_by_run(self._query(_LATEST_OF_RUN, {"id": run_id}), [run_id])[run_id]
+        return _latest_by_run(self._query(LATEST_OF_RUN, {"id": run_id}), [run_id])[run_id]
 
     def latest_many(self, run_ids: Iterable[int] | None = None) -> dict[int, dict[str, float]]:
         """:meth:`latest` of every run (or of those of ``run_ids`` that exist), in one query:
         run id -> {name: value}, ``{}`` for a run without scalar rows."""
         if run_ids is None:
-            rows = self._query(_latest_many_query(False))
+            rows = self._query(latest_many_query(False))
         else:
             ids = [int(run_id) for run_id in run_ids if 0 <= int(run_id) <= MAX_RUN_ID]
-            rows = self._query(_latest_many_query(True), {"ids": ids})
+            rows = self._query(latest_many_query(True), {"ids": ids})
         return _latest_by_run([row for row in rows if row[1] is not None], dict.fromkeys(row[0] for row in rows))
 
     def export_csv(self, run_id: int, path_or_buffer) -> None:
         """Write the run's scalar rows as CSV with columns exactly run_id,step,wall_time,name,value."""
         self.metrics(run_id).to_csv(path_or_buffer, index=False)
-
-
-# The reads, built once with bound parameters (``:id``, ``:since``, the lists ``:ids`` and ``:names``):
-# SQLAlchemy finds each one's compiled form in its cache without building the statement and its
-# cache key again on every call, which cost a poll (metrics since a step) a quarter of its time.
-def _in(column, name: str) -> ColumnElement:
-    """``column IN :name``, a list parameter of the column's type (an empty list compares too)."""
-    return column.in_(bindparam(name, expanding=True, type_=column.type))
-
-
-_RUN_EXISTS = select(_RUNS.id).where(_RUNS.id == bindparam("id"))
-_RUN_BY_ID = select(runs_table).where(_RUNS.id == bindparam("id"))
-_STOP_REQUESTED = select(_RUNS.stop_requested).where(_RUNS.id == bindparam("id"))
-# Writes of one shape, built once likewise (a bound parameter of an UPDATE may not share a column's name).
-_REQUEST_STOP = update(runs_table).where(_RUNS.id == bindparam("run")).values(stop_requested=1)
-_SET_STATUS = update(runs_table).where(_RUNS.id == bindparam("run")).values(
-    status=bindparam("new_status"), error=func.coalesce(bindparam("new_error", type_=Text()), _RUNS.error),
-    finished_at=func.coalesce(bindparam("finished", type_=FLOAT), _RUNS.finished_at),
-    started_at=func.coalesce(_RUNS.started_at, bindparam("started", type_=FLOAT)))
-_LATEST_OF_RUN = (select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == bindparam("id"))
-                  .order_by(_LATEST.name))
-
-
-@functools.cache
-def _runs_query(by_status: bool, of_sweep: bool) -> Select:
-    """Every column of the runs (in one of the ``:statuses`` if ``by_status``, of sweep ``:sweep_id``
-    if ``of_sweep``), newest first."""
-    where = [_in(_RUNS.status, "statuses")] if by_status else []
-    where += [_RUNS.sweep_id == bindparam("sweep_id")] if of_sweep else []
-    return select(runs_table).where(*where).order_by(_RUNS.id.desc())
-
-
-@functools.cache
-def _metrics_query(many: bool, named: bool, since: bool) -> Select:
-    """Metric rows of run ``:id`` (of the runs ``:ids`` if ``many``), of the ``:names`` if ``named``,
-    after step ``:since`` if ``since``; by run, step and write order (schema's Note [write order])."""
-    where = [_in(_METRICS.run_id, "ids") if many else _METRICS.run_id == bindparam("id")]
-    where += [_in(_METRICS.name, "names")] if named else []
-    where += [_METRICS.step > bindparam("since")] if since else []
-    order = [_METRICS.run_id] if many else []
-    return (select(_METRICS.run_id, _METRICS.step, _METRICS.wall_time, _METRICS.name, _METRICS.value)
-            .where(*where).order_by(*order, _METRICS.step, write_order()))
-
-
-@functools.cache
-def _series_query(since: bool) -> Select:
-    """Series rows of run ``:id`` and name ``:name`` (after step ``:since`` if ``since``), by step and index."""
-    where = [_SERIES.run_id == bindparam("id"), _SERIES.name == bindparam("name")]
-    where += [_SERIES.step > bindparam("since")] if since else []
-    return (select(_SERIES.run_id, _SERIES.step, _SERIES.wall_time, _SERIES.name, _SERIES.idx, _SERIES.value)
-            .where(*where).order_by(_SERIES.step, _SERIES.idx))
-
-
-@functools.cache
-def _latest_many_query(subset: bool) -> Select:
-    """Every run's id (of the runs ``:ids`` if ``subset``) with its latest values, a NULL name for a
-    run that has none (schema's Note [latest])."""
-    statement = (select(_RUNS.id, _LATEST.name, _LATEST.value)
-                 .select_from(runs_table.outerjoin(latest_table, _LATEST.run_id == _RUNS.id))
-                 .order_by(_RUNS.id, _LATEST.name))
-    return statement.where(_in(_RUNS.id, "ids")) if subset else statement
 
 
 def _names(names: list[str] | str | None) -> dict[str, list[str]]:

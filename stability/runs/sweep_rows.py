@@ -31,7 +31,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import ColumnElement, Executable
 
 from .errors import RunNotFound, SweepNotFound
-from .schema import as_flag, json_object, runs_table, sweeps_table, update_by_id
+from .queries import update_by_id
+from .schema import as_flag, json_object, runs_table, sweeps_table
 from .status import SWEEP_STATUSES
 
 
@@ -92,7 +93,8 @@ class SweepRows:
             raise ValueError(f"unknown sweep status {fields['status']!r}; valid: {', '.join(SWEEP_STATUSES)}")
         if not fields:
             return
-        values = {f"new_{key}": None if value is None else _SWEEP_UPDATABLE[key](value) for key, value in fields.items()}
+        values = {f"new_{key}": None if value is None else _SWEEP_UPDATABLE[key](value)
+                  for key, value in fields.items()}
         values["row_id"] = self._sweep_id(sweep_id)
         with self._write() as conn:
             if conn.execute(update_by_id(sweeps_table, tuple(sorted(fields))), values).rowcount == 0:
