@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.expression import ColumnElement, Executable
+from sqlalchemy.sql.expression import ColumnElement
 
 from .errors import RunNotFound, SweepNotFound
 from .queries import update_by_id
@@ -48,8 +48,8 @@ class SweepRows:
 
     location: str
     _write: Callable[[], AbstractContextManager[Connection]]
-    _query: Callable[[Executable], list[tuple]]
-    _dicts: Callable[[Executable], list[dict]]
+    _query: Callable[..., list[tuple]]  # (statement, params=None)
+    _dicts: Callable[..., list[dict]]
     _run_id: Callable[[Any], int]
 
     def create_sweep(self, spec: dict, name: str = "", study: str | None = None) -> int:
