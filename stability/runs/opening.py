@@ -74,7 +74,7 @@ def _open_tables(engine: Engine, location: str) -> int:
         with engine.execution_options(**WRITE).begin() as conn:
             found = create_or_migrate(conn)
         version = SCHEMA_VERSION if found is None else found
-    if sqlite:
+    if sqlite:  # a PRAGMA is SQLite's own statement, with no Core form
         with engine.connect() as conn:
             if conn.exec_driver_sql("PRAGMA journal_mode").scalar().lower() != "wal":
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
