@@ -13,8 +13,10 @@ What is timed (each the median of --repeats rounds, in one process; the stores t
 
 PostgreSQL is a throwaway cluster from tests/postgres.py (fsync off, as in the tests: this measures
 the store's own cost and a local round trip, not a disk). The old SQLite store is
-``git show 9faaad4:stability/runs/store.py`` (schema 4 on sqlite3, just before the port) imported as a
-module; pass --old-commit to compare with another.
+``git show 9faaad4:stability/store.py`` (schema 4 on sqlite3, just before the port) imported as a
+module; pass --old-commit to compare with another. ``--also-commit a998cdd`` times the SQLAlchemy
+store as it was at that commit too (one module then, before it was split by concern), on both
+backends, in the same rounds: on a shared machine a same-process comparison is the fair one.
 """
 from __future__ import annotations
 
@@ -39,13 +41,20 @@ SCALARS = [f"metric/{k}" for k in range(25)]
 SERIES = [("grad/h_t_norm", 16), ("sv/spectrum", 16), ("gate/values", 16)]
 
 
-def old_store_module(commit: str):
-    """The store module as it was at ``commit`` (raw sqlite3), loaded under another name."""
-    source = subprocess.run(["git", "show", f"{commit}:stability/runs/store.py"], cwd=REPO, check=True,
-                            capture_output=True, text=True).stdout
+def old_store_module(commit: str, name: str = "old_store"):
+    """The store module as it was at ``commit``, loaded as module ``name``: it lived in
+    ``stability/store.py`` before the package was grouped into rooms, ``stability/runs/store.py`` since
+    (a one-module store: its relative imports are made absolute)."""
+    for path in ("stability/runs/store.py", "stability/store.py"):
+        shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=REPO, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no store module at commit {commit}: {shown.stderr.strip()}")
+    source = shown.stdout
     folder = Path(tempfile.mkdtemp(prefix="old-store-"))
-    (folder / "old_store.py").write_text(source.replace("from .records import", "from stability.runs.records import"))
-    spec = importlib.util.spec_from_file_location("old_store", folder / "old_store.py")
+    (folder / f"{name}.py").write_text(source.replace("from .", "from stability.runs."))
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -99,6 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--flushes", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--old-commit", default="9faaad4")
+    parser.add_argument("--also-commit", help="also time the SQLAlchemy store module as it was at this commit")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -110,11 +120,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         try:
             stores["SQLite, raw sqlite3 (before)"] = old_store_module(args.old_commit).RunStore(Path(folder) / "old.db")
+            also = old_store_module(args.also_commit, "also_store").RunStore if args.also_commit else None
+            if also:
+                stores[f"SQLite, SQLAlchemy at {args.also_commit}"] = also(Path(folder) / "also.db")
             stores["SQLite, SQLAlchemy"] = RunStore(Path(folder) / "new.db")
             if not args.no_postgres:
                 from postgres import Cluster
 
                 cluster = Cluster.start()
+                if also:
+                    stores[f"PostgreSQL 127.0.0.1, SQLAlchemy at {args.also_commit}"] = also(cluster.new_database())
                 stores["PostgreSQL 127.0.0.1, SQLAlchemy"] = RunStore(cluster.new_database())
             runs = {label: prepare(store) for label, store in stores.items()}
             rounds: dict[str, list[dict[str, float]]] = {label: [] for label in stores}

@@ -308,11 +308,11 @@ def test_runs_and_show_read_while_another_writer_holds_the_lock(tmp_path):
 
 INTERRUPT_SCRIPT = """
 import json, os, signal, sys
-import stability.runs.store
+import stability.runs.engine
 from stability.__main__ import main
 from stability.runs.store import RunStore
 
-real_begin = stability.runs.store._begin
+real_begin = stability.runs.engine._begin
 
 
 def interrupt_after_begin(conn):  # Ctrl-C (SIGINT) right after the n-th write's BEGIN IMMEDIATE took the lock
@@ -324,7 +324,7 @@ def interrupt_after_begin(conn):  # Ctrl-C (SIGINT) right after the n-th write's
             os.kill(os.getpid(), signal.SIGINT)
 
 
-stability.runs.store._begin = interrupt_after_begin  # engines made from here on call it for every BEGIN
+stability.runs.engine._begin = interrupt_after_begin  # engines made from here on call it for every BEGIN
 results = []
 for target in map(int, sys.argv[2:]):
     begins = 0

@@ -1,0 +1,106 @@
+"""Where a run store lives: a path or a URL, and this machine's folder for the files that go with it.
+
+    parse_location("runs.db")                              # sqlite:////abs/path/runs.db
+    parse_location("postgresql://lab:secret@gpu/stab")     # postgresql+psycopg://lab:secret@gpu/stab
+    masked("postgresql://lab:secret@gpu/stab")             # postgresql://lab:***@gpu/stab
+    store_home(url)                                        # ~/.stability/stores/gpu-5432-stab/
+
+Note [locations]
+    A store is a path (``runs.db``, ``~/lab/runs.db``) or a URL: ``sqlite:///PATH`` names the same
+    file as PATH, ``postgresql://USER:PASSWORD@HOST:PORT/DATABASE`` (or ``postgresql+psycopg://``)
+    a PostgreSQL database, reached through the psycopg 3 driver. Both go through one
+    implementation on SQLAlchemy Core (:mod:`stability.runs.store`); the few differences between
+    the two SQL dialects are the column types and the write-order column
+    (:mod:`stability.runs.schema`). ``store.url`` is the URL with its password, what Optuna's
+    storage for a sweep's study is given; ``store.location`` (also ``str(store)``) masks the
+    password and is what every message names. ``store.home`` is a folder on this machine for the
+    files that belong with the store (``logs/``, ``checkpoints/``, ``runner.lock``): an SQLite
+    file's own folder, and for a URL store ``~/.stability/stores/<host>-<port>-<database>/``
+    (``$STABILITY_HOME`` replaces ``~/.stability``), so each machine keeps its own workers' logs
+    beside one shared database.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from .errors import StoreError
+
+DEFAULT_PATH = Path("~/.stability/runs.db")
+ENV_VAR = "STABILITY_STORE"
+HOME_ENV_VAR = "STABILITY_HOME"
+ACCEPTED = "a file path, sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+
+
+def default_path() -> Path:
+    """``$STABILITY_STORE`` if set, else ``~/.stability/runs.db`` (as a path; see :func:`default_location`)."""
+    return Path(os.environ.get(ENV_VAR) or DEFAULT_PATH).expanduser()
+
+
+def default_location() -> str:
+    """``$STABILITY_STORE`` if set (a path or a URL), else ``~/.stability/runs.db``."""
+    return os.environ.get(ENV_VAR) or str(DEFAULT_PATH.expanduser())
+
+
+def parse_location(location: str | os.PathLike | None = None) -> URL:
+    """The SQLAlchemy URL of a store location (Note [locations]): a path or an ``sqlite:///`` URL
+    becomes ``sqlite:////absolute/path``, ``postgresql://`` gets the psycopg driver; anything else
+    is a one-line :class:`StoreError`."""
+    if location is None:
+        location = default_location()
+    if isinstance(location, str) and "://" in location:
+        return _parse_url(location)
+    try:
+        path = Path(location).expanduser().absolute()
+    except TypeError:
+        raise StoreError(f"cannot use {location!r} as a run store; give {ACCEPTED}") from None
+    return URL.create("sqlite", database=str(path))
+
+
+def _parse_url(location: str) -> URL:
+    try:
+        url = make_url(location)
+    except (ArgumentError, ValueError):
+        raise StoreError(f"cannot read the run store URL {masked(location)!r}; give {ACCEPTED}") from None
+    backend, _, driver = url.drivername.partition("+")
+    if backend == "sqlite" and driver in ("", "pysqlite"):
+        if not url.database or url.database == ":memory:":
+            raise StoreError(f"run store URL {masked(location)!r} names no file; give {ACCEPTED}")
+        return URL.create("sqlite", database=str(Path(url.database).expanduser().absolute()))
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+        if not url.database:
+            raise StoreError(f"run store URL {masked(location)!r} names no database; give {ACCEPTED}")
+        return url.set(drivername="postgresql+psycopg")
+    raise StoreError(f"unsupported run store URL {masked(location)!r}; give {ACCEPTED}")
+
+
+def masked(text: str) -> str:
+    """A URL as typed, its password (if any) replaced by ***."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+
+
+def described(url: URL) -> str:
+    """What messages call the store: an SQLite file's path, a server's URL with its password masked."""
+    if url.get_backend_name() == "sqlite":
+        return str(Path(url.database))
+    return url.render_as_string(hide_password=True)
+
+
+def store_home(url: URL) -> Path:
+    """This machine's folder for the store's logs, checkpoints and runner lock, created if need be
+    (Note [locations])."""
+    if url.get_backend_name() == "sqlite":
+        return Path(url.database).parent
+    root = Path(os.environ.get(HOME_ENV_VAR) or "~/.stability").expanduser().absolute()
+    name = f"{url.host or 'localhost'}-{url.port or 5432}-{url.database}"
+    folder = root / "stores" / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StoreError(f"cannot create the folder {folder} for run store {described(url)}: "
+                         f"{error.strerror or error}") from None
+    return folder
