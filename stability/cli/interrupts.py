@@ -17,7 +17,7 @@ def interrupts_deferred():
     """Hold back Ctrl-C (SIGINT) for the duration; yields a list that is non-empty afterwards
     if one arrived, for the caller to act on.
 
-    The store rolls back a write that an interrupt cuts short (store.py, Note
+    The store rolls back a write that an interrupt cuts short (stability/runs/engine.py, Note
     [interrupts]); this keeps the few writes that must land, the run's claim and
     its final 'stopped', from being cut at all.
     """

@@ -94,7 +94,7 @@ def _begin(conn: Connection) -> None:
 
 def driver_errors(dialect: str) -> tuple[type[BaseException], ...]:
     """SQLAlchemy's database errors, and the driver's own where rows go to or come from its cursor
-    past SQLAlchemy (``RunStore``'s Note [bulk rows]) or a write's BEGIN is sent (Note [concurrency])."""
+    past SQLAlchemy (bulk_rows.py, Note [bulk rows]) or a write's BEGIN is sent (Note [concurrency])."""
     if dialect == "postgresql":
         import psycopg
 
