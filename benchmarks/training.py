@@ -4,7 +4,7 @@
     python benchmarks/training.py --cell lstm --steps 1000 --reps 3
 
 ``bare``: the same model, optimizer and batches, forward + backward + step,
-nothing else.  ``train_run``: :func:`stability.training.trainer.train_run` at its
+nothing else.  ``train_run``: :func:`stability.training.run.train_run` at its
 default settings (log every steps/200, evaluate and probe gradients through
 time every steps/20, the test set at the end) writing into a fresh SQLite
 store.  The two alternate, ``--reps`` times each, in one process; the table
@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stability import tasks  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
-from stability.training.trainer import build_model, build_optimizer, train_run  # noqa: E402
+from stability.training.build import build_model, build_optimizer  # noqa: E402
+from stability.training.run import train_run  # noqa: E402
 
 
 def bare_loop(config: RunConfig) -> float:
@@ -52,7 +53,7 @@ def full_run(config: RunConfig) -> float:
         store = RunStore(Path(directory) / "runs.db")
         run_id = store.create_run(config.to_dict())
         start = time.perf_counter()
-        status = train_run(config, store, run_id)
+        status = train_run(config, store, run_id).status
         elapsed = time.perf_counter() - start
         store.close()
     assert status == "completed", status

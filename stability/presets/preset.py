@@ -700,7 +700,7 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     without one); ``override`` is a partial config laid over every run last (a test's handful of
     steps). A run that diverges or fails keeps its status and rows; the others still run."""
     from ..execution import runner
-    from ..training.trainer import train_run
+    from ..training.run import train_run
 
     say = progress or (lambda line: None)
     if preset.is_sweep:
@@ -720,7 +720,7 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
         started = time.time()
         callback = step_progress(config) if step_progress is not None else None
         try:
-            status = train_run(config, store, run_id, progress=callback)
+            status = train_run(config, store, run_id, progress=callback).status
         except KeyboardInterrupt:
             store.set_status(run_id, "stopped", error="interrupted from the keyboard")
             raise
