@@ -2,6 +2,7 @@
 ``state_key`` across resumes (and old format-2 checkpoints), ``on_exception``."""
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,7 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
     result = train_run(config, store)
     run = store.run(result.run_id)
     assert run["status"] == "completed" and run["name"] == "made here" and run["config"] == config.to_dict()
+    assert run["pid"] == os.getpid()  # claimed: a run queue sharing the store leaves it alone
     stored = store.metrics(result.run_id)
     pd.testing.assert_frame_equal(result.metrics, stored[["step", "wall_time", "name", "value"]])
     assert sorted(set(result.series.name)) == ["grad/h_t_norm", "sv/spectrum"]
@@ -156,6 +158,12 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
         store.series(result.run_id, "sv/spectrum"))
     with pytest.raises(ValueError, match="give the store too"):
         train_run(config, run_id=result.run_id)
+    with pytest.raises(RuntimeError, match="hook failed at step 4"):
+        train_run(config, store, hooks=[RaiseAt(4, "on_log")])
+    failed = max(store.records(), key=lambda run: run.id)
+    assert failed.id > result.run_id and failed.status == "failed"  # nobody else knows its id to settle it
+    assert failed.error == "RuntimeError: hook failed at step 4"
+    assert store.metrics(failed.id, ["train/loss"]).step.tolist() == [4]
 
 
 # ------------------------------------------------------------------ hook state across resumes
@@ -301,14 +309,14 @@ class Witness(hooks.Hook):
 
 def test_a_failing_hook_is_seen_once_by_every_hook_and_the_store_keeps_the_rows(store):
     config = tiny()
+    run_id = store.create_run(config.to_dict())
     raiser, first, second = RaiseAt(22, "on_step"), Witness("first"), Witness("second")
     with pytest.raises(RuntimeError, match="hook failed at step 22") as caught:
-        train_run(config, store, hooks=[first, raiser, second])
+        train_run(config, store, run_id, hooks=[first, raiser, second])
     assert [len(hook.seen) for hook in (raiser, first, second)] == [1, 1, 1]
     assert all(hook.seen[0] is caught.value for hook in (raiser, first, second))
-    (run,) = store.records()
-    assert run.status == "running"  # the caller settles it
-    rows = store.metrics(run.id)
+    assert store.run(run_id)["status"] == "running"  # the caller settles it
+    rows = store.metrics(run_id)
     assert rows[rows.name == "train/loss"].step.max() == 20  # up to the last flush before step 22
     assert rows[rows.name == "custom/first_saw_failure_at"].value.tolist() == [22.0]
     assert rows[rows.name == "custom/second_saw_failure_at"].value.tolist() == [22.0]
