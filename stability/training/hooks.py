@@ -103,6 +103,8 @@ class TrainerView(Protocol):
 
     def save_checkpoint(self): ...
 
+    def describe(self) -> dict: ...     # device, parameter counts, the task's baseline and metric, total steps
+
 
 class Hook:
     """Base class: every method is optional (see the module docstring for the contract)."""
