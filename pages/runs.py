@@ -14,7 +14,7 @@ from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability.execution import runner
 from stability.execution.runner import RESUMABLE
-from stability.training.trainer import ResumeError
+from stability.training.checkpoints import ResumeError
 from stability.runs.table import run_table
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import RunNotFound

@@ -4,7 +4,7 @@ The public names, from one place::
 
     from stability import cells, tasks, hooks, metric_names
     from stability import RunConfig, CellConfig, TaskConfig, TrainConfig, ConfigError
-    from stability import Trainer, train_run, RunStore
+    from stability import Trainer, train_run, TrainResult, RunStore
 
 Each name is imported when it is first used, so ``import stability.core.metric_names`` (or a page
 that needs only the store) does not pay for torch, Optuna or Altair. docs/architecture.md is the
@@ -29,7 +29,8 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "TaskConfig": ("stability.config", "TaskConfig"),
     "TrainConfig": ("stability.config", "TrainConfig"),
     "Trainer": ("stability.training.trainer", "Trainer"),
-    "train_run": ("stability.training.trainer", "train_run"),
+    "train_run": ("stability.training.run", "train_run"),
+    "TrainResult": ("stability.training.sinks", "TrainResult"),
     "Hook": ("stability.training.hooks", "Hook"),
     "RunStore": ("stability.runs.store", "RunStore"),
     "RunRecord": ("stability.runs.records", "RunRecord"),

@@ -22,14 +22,14 @@ def train_tiny_run(store_path) -> int:
     """A real Spectral-RNN run on the adding task, small enough for a test."""
     from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
     from stability.runs.store import RunStore
-    from stability.training.trainer import train_run
+    from stability.training.run import train_run
 
     config = RunConfig(CellConfig("spectral", 8), TaskConfig("adding", {"seq_len": 12}),
                        TrainConfig(steps=10, batch_size=16, log_every=5, eval_every=5, probe_every=5,
                                    eval_examples=32, probe_examples=8))
     with RunStore(store_path) as store:
         run_id = store.create_run(config.to_dict())
-        assert train_run(config, store, run_id) == "completed"
+        assert train_run(config, store, run_id).status == "completed"
     return run_id
 
 

@@ -17,7 +17,7 @@ from stability.parametrizations.householder import HouseholderSVD, RectangularHo
 from stability.tasks import build as build_task
 from stability.tasks import mnist
 from stability.tasks.download import md5sum
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 
 SHAPES = [(5, 9), (9, 5), (6, 6), (1, 4)]
 
@@ -253,7 +253,7 @@ def test_a_spectral_mlp_trains_on_mnist_through_the_trainer(tiny_mnist, store):
         train=TrainConfig(steps=4, batch_size=8, log_every=1, eval_every=2, probe_every=2, eval_examples=16,
                           probe_examples=4, lr=0.05))
     run_id = store.create_run(config.to_dict())
-    assert train_run(config, store, run_id) == "completed"
+    assert train_run(config, store, run_id).status == "completed"
     rows = store.metrics(run_id)
     values = {name: group["value"].to_numpy() for name, group in rows.groupby("name")}
     assert np.all(values["grad/h0_norm"] > 0)  # the first hidden layer's gradient, every probe

@@ -436,7 +436,7 @@ def test_exponential_trains_its_skew_parameter_at_a_tenth_of_the_learning_rate()
     """expRNN's reference trains A at lr / 10 (lezcano/expRNN: lr_orth = lr / 10 in every script)."""
     from stability import tasks
     from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-    from stability.training.trainer import build_model, build_optimizer
+    from stability.training.build import build_model, build_optimizer
 
     config = RunConfig(CellConfig("exponential", 8), TaskConfig("adding", {"seq_len": 5}), TrainConfig(lr=2e-4))
     model = build_model(config, tasks.build("adding", seed=0, seq_len=5))

@@ -461,6 +461,8 @@ def test_spectrum_heatmap_draws_the_spectrum_series_of_a_real_run_in_log10(tmp_p
 
     from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
     from stability.runs.store import RunStore
+    from stability.training.build import build_model, build_task
+    from stability.training.sinks import StoreSink
     from stability.training.trainer import Trainer
 
     config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10}),
@@ -468,7 +470,8 @@ def test_spectrum_heatmap_draws_the_spectrum_series_of_a_real_run_in_log10(tmp_p
                                          probe_every=2))
     with RunStore(tmp_path / "runs.db") as store:
         run_id = store.create_run(config.to_dict())
-        trainer = Trainer(config, store, run_id)
+        task = build_task(config)
+        trainer = Trainer(build_model(config, task), task, config, hooks=[StoreSink(store, run_id)])
         trainer.fit()
         series = pd.concat([store.series(run_id, "sv/spectrum"), store.series(run_id, "grad/h_t_norm")])
     spec = charts.spectrum_heatmap(series, title="spectrum").to_dict()

@@ -15,7 +15,7 @@ from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.analysis.diagnosis import Finding, diagnose
 from stability.runs.records import RunRecord
 from stability.runs.store import RunStore
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 
 
 def frame(**series) -> pd.DataFrame:
@@ -277,7 +277,7 @@ def test_the_rows_of_a_real_tiny_run_are_read_by_their_stored_names(tmp_path):
                                          eval_examples=32, probe_examples=8))
     with RunStore(tmp_path / "runs.db") as store:
         run_id = store.create_run(config.to_dict())
-        assert train_run(config, store, run_id) == "completed"
+        assert train_run(config, store, run_id).status == "completed"
         rows, run = store.metrics(run_id), store.record(run_id)
     readings = diagnosis.Readings(rows)
     for name in ("grad/h0_norm", "grad/recurrent_norm", "grad/total_norm", "sv/min", "sv/max", "sv/margin",

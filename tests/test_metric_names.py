@@ -6,7 +6,7 @@ import pytest
 from stability.core import metric_names
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks.base import HIGHER_IS_BETTER, Task
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 
 NAMES = {value for key, value in vars(metric_names).items()
          if key.isupper() and isinstance(value, str) and "/" in value and not value.endswith("/")}
@@ -18,7 +18,7 @@ def stored_names(store, cell, options=None):
                        train=TrainConfig(steps=20, batch_size=16, log_every=5, eval_every=10, probe_every=10,
                                          eval_examples=32, probe_examples=8))
     run_id = store.create_run(config.to_dict())
-    assert train_run(config, store, run_id) == "completed"
+    assert train_run(config, store, run_id).status == "completed"
     scalars = set(store.metrics(run_id)["name"])
     return scalars, {name for name in NAMES if len(store.series(run_id, name))}, store.run(run_id)["metric"]
 

@@ -12,7 +12,7 @@ from pages.ui.classroom import CHART_FONTS, CHART_HEIGHT, EXPLANATIONS, explanat
 from stability import cells
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 
@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
         for cell in ("sgornn", "rnn"):
             config = RunConfig(CellConfig(cell, 8), TaskConfig("adding_ternary", {"seq_len": 12}), train)
             ids[cell] = store.create_run(config.to_dict())
-            assert train_run(config, store, ids[cell]) == "completed"
+            assert train_run(config, store, ids[cell]).status == "completed"
     return path, ids
 
 

@@ -170,7 +170,7 @@ def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(st
     import pandas as pd
     from streamlit import dataframe_util
 
-    from stability.training.trainer import train_run
+    from stability.training.run import train_run
 
     ids = []
     for cell in ("rnn", "lstm", "spectral", "sgornn"):
@@ -178,7 +178,7 @@ def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(st
                            TrainConfig(steps=6, batch_size=8, log_every=2, eval_every=6, probe_every=6,
                                        eval_examples=16, probe_examples=8))
         run_id = store.create_run(config.to_dict())
-        assert train_run(config, store, run_id) == "completed"
+        assert train_run(config, store, run_id).status == "completed"
         ids.append(run_id)
     zeros = store.metrics(ids[0], ["grad/h0_norm_train"])["value"]
     assert (zeros == 0).any()  # what the charts used to draw: nothing

@@ -66,7 +66,7 @@ def test_kru_fig2_parameter_claims_hold_at_the_presets_size_and_match_a_hand_cou
     depend on T, so T = 5 here): the counts the trainer stores are the hand counts, and the parameter
     claims, judged from them, hold as §4.2 and §3 say."""
     from stability import sweeps
-    from stability.training.trainer import train_run
+    from stability.training.run import train_run
 
     preset = presets.load("kru-fig2")
     spec = preset.sweep_spec("classroom")
@@ -78,7 +78,7 @@ def test_kru_fig2_parameter_claims_hold_at_the_presets_size_and_match_a_hand_cou
         config.train.steps, config.train.batch_size, config.train.eval_examples = 1, 2, 2
         config.train.probe_examples = 1
         run_id = store.create_run(config.to_dict(), f"kru-fig2 {setting['cell']}", sweep_id=sweep_id, params=setting)
-        assert train_run(config, store, run_id) == "completed"
+        assert train_run(config, store, run_id).status == "completed"
         run_ids.append(run_id)
         records[setting["cell"]] = store.record(run_id)
     n, inputs = 128, 2                                     # adding: a value and a marker per step

@@ -346,7 +346,7 @@ def test_a_stopped_run_resumes_in_a_worker_and_appends_to_its_rows(store_path, s
 
 
 def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(store_path, store):
-    from stability.training.trainer import ResumeError
+    from stability.training.checkpoints import ResumeError
     done = runner.start_run(tiny(10), store_path)
     wait_for_status(store, done, ["completed"])
     with pytest.raises(ResumeError, match=f"run {done} is completed; only a stopped"):

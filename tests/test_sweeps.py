@@ -20,7 +20,7 @@ from stability.runs.store import RunStore
 from stability.sweeps import spec as spec_module
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -278,7 +278,7 @@ def test_a_tiny_grid_trained_into_a_store_gives_optuna_the_best_setting(tmp_path
         while (asked := next_trial(study, spec)) is not None:
             trial, config = asked
             run_id = store.create_run(config.to_dict())
-            assert train_run(config, store, run_id) == "completed"
+            assert train_run(config, store, run_id).status == "completed"
             settings[run_id] = setting_of(trial.params, spec)
             tell(study, trial, store.latest(run_id)[objective_name(spec)])
         rows = store.metrics_many(list(settings), names=[metric_names.VAL_LOSS])
@@ -367,7 +367,7 @@ def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if
     with RunStore(store.path.parent / "alone.db") as alone:
         config = RunConfig.from_dict(dict(resumed.raw_config))
         run_id = alone.create_run(config.to_dict())
-        assert train_run(config, alone, run_id) == "completed"
+        assert train_run(config, alone, run_id).status == "completed"
         assert alone.latest(run_id)[metric_names.VAL_LOSS] == resumed.latest[metric_names.VAL_LOSS]
     with pytest.raises(SweepError, match="completed"):
         sweeps.resume_sweep(sweep_id, store.path)

@@ -10,7 +10,7 @@ import torch
 from stability.cli.main import main
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks import DatasetUnavailable, build, check, describe, har, mnist, standin
-from stability.training.trainer import train_run
+from stability.training.run import train_run
 from stability.tasks.download import md5sum
 
 MNIST_FAMILY = ("mnist", "permuted_mnist", "mnist_rows")
@@ -201,7 +201,7 @@ def test_a_run_on_the_standin_says_so_in_the_store_and_in_show(store, capsys):
                        task=TaskConfig("har2", {"data": "auto", "train_size": 40, "test_size": 16}),
                        train=TrainConfig(steps=2, batch_size=8, eval_examples=16, probe_examples=4))
     run_id = store.create_run(config.to_dict())
-    assert train_run(config, store, run_id) == "completed"
+    assert train_run(config, store, run_id).status == "completed"
     assert "SYNTHETIC STAND-IN data, not the real HAR-2" in store.record(run_id).baseline_label
     assert main(["show", str(run_id), "--store", str(store.path)]) == 0
     shown = capsys.readouterr().out

@@ -10,7 +10,9 @@ from stability import tasks
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
 from stability.training import hooks as hooks_module
-from stability.training.trainer import build_model, load_checkpoint, train_run
+from stability.training.build import build_model
+from stability.training.checkpoints import load_checkpoint
+from stability.training.run import train_run
 
 from reference_gradients import log10_state_gradient_norms
 
@@ -32,7 +34,7 @@ def tiny(cell="spectral", task="adding", task_options=None, **train):
 
 def run(store, config):
     run_id = store.create_run(config.to_dict())
-    return run_id, train_run(config, store, run_id)
+    return run_id, train_run(config, store, run_id).status
 
 
 def test_completed_run_logs_every_diagnostic(store):
@@ -123,7 +125,7 @@ def test_stop_request_ends_the_run_as_stopped(store):
     run_id = store.create_run(config.to_dict())
     timer = threading.Timer(1.0, lambda: RunStore(store.path).request_stop(run_id))
     timer.start()
-    status = train_run(config, store, run_id)
+    status = train_run(config, store, run_id).status
     timer.join()
     assert status == "stopped" and store.run(run_id)["status"] == "stopped"
     assert 0 < store.run(run_id)["step"] < 10_000_000
@@ -272,7 +274,8 @@ def test_trainer_calls_after_optimizer_step_so_reflectors_stay_unit(store, renor
 def test_recurrent_parameters_train_at_the_cells_learning_rate_scale():
     """A cell's recurrent_lr_scale puts recurrent_parameters() in their own group at lr * scale (expRNN's
     authors train the skew-symmetric parameter at lr / 10); schedules keep the ratio."""
-    from stability.training.trainer import LearningRate, build_optimizer
+    from stability.training.build import build_optimizer
+    from stability.training.schedule import LearningRate
 
     config = tiny(cell="spectral", lr=1e-2, lr_schedule="step", lr_step_size=1, lr_gamma=0.5)
     model = build_model(config, tasks.build("adding", seed=0, seq_len=12))
@@ -297,7 +300,7 @@ def test_the_configured_rmsprop_semantics_reach_the_model(name, first_step):
     """``train.optimizer`` picks the framework's RMSprop: from a zero accumulator the first step moves
     every coordinate by lr / sqrt(1 - decay) whatever the gradient (torch: decay 0.99, Keras: 0.9);
     TF1's accumulator starts at 1, so its first step is about lr * g (docs/optimizers.md)."""
-    from stability.training.trainer import build_optimizer
+    from stability.training.build import build_optimizer
 
     config = tiny(cell="rnn", optimizer=name, lr=1e-2)
     model = build_model(config, tasks.build("adding", seed=0, seq_len=12)).double()  # steps of 1e-5 exactly
@@ -376,9 +379,9 @@ def test_a_stopped_run_resumes_exactly_as_if_it_had_not_stopped(store):
     whole, status = run(store, config)
     assert status == "completed"
     resumed = store.create_run(config.to_dict())
-    assert train_run(config, store, resumed, hooks=[StopAt(18)]) == "stopped"
+    assert train_run(config, store, resumed, hooks=[StopAt(18)]).status == "stopped"
     assert store.metrics(resumed, ["train/loss"]).step.max() == 16  # nothing after the stop
-    assert train_run(config, store, resumed, resume=True) == "completed"
+    assert train_run(config, store, resumed, resume=True).status == "completed"
     expected, got = final_weights(store, whole), final_weights(store, resumed)
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
@@ -394,7 +397,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_loses_only_later_rows(stor
     with pytest.raises(RuntimeError, match="worker killed"):
         train_run(config, store, killed, hooks=[CrashAfter(checkpoint=13, crash=27)])
     assert store.metrics(killed, ["train/loss"]).step.max() == 24  # rows up to the crash were kept
-    assert train_run(config, store, killed, resume=True) == "completed"
+    assert train_run(config, store, killed, resume=True).status == "completed"
     # the rows of steps 14..27 were discarded and trained again: one row per step, as uninterrupted
     pd_testing = pytest.importorskip("pandas.testing")
     pd_testing.assert_series_equal(rows_by_step(store, killed), rows_by_step(store, whole))
@@ -415,7 +418,7 @@ def test_elapsed_time_continues_across_a_resume(store):
 
 
 def test_resume_without_a_checkpoint_is_one_clear_error(store):
-    from stability.training.trainer import ResumeError
+    from stability.training.checkpoints import ResumeError
     config = resumable()
     run_id = store.create_run(config.to_dict())
     with pytest.raises(ResumeError, match=f"run {run_id} has no checkpoint"):
@@ -439,7 +442,7 @@ def test_a_hook_sees_every_step_and_records_into_the_same_flush(store):
 
     counter = Count()
     run_id = store.create_run(tiny().to_dict())
-    assert train_run(tiny(), store, run_id, hooks=[counter]) == "completed"
+    assert train_run(tiny(), store, run_id, hooks=[counter]).status == "completed"
     assert counter.steps == list(range(1, 31)) and counter.logged == [5, 10, 15, 20, 25, 30]
     assert counter.ended == "completed"
     custom = store.metrics(run_id, ["custom/steps_seen"])
@@ -453,7 +456,7 @@ def test_a_hook_can_end_a_run_early_with_its_own_status(store):
                 trainer.stop("stopped", "pruned: no better than the median")
 
     run_id = store.create_run(tiny().to_dict())
-    assert train_run(tiny(), store, run_id, hooks=[Prune()]) == "stopped"
+    assert train_run(tiny(), store, run_id, hooks=[Prune()]).status == "stopped"
     info = store.run(run_id)
     assert info["error"] == "pruned: no better than the median"
     assert store.metrics(run_id, ["train/loss"]).step.max() == 10
@@ -479,7 +482,7 @@ def test_the_singular_values_are_read_at_step_0_before_any_update(store, cell, o
     config = RunConfig(CellConfig(cell, 8, options), TaskConfig("adding", {"seq_len": 6}),
                        TrainConfig(steps=4, batch_size=8, log_every=2, lr=0.05, eval_examples=16, probe_examples=4))
     run_id = store.create_run(config.to_dict())
-    assert train_run(config, store, run_id) == "completed"
+    assert train_run(config, store, run_id).status == "completed"
     rows = store.metrics(run_id)
     sv = rows[rows["name"].str.startswith("sv/") & (rows["name"] != "sv/spectrum")]
     assert not sv.duplicated(["step", "name"]).any()

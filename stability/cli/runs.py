@@ -98,13 +98,13 @@ def cmd_resume(args) -> int:
 def _train_attached(store: RunStore, config, run_id: int, args, interrupted: list, resume: bool = False) -> int:
     """Train (or resume) a run claimed by this process, with a progress line; Ctrl-C stops it."""
     from .. import tasks
-    from ..training.trainer import train_run
+    from ..training.run import train_run
 
     progress = ProgressLine(tasks.describe(config.task.name).metric)
     try:
         if interrupted:
             raise KeyboardInterrupt
-        status = train_run(config, store, run_id, progress=progress, resume=resume)
+        status = train_run(config, store, run_id, progress=progress, resume=resume).status
     except KeyboardInterrupt:
         with interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
             store.set_status(run_id, "stopped", error="interrupted from the keyboard")

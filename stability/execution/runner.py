@@ -194,7 +194,7 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     The worker that picks it up restores weights, optimizer state, RNG and
     data position (:meth:`stability.training.trainer.Trainer.fit` with ``resume=True``),
     discards the rows logged after the checkpoint's step and appends to the
-    same run. Raises :class:`stability.training.trainer.ResumeError` (one line, nothing
+    same run. Raises :class:`stability.training.checkpoints.ResumeError` (one line, nothing
     changed) when the run cannot be resumed.
     """
     limit = max_concurrent_runs(max_concurrent)
@@ -214,7 +214,7 @@ def prepare_resume(store: RunStore, run_id: int, claim: bool = False) -> RunConf
     With ``claim`` the calling process claims the run (the CLI's foreground ``resume``).
     Call under :func:`scheduling_lock`.
     """
-    from ..training.trainer import CHECKPOINT_FORMAT, ResumeError, load_checkpoint
+    from ..training.checkpoints import RESUMABLE_FORMATS, ResumeError, load_checkpoint
 
     run = store.run(run_id)
     if run["status"] not in RESUMABLE:
@@ -228,7 +228,7 @@ def prepare_resume(store: RunStore, run_id: int, claim: bool = False) -> RunConf
         checkpoint_format = load_checkpoint(path).get("format")
     except Exception as error:  # a truncated or foreign file
         raise ResumeError(f"run {run_id}'s checkpoint {path} cannot be read ({describe_error(error)})") from None
-    if checkpoint_format != CHECKPOINT_FORMAT:
+    if checkpoint_format not in RESUMABLE_FORMATS:
         raise ResumeError(f"run {run_id}'s checkpoint was written by an older version that cannot be "
                           "resumed exactly; start a new run with the same config instead")
     config = RunConfig.from_dict(run["config"])
@@ -259,7 +259,7 @@ def run_worker(run_id: int, store_path) -> str:
     the run is never left 'running'. Before returning, the next queued run
     is launched into the slot this one frees.
     """
-    from ..training.trainer import train_run
+    from ..training.run import train_run
 
     limit = max_concurrent_runs()
     threads.apply_worker_threads(threads.worker_threads(limit))

@@ -4,7 +4,7 @@
     run_ids = presets.run(preset, store, scale="classroom", progress=print)
 
 A preset's runs are ordinary runs of the store, trained one after another in
-this process (``stability.training.trainer.train_run``); a sweep preset is an ordinary
+this process (``stability.training.run.train_run``); a sweep preset is an ordinary
 sweep (:mod:`stability.sweeps`) whose one worker is this process. Nothing about
 a preset lives in code: the shipped ones are the files of ``stability/presets/``,
 and a copy of one, edited, is run by its path.
@@ -31,7 +31,7 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     without one); ``override`` is a partial config laid over every run last (a test's handful of
     steps). A run that diverges or fails keeps its status and rows; the others still run."""
     from ..execution import runner
-    from ..training.trainer import train_run
+    from ..training.run import train_run
 
     say = progress or (lambda line: None)
     if preset.is_sweep:
@@ -51,7 +51,7 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
         started = time.time()
         callback = step_progress(config) if step_progress is not None else None
         try:
-            status = train_run(config, store, run_id, progress=callback)
+            status = train_run(config, store, run_id, progress=callback).status
         except KeyboardInterrupt:
             store.set_status(run_id, "stopped", error="interrupted from the keyboard")
             raise

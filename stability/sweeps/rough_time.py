@@ -9,7 +9,8 @@ from typing import Any
 from .. import tasks
 from ..config import RunConfig
 from ..execution.threads import available_cores
-from ..training.trainer import _to, build_model, build_optimizer
+from ..training.batches import to_device
+from ..training.build import build_model, build_optimizer
 from .spec import SweepSpec, apply
 from .workers import check_workers
 
@@ -105,7 +106,7 @@ def _time_steps(config: RunConfig) -> float | None:
         batches = task.batches("train", config.train.batch_size)
         seconds = []
         for _ in range(TIMED_STEPS + 1):
-            x, y = _to(*next(batches), device, dtype)
+            x, y = to_device(*next(batches), device, dtype)
             started = time.perf_counter()
             optimizer.zero_grad()
             pred, _ = model(x)

@@ -20,7 +20,8 @@ from ..execution.runner import describe_error, is_alive
 from ..runs.status import ACTIVE_STATUSES
 from ..runs.store import RunStore
 from ..training.hooks import Pruning
-from ..training.trainer import CHECKPOINT_FORMAT, load_checkpoint, train_run
+from ..training.checkpoints import is_resumable, load_checkpoint
+from ..training.run import train_run
 from .spec import SweepError, SweepSpec, _jsonable, objective_name
 from .study import create_study, next_trial, setting_of, storage, sweep_lock, tell
 
@@ -243,7 +244,7 @@ def train_trial(store, study, spec: SweepSpec, job: Job) -> str:
     trial = _trial(study, job.trial)
     hooks = [Pruning(trial, objective_name(spec))] if spec.prune else []
     try:
-        status = train_run(job.config, store, job.run_id, hooks=hooks, resume=resume)
+        status = train_run(job.config, store, job.run_id, hooks=hooks, resume=resume).status
     except Exception as error:
         traceback.print_exc()
         store.set_status(job.run_id, "failed", error=describe_error(error))
@@ -269,7 +270,7 @@ def _resumable(store, run_id: int) -> bool:
     if not path.exists():
         return False
     try:
-        return load_checkpoint(path).get("format") == CHECKPOINT_FORMAT
+        return is_resumable(load_checkpoint(path))
     except Exception:  # a truncated or foreign file: start over instead
         return False
 

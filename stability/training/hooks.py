@@ -15,37 +15,44 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
     at log steps, after ``on_step``, in the order the hooks were given.
     ``trainer.cadence`` says whether this log step is also an evaluation,
     probe or last step.  Rows recorded with ``trainer.record`` /
-    ``trainer.record_series`` are flushed to the store in one transaction
+    ``trainer.record_series`` are flushed to the run's sink in one transaction
     after every hook has run (so a poller never sees half a step).
 ``on_end(trainer)``
     once, after the loop, with ``trainer.status`` set ("completed",
     "stopped", "diverged" or a hook's status); rows recorded here are flushed.
+``on_exception(trainer, error)``
+    once, when a step or a hook raised (``error``, which then propagates to
+    the caller); the rows recorded before it, and any recorded here, are
+    flushed.  Settling the run's status ('failed') is the caller's.
 ``state_dict()`` / ``load_state_dict(state)``
-    what a hook must carry across a checkpoint to resume exactly.
+    what a hook must carry across a checkpoint to resume exactly; a
+    checkpoint keys it by the hook's ``state_key`` (its class name; a hook
+    that may be given twice adds what tells the instances apart, as
+    :class:`Pruning` adds its metric).  Two hooks with the same key are refused.
 
 A hook overrides only the methods it needs; the trainer calls only those.
+What a hook may read and call on the trainer is :class:`TrainerView`.
 Sweeps add early stopping and pruning, and paper presets their own
-measurements, as hooks (``train_run(..., hooks=[...])``) without editing the loop.
+measurements, as hooks (``train_run(..., hooks=[...])``) without editing the loop;
+where the rows go is a hook too (a sink: :mod:`stability.training.sinks`).
 """
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
+import numpy as np
 import torch
 
+from ..core import metric_names as names
 from .probes import ProbeBatch, stable_norm
-
-if TYPE_CHECKING:
-    from .trainer import Trainer
 
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
 # time spent on it stays within this fraction of the run's time (benchmarks/training.py).
 H0_READING_BUDGET = 0.02
-STOP_POLL_S = 0.5
 CHECKPOINT_EVERY_S = 300.0
 
 
@@ -68,16 +75,54 @@ class StepResult:
     total_norm: float | None
 
 
+class TrainerView(Protocol):
+    """What a hook reads and calls on :class:`stability.training.trainer.Trainer` (by duck typing:
+    this module does not import the trainer)."""
+
+    model: torch.nn.Module          # model.cell: the recurrent cell (Trainer's docstring: the contract)
+    task: object
+    train: object                   # the TrainConfig, with epochs resolved to steps
+    step: int
+    status: str
+    cadence: object                 # .log, .eval, .probe, .last of this step
+    recurrent: list                 # cell.recurrent_parameters()
+    schedule: object                # LearningRate: .value(), .after_eval(val_loss)
+    evaluator: object               # Evaluator: .split(model, split, whole=False)
+
+    def record(self, name: str, value) -> None: ...
+
+    def record_series(self, name: str, values) -> None: ...
+
+    def pending(self) -> dict[str, float]: ...
+
+    def stop(self, status: str, error: str | None = None) -> None: ...
+
+    def elapsed(self) -> float: ...
+
+    def spectrum(self, with_radius: bool = False) -> tuple[dict[str, float], np.ndarray]: ...
+
+    def save_checkpoint(self): ...
+
+    def describe(self) -> dict: ...     # device, parameter counts, the task's baseline and metric, total steps
+
+
 class Hook:
     """Base class: every method is optional (see the module docstring for the contract)."""
 
-    def on_start(self, trainer: Trainer, resumed: bool) -> None: ...
+    @property
+    def state_key(self) -> str:
+        """The key of this hook's state in a checkpoint, unique among a run's hooks."""
+        return type(self).__qualname__
 
-    def on_step(self, trainer: Trainer, result: StepResult) -> None: ...
+    def on_start(self, trainer: TrainerView, resumed: bool) -> None: ...
 
-    def on_log(self, trainer: Trainer, result: StepResult) -> None: ...
+    def on_step(self, trainer: TrainerView, result: StepResult) -> None: ...
 
-    def on_end(self, trainer: Trainer) -> None: ...
+    def on_log(self, trainer: TrainerView, result: StepResult) -> None: ...
+
+    def on_end(self, trainer: TrainerView) -> None: ...
+
+    def on_exception(self, trainer: TrainerView, error: BaseException) -> None: ...
 
     def state_dict(self) -> dict:
         return {}
@@ -127,12 +172,12 @@ class TrainingWindow(Hook):
         self.steps += 1
 
     def on_log(self, trainer, result):
-        trainer.record("train/loss", self.loss / self.steps)
-        trainer.record(f"train/{trainer.task.metric}", self.score / self.steps)
-        trainer.record("train/lr", trainer.schedule.value())
+        trainer.record(names.TRAIN_LOSS, self.loss / self.steps)
+        trainer.record(names.split_name("train", trainer.task.metric), self.score / self.steps)
+        trainer.record(names.TRAIN_LR, trainer.schedule.value())
         penalty = float(result.penalty)
         if penalty != 0.0:
-            trainer.record("train/penalty", penalty)
+            trainer.record(names.TRAIN_PENALTY, penalty)
         self.loss = self.score = 0.0
         self.steps = 0
 
@@ -158,17 +203,17 @@ class GradientReadings(Hook):
         if not cadence.probe and self.h0_reading.allows(trainer.elapsed()):
             with self.h0_reading:
                 self.probe.sync()
-                trainer.record("grad/h0_norm", self.probe.h0_norm())
-        trainer.record("grad/h0_norm_train", stable_norm(result.h0_grad).item())
+                trainer.record(names.H0_NORM, self.probe.h0_norm())
+        trainer.record(names.H0_NORM_TRAIN, stable_norm(result.h0_grad).item())
         recurrent_grads = [p.grad for p in trainer.recurrent if p.grad is not None]
         if recurrent_grads:  # none while W is frozen
-            trainer.record("grad/recurrent_norm", norm_of_norms(recurrent_grads))
-        trainer.record("grad/total_norm", result.total_norm)
+            trainer.record(names.RECURRENT_NORM, norm_of_norms(recurrent_grads))
+        trainer.record(names.TOTAL_NORM, result.total_norm)
         spectrum, _ = trainer.spectrum(with_radius=cadence.eval)
         for name, value in spectrum.items():
             trainer.record(name, value)
         for name, value in trainer.model.cell.gate_values().items():
-            trainer.record(f"gate/{name}", value)
+            trainer.record(f"{names.GATE_PREFIX}{name}", value)
 
     def state_dict(self):
         return {"h0_reading_spent": self.h0_reading.spent}
@@ -194,10 +239,10 @@ class Speed(Hook):
     def on_log(self, trainer, result):
         now = time.time()
         steps_per_s = self.steps / max(now - self.since, 1e-9)
-        trainer.record("speed/steps_per_s", steps_per_s)
-        trainer.record("progress/examples", trainer.step * trainer.train.batch_size)
-        trainer.record("progress/elapsed_s", trainer.elapsed())
-        trainer.record("progress/eta_s", (trainer.train.steps - trainer.step) / steps_per_s)
+        trainer.record(names.STEPS_PER_S, steps_per_s)
+        trainer.record(names.EXAMPLES, trainer.step * trainer.train.batch_size)
+        trainer.record(names.ELAPSED_S, trainer.elapsed())
+        trainer.record(names.ETA_S, (trainer.train.steps - trainer.step) / steps_per_s)
         self.steps = 0
         self.since = now
 
@@ -216,15 +261,15 @@ class Evaluation(Hook):
             self._validate(trainer)
         if trainer.cadence.last:  # in the same transaction as the step's other rows, for since_step pollers
             for key, value in trainer.evaluator.split(trainer.model, "test", whole=True).items():
-                trainer.record(f"test/{key}", value)
+                trainer.record(names.split_name("test", key), value)
 
     @staticmethod
     def _validate(trainer):
         held_out = trainer.evaluator.split(trainer.model, "val")
         fitted = trainer.evaluator.split(trainer.model, "train")
         for key, value in held_out.items():
-            trainer.record(f"val/{key}", value)
-            trainer.record(f"gap/{key}", value - fitted[key])
+            trainer.record(names.split_name("val", key), value)
+            trainer.record(names.split_name("gap", key), value - fitted[key])
         trainer.schedule.after_eval(held_out["loss"])
 
 
@@ -251,11 +296,11 @@ class ProbeThroughTime(Hook):
         """Record the probe's readings and the spectrum series; return the ``sv/*`` scalars of W."""
         self.probe.sync()
         norms = self.probe.through_time()
-        trainer.record("grad/h0_norm", norms[0])  # the same reading as between probes, here for free
-        trainer.record("grad/A_h_norm", self.probe.output_h0_norm())
-        trainer.record_series("grad/h_t_norm", norms)
+        trainer.record(names.H0_NORM, norms[0])  # the same reading as between probes, here for free
+        trainer.record(names.A_H_NORM, self.probe.output_h0_norm())
+        trainer.record_series(names.H_T_NORM, norms)
         spectrum, sigma = trainer.spectrum(with_radius=with_radius)  # read by GradientReadings already at a log step
-        trainer.record_series("sv/spectrum", sigma)
+        trainer.record_series(names.SPECTRUM, sigma)
         return spectrum
 
 
@@ -269,29 +314,15 @@ class ProgressCallback(Hook):
     def on_log(self, trainer, result):
         latest = trainer.pending()
         self.callback({"step": trainer.step, "total_steps": trainer.train.steps,
-                       "elapsed_s": latest.get("progress/elapsed_s", trainer.elapsed()),
-                       "eta_s": latest.get("progress/eta_s", math.nan),
-                       "steps_per_s": latest.get("speed/steps_per_s", math.nan), **latest})
-
-
-class StopRequests(Hook):
-    """Ends the run as ``stopped`` when the store holds a stop request (polled every 0.5 s)."""
-
-    def __init__(self, every_s: float = STOP_POLL_S):
-        self.every_s = every_s
-        self.last_poll = time.time()
-
-    def on_step(self, trainer, result):
-        now = time.time()
-        if now - self.last_poll >= self.every_s:
-            self.last_poll = now
-            if trainer.store.stop_requested(trainer.run_id):
-                trainer.stop("stopped")
+                       "elapsed_s": latest.get(names.ELAPSED_S, trainer.elapsed()),
+                       "eta_s": latest.get(names.ETA_S, math.nan),
+                       "steps_per_s": latest.get(names.STEPS_PER_S, math.nan), **latest})
 
 
 class Checkpoints(Hook):
     """Saves a checkpoint every ``every_s`` seconds and at the end of a run that did not diverge,
-    so a killed run loses at most the steps since the last one (``python -m stability resume``)."""
+    so a killed run loses at most the steps since the last one (``python -m stability resume``).
+    Where it goes is the sink's (``trainer.save_checkpoint()`` writes nothing where it keeps none)."""
 
     def __init__(self, every_s: float = CHECKPOINT_EVERY_S):
         self.every_s = every_s
@@ -321,6 +352,10 @@ class Pruning(Hook):
     def __init__(self, trial, metric: str):
         self.trial, self.metric = trial, metric
 
+    @property
+    def state_key(self) -> str:
+        return f"{type(self).__qualname__}[{self.metric}]"
+
     def on_log(self, trainer, result):
         if not trainer.cadence.eval:
             return
@@ -331,3 +366,13 @@ class Pruning(Hook):
         if self.trial.should_prune():
             trainer.stop("pruned", f"pruned at step {trainer.step}: {self.metric} {value:.4g} was worse than "
                                    "the median of earlier trials at this step")
+
+
+def default_hooks(probe: ProbeBatch, progress: Callable[[dict], None] | None = None) -> list[Hook]:
+    """The measurements every run takes, in the order their rows are recorded at a log step
+    (``progress``, the CLI's progress line, after them)."""
+    hooks = [TrainingWindow(), GradientReadings(probe), Speed(), Evaluation(), ProbeThroughTime(probe),
+             Checkpoints()]
+    if progress is not None:
+        hooks.append(ProgressCallback(progress))
+    return hooks

@@ -41,149 +41,38 @@ A NaN or infinite loss or gradient ends the run as ``diverged`` at that
 step; every row logged before it is kept.
 
 The loop (:class:`Trainer`) only trains; every reading above, evaluation,
-the stop check, checkpoints and progress are hooks (:mod:`stability.training.hooks`,
-whose docstring gives the contract), and callers add their own
-(``train_run(..., hooks=[...])``).  A checkpoint is written every
-``CHECKPOINT_EVERY_S`` and at the end; ``train_run(..., resume=True)``
-continues a stopped or interrupted run from it exactly.
+checkpoints and progress are hooks (:mod:`stability.training.hooks`, whose
+docstring gives the contract), and callers add their own
+(``train_run(..., hooks=[...])``).  Where the rows go is the run's sink
+(:mod:`stability.training.sinks`: a run store's run, or memory), which also
+says where checkpoints go and whether a stop was requested.  A checkpoint is
+written every ``CHECKPOINT_EVERY_S`` and at the end; ``fit(resume=True)``
+continues a stopped or interrupted run from it exactly
+(:mod:`stability.training.checkpoints`).
 """
 from __future__ import annotations
 
 import math
-import os
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
 
-from .. import cells, tasks
-from ..models import optimizers
-from ..models.sequence import SequenceModel, parameter_groups  # noqa: F401  (parameter_groups: old imports)
 from ..config import RunConfig, TrainConfig
+from ..core import metric_names as names
 from ..core.devices import describe_device, resolve_device
+from . import checkpoints
+from .batches import to_device
+from .build import build_optimizer
+from .checkpoints import ResumeError
+from .evaluation import Evaluator
+from .hooks import Hook, StepResult, default_hooks, norm_of_norms, overrides
 from .probes import ProbeBatch, spectrum_metrics
-from .hooks import (CHECKPOINT_EVERY_S, H0_READING_BUDGET, Checkpoints, Evaluation, GradientReadings, Hook,
-                    ProbeThroughTime, ProgressCallback, Speed, StepResult, StopRequests, TrainingWindow,
-                    norm_of_norms, overrides)
-
-EVAL_BATCH_SIZE = 256
-
-
-def build_model(config: RunConfig, task) -> SequenceModel:
-    cell = cells.build(config.cell.name, task.input_size, config.cell.hidden_size, **config.cell.options)
-    return SequenceModel(cell, task.output_size, task.target_mode)
-
-
-def build_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
-    """``config.train.optimizer`` (:mod:`stability.models.optimizers`) over :func:`parameter_groups`."""
-    train = config.train
-    return optimizers.build_optimizer(parameter_groups(model, train.lr), train.optimizer, train.lr,
-                                      weight_decay=train.weight_decay)
-
-
-class LearningRate:
-    """The schedules of :data:`stability.config.LR_SCHEDULES`, stepped once per training step."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer, train: TrainConfig):
-        self.optimizer = optimizer
-        self.train = train
-        self.best_val = math.inf
-        self.bad_evals = 0
-
-    def value(self) -> float:
-        """The base learning rate (groups with an ``lr_scale`` run at a multiple of it)."""
-        group = self.optimizer.param_groups[0]
-        return group["lr"] / group.get("lr_scale", 1.0)
-
-    def _set(self, lr: float) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr * group.get("lr_scale", 1.0)
-
-    def after_step(self, step: int) -> None:
-        """``step`` training steps are done."""
-        train = self.train
-        if train.lr_schedule == "step" and step % train.lr_step_size == 0:
-            self._set(self.value() * train.lr_gamma)
-        elif train.lr_schedule == "linear":  # to zero at the last step (SGORNN §3.1)
-            self._set(train.lr * max(0.0, 1.0 - step / train.steps))
-
-    def after_eval(self, val_loss: float) -> None:
-        if self.train.lr_schedule != "plateau":
-            return
-        if val_loss < self.best_val - 1e-12:
-            self.best_val, self.bad_evals = val_loss, 0
-        else:
-            self.bad_evals += 1
-            if self.bad_evals >= 2:  # two evaluations without improvement
-                self._set(self.value() * self.train.lr_gamma)
-                self.bad_evals = 0
-
-
-class Evaluator:
-    """Fixed evaluation sets: val (and test) from the task, and a fixed training set
-    of the same size evaluated the same way, for the train/held-out gap."""
-
-    def __init__(self, task, config: RunConfig, device: torch.device, dtype: torch.dtype):
-        self.task, self.device, self.dtype = task, device, dtype
-        self.examples = config.train.eval_examples
-        self.batch_size = min(EVAL_BATCH_SIZE, self.examples)
-        self.train_batches = self._fixed_training_batches(config.train.seed)
-
-    def _fixed_training_batches(self, seed: int) -> list:
-        task, count = self.task, self.examples
-        if getattr(task, "stateful", False):
-            return list(_take(task.batches("train", self.batch_size), math.ceil(count / self.batch_size)))
-        try:
-            arrays = task.fixed_split("train")
-        except ValueError:  # an endless stream of fresh examples: draw a fixed sample of it
-            arrays = task.sample(np.random.default_rng([seed, 7919]), count)
-        arrays = {key: value[:count] for key, value in arrays.items()}
-        size = len(next(iter(arrays.values())))
-        return [task.encode({key: value[start:start + self.batch_size] for key, value in arrays.items()})
-                for start in range(0, size, self.batch_size)]
-
-    def split(self, model: SequenceModel, split: str, whole: bool = False) -> dict[str, float]:
-        if split == "train":
-            batches = self.train_batches
-        else:
-            batches = self.task.batches(split, self.batch_size)
-            if not whole:
-                batches = _take(batches, math.ceil(self.examples / self.batch_size))
-        return self._evaluate(model, batches)
-
-    def _evaluate(self, model: SequenceModel, batches) -> dict[str, float]:
-        stateful = getattr(self.task, "stateful", False)
-        results, state = [], None
-        was_training = model.training
-        model.eval()
-        with torch.inference_mode():
-            for x, y in batches:
-                x, y = _to(x, y, self.device, self.dtype)
-                if state is not None and state.shape[0] != x.shape[0]:
-                    state = None
-                pred, h_last = model(x, state)
-                state = h_last if stateful else None
-                results.append((self.task.loss(pred, y).item(), self.task.score(pred, y), y.numel()))
-        model.train(was_training)
-        return self.task.summarize(results)
-
-
-def _take(iterator, count):
-    for _, item in zip(range(count), iterator):
-        yield item
-
-
-def _to(x, y, device, dtype):
-    x = x.to(device=device, dtype=dtype)
-    y = y.to(device=device, dtype=dtype) if y.is_floating_point() else y.to(device)
-    return x, y
-
-
-class ResumeError(ValueError):
-    """A run cannot be resumed (no checkpoint, or one this version cannot continue); one line."""
+from .schedule import LearningRate
+from .sinks import MemorySink, Sink, TrainResult
 
 
 @dataclass
@@ -198,45 +87,68 @@ class Cadence:
     last: bool = False
 
 
-def load_checkpoint(path) -> dict:
-    """A checkpoint written by :meth:`Trainer.save_checkpoint`: ``config``, ``model``, ``optimizer``,
-    ``step`` and, to resume exactly, the RNG, schedule, cadence and hook states."""
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 class Trainer:
-    """Trains run ``run_id`` of ``store`` in this process; measurements are :mod:`stability.training.hooks`.
+    """Trains a model the caller built on a task, taking the readings of the hooks.
 
-    ``fit()`` runs the loop: draw a batch, step the optimizer, hand a
-    :class:`~stability.training.hooks.StepResult` to every hook, and at log steps
-    flush the rows the hooks recorded in one transaction.  The built-in hooks
-    (:func:`default_hooks`) come first, then ``hooks``.  ``fit(resume=True)``
-    continues from the run's checkpoint: weights, optimizer state, RNG,
-    learning-rate schedule, cadence, data stream position and hook states are
-    restored and the rows logged after the checkpoint's step are discarded,
-    so the resumed run trains exactly as if it had not stopped.
+    ``Trainer(model, task, config, hooks=[...], progress=None).fit()`` runs the loop: draw a batch,
+    step the optimizer, hand a :class:`~stability.training.hooks.StepResult` to every hook, and at
+    log steps flush the rows the hooks recorded to the run's sink in one transaction; it returns a
+    :class:`~stability.training.sinks.TrainResult`.  ``config`` is a :class:`RunConfig` (its
+    ``train`` section is what the trainer reads; a checkpoint keeps the whole config) or a bare
+    :class:`TrainConfig`.  From these the trainer builds only what training needs: the optimizer
+    (``train.optimizer`` over :func:`stability.models.sequence.parameter_groups`), the learning-rate
+    schedule, the evaluator's fixed sets and the float64 probe batch.  It moves the model to
+    ``train.device`` and ``train.dtype`` and does not seed: a caller seeds before building the model
+    (:func:`stability.training.run.train_run` does, with ``train.seed``).
+
+    The model contract (what :func:`stability.training.build.build_model` builds: a
+    :class:`~stability.models.sequence.SequenceModel` around a cell of :mod:`stability.cells`,
+    whose ``cells/base.py`` gives the cell's side in full):
+
+    * ``model(x, h0=None, state_probe=None) -> (pred, h_last)`` with x (B, T, input_size);
+      ``task.loss(pred, y)`` is the loss.  ``state_probe`` e, zeros (B, T, state_size) with
+      ``requires_grad``, is added to each state as it is produced, so ``e.grad[:, t]`` is ∂L/∂h_t
+      (the probe batch's ``grad/h_t_norm``).
+    * ``model.cell.initial_state(batch, dtype=, device=)``: h0, (B, state_size); the trainer adds
+      a zero tensor to it whose gradient is ∂L/∂h0 on the training batch.
+    * ``model.cell.recurrent_matrix()``: the dense transition matrix W (H, H), for ``sv/*``.
+    * ``model.cell.recurrent_parameters()``: the parameters W is built from (frozen by
+      ``train.freeze_recurrent``, ``grad/recurrent_norm``; ``recurrent_lr_scale`` their lr multiple).
+    * ``model.cell.gate_values()``: ``{name: float}`` for ``gate/*``, empty without gates.
+    * ``model.cell.penalty()``: the soft-constraint term added to the loss (0 where none).
+    * ``model.cell.after_optimizer_step()``: called under ``torch.no_grad()`` after every step.
+    * ``model.cell.recurrent_parameter_count()`` (for a store's run row; counted from
+      ``recurrent_parameters()`` where the cell has none).
+
+    The task is one of :mod:`stability.tasks` (``tasks/base.py``: ``batches``, ``loss``,
+    ``score``, ``summarize``, ``metric``, ``split_size``, ``fixed_split``/``sample``/``encode``).
+
+    The built-in hooks (:func:`~stability.training.hooks.default_hooks`) come first, then
+    ``hooks``; among these at most one sink (:mod:`stability.training.sinks`), else the rows are
+    kept by a :class:`~stability.training.sinks.MemorySink`.  ``fit(resume=True)`` continues from
+    the sink's checkpoint: weights, optimizer state, RNG, learning-rate schedule, cadence, data
+    stream position and hook states (by ``state_key``) are restored and the rows logged after
+    the checkpoint's step are discarded, so the resumed run trains exactly as if it had not stopped.
     """
 
-    def __init__(self, config: RunConfig, store, run_id: int, *, hooks=(),
+    def __init__(self, model: nn.Module, task, config: RunConfig | TrainConfig, *, hooks=(),
                  progress: Callable[[dict], None] | None = None):
-        config.validate()
-        torch.manual_seed(config.train.seed)
-        self.config, self.store, self.run_id = config, store, run_id
-        self.device = resolve_device(config.train.device)
-        self.dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
-        self.task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
-        self.train = config.train.with_epochs_as_steps(self.task.split_size("train"))
-        self.model = build_model(config, self.task).to(device=self.device, dtype=self.dtype)
+        self.config, self.task = config, task
+        train = config.train if isinstance(config, RunConfig) else config
+        self.device = resolve_device(train.device)
+        self.dtype = torch.float64 if train.dtype == "float64" else torch.float32
+        self.train = train.with_epochs_as_steps(task.split_size("train"))
+        self.model = model.to(device=self.device, dtype=self.dtype)
         self.recurrent = self.model.cell.recurrent_parameters()
         if self.train.freeze_recurrent:
             for parameter in self.recurrent:
                 parameter.requires_grad_(False)
-        self.optimizer = build_optimizer(self.model, config)
+        self.optimizer = build_optimizer(self.model, train)
         self.schedule = LearningRate(self.optimizer, self.train)
-        self.evaluator = Evaluator(self.task, config, self.device, self.dtype)
-        probe_x, probe_y = next(iter(self.task.batches("val", self.train.probe_examples)))
-        probe = ProbeBatch(self.model, self.task.loss, *_to(probe_x, probe_y, self.device, self.dtype))
-        self.hooks = [*default_hooks(probe, progress), *hooks]
+        self.evaluator = Evaluator(task, train, self.device, self.dtype)
+        probe_x, probe_y = next(iter(task.batches("val", self.train.probe_examples)))
+        probe = ProbeBatch(self.model, task.loss, *to_device(probe_x, probe_y, self.device, self.dtype))
+        self.hooks, self.sink = _with_one_sink([*default_hooks(probe, progress), *hooks])
         self.step, self.status, self.error = 0, "completed", None
         self.cadence = Cadence()
         self._every = (self.train.resolved_log_every(), self.train.resolved_eval_every(),
@@ -254,7 +166,7 @@ class Trainer:
         """``spectrum_metrics`` of the cell's W at this step (its ``sv/*`` scalars, every singular value),
         computed once a step however many hooks read it: W does not change between optimizer steps."""
         cached = self._spectrum
-        if cached is None or cached[0] != self.step or (with_radius and "sv/spectral_radius" not in cached[1]):
+        if cached is None or cached[0] != self.step or (with_radius and names.SPECTRAL_RADIUS not in cached[1]):
             metrics, sigma = spectrum_metrics(self.model.cell.recurrent_matrix(), with_radius=with_radius)
             self._spectrum = cached = (self.step, metrics, sigma)
         return cached[1], cached[2]
@@ -273,9 +185,10 @@ class Trainer:
         return {name: value for _, _, name, value in self._scalars}
 
     def flush(self) -> None:
-        self.store.flush(self.run_id, self._scalars, self._series, heartbeat_step=self.step)
-        self._scalars.clear()
-        self._series.clear()
+        """Hand the rows recorded since the last flush to the sink (kept here if it raises)."""
+        self.sink.write(self.step, self._scalars, self._series)
+        self._scalars = []
+        self._series = []
 
     def stop(self, status: str, error: str | None = None) -> None:
         """End the run with ``status`` after the current step (a hook's early stop)."""
@@ -285,18 +198,40 @@ class Trainer:
         """Training time of this run so far, across resumes."""
         return time.time() - self._started
 
+    def describe(self) -> dict:
+        """What the pages show about the run besides its rows (a store's sink writes it at the start)."""
+        model, task, cell = self.model, self.task, self.model.cell
+        counter = getattr(cell, "recurrent_parameter_count", None)
+        recurrent = counter() if counter is not None else _real_numbers(cell.recurrent_parameters())
+        return dict(device=describe_device(self.device), total_params=_real_numbers(model.parameters()),
+                    recurrent_params=recurrent, baseline=getattr(task, "baseline", None),
+                    baseline_label=getattr(task, "baseline_label", None), metric=task.metric,
+                    total_steps=self.train.steps)
+
     # ------------------------------------------------------------ the loop
-    def fit(self, resume: bool = False) -> str:
-        """Train to ``train.steps`` (or until a hook stops the run); return the terminal status."""
+    def fit(self, resume: bool = False) -> TrainResult:
+        """Train to ``train.steps`` (or until a hook stops the run); return how it ended.
+
+        Whatever a step or a hook raises reaches every hook's ``on_exception`` once, the rows
+        recorded before it are flushed, and it propagates (the run's status is the caller's then).
+        """
         if resume:
             self._restore()
-        self._announce()
+        try:
+            self._run(resume)
+        except BaseException as error:
+            self._fail(error)
+            raise
+        return TrainResult(self.status, self.error, getattr(self.sink, "run_id", None), self.sink)
+
+    def _run(self, resumed: bool) -> None:
+        self.sink.begin(self, resumed)
         batches = self.task.batches("train", self.train.batch_size)
         for _ in range(self.step):  # the same data stream position as when the checkpoint was taken
             next(batches)
         on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
         for hook in self._hooks_with("on_start"):
-            hook.on_start(self, resume)
+            hook.on_start(self, resumed)
         self.flush()
         self.model.train()
         while self.step < self.train.steps and not self._stopping:
@@ -315,8 +250,21 @@ class Trainer:
         for hook in self._hooks_with("on_end"):
             hook.on_end(self)
         self.flush()
-        self.store.set_status(self.run_id, self.status, error=self.error)
-        return self.status
+        self.sink.finish(self.status, self.error)
+
+    def _fail(self, error: BaseException) -> None:
+        """Every hook sees ``error`` once; then the rows recorded so far are flushed.  What fails
+        here is noted on ``error``, which the caller gets."""
+        for hook in self._hooks_with("on_exception"):
+            try:
+                hook.on_exception(self, error)
+            except Exception as other:  # noqa: BLE001 - the run's own error is the one to raise
+                error.add_note(f"{hook.state_key}.on_exception raised {type(other).__name__}: {other}")
+        try:
+            self.flush()
+        except Exception as other:  # noqa: BLE001
+            error.add_note(f"the rows recorded since the last flush could not be written: "
+                           f"{type(other).__name__}: {other}")
 
     def _hooks_with(self, method: str) -> list:
         return [hook for hook in self.hooks if overrides(hook, method)]
@@ -324,7 +272,7 @@ class Trainer:
     def _train_step(self, batch) -> StepResult | None:
         """One optimizer step; None when the loss or the gradient is not finite (run diverged)."""
         model, dtype, device = self.model, self.dtype, self.device
-        x, y = _to(*batch, device, dtype)
+        x, y = to_device(*batch, device, dtype)
         h0 = model.cell.initial_state(x.shape[0], dtype=dtype, device=device)
         if self._carried is not None and self._carried.shape == h0.shape:
             h0 = self._carried
@@ -336,13 +284,13 @@ class Trainer:
         objective = loss + penalty
         self.optimizer.zero_grad(set_to_none=True)
         if not torch.isfinite(objective):
-            return self._diverged(("train/loss", objective.item()))
+            return self._diverged((names.TRAIN_LOSS, objective.item()))
         objective.backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         # Every step: one fused norm, enough to see a non-finite gradient; logged values use stable_norm.
         fused_norm = torch.nn.utils.get_total_norm(grads).item()
         if not math.isfinite(fused_norm):
-            return self._diverged(("train/loss", loss.item()), ("grad/total_norm", fused_norm))
+            return self._diverged((names.TRAIN_LOSS, loss.item()), (names.TOTAL_NORM, fused_norm))
         self.cadence = self._cadence()
         total_norm = norm_of_norms(grads) if self.cadence.log else None  # before any clipping
         if self.train.clip_grad_norm is not None:
@@ -351,7 +299,8 @@ class Trainer:
         with torch.no_grad():
             model.cell.after_optimizer_step()
         self.schedule.after_step(self.step)
-        return StepResult(self.step, loss.item(), penalty.detach() if torch.is_tensor(penalty) else penalty, pred.detach(), y, h0_probe.grad, total_norm)
+        penalty = penalty.detach() if torch.is_tensor(penalty) else penalty
+        return StepResult(self.step, loss.item(), penalty, pred.detach(), y, h0_probe.grad, total_norm)
 
     def _diverged(self, *rows) -> None:
         for name, value in rows:
@@ -374,51 +323,36 @@ class Trainer:
         if self.cadence.probe:
             self._next_probe = (self.step // probe_every + 1) * probe_every
 
-    def _announce(self) -> None:
-        """Mark the run running, with what the pages show about it."""
-        model, task = self.model, self.task
-        fields = dict(status="running", device=describe_device(self.device), pid=os.getpid(),
-                      total_params=sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters()),
-                      recurrent_params=model.cell.recurrent_parameter_count(), baseline=task.baseline,
-                      baseline_label=getattr(task, "baseline_label", None), metric=task.metric,
-                      total_steps=self.train.steps, step=self.step, finished_at=None)
-        if self.step == 0:
-            fields["started_at"] = time.time()
-        else:
-            fields["error"] = None
-        self.store.update_run(self.run_id, **fields)
-
     # ------------------------------------------------------------ checkpoints
-    def save_checkpoint(self) -> None:
-        """Everything :meth:`fit` needs to continue exactly from this step (written atomically)."""
-        path = self.store.checkpoint_path(self.run_id)
+    def _config_dict(self) -> dict:
+        config = self.config
+        return config.to_dict() if isinstance(config, RunConfig) else {"train": asdict(config)}
+
+    def save_checkpoint(self):
+        """Everything :meth:`fit` needs to continue exactly from this step, written atomically where
+        the sink keeps checkpoints; returns that path (None, writing nothing, where it keeps none)."""
+        path = self.sink.checkpoint_path()
+        if path is None:
+            return None
         rng = {"torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        state = {"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "step": self.step,
-                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "schedule": {"best_val": self.schedule.best_val, "bad_evals": self.schedule.bad_evals},
-                 "rng": rng, "carried": self._carried, "elapsed": self.elapsed(),
-                 "cadence": [self._next_eval, self._next_probe],
-                 "hooks": {_hook_key(i, hook): hook.state_dict() for i, hook in enumerate(self.hooks)}}
-        temporary = f"{path}.partial"
-        torch.save(state, temporary)
-        os.replace(temporary, path)
+        checkpoints.save_checkpoint(
+            {"config": self._config_dict(), "step": self.step, "model": self.model.state_dict(),
+             "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(), "rng": rng,
+             "carried": self._carried, "elapsed": self.elapsed(), "cadence": [self._next_eval, self._next_probe],
+             "hooks": {hook.state_key: hook.state_dict() for hook in self.hooks}}, path)
+        return path
 
     def _restore(self) -> None:
-        path = self.store.checkpoint_path(self.run_id)
-        if not os.path.exists(path):
-            raise ResumeError(f"run {self.run_id} has no checkpoint to resume from")
-        state = load_checkpoint(path)
-        if state.get("format") != CHECKPOINT_FORMAT:
-            raise ResumeError(f"run {self.run_id}'s checkpoint was written by a version that cannot be "
-                              "resumed exactly; start a new run with the same config instead")
-        if state["config"] != self.config.to_dict():
-            raise ResumeError(f"run {self.run_id}'s checkpoint belongs to a different config")
+        path = self.sink.checkpoint_path()
+        if path is None:
+            raise ResumeError(f"{self.sink.label} keeps no checkpoints to resume from "
+                              "(give its sink a checkpoint folder)")
+        state = checkpoints.read_for_resume(path, self.sink.label, self._config_dict())
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.schedule.best_val, self.schedule.bad_evals = (state["schedule"]["best_val"],
-                                                           state["schedule"]["bad_evals"])
+        self.schedule.load_state_dict(state["schedule"])
         torch.set_rng_state(state["rng"]["torch"])
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
@@ -426,36 +360,31 @@ class Trainer:
         self._carried = None if carried is None else carried.to(device=self.device, dtype=self.dtype)
         self._next_eval, self._next_probe = state["cadence"]
         self._started = time.time() - state["elapsed"]
-        for i, hook in enumerate(self.hooks):
-            if _hook_key(i, hook) in state["hooks"]:
-                hook.load_state_dict(state["hooks"][_hook_key(i, hook)])
+        saved = checkpoints.hook_states(state, self.hooks)
+        for hook in self.hooks:
+            if hook.state_key in saved:
+                hook.load_state_dict(saved[hook.state_key])
         self.step = state["step"]
-        self.store.discard_after(self.run_id, self.step)
 
 
-CHECKPOINT_FORMAT = 2
+def _with_one_sink(hooks: list[Hook]) -> tuple[list[Hook], Sink]:
+    """``hooks`` with a :class:`MemorySink` added where none is among them, and the sink; a
+    ValueError (one line) for two sinks or two hooks with the same ``state_key``."""
+    sinks = [hook for hook in hooks if isinstance(hook, Sink)]
+    if len(sinks) > 1:
+        raise ValueError(f"a run writes to one sink; got {', '.join(type(sink).__name__ for sink in sinks)}")
+    if not sinks:
+        sinks.append(MemorySink())
+        hooks = [*hooks, sinks[0]]
+    seen = set()
+    for hook in hooks:
+        if hook.state_key in seen:
+            raise ValueError(f"two hooks have the state key {hook.state_key!r}; a checkpoint could not tell "
+                             "their states apart (give one its own state_key)")
+        seen.add(hook.state_key)
+    return hooks, sinks[0]
 
 
-def _hook_key(index: int, hook: Hook) -> str:
-    return f"{index}:{type(hook).__name__}"
-
-
-def default_hooks(probe: ProbeBatch, progress: Callable[[dict], None] | None = None) -> list[Hook]:
-    """The measurements every run takes, in the order their rows are recorded at a log step."""
-    hooks = [TrainingWindow(), GradientReadings(probe), Speed(), Evaluation(), ProbeThroughTime(probe),
-             StopRequests(), Checkpoints()]
-    if progress is not None:
-        hooks.append(ProgressCallback(progress))
-    return hooks
-
-
-def train_run(config: RunConfig, store, run_id: int, *, progress: Callable[[dict], None] | None = None,
-              hooks=(), resume: bool = False) -> str:
-    """Train run ``run_id`` in this process; return its terminal status.
-
-    Returns ``"completed"``, ``"stopped"``, ``"diverged"`` or a hook's status
-    (and sets it in the store); raises on any other problem, leaving the status
-    to the caller.  ``resume=True`` continues from the run's checkpoint
-    (:class:`ResumeError` when there is none).
-    """
-    return Trainer(config, store, run_id, hooks=hooks, progress=progress).fit(resume=resume)
+def _real_numbers(parameters) -> int:
+    """Real numbers in ``parameters`` (a complex entry counts two)."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in parameters)

@@ -1,0 +1,79 @@
+"""A run's checkpoint: what it holds, how it is written and read back, and when it cannot be resumed.
+
+A checkpoint (a ``torch.save`` dict, written atomically) holds ``format``,
+``config`` (the run's config as a dict), ``step``, ``model`` and
+``optimizer`` state dicts and, to continue exactly, ``schedule``, ``rng``,
+``carried`` (a stateful task's hidden state), ``elapsed``, ``cadence`` (the
+next evaluation and probe steps) and ``hooks``: every hook's ``state_dict()``.
+
+Format 3 keys the hook states by each hook's ``state_key`` (its class name,
+plus what tells two instances apart), so adding, removing or reordering hooks
+does not hand one hook another's state.  Format 2 keyed them by position
+(``"<index>:<ClassName>"``); :func:`hook_states` reads those by class name, in
+order, so a run checkpointed by the previous version still resumes exactly.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import torch
+
+CHECKPOINT_FORMAT = 3
+RESUMABLE_FORMATS = (2, 3)  # what this version continues exactly (2: hook states keyed by position)
+
+
+class ResumeError(ValueError):
+    """A run cannot be resumed (no checkpoint, or one this version cannot continue); one line."""
+
+
+def load_checkpoint(path) -> dict:
+    """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def save_checkpoint(state: dict, path) -> None:
+    """Write ``state`` to ``path`` atomically: a reader sees the old checkpoint or the new one, whole."""
+    temporary = f"{path}.partial"
+    torch.save({"format": CHECKPOINT_FORMAT, **state}, temporary)
+    os.replace(temporary, path)
+
+
+def is_resumable(state: dict) -> bool:
+    """Whether this version continues ``state`` exactly (its format is one of :data:`RESUMABLE_FORMATS`)."""
+    return state.get("format") in RESUMABLE_FORMATS
+
+
+def read_for_resume(path, label: str, config: dict) -> dict:
+    """The checkpoint at ``path`` of ``label`` (``"run 7"``), checked to continue a run of ``config``;
+    :class:`ResumeError` (one line) when there is none, it is of an older format or another config."""
+    if not os.path.exists(path):
+        raise ResumeError(f"{label} has no checkpoint to resume from")
+    state = load_checkpoint(path)
+    if not is_resumable(state):
+        raise ResumeError(f"{label}'s checkpoint was written by a version that cannot be "
+                          "resumed exactly; start a new run with the same config instead")
+    if state["config"] != config:
+        raise ResumeError(f"{label}'s checkpoint belongs to a different config")
+    return state
+
+
+def hook_states(state: dict, hooks: Iterable) -> dict[str, dict]:
+    """The saved state of each of ``hooks`` present in checkpoint ``state``, by ``hook.state_key``.
+
+    Format 2 keyed states ``"<index>:<ClassName>"``: each hook takes the first unclaimed state saved
+    by a hook of its class, in the saved order (the hooks the old version listed but this one does
+    not have, such as its ``StopRequests``, held no state).
+    """
+    saved = state["hooks"]
+    if state.get("format") != 2:
+        return {hook.state_key: saved[hook.state_key] for hook in hooks if hook.state_key in saved}
+    by_class: dict[str, list[dict]] = {}
+    for key in sorted(saved, key=lambda key: int(key.split(":", 1)[0])):
+        by_class.setdefault(key.split(":", 1)[1], []).append(saved[key])
+    states = {}
+    for hook in hooks:
+        waiting = by_class.get(type(hook).__name__)
+        if waiting:
+            states[hook.state_key] = waiting.pop(0)
+    return states

@@ -1,0 +1,169 @@
+"""Where a run's rows go: a sink, the one hook the trainer writes through.
+
+The trainer hands its sink the rows the hooks recorded at every flush and
+asks it where checkpoints go; the sink also says what a run is called in a
+one-line error and, as a hook, may end the run (a stop request).  The
+contract, called by :class:`stability.training.trainer.Trainer` (a sink is a
+:class:`~stability.training.hooks.Hook`, so it may use the hook methods too):
+
+``begin(trainer, resumed)``
+    before ``on_start``; ``resumed``: the trainer has restored the checkpoint
+    of ``trainer.step``, and the rows logged after that step are to be discarded.
+``write(step, scalars, series)``
+    rows ``(step, wall_time, name, value)`` and ``(step, wall_time, name,
+    index, value)``, all of one flush; ``step`` is the trainer's current step.
+``finish(status, error)``
+    after ``on_end`` and the last flush, with the terminal status.
+``checkpoint_path()``
+    where the checkpoint goes, or None: the run keeps none.
+``metrics()`` / ``series()``
+    every row written, as DataFrames (:class:`TrainResult` reads them).
+
+:class:`MemorySink` keeps the rows in this process (the trainer's default);
+:class:`StoreSink` writes them into a run of a run store (duck typed: this
+room does not import :mod:`stability.runs`).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from ..core import metric_names as names
+from .hooks import Hook
+
+STOP_POLL_S = 0.5
+SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
+SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
+
+
+class Sink(Hook):
+    """Base class of the sinks (the module docstring gives the contract)."""
+
+    label = "the run"  # what a one-line error calls the run: "run 7 has no checkpoint to resume from"
+
+    def begin(self, trainer, resumed: bool) -> None: ...
+
+    def write(self, step: int, scalars: list[tuple], series: list[tuple]) -> None:
+        raise NotImplementedError
+
+    def finish(self, status: str, error: str | None) -> None: ...
+
+    def checkpoint_path(self) -> Path | None:
+        return None
+
+    def metrics(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def series(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+
+class MemorySink(Sink):
+    """Keeps every row in this process.  Checkpoints only into ``checkpoints`` (a folder; the file is
+    ``checkpoint.pt`` there), so only a run given one can be resumed; no stop requests."""
+
+    def __init__(self, checkpoints: str | os.PathLike | None = None):
+        self.folder = None if checkpoints is None else Path(checkpoints)
+        self.label = "the run" if self.folder is None else f"the run in {self.folder}"
+        self._scalars: list[tuple] = []
+        self._series: list[tuple] = []
+
+    def begin(self, trainer, resumed):
+        if resumed:  # as the store does: rows after the checkpoint's step are trained again
+            self._scalars = [row for row in self._scalars if row[0] <= trainer.step]
+            self._series = [row for row in self._series if row[0] <= trainer.step]
+
+    def write(self, step, scalars, series):
+        self._scalars.extend(scalars)
+        self._series.extend(series)
+
+    def checkpoint_path(self):
+        if self.folder is None:
+            return None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self.folder / "checkpoint.pt"
+
+    def metrics(self):
+        return pd.DataFrame(self._scalars, columns=SCALAR_COLUMNS).astype(
+            {"step": "int64", "wall_time": "float64", "value": "float64"})
+
+    def series(self):
+        return pd.DataFrame(self._series, columns=SERIES_COLUMNS).astype(
+            {"step": "int64", "wall_time": "float64", "index": "int64", "value": "float64"})
+
+
+class StoreSink(Sink):
+    """Writes into run ``run_id`` of ``store`` (a :class:`stability.runs.store.RunStore`, by duck
+    typing): each flush in one transaction with the run's heartbeat and step; at the start the
+    run's status ``running`` and what the pages show about it (``trainer.describe()``), rows after
+    a resumed checkpoint's step discarded; at the end its terminal status.  Checkpoints go to
+    ``store.checkpoint_path(run_id)``; a stop request in the store (polled every ``every_s``)
+    ends the run as ``stopped``."""
+
+    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S):
+        self.store, self.run_id, self.every_s = store, run_id, every_s
+        self.label = f"run {run_id}"
+        self.last_poll = time.time()
+        self._series_names = {names.H_T_NORM, names.SPECTRUM}
+
+    def begin(self, trainer, resumed):
+        if resumed:
+            self.store.discard_after(self.run_id, trainer.step)
+        fields = dict(status="running", **trainer.describe(), pid=os.getpid(), step=trainer.step, finished_at=None)
+        if trainer.step == 0:
+            fields["started_at"] = time.time()
+        else:
+            fields["error"] = None
+        self.store.update_run(self.run_id, **fields)
+
+    def on_step(self, trainer, result):
+        now = time.time()
+        if now - self.last_poll >= self.every_s:
+            self.last_poll = now
+            if self.store.stop_requested(self.run_id):
+                trainer.stop("stopped")
+
+    def write(self, step, scalars, series):
+        self.store.flush(self.run_id, scalars, series, heartbeat_step=step)
+        self._series_names.update(row[2] for row in series)
+
+    def finish(self, status, error):
+        self.store.set_status(self.run_id, status, error=error)
+
+    def checkpoint_path(self):
+        return self.store.checkpoint_path(self.run_id)
+
+    def metrics(self):
+        return self.store.metrics(self.run_id)[SCALAR_COLUMNS]
+
+    def series(self):
+        """The rows of the built-in series and of those this process wrote."""
+        frames = [self.store.series(self.run_id, name)[SERIES_COLUMNS] for name in sorted(self._series_names)]
+        return pd.concat(frames).sort_values(["step", "name", "index"], kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class TrainResult:
+    """How a run ended (``status``: "completed", "stopped", "diverged", "pruned" or another hook's;
+    ``error`` the reason where there is one), the run's id in its store (None without a store),
+    and every row it logged, read from its sink when first asked for: ``metrics`` (columns
+    ``step``, ``wall_time``, ``name``, ``value``) and ``series`` (``step``, ``wall_time``,
+    ``name``, ``index``, ``value``)."""
+
+    status: str
+    error: str | None
+    run_id: int | None
+    sink: Sink = field(repr=False)
+
+    @cached_property
+    def metrics(self) -> pd.DataFrame:
+        return self.sink.metrics()
+
+    @cached_property
+    def series(self) -> pd.DataFrame:
+        return self.sink.series()
