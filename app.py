@@ -8,10 +8,11 @@ Whoever starts the server chooses the run store; a URL never does (pages/ui/stor
 import gc
 
 import streamlit as st
-import torch
 
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
+from stability.core.devices import describe_device, resolve_device
+from stability.core.errors import ConfigError
 from stability.runs.status import TERMINAL
 from stability.sweeps import SweepSpec
 
@@ -64,6 +65,14 @@ def runs_in_progress() -> None:
         st.progress(run.progress, text=f"#{run.id} {run.cell} on {run.task} · {run.status}")
 
 
+def device_line() -> str:
+    """Where a run with device auto trains: "**cuda (NVIDIA H100)**", "**mps (Apple GPU)**", "**cpu (4 threads)**"."""
+    try:
+        return f"**{describe_device(resolve_device('auto'))}**"
+    except ConfigError as error:  # a mistyped $STABILITY_DEVICE
+        return str(error)
+
+
 def any_run_in_progress() -> bool:
     try:
         store = open_store_quietly()
@@ -73,10 +82,7 @@ def any_run_in_progress() -> bool:
 
 
 with st.sidebar:
-    if torch.cuda.is_available():
-        st.caption(f"Device: **{torch.cuda.get_device_name(0)}** (CUDA)")
-    else:
-        st.caption(f"Device: **CPU** ({torch.get_num_threads()} threads)")
+    st.caption(f"Device: {device_line()}")
     st.fragment(runs_in_progress, run_every=ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)()
 
 try:

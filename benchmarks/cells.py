@@ -24,6 +24,7 @@ issue asks the built-matrix implementation to beat by 10x.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -35,6 +36,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stability import cells  # noqa: E402
+from stability.core.devices import synchronize  # noqa: E402
 
 INPUT = 2
 # name -> (cell options, reference, target ratio at T >= 784, target at T = 100)
@@ -155,7 +157,7 @@ def measure(names, seq_len, batch, hidden, reps, device):
             print(f"  skipping {name}: {error}", file=sys.stderr)
             continue
         models[name] = (model, nn.Linear(model.output_size, 1).to(device))
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = functools.partial(synchronize, device)  # cuda and mps queue their work
     times = {name: [] for name in models}
     for rep in range(reps + 1):  # rep 0 warms up
         for name, (model, readout) in models.items():

@@ -7,6 +7,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
+from stability.core.devices import DEVICE_ENV  # noqa: E402
+
+# Every run whose config says device "auto" trains on the CPU, here and in every subprocess (workers,
+# the CLI, Streamlit's app tests), so a GPU machine or a Mac runs the suite as CI does; the tests of a
+# device name it (tests/test_devices_smoke.py).
+os.environ[DEVICE_ENV] = "cpu"
+
 
 @pytest.fixture(autouse=True)
 def _seeded():

@@ -111,6 +111,11 @@ class RecurrentCell(nn.Module):
     }
     option_choices = {"h0": H0_MODES}
     option_ranges = {"h0_noise_std": (0.0, None)}
+    # What a device must have to train this cell that not every device has ({dtype or op name: what
+    # uses it}; stability.core.devices, Note [Device facts]): preflight refuses a run on a device that
+    # lacks one, in one line naming the op.  Float32 arithmetic, and svd/eig/matrix_exp (run on the
+    # CPU where a device has no kernel for them: devices.run_with_kernel), are not listed.
+    device_needs: dict = {}
     # The trainer gives recurrent_parameters() this multiple of the learning rate (expRNN's authors
     # train the skew-symmetric parameter at lr / 10); cells set it from an option where they have one.
     recurrent_lr_scale = 1.0

@@ -69,6 +69,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..core.devices import run_with_kernel
 from ..parametrizations.householder import register_rectangular_householder_svd
 from .base import (RecurrentCell, check_band, check_bool, check_choice, check_nonnegative, check_positive_int,
                    project_time_major)
@@ -199,7 +200,7 @@ class DeepMLP(RecurrentCell):
                 weight = self.parametrizations.weight_hh
                 sigma = weight[0].singular_values(weight.original)
             else:  # one batched SVD (the trainer reads W's spectrum once a step: Trainer.spectrum)
-                sigma = torch.linalg.svdvals(self.weight_hh)
+                sigma = run_with_kernel("svd", torch.linalg.svdvals, self.weight_hh)  # MPS has none
             return sigma.sort(dim=-1, descending=True).values
 
     def recurrent_matrix(self) -> Tensor:

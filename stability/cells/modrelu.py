@@ -225,6 +225,7 @@ class ModReLUCell(RecurrentCell):
     """
 
     complex_state = True
+    device_needs = {"complex64": "its complex W and state (view_as_complex, complex products)"}
 
     def __init__(self, input_size: int, hidden_size: int, *, input_bias: bool, h0: str, h0_noise_std: float):
         super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)

@@ -54,6 +54,7 @@ class URNN(ModReLUCell):
     equations = (r"h_t = \operatorname{modReLU}(W h_{t-1} + V x_t + b)",
                  r"W = D_3 R_2 \mathcal{F}^{-1} D_2 \Pi R_1 \mathcal{F} D_1")
     paper = "Arjovsky et al. 2016 (uRNN); the KRU paper's baseline"
+    device_needs = {**ModReLUCell.device_needs, "fft": "W's unitary DFT factors (torch.fft.fft, ifft)"}
 
     def __init__(self, input_size: int, hidden_size: int, *, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, input_bias=False, h0=h0, h0_noise_std=h0_noise_std)

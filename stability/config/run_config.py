@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from .. import cells, tasks  # the registries know the valid names and options
+from ..core.devices import dtype_problem
 from ..core.errors import ConfigError
 from ..models.optimizers import OPTIMIZERS  # adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras
 
@@ -151,6 +152,8 @@ class RunConfig:
         _check_int("seed", train.seed, minimum=0)
         _check_choice("device", train.device, DEVICES)
         _check_choice("dtype", train.dtype, DTYPES)
+        if train.device != "auto" and dtype_problem(train.device, train.dtype):  # float64 on mps
+            raise ConfigError(dtype_problem(train.device, train.dtype))
         for name in ("log_every", "eval_every", "probe_every"):
             if getattr(train, name) is not None:
                 _check_int(name, getattr(train, name), minimum=1)

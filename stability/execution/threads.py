@@ -60,6 +60,8 @@ from pathlib import Path
 
 import torch
 
+from ..core import devices
+
 THREADS_ENV = "STABILITY_THREADS"
 RESERVED_CORES = 1  # for the Streamlit server and the OS
 WORKER_OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -101,10 +103,11 @@ def worker_threads(concurrent_runs: int, cores: int | None = None) -> int:
 
 def worker_environment(env: dict[str, str], threads: int) -> dict[str, str]:
     """A copy of ``env`` for a worker process: OpenMP/MKL thread counts set to ``threads``, and
-    passive waiting unless ``env`` chooses a wait policy itself."""
+    passive waiting unless ``env`` chooses a wait policy itself; with MPS, torch's CPU fallback for
+    ops MPS has no kernel for (:func:`stability.core.devices.worker_environment`) unless ``env`` says."""
     env = dict(env)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    for name, value in WORKER_OPENMP_ENV.items():
+    for name, value in {**WORKER_OPENMP_ENV, **devices.worker_environment()}.items():
         env.setdefault(name, value)
     return env
 

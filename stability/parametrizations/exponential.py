@@ -9,7 +9,9 @@ det W = exp(tr(A - A^T)) = 1: W ranges over all of SO(N) (the exponential
 is onto for a compact connected group).  The free parameters are the
 N (N - 1) / 2 entries above the diagonal; the rest of the stored matrix is
 ignored and receives zero gradient.  ``torch.linalg.matrix_exp`` computes the
-exponential and its derivative.
+exponential and its derivative; on a device without a kernel for it (MPS,
+``stability.core.devices.run_with_kernel``) it runs on a CPU copy, as torch's own
+MPS fallback would, and autograd carries the gradient back across.
 
 There is no ``right_inverse``: inverting needs a matrix logarithm, which
 torch does not provide; initialise the free matrix directly instead.
@@ -29,6 +31,8 @@ import math
 
 import torch
 from torch import Tensor, nn
+
+from ..core.devices import run_with_kernel
 
 SKEW_INITS = ("henaff", "cayley")
 
@@ -54,4 +58,4 @@ class SkewExponential(nn.Module):
 
     def forward(self, free: Tensor) -> Tensor:
         upper = free.triu(1)
-        return torch.linalg.matrix_exp(upper - upper.transpose(-2, -1))
+        return run_with_kernel("matrix_exp", torch.linalg.matrix_exp, upper - upper.transpose(-2, -1))

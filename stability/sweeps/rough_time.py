@@ -95,7 +95,7 @@ def _time_steps(config: RunConfig) -> float | None:
     warm-up step); None when the model or task cannot be built."""
     import torch
 
-    from ..core.devices import resolve_device
+    from ..core.devices import resolve_device, synchronize
 
     try:
         device = resolve_device(config.train.device)
@@ -112,8 +112,7 @@ def _time_steps(config: RunConfig) -> float | None:
             pred, _ = model(x)
             task.loss(pred, y).backward()
             optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)  # a GPU queues the step; its time is known once it ran
             seconds.append(time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - an estimate is optional; the sweep's own checks say what is wrong
         return None

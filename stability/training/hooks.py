@@ -38,6 +38,7 @@ where the rows go is a hook too (a sink: :mod:`stability.training.sinks`).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -47,7 +48,8 @@ import numpy as np
 import torch
 
 from ..core import metric_names as names
-from .probes import ProbeBatch, stable_norm
+from ..core.devices import on_host
+from .probes import ProbeBatch, stable_norm, widened
 
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
@@ -154,8 +156,13 @@ class TimeBudget:
 
 
 def norm_of_norms(tensors: list[torch.Tensor]) -> float:
-    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
-    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
+    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`):
+    each tensor's norm in its own dtype where it is, the norm of those n norms in float64 on
+    :func:`~stability.core.devices.reading_device` (a Mac's GPU has no float64)."""
+    norms = [stable_norm(t) for t in tensors]
+    dtype = functools.reduce(torch.promote_types, (norm.dtype for norm in norms))
+    with on_host():
+        return stable_norm(widened(torch.stack([norm.to(dtype) for norm in norms]))).item()
 
 
 class TrainingWindow(Hook):

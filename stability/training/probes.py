@@ -10,6 +10,14 @@ leaky_relu, modReLU's radial part).  Gated cells (LSTM, GRU, FastRNN's
 residual) are not bound by it: their gates rescale the flow at every step.
 The singular values of W and their distance from 1 (the spectral paper's
 margin, max_i |σ_i − 1|, Fig. 4) say which way the product will go.
+
+Every float64 reading here runs on :func:`stability.core.devices.reading_device`:
+the model's own device where it has float64 at full rate (the CPU, a data-centre
+GPU), else a CPU copy (a Mac's GPU has no float64, a consumer GPU runs it at
+1/32).  The definitions are the same on either, and so is the guarantee that
+a norm reads 0 only when the gradient is exactly 0 (:func:`stable_norm`).  A
+tensor leaves the device in its own dtype and is widened on the host (MPS
+cannot copy into a float64 tensor), inside :func:`stability.core.devices.on_host`.
 """
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+
+from ..core.devices import on_host, reading_device
 
 
 @dataclass
@@ -47,11 +57,18 @@ class GradientFlow:
         return float(np.abs(self.singular_values - 1.0).max())
 
 
+def widened(tensor: torch.Tensor, where: torch.device | None = None) -> torch.Tensor:
+    """``tensor`` detached, on ``where`` (default :func:`reading_device` of its device), in float64
+    (complex128 if complex): moved in its own dtype, widened there.  Call inside :func:`on_host`."""
+    where = reading_device(tensor.device) if where is None else where
+    moved = tensor.detach().to(where)
+    return moved.to(torch.complex128 if moved.is_complex() else torch.float64)
+
+
 def singular_values(matrix: torch.Tensor) -> np.ndarray:
-    """σ of a real or complex square matrix, largest first, in float64."""
-    with torch.no_grad():
-        wide = matrix.detach().to(torch.complex128 if matrix.is_complex() else torch.float64)
-        return torch.linalg.svdvals(wide).cpu().numpy()
+    """σ of a real or complex square matrix, largest first, in float64 (on :func:`reading_device`)."""
+    with torch.no_grad(), on_host():
+        return torch.linalg.svdvals(widened(matrix)).cpu().numpy()
 
 
 def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[dict[str, float], np.ndarray]:
@@ -65,9 +82,8 @@ def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[di
     metrics = {"sv/min": smallest, "sv/max": largest, "sv/margin": float(np.abs(sigma - 1.0).max()),
                "sv/condition": largest / smallest if smallest > 0 else math.inf}
     if with_radius:
-        with torch.no_grad():
-            wide = matrix.detach().cpu()
-            wide = wide.to(torch.complex128) if wide.is_complex() else wide.double()
+        with torch.no_grad(), on_host():
+            wide = widened(matrix, torch.device("cpu"))
             metrics["sv/spectral_radius"] = torch.linalg.eigvals(wide).abs().max().item()
     return metrics, sigma
 
@@ -131,11 +147,12 @@ class ProbeBatch:
       quantity whose square the noisy-h0 regulariser R penalises (eq. 9).
 
     Everything runs on a float64 copy of the model (``sync()`` refreshes its
-    weights), in evaluation mode, and every norm is :func:`stable_norm`; so a
-    vanishing gradient reads its value (1e-170 at T = 1000 for a ReLU RNN)
-    where the float32 training batch holds exactly 0.  It reads 0 only when
-    the gradient is exactly zero (every ReLU of a step dead) or below
-    float64's range (< 1e-308).
+    weights), in evaluation mode, on :func:`reading_device` of the model's
+    device (a CPU copy where that device has no fast float64), and every norm is
+    :func:`stable_norm`; so a vanishing gradient reads its value (1e-170 at
+    T = 1000 for a ReLU RNN) where the float32 training batch holds exactly 0.
+    It reads 0 only when the gradient is exactly zero (every ReLU of a step
+    dead) or below float64's range (< 1e-308).
 
     ``model(x, h0, state_probe=None) -> (pred, h_last)`` with ``model.cell``
     the recurrent cell; ``loss(pred, y)`` the task loss.
@@ -145,36 +162,40 @@ class ProbeBatch:
                  max_output_directions: int = 16):
         self.model = model
         self.loss = loss
-        self.shadow = copy.deepcopy(model).double().eval()
-        for parameter in self.shadow.parameters():
-            parameter.requires_grad_(False)  # only h0 and the state probe need gradients
-        self.x = x.detach().double()
-        self.y = y.detach().double() if y.is_floating_point() else y.detach()
+        self.device = reading_device(x.device)
+        with on_host():
+            self.shadow = float64_copy(model, self.device).eval()
+            for parameter in self.shadow.parameters():
+                parameter.requires_grad_(False)  # only h0 and the state probe need gradients
+            self.x = widened(x, self.device)
+            self.y = widened(y, self.device) if y.is_floating_point() else y.detach().to(self.device)
         self.max_output_directions = max_output_directions
 
     def sync(self) -> None:
         """Copy the training model's current weights (and buffers) into the float64 copy."""
-        with torch.no_grad():
+        with torch.no_grad(), on_host():
             for mine, theirs in zip(self.shadow.parameters(), self.model.parameters()):
-                mine.copy_(theirs)
+                mine.copy_(theirs.detach().to(mine.device))  # across in its own dtype, widened here
             for mine, theirs in zip(self.shadow.buffers(), self.model.buffers()):
-                mine.copy_(theirs)
+                mine.copy_(theirs.detach().to(mine.device))
 
     def _initial_state(self) -> torch.Tensor:
-        h0 = self.shadow.cell.initial_state(self.x.shape[0], dtype=torch.float64, device=self.x.device)
+        h0 = self.shadow.cell.initial_state(self.x.shape[0], dtype=torch.float64, device=self.device)
         return h0.detach().clone().requires_grad_()
 
     def h0_norm(self) -> float:
-        h0 = self._initial_state()
-        pred, _ = self.shadow(self.x, h0)
-        (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
-        return stable_norm(grad).item()
+        with on_host():
+            h0 = self._initial_state()
+            pred, _ = self.shadow(self.x, h0)
+            (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
+            return stable_norm(grad).item()
 
     def through_time(self) -> np.ndarray:
         def task_loss(h0, state_probe):
             return self.loss(self.shadow(self.x, h0, state_probe=state_probe)[0], self.y)
 
-        return state_gradient_norms(task_loss, self._initial_state(), self.x.shape[1])
+        with on_host():
+            return state_gradient_norms(task_loss, self._initial_state(), self.x.shape[1])
 
     def output_h0_norm(self, seed: int = 0) -> float:
         """RMS over the batch of ‖∂z/∂h0‖_F (see the class docstring).
@@ -184,23 +205,30 @@ class ProbeBatch:
         that many Gaussian directions g estimate it without bias,
         E‖gᵀ A‖² = ‖A‖_F².
         """
-        h0 = self._initial_state()
-        pred, _ = self.shadow(self.x, h0)
-        z = pred[:, -1] if pred.dim() == 3 else pred  # (B, C): the last step's output
-        z = z.reshape(z.shape[0], -1)
-        outputs = z.shape[1]
-        if outputs <= self.max_output_directions:
-            directions = torch.eye(outputs, dtype=z.dtype, device=z.device)
-        else:
-            generator = torch.Generator().manual_seed(seed)
-            directions = torch.randn(self.max_output_directions, outputs, generator=generator,
-                                     dtype=z.dtype).to(z.device) / math.sqrt(self.max_output_directions)
-        rows = []
-        for index, direction in enumerate(directions):
-            (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(directions) - 1)
-            rows.append(grad)  # (B, S): g^T A_h for each example
-        per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
-        return (stable_norm(per_example) / math.sqrt(len(per_example))).item()
+        with on_host():
+            h0 = self._initial_state()
+            pred, _ = self.shadow(self.x, h0)
+            z = pred[:, -1] if pred.dim() == 3 else pred  # (B, C): the last step's output
+            z = z.reshape(z.shape[0], -1)
+            outputs = z.shape[1]
+            if outputs <= self.max_output_directions:
+                directions = torch.eye(outputs, dtype=z.dtype, device=z.device)
+            else:
+                generator = torch.Generator().manual_seed(seed)
+                directions = torch.randn(self.max_output_directions, outputs, generator=generator,
+                                         dtype=z.dtype).to(z.device) / math.sqrt(self.max_output_directions)
+            rows = []
+            for index, direction in enumerate(directions):
+                (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(directions) - 1)
+                rows.append(grad)  # (B, S): g^T A_h for each example
+            per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
+            return (stable_norm(per_example) / math.sqrt(len(per_example))).item()
+
+
+def float64_copy(module: nn.Module, where: torch.device) -> nn.Module:
+    """A copy of ``module`` on ``where`` in float64: copied where it is, moved in its own dtype,
+    widened on ``where`` (call inside :func:`on_host`)."""
+    return copy.deepcopy(module).to(where).double()
 
 
 def gradient_flow(cell: nn.Module, seq_len: int, batch_size: int = 8, seed: int = 0) -> GradientFlow:
@@ -214,23 +242,31 @@ def gradient_flow(cell: nn.Module, seq_len: int, batch_size: int = 8, seed: int 
     ≈ 0 where gradients vanish.  Float64 keeps vanishing visible (1e-120)
     where float32 would underflow to 0.
 
-    The cell is copied; its weights and mode are left as they were.
+    The cell is copied, to :func:`reading_device` of its device, and the inputs are
+    drawn there (from a CPU generator, so every device draws the same); the
+    cell's weights and mode are left as they were.
     """
-    probe_cell = copy.deepcopy(cell).double().eval()
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch_size, seq_len, probe_cell.input_size, generator=generator, dtype=torch.float64)
-    h0 = probe_cell.initial_state(batch_size, dtype=torch.float64)
-    direction = torch.randn(h0.shape, generator=generator, dtype=torch.float64)  # g, one per example
-    if h0.is_complex():
-        direction = torch.complex(direction, torch.randn(h0.shape, generator=generator, dtype=torch.float64))
-    direction = direction / direction.abs().pow(2).sum(dim=1, keepdim=True).sqrt()
+    with on_host():
+        where = reading_device(next(cell.parameters()).device)
+        probe_cell = float64_copy(cell, where).eval()
+        generator = torch.Generator().manual_seed(seed)
 
-    def along_direction(h0, state_probe):  # L = Re <g, h_T>
-        _, h_last = probe_cell(x, h0, state_probe=state_probe)
-        return torch.real((h_last * direction.conj()).sum())
+        def draw(*shape):
+            return torch.randn(*shape, generator=generator, dtype=torch.float64).to(where)
 
-    norms = state_gradient_norms(along_direction, h0, seq_len, reduce="rms")
-    spectrum, sigma = spectrum_metrics(probe_cell.recurrent_matrix())
+        x = draw(batch_size, seq_len, probe_cell.input_size)
+        h0 = probe_cell.initial_state(batch_size, dtype=torch.float64, device=where)
+        direction = draw(*h0.shape)  # g, one per example
+        if h0.is_complex():
+            direction = torch.complex(direction, draw(*h0.shape))
+        direction = direction / direction.abs().pow(2).sum(dim=1, keepdim=True).sqrt()
+
+        def along_direction(h0, state_probe):  # L = Re <g, h_T>
+            _, h_last = probe_cell(x, h0, state_probe=state_probe)
+            return torch.real((h_last * direction.conj()).sum())
+
+        norms = state_gradient_norms(along_direction, h0, seq_len, reduce="rms")
+        spectrum, sigma = spectrum_metrics(probe_cell.recurrent_matrix())
     radius = spectrum["sv/spectral_radius"]
     steps_back = np.arange(seq_len, -1, -1)
     with np.errstate(over="ignore"):

@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from ..config import RunConfig
+from ..core.devices import on_host
 from .build import build_model, build_task
 from .checkpoints import ResumeError
 from .sinks import StoreSink, TrainResult
@@ -40,8 +41,9 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     if store is not None and run_id is None and resume:
         raise ResumeError("resume needs the id of the run to continue")
     torch.manual_seed(config.train.seed)
-    task = build_task(config)
-    model = build_model(config, task)
+    with on_host():  # built on the CPU; the trainer moves the model to its device
+        task = build_task(config)
+        model = build_model(config, task)
     created = store is not None and run_id is None
     if created:
         run_id = _create_claimed_run(store, config)

@@ -63,6 +63,7 @@ from torch import nn
 
 from ..config import RunConfig, TrainConfig
 from ..core import metric_names as names
+from ..core import devices
 from ..core.devices import describe_device, resolve_device
 from . import checkpoints
 from .batches import to_device
@@ -136,6 +137,7 @@ class Trainer:
         self.config, self.task = config, task
         train = config.train if isinstance(config, RunConfig) else config
         self.device = resolve_device(train.device)
+        devices.check_dtype(self.device, train.dtype)
         self.dtype = torch.float64 if train.dtype == "float64" else torch.float32
         self.train = train.with_epochs_as_steps(task.split_size("train"))
         self.model = model.to(device=self.device, dtype=self.dtype)
@@ -335,8 +337,9 @@ class Trainer:
         if path is None:
             return None
         rng = {"torch": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        device_rng = devices.rng_state(self.device)  # a GPU's own generator (noisy h0 draws there)
+        if device_rng is not None:
+            rng[self.device.type] = device_rng
         checkpoints.save_checkpoint(
             {"config": self._config_dict(), "step": self.step, "model": self.model.state_dict(),
              "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(), "rng": rng,
@@ -354,8 +357,8 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         torch.set_rng_state(state["rng"]["torch"])
-        if "cuda" in state["rng"] and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["rng"]["cuda"], self.device)
+        if self.device.type in state["rng"]:
+            devices.set_rng_state(self.device, state["rng"][self.device.type])
         carried = state["carried"]
         self._carried = None if carried is None else carried.to(device=self.device, dtype=self.dtype)
         self._next_eval, self._next_probe = state["cadence"]
