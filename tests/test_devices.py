@@ -1,4 +1,6 @@
-"""stability/core/devices.py (device choice) and stability/execution/threads.py (the worker thread policy)."""
+"""stability/core/devices.py (device choice and facts) and stability/execution/threads.py (the worker thread
+policy).  Training on each device: tests/test_devices_smoke.py; the simulated device without float64:
+tests/test_devices_simulated.py."""
 from __future__ import annotations
 
 import os
@@ -74,7 +76,8 @@ def test_apply_worker_threads_in_a_fresh_process():
     assert out.stdout.split() == ["1", "1"]
 
 
-def test_resolve_and_describe_device():
+def test_resolve_and_describe_device(monkeypatch):
+    monkeypatch.delenv(devices.DEVICE_ENV)  # the suite pins auto to the CPU (conftest.py); not this test
     assert devices.resolve_device("cpu") == torch.device("cpu")
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -91,3 +94,91 @@ def test_old_imports_from_train_still_work():
 
     assert train.resolve_device is devices.resolve_device
     assert train.describe_device is devices.describe_device
+
+
+# ------------------------------------------------------------------ choosing the device
+def test_the_suite_pins_auto_to_the_cpu_in_every_process():
+    assert os.environ[devices.DEVICE_ENV] == "cpu"
+    assert devices.resolve_device("auto") == torch.device("cpu")
+    code = "from stability.core.devices import resolve_device; print(resolve_device('auto'))"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": root},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "cpu"
+
+
+def test_auto_honours_the_operators_device_and_a_forced_device_wins(monkeypatch):
+    monkeypatch.setenv(devices.DEVICE_ENV, " CPU ")
+    assert devices.resolve_device("auto").type == "cpu"
+    monkeypatch.setenv(devices.DEVICE_ENV, "tpu")
+    with pytest.raises(ConfigError, match=f"^{devices.DEVICE_ENV} must be one of cpu, cuda, mps or auto; got 'tpu'$"):
+        devices.resolve_device("auto")
+    assert devices.resolve_device("cpu").type == "cpu"  # a config's own device is not the operator's
+    if not torch.cuda.is_available():
+        monkeypatch.setenv(devices.DEVICE_ENV, "cuda")
+        with pytest.raises(ConfigError, match=f"^{devices.DEVICE_ENV} 'cuda' was asked for"):
+            devices.resolve_device("auto")
+    monkeypatch.setenv(devices.DEVICE_ENV, "")
+    assert devices.resolve_device("auto").type in ("cpu", "cuda", "mps")
+
+
+# ------------------------------------------------------------------ what each device can do
+def test_mps_facts_follow_torch_2_13():
+    modern, old = devices.mps_facts(complex64=True), devices.mps_facts(complex64=False)
+    for facts in (modern, old):
+        assert not facts.has("float64") and not facts.has(torch.complex128) and facts.has(torch.float32)
+        assert not any(facts.has(op) for op in ("svd", "eig", "matrix_exp"))
+        assert not facts.float64_fast
+        assert "float64" in facts.why_not("float64") and "MPS" in facts.why_not(torch.float64)
+    assert modern.has(torch.complex64) and modern.has("fft")
+    assert not old.has("complex64") and not old.has("fft") and "macOS 14" in old.why_not("complex64")
+
+
+def test_the_cpu_has_everything_and_reads_on_itself():
+    facts = devices.device_facts("cpu")
+    assert all(facts.has(need) for need in ("float64", "complex64", "complex128", *devices.OPS))
+    assert facts.float64_fast and not facts.simulated
+    cpu = torch.device("cpu")
+    assert devices.reading_device(cpu) == cpu and devices.kernel_device("matrix_exp", cpu) == cpu
+    assert devices.missing_needs(cpu, {"complex64": "x", "fft": "y"}) == []
+    assert devices.rng_state(cpu) is None  # the CPU's generator is torch.get_rng_state()
+    devices.synchronize(cpu)  # nothing queued: returns
+
+
+@pytest.mark.parametrize("capability, full", [((6, 0), True), ((7, 0), True), ((8, 0), True), ((9, 0), True),
+                                              ((10, 0), True), ((6, 1), False), ((7, 5), False), ((8, 6), False),
+                                              ((8, 9), False), ((12, 0), False)])
+def test_float64_is_full_rate_only_on_data_centre_cards(capability, full):
+    assert devices.float64_full_rate(capability) is full
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_a_slow_float64_gpu_reads_on_the_cpu():
+    device = torch.device("cuda")
+    fast = devices.float64_full_rate(torch.cuda.get_device_capability(device))
+    assert devices.reading_device(device) == (device if fast else torch.device("cpu"))
+    assert devices.rng_state(device) is not None
+
+
+def test_float64_on_mps_is_one_line_wherever_it_is_asked_for():
+    line = devices.dtype_problem("mps", "float64")
+    assert line == ("dtype float64 cannot train on mps: the MPS framework has no float64 (Apple GPUs have no "
+                    "double precision); use dtype float32 or device cpu")
+    assert devices.dtype_problem("mps", "float32") is None and devices.dtype_problem("cpu", "float64") is None
+    from stability.config import RunConfig, TrainConfig
+
+    with pytest.raises(ConfigError) as refused:
+        RunConfig(train=TrainConfig(device="mps", dtype="float64")).validate()
+    assert str(refused.value) == line
+    RunConfig(train=TrainConfig(device="auto", dtype="float64")).validate()  # auto: judged once resolved
+
+
+def test_describe_mps():
+    assert devices.describe_device(torch.device("mps")) == "mps (Apple GPU)"
+
+
+def test_workers_get_the_mps_fallback_only_where_there_is_mps():
+    env = thread_policy.worker_environment({}, 1)
+    assert (env.get(devices.MPS_FALLBACK_ENV) == "1") is torch.backends.mps.is_available()
+    kept = thread_policy.worker_environment({devices.MPS_FALLBACK_ENV: "0"}, 1)  # a caller's own choice
+    assert kept[devices.MPS_FALLBACK_ENV] == "0"

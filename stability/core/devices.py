@@ -137,8 +137,14 @@ def _cuda_facts(device: torch.device) -> DeviceFacts:
     """Also where this machine has no CUDA (a config naming cuda is judged by these): speed unknown."""
     if not torch.cuda.is_available():
         return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS))
-    capability = torch.cuda.get_device_capability(device)
-    return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS), float64_slow=capability not in FULL_RATE_FLOAT64)
+    slow = not float64_full_rate(torch.cuda.get_device_capability(device))
+    return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS), float64_slow=slow)
+
+
+def float64_full_rate(capability: tuple[int, int]) -> bool:
+    """Whether a CUDA card of this compute capability runs float64 at full rate (half float32's):
+    the data-centre chips (:data:`FULL_RATE_FLOAT64`); the others run it at 1/32 to 1/64."""
+    return tuple(capability) in FULL_RATE_FLOAT64
 
 
 def mps_facts(complex64: bool) -> DeviceFacts:

@@ -9,9 +9,10 @@ While it runs, :func:`stability.core.devices.device_facts` says of the CPU what 
 (no float64, no complex128, no kernel for svd, eig or matrix_exp; complex64 as asked), and every
 torch operation is checked as MPS would refuse it:
 
-* an op that produces a float64 or complex128 tensor raises the TypeError MPS raises ("Cannot
-  convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64"): on MPS a
-  float64 tensor can only come into being so, so refusing every such output refuses every use;
+* an op that produces a float64 or complex128 tensor (complex64 too, as on macOS 13) raises the
+  TypeError MPS raises ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't
+  support float64"): on MPS such a tensor can only come into being so, so refusing every such
+  output refuses every use;
 * an op the device has no kernel for (``linalg_matrix_exp``, ``_linalg_svd``, ``linalg_eig``,
   ``_fft_*`` without complex64) raises NotImplementedError as MPS does without its CPU fallback;
   only in the forward pass: a backward op belongs to the forward op's device, and one that ran on
@@ -35,7 +36,8 @@ from . import devices
 
 NO_FLOAT64_ERROR = ("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
                     "Please use float32 instead.")
-WIDE = (torch.float64, torch.complex128)
+COMPLEX64_ERROR = "Trying to convert ComplexFloat to the MPS backend but it does not have support for that dtype."
+CHECKED = (torch.float64, torch.complex128, torch.complex64)
 KERNELS = {  # the aten ops of each of devices.OPS
     "svd": ("_linalg_svd", "linalg_svd"),
     "eig": ("linalg_eig", "_linalg_eigvals", "linalg_eigvals"),
@@ -55,6 +57,7 @@ class _AsMPS(TorchDispatchMode):
     def __init__(self, facts: devices.DeviceFacts):
         super().__init__()
         self.missing = {aten: op for op, names in KERNELS.items() if not facts.has(op) for aten in names}
+        self.refused = tuple(dtype for dtype in CHECKED if not facts.has(dtype))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if devices.is_on_host():
@@ -66,8 +69,9 @@ class _AsMPS(TorchDispatchMode):
         result = func(*args, **(kwargs or {}))
         outputs = result if isinstance(result, (tuple, list)) else (result,)
         for output in outputs:
-            if isinstance(output, torch.Tensor) and output.dtype in WIDE:
-                raise TypeError(f"{NO_FLOAT64_ERROR} (simulated: aten::{name} made a {output.dtype} tensor)")
+            if isinstance(output, torch.Tensor) and output.dtype in self.refused:
+                error = COMPLEX64_ERROR if output.dtype == torch.complex64 else NO_FLOAT64_ERROR
+                raise TypeError(f"{error} (simulated: aten::{name} made a {output.dtype} tensor)")
         return result
 
 

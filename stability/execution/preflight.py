@@ -43,7 +43,8 @@ def check_buildable(config: RunConfig) -> None:
     devices.check_dtype(device, config.train.dtype)
     budget.check(config, task, device)
     try:
-        cell = cells.build(config.cell.name, 1, config.cell.hidden_size, **config.cell.options)
+        with devices.on_host():  # built on the CPU, as a run builds it before moving it to its device
+            cell = cells.build(config.cell.name, 1, config.cell.hidden_size, **config.cell.options)
     except ValueError as error:
         raise ConfigError(f"cell {config.cell.name!r}: {error}") from None
     check_device_needs(config.cell.name, cell, device)
