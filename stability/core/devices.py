@@ -50,16 +50,25 @@ RNG state       torch / torch.cuda              torch.mps.get_rng_state / set_rn
                 get/set_rng_state
 ==============  ==============================  ==========================================
 
-``PYTORCH_ENABLE_MPS_FALLBACK=1``, read once when torch loads, makes every op
-without an MPS kernel run on the CPU (copying its tensors there and back) instead
-of raising NotImplementedError; :func:`worker_environment` sets it for background
-workers on a machine with MPS.  The library does not rely on it: the float64
-readings run on a CPU copy (:func:`reading_device`), ``matrix_exp`` (expRNN) and
-``svdvals`` (mlp's dense layers) run on the CPU where :func:`kernel_device` says
-there is no kernel, and the plane rotations of VPRNN/SGORNN use real arithmetic
-where there is no complex64.  A cell that still needs what a device lacks
-(complex64 for KRU and uRNN on macOS 13) is refused before its run is stored
-(:func:`missing_needs`, ``stability.execution.preflight``).
+``PYTORCH_ENABLE_MPS_FALLBACK=1``, read once when torch loads, makes every aten op
+without an MPS kernel run on the CPU (its tensors copied there and back, with a
+warning) instead of raising NotImplementedError: of what the cells and readings
+use, ``linalg_matrix_exp``, ``_linalg_svd`` (``svdvals``), ``linalg_eig`` and
+``_linalg_eigvals``, and whatever a plug-in cell uses that MPS lacks.  It cannot
+help with a dtype MPS lacks (float64, complex128; complex64 before macOS 14), and
+it must be set before torch loads, so :func:`worker_environment` sets it for
+background workers on a machine with MPS; a CLI run in the foreground or the
+Streamlit server has whatever the operator set.  The library does not rely on
+it: the float64 readings run on a CPU copy (:func:`reading_device`),
+``matrix_exp`` (expRNN) and ``svdvals`` (mlp's dense layers) run on the CPU where
+the device has no kernel (:func:`run_with_kernel`), the plane rotations of
+VPRNN/SGORNN use real arithmetic where there is no complex64
+(``stability.parametrizations.rotations``), and every other op a training step
+of a registered cell runs has an MPS kernel (``tests/test_devices_simulated.py``
+checks this against the dispatch table).  A cell that still needs what a device
+lacks (complex64 for KRU and uRNN on macOS 13) is refused before its run is
+stored, in one line naming the op (:func:`missing_needs`, the cell's
+``device_needs``, ``stability.execution.preflight``).
 
 Note [On the host]
 ------------------
@@ -75,6 +84,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -159,7 +169,7 @@ def mps_facts(complex64: bool) -> DeviceFacts:
 
 
 _simulated: dict[str, DeviceFacts] = {}  # device type -> facts, while a simulation runs
-_host_depth = 0
+_host = threading.local()  # .depth: how many on_host() blocks this thread is inside
 
 
 @functools.lru_cache(maxsize=None)
@@ -191,17 +201,16 @@ def simulate(device_type: str, facts: DeviceFacts | None) -> None:
 @contextlib.contextmanager
 def on_host():
     """Work a device without float64 does on the host (Note [On the host]); nothing in a real run."""
-    global _host_depth
-    _host_depth += 1
+    _host.depth = getattr(_host, "depth", 0) + 1
     try:
         yield
     finally:
-        _host_depth -= 1
+        _host.depth -= 1
 
 
 def is_on_host() -> bool:
-    """Whether the code running now is inside :func:`on_host`."""
-    return _host_depth > 0
+    """Whether the code running now, in this thread, is inside :func:`on_host`."""
+    return getattr(_host, "depth", 0) > 0
 
 
 def reading_device(device: torch.device) -> torch.device:
