@@ -9,17 +9,17 @@ batch_size)`` yields what ``task.expand_batch(x, y, device, dtype)`` expands the
 vectors (64 x 300 x 10,000 floats at word level: 768 MB) are built on the device, instead of on
 the host and copied every step.  Any other task's ``batches`` are moved by :func:`to_device`.
 
-To a GPU a batch is copied from page-locked (pinned) memory without waiting: an ordinary copy from
-the host waits for every kernel queued before it (a host-device synchronisation every step,
-Note [One read per log step] in :mod:`stability.training.window`).  The copy is queued on the
-stream the step's kernels run on, so they see it whole; the pinned buffer is not reused before it
-is done (torch's pinned-memory allocator records the copy).
+To a GPU a batch is copied from page-locked (pinned) memory without waiting
+(:func:`stability.core.transfer.host_to`): an ordinary copy from the host waits for every kernel
+queued before it, a host-device synchronisation every step.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
 import torch
+
+from ..core.transfer import host_to
 
 
 def compact_batches(task, split: str, batch_size: int) -> Iterator:
@@ -42,14 +42,6 @@ def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device,
     x = host_to(x, device, dtype)
     y = host_to(y, device, dtype if y.is_floating_point() else None)
     return x, y
-
-
-def host_to(tensor: torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """``tensor`` on ``device`` (in ``dtype`` where given); from the host to a GPU through pinned
-    memory, without waiting (see the module docstring)."""
-    if device.type == "cuda" and tensor.device.type == "cpu":
-        tensor = tensor.pin_memory().to(device=device, non_blocking=True)
-    return tensor.to(device=device, dtype=dtype) if dtype is not None else tensor.to(device)
 
 
 def take(iterator: Iterator, count: int) -> Iterator:
