@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 
 from ..config import RunConfig
+from ..core.determinism import fix_cublas_workspace
 from ..execution import runner, threads
 from ..execution.runner import describe_error, is_alive
 from ..runs.status import ACTIVE_STATUSES
@@ -317,7 +318,10 @@ def _settle(store, study, spec: SweepSpec, sweep_id: int) -> None:
 
 def run_sweep_worker(sweep_id: int, store_location) -> int:
     """A sweep worker process's work (``python -m stability.cli.worker --sweep ID``): :func:`work` in
-    this process under the worker thread policy; returns the number of runs it trained."""
+    this process under the worker thread policy; returns the number of runs it trained.  It trains
+    several runs in one process, and cuBLAS reads its workspace setting once, when it first runs,
+    so a ``deterministic`` run after others needs it set from the start (stability.core.determinism)."""
+    fix_cublas_workspace()
     threads.apply_worker_threads(threads.worker_threads(runner.max_concurrent_runs()))
     store = RunStore(store_location)
     try:
