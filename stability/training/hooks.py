@@ -9,7 +9,10 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
     ``resumed`` (the rows of that step are already stored; record nothing).
 ``on_step(trainer, result)``
     after every optimizer step, with the :class:`StepResult`.  Keep it cheap:
-    it runs thousands of times a second for a small cell.  May call
+    it runs thousands of times a second for a small cell, and read nothing
+    from the device (no ``.item()``, ``float(tensor)``, ``if tensor:``): on a
+    GPU each read stalls the step (Note [One read per log step] in
+    :mod:`stability.training.window`).  May call
     ``trainer.stop(status, error)``; the run ends after this step.
 ``on_log(trainer, result)``
     at log steps, after ``on_step``, in the order the hooks were given.

@@ -71,7 +71,7 @@ from torch import nn
 
 from ..config import RunConfig, TrainConfig
 from ..core import metric_names as names
-from ..core.determinism import use_deterministic_algorithms
+from ..core.determinism import CUBLAS_WORKSPACE_ENV, deterministic_settings, use_deterministic_algorithms
 from ..core.devices import describe_device, resolve_device
 from ..core.precision import apply_fp32_precision, describe_precision
 from . import checkpoints
@@ -431,8 +431,11 @@ def _device_text(device: torch.device) -> str:
     parts = [describe_device(device)]
     if device.type == "cuda":
         parts.append(describe_precision())
-    if torch.are_deterministic_algorithms_enabled():
-        parts.append("deterministic")
+    settings = deterministic_settings()
+    if settings["algorithms"]:  # all three of the switch, or what of it is missing
+        missing = [name for name, ok in (("cudnn.deterministic", settings["cudnn"]),
+                                         (CUBLAS_WORKSPACE_ENV, settings["cublas_workspace"])) if not ok]
+        parts.append("deterministic" + (f" (without {', '.join(missing)})" if missing else ""))
     return "; ".join(parts)
 
 
