@@ -8,6 +8,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,9 +131,15 @@ def store_path(tmp_path):
                     os.killpg(run.pid, signal.SIGKILL)
 
 
-def environment_of(pid: int) -> dict[str, str]:
-    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+def environment_of(pid: int, timeout: float = 10.0) -> dict[str, str]:
+    """A process's environment from /proc (read again while it is empty: just after exec the
+    kernel may show nothing for a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = Path(f"/proc/{pid}/environ").read_bytes()
+        if data or time.monotonic() > deadline:
+            return dict(entry.decode().split("=", 1) for entry in data.split(b"\0") if b"=" in entry)
+        time.sleep(0.01)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a worker's environment in /proc")
