@@ -144,11 +144,20 @@ def _cpu_facts() -> DeviceFacts:
 
 
 def _cuda_facts(device: torch.device) -> DeviceFacts:
-    """Also where this machine has no CUDA (a config naming cuda is judged by these): speed unknown."""
-    if not torch.cuda.is_available():
+    """Also where this machine has no CUDA (a config naming cuda is judged by these).  The float64
+    speed is known once this process uses CUDA (asking for the card's compute capability earlier
+    would start CUDA here: a context held for good, :mod:`stability.core.gpus` says why not);
+    until then it is taken as fast, which only the readings' placement asks about, in a process
+    that trains on the GPU already."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS))
-    slow = not float64_full_rate(torch.cuda.get_device_capability(device))
-    return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS), float64_slow=slow)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return DeviceFacts("cuda", ALL_DTYPES, frozenset(OPS), float64_slow=_cuda_float64_slow(index))
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_float64_slow(index: int) -> bool:
+    return not float64_full_rate(torch.cuda.get_device_capability(index))
 
 
 def float64_full_rate(capability: tuple[int, int]) -> bool:
@@ -172,10 +181,14 @@ _simulated: dict[str, DeviceFacts] = {}  # device type -> facts, while a simulat
 _host = threading.local()  # .depth: how many on_host() blocks this thread is inside
 
 
-@functools.lru_cache(maxsize=None)
 def _real_facts(device: torch.device) -> DeviceFacts:
     if device.type == "cuda":
         return _cuda_facts(device)
+    return _other_facts(device)
+
+
+@functools.lru_cache(maxsize=None)
+def _other_facts(device: torch.device) -> DeviceFacts:
     if device.type == "mps":  # also where this machine has none (a config naming mps is judged by these)
         return mps_facts(complex64=_has_mps() and torch.backends.mps.is_macos_or_newer(14, 0))
     return replace(_cpu_facts(), name=device.type)
