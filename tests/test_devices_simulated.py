@@ -147,6 +147,23 @@ def test_every_cell_trains_on_the_simulated_device_with_every_reading(name):
     assert_same_readings(result, expected)
 
 
+@pytest.mark.parametrize("cell", ["rnn", "sgornn"])
+def test_a_step_on_the_simulated_device_reads_nothing_from_it_but_at_a_log_step(cell):
+    """The CUDA half's contract (tests/test_device_steps.py) holds on a device without float64: the
+    window's rows are float32 there and read with the log step's values; the norm of norms crosses to
+    the host (in float64 there) at a log step only."""
+    from test_device_steps import count_reads
+    from test_device_steps import tiny as steps_config
+
+    with simulated_device():
+        counts, logs = count_reads(steps_config(cell, device="cpu"))
+    assert logs == [5, 10, 15, 20, 23]
+    for step in range(1, 24):
+        reads = counts[("step", step)]
+        # a log step: the device's rows (float32) in one read, and the host's float64 total norm
+        assert (1 <= reads <= 2) if step in logs else reads == 0, (step, reads)
+
+
 @pytest.mark.parametrize("name", ["vprnn", "sgornn"])
 def test_plane_rotations_train_without_complex64_in_real_arithmetic(name):
     config = tiny(name)
