@@ -59,7 +59,10 @@ help with a dtype MPS lacks (float64, complex128; complex64 before macOS 14), an
 it must be set before torch loads, so :func:`worker_environment` sets it for
 background workers on a machine with MPS; a CLI run in the foreground or the
 Streamlit server has whatever the operator set.  The library does not rely on
-it: the float64 readings run on a CPU copy (:func:`reading_device`),
+it: the float64 readings run on a CPU copy (:func:`reading_device`; the
+stable norms of every log step cross to the host in their own dtype where the
+device has no float64 at all, and stay on a GPU that is merely slow at it, as
+the step window's rows do: ``stability.training.window``),
 ``matrix_exp`` (expRNN) and ``svdvals`` (mlp's dense layers) run on the CPU where
 the device has no kernel (:func:`run_with_kernel`), the plane rotations of
 VPRNN/SGORNN use real arithmetic where there is no complex64

@@ -163,28 +163,18 @@ class TimeBudget:
         self.spent += time.perf_counter() - self._entered
 
 
-def in_float64(norm: torch.Tensor) -> torch.Tensor:
-    """A 0-d norm in float64: where it is, when its device has float64 (nothing read from the device,
-    however slow its float64: a few scalars), else on the host (a Mac's GPU: the norm crosses in its
-    own dtype and is widened there, :func:`~stability.training.probes.widened`; a read, so only at a
-    log step)."""
-    if device_facts(norm.device).has(torch.float64):
-        return norm.to(torch.float64)
-    with on_host():
-        return widened(norm, torch.device("cpu"))
-
-
 def stacked_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
     """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`):
-    each tensor's norm in its own dtype where it is, the norm of those n norms in float64
-    (:func:`in_float64`: on the device where it has float64, else on the host)."""
+    each tensor's norm in its own dtype where it is, the norm of those n norms in float64, a 0-d
+    tensor: on the device where it has float64 (nothing read from it, however slow its float64:
+    n scalars), else on the host (a Mac's GPU: the n norms cross in their own dtype in one copy,
+    a read, so only at a log step, and are widened there: :func:`~stability.training.probes.widened`)."""
     norms = [stable_norm(t) for t in tensors]
     if device_facts(norms[0].device).has(torch.float64):
         return stable_norm(torch.stack([norm.to(torch.float64) for norm in norms]))
     dtype = functools.reduce(torch.promote_types, (norm.dtype for norm in norms))
-    parts = in_float64(torch.stack([norm.to(dtype) for norm in norms]))  # one copy to the host
     with on_host():
-        return stable_norm(parts)
+        return stable_norm(widened(torch.stack([norm.to(dtype) for norm in norms]), torch.device("cpu")))
 
 
 def norm_of_norms(tensors: list[torch.Tensor]) -> float:

@@ -33,6 +33,10 @@ built-in metric follows from the step's loss (mse and cross-entropy are the loss
 applied on the host to the loss read back), so the loss is not computed twice.  A task that
 defines its own ``score`` keeps it, and pays its read every step.
 
+The rows are float64 on a device that has float64, float32 on one that has not (a Mac's GPU, where
+the model trains in float32, so nothing is rounded); they are read as Python floats either way
+(:func:`read_numbers`), so the sums on the host are the same.
+
 A window carried across a checkpoint is kept as its sums (``{"loss", "score", "steps"}``, the
 format :class:`~stability.training.hooks.TrainingWindow` has always saved), to which the rows
 after the resume are added in order, so a resumed run logs the same means.
