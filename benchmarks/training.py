@@ -2,6 +2,7 @@
 
     python benchmarks/training.py                      # spectral on adding, T = 100, 2000 steps
     python benchmarks/training.py --cell lstm --steps 1000 --reps 3
+    python benchmarks/training.py --device cuda          # on a GPU (benchmarks/gpu_check.sh)
 
 ``bare``: the same model, optimizer and batches, forward + backward + step,
 nothing else.  ``train_run``: :func:`stability.training.run.train_run` at its
@@ -26,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stability import tasks  # noqa: E402
+from stability.core import devices  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
 from stability.training.build import build_model, build_optimizer  # noqa: E402
@@ -35,17 +37,19 @@ from stability.training.run import train_run  # noqa: E402
 def bare_loop(config: RunConfig) -> float:
     torch.manual_seed(config.train.seed)
     task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
-    model = build_model(config, task)
+    device = devices.resolve_device(config.train.device)
+    model = build_model(config, task).to(device)
     optimizer = build_optimizer(model, config)
     batches = task.batches("train", config.train.batch_size)
     start = time.perf_counter()
     for _ in range(config.train.steps):
-        x, y = next(batches)
+        x, y = (tensor.to(device, non_blocking=True) for tensor in next(batches))
         pred, _ = model(x)
         loss = task.loss(pred, y) + model.cell.penalty()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+    devices.synchronize(device)
     return time.perf_counter() - start
 
 
@@ -77,10 +81,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = RunConfig(cell=CellConfig(args.cell), task=TaskConfig(args.task, {"seq_len": args.seq_len}),
-                       train=TrainConfig(steps=args.steps))
+                       train=TrainConfig(steps=args.steps, device=args.device))
     config.validate()
     times = {"bare": [], "train_run": [], "in_memory": []}
     for _ in range(args.reps):
@@ -89,7 +94,8 @@ def main(argv=None):
         times["in_memory"].append(in_memory_run(config))
     bare, full, memory = (statistics.median(times[key]) for key in ("bare", "train_run", "in_memory"))
     print(f"# {args.cell} on {args.task} (T = {args.seq_len}), {args.steps} steps, default diagnostics, "
-          f"{args.reps} reps each, {args.threads} threads, torch {torch.__version__}")
+          f"{args.reps} reps each, {args.threads} threads, torch {torch.__version__}, "
+          f"{devices.describe_device(devices.resolve_device(args.device))}")
     print("| loop | wall s (median) | per step ms |")
     print("|---|---|---|")
     print(f"| bare training | {bare:.2f} | {bare / args.steps * 1e3:.2f} |")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -53,7 +54,8 @@ def config(device: str, seed: int = 0) -> RunConfig:
     return RunConfig(cell=CellConfig("rnn", 8, {"h0": "noisy", "h0_noise_std": 0.3}),
                      task=TaskConfig("adding", {"seq_len": SEQ_LEN, "train_size": 48}),
                      train=TrainConfig(steps=STEPS, batch_size=8, log_every=4, eval_every=8, probe_every=8,
-                                       eval_examples=16, probe_examples=4, device=device, seed=seed))
+                                       eval_examples=16, probe_examples=4, device=device, seed=seed,
+                                       deterministic=device == "cuda"))  # cuDNN's RNN backward uses atomics
 
 
 class DeviceSeen(hooks.Hook):
@@ -115,6 +117,33 @@ def test_a_stopped_run_resumes_there_exactly(device, store):
     got = load_checkpoint(store.checkpoint_path(resumed))["model"]
     assert all(torch.equal(expected[key], got[key]) for key in expected)
     assert rows(store, resumed).equals(rows(store, whole.run_id))
+
+
+def synchronizations(cell: str, steps: int) -> int:
+    """How many times a CUDA run of ``steps`` steps waits for the GPU, counted by PyTorch's own sync
+    debugger (every ``.item()``, ``float(tensor)``, host copy or ``nonzero`` warns once), with the log,
+    evaluation and probe steps at the same count whatever ``steps`` is."""
+    run = RunConfig(cell=CellConfig(cell, 16), task=TaskConfig("adding", {"seq_len": SEQ_LEN}),
+                    train=TrainConfig(steps=steps, batch_size=8, log_every=steps // 2, eval_every=steps,
+                                      probe_every=steps, eval_examples=16, probe_examples=4, device="cuda"))
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert train_run(run).status == "completed"
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return sum("synchronizing" in str(warning.message) for warning in caught)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@pytest.mark.parametrize("cell", ["rnn", "lstm", "spectral", "sgornn"])
+def test_a_cuda_step_waits_for_the_gpu_only_at_log_steps(cell):
+    """Issue 24: a step between log steps reads nothing from the GPU.  Twice the steps at the same number
+    of log, evaluation and probe steps must not add a single synchronisation."""
+    few, many = synchronizations(cell, 40), synchronizations(cell, 80)
+    assert few > 0  # the debugger sees the log steps' reads: the count can fail
+    assert many == few, f"{many - few} more waits for the GPU in 40 more steps between log steps"
 
 
 def wait_until(predicate, what: str):
