@@ -152,6 +152,15 @@ class RecurrentCell(nn.Module):
         return torch.zeros(batch_size, self.state_size, dtype=dtype, device=device)
 
     # ---------------------------------------------------------------- forward
+    def _keeps_backward(self) -> bool:
+        """The ``train`` flag of PyTorch's fused RNN kernels (``torch.lstm``, ``torch.gru``,
+        ``torch.rnn_tanh``/``rnn_relu``): whether the kernel keeps what its backward needs.  cuDNN's
+        backward refuses to run after a forward with ``train=False`` ("cudnn RNN backward can only
+        be called in training mode"), and the float64 probes differentiate a model in eval mode
+        (‖∂L/∂h0‖, MASO §5.1), so the flag follows autograd, not ``self.training``; with dropout 0
+        it changes nothing else."""
+        return self.training or torch.is_grad_enabled()
+
     def forward(self, x: Tensor, h0: Tensor | None = None, state_probe: Tensor | None = None):
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ValueError(

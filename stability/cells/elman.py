@@ -99,10 +99,12 @@ class ElmanCell(RecurrentCell):
 
     def _forward_native(self, x: Tensor, h0: Tensor):
         bias = self.input_proj.bias
-        params = [self.input_proj.weight, self.weight_hh, bias, torch.zeros_like(bias)]
+        # cuDNN copies the weights into one flat buffer by views: a transposed or parametrized weight
+        # must be contiguous first (a no-op for a plain one)
+        params = [self.input_proj.weight.contiguous(), self.weight_hh.contiguous(), bias, torch.zeros_like(bias)]
         kernel = _NATIVE_KERNELS[self.nonlinearity]
         outputs, h_last = kernel(x, h0.unsqueeze(0).contiguous(), params, True, 1, 0.0,
-                                 self.training, False, True)
+                                 self._keeps_backward(), False, True)
         return outputs, h_last[0]
 
     def recurrent_matrix(self) -> Tensor:

@@ -104,7 +104,7 @@ class LSTM(_GatedCell):
         h, c = h0[:, :self.hidden_size], h0[:, self.hidden_size:]
         outputs, h_last, c_last = torch.lstm(
             x, (h.unsqueeze(0).contiguous(), c.unsqueeze(0).contiguous()), self._params(),
-            True, 1, 0.0, self.training, False, True)
+            True, 1, 0.0, self._keeps_backward(), False, True)
         self._remember(x, h0, outputs)
         return outputs, torch.cat([h_last[0], c_last[0]], dim=1)
 
@@ -151,7 +151,7 @@ class GRU(_GatedCell):
 
     def _forward_fast(self, x: Tensor, h0: Tensor, impl: str):
         outputs, h_last = torch.gru(x, h0.unsqueeze(0).contiguous(), self._params(),
-                                    True, 1, 0.0, self.training, False, True)
+                                    True, 1, 0.0, self._keeps_backward(), False, True)
         self._remember(x, h0, outputs)
         return outputs, h_last[0]
 
