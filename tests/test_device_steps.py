@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from stability import tasks
+from stability import cells, tasks
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.core import determinism, precision
 from stability.execution import runner
@@ -342,3 +343,43 @@ def test_a_checkpoint_from_before_the_deterministic_field_still_resumes(tmp_path
     del state["config"]["train"]["deterministic"]  # as a version without the field wrote it
     torch.save(state, path)
     assert train_run(config, hooks=[sink], resume=True).status == "completed"
+
+
+# Ops whose output size depends on the values (a GPU must finish and report before the host can go on):
+# a boolean mask's nonzero, masked_select (masked_scatter's backward), unique.
+SIZE_FROM_VALUES = {torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default,
+                    torch.ops.aten.masked_scatter.default, torch.ops.aten._unique2.default,
+                    torch.ops.aten.unique_consecutive.default, torch.ops.aten.unique_dim.default}
+BOOLEAN_INDEXING = {torch.ops.aten.index.Tensor, torch.ops.aten.index_put.default, torch.ops.aten.index_put_.default}
+
+
+class WaitingOps(TorchDispatchMode):
+    """The ATen ops of a training step that would make a GPU wait, whatever Python called them: what
+    the function-level :class:`ReadCounter` cannot see (a ``tensor[mask]`` inside a parametrization,
+    masked_scatter's backward; found on an H200 by benchmarks/gpu_syncs.py in the Spectral-RNN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: collections.Counter = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        indices = args[1] if func in BOOLEAN_INDEXING and len(args) > 1 else ()
+        if func in SIZE_FROM_VALUES or any(index is not None and index.dtype == torch.bool for index in indices):
+            self.seen[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("cell", cells.available())
+def test_a_training_step_of_every_cell_runs_no_op_whose_size_the_gpu_must_report(cell):
+    config = tiny(cell, steps=4, log_every=2, eval_every=4, probe_every=4)
+    task = build_task(config)
+    trainer = Trainer(build_model(config, task), task, config)
+    waiting, step = WaitingOps(), trainer._train_step
+
+    def watched_step(batch):
+        with waiting:
+            return step(batch)
+
+    trainer._train_step = watched_step
+    assert trainer.fit().status == "completed"
+    assert not waiting.seen, dict(waiting.seen)

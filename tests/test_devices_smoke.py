@@ -97,7 +97,7 @@ def test_a_run_trains_there_and_stores_its_readings(device, store):
     assert result.status == "completed"
     kind = "cpu" if device == SIMULATED else device
     assert seen.model == seen.pred == kind
-    assert store.run(result.run_id)["device"] == described
+    assert store.run(result.run_id)["device"].startswith(described)  # then the precision (and determinism) on a GPU
     names = set(store.metrics(result.run_id)["name"])
     assert {"grad/h0_norm", "grad/A_h_norm", "grad/recurrent_norm", "sv/min", "sv/margin", "sv/spectral_radius",
             "gap/loss", "val/loss", "test/loss"} <= names

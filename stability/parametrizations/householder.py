@@ -193,6 +193,10 @@ class HouseholderProduct(nn.Module):
         self.reflectors = reflectors
         self.length_one = length_one
         self.register_buffer("mask", torch.ones(reflectors, size, dtype=torch.bool).triu(), persistent=False)
+        # The mask's entries as flat positions, row by row: moving entries by these indices instead of
+        # by the boolean mask never asks the GPU how many entries there are (a mask's nonzero waits
+        # for it at every step; benchmarks/gpu_syncs.py).
+        self.register_buffer("positions", self.mask.flatten().nonzero().squeeze(1), persistent=False)
 
     @property
     def parameter_count(self) -> int:
@@ -204,8 +208,12 @@ class HouseholderProduct(nn.Module):
         leading dimensions are a stack of independent products."""
         if vectors.dim() == 0 or vectors.shape[-1] != self.parameter_count:
             raise ValueError(f"expected {self.parameter_count} reflector entries; got shape {tuple(vectors.shape)}")
-        shape = (*vectors.shape[:-1], self.reflectors, self.size)
-        return vectors.new_zeros(shape).masked_scatter(self.mask.expand(shape), vectors)
+        flat = vectors.new_zeros((*vectors.shape[:-1], self.reflectors * self.size))
+        return flat.index_copy(-1, self.positions, vectors).unflatten(-1, (self.reflectors, self.size))
+
+    def entries(self, rows: Tensor) -> Tensor:
+        """The inverse of :meth:`pad`: (..., m, n) rows -> their (..., P) flat reflector entries."""
+        return rows.flatten(-2).index_select(-1, self.positions)
 
     def forward(self, vectors: Tensor) -> Tensor:
         rows = self.pad(vectors)
@@ -223,7 +231,7 @@ class HouseholderProduct(nn.Module):
         Same flat layout as ``vectors``; the matrix :meth:`forward` builds is unchanged.
         """
         rows = self.pad(vectors)
-        return (rows / rows.norm(dim=1, keepdim=True).clamp_min(NORM_FLOOR))[self.mask]
+        return self.entries(rows / rows.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR))
 
     def sample(self, dtype: torch.dtype | None = None) -> Tensor:
         """Random flat reflectors: each ``u_k`` of unit length, direction uniform on the sphere."""
@@ -348,7 +356,7 @@ class RectangularHouseholderSVD(nn.Module):
         parts = []
         for product, vectors in ((self.left, u), (self.right, v)):
             rows = product.pad(vectors)
-            parts.append((rows / rows.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR))[..., product.mask])
+            parts.append(product.entries(rows / rows.norm(dim=-1, keepdim=True).clamp_min(NORM_FLOOR)))
         return torch.cat([*parts, sigma_hat], dim=-1)
 
     def sample(self, *stack: int, dtype: torch.dtype | None = None) -> Tensor:
