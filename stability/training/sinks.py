@@ -13,7 +13,9 @@ contract, called by :class:`stability.training.trainer.Trainer` (a sink is a
     rows ``(step, wall_time, name, value)`` and ``(step, wall_time, name,
     index, value)``, all of one flush; ``step`` is the trainer's current step.
 ``finish(status, error)``
-    after ``on_end`` and the last flush, with the terminal status.
+    after ``on_end`` and the last flush, with the status the loop reached (a stored run's status
+    is written by whoever claimed it, stability.execution.lifecycle, from the returned
+    :class:`TrainResult`; no sink writes it).
 ``checkpoint_path()``
     where the checkpoint goes, or None: the run keeps none.
 ``metrics()`` / ``series()``
@@ -37,6 +39,7 @@ from ..core import metric_names as names
 from .hooks import Hook
 
 STOP_POLL_S = 0.5
+HEARTBEAT_EVERY_S = 30.0  # a store's run shows life at least this often, between its log steps too
 SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
 
@@ -99,22 +102,24 @@ class MemorySink(Sink):
 
 class StoreSink(Sink):
     """Writes into run ``run_id`` of ``store`` (a :class:`stability.runs.store.RunStore`, by duck
-    typing): each flush in one transaction with the run's heartbeat and step; at the start the
-    run's status ``running`` and what the pages show about it (``trainer.describe()``), rows after
-    a resumed checkpoint's step discarded; at the end its terminal status.  Checkpoints go to
-    ``store.checkpoint_path(run_id)``; a stop request in the store (polled every ``every_s``)
-    ends the run as ``stopped``."""
+    typing): each flush in one transaction with the run's heartbeat and step; at the start what
+    the pages show about the run (``trainer.describe()``), rows after a resumed checkpoint's step
+    discarded.  Checkpoints go to ``store.checkpoint_path(run_id)``.  Every ``every_s`` it reads the
+    run's stop request, which ends the run as ``stopped``, and with ``claim`` (the token of the
+    claim this process trains the run under, stability.execution.lifecycle) whether the run is
+    still this claim's, which ends it too when it is not; it beats the heartbeat every
+    :data:`HEARTBEAT_EVERY_S` between flushes.  The run's status is not the sink's to write."""
 
-    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S):
-        self.store, self.run_id, self.every_s = store, run_id, every_s
+    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None):
+        self.store, self.run_id, self.every_s, self.claim = store, run_id, every_s, claim
         self.label = f"run {run_id}"
-        self.last_poll = time.time()
+        self.last_poll = self.last_beat = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
 
     def begin(self, trainer, resumed):
         if resumed:
             self.store.discard_after(self.run_id, trainer.step)
-        fields = dict(status="running", **trainer.describe(), pid=os.getpid(), step=trainer.step, finished_at=None)
+        fields = dict(**trainer.describe(), step=trainer.step)
         if trainer.step == 0:
             fields["started_at"] = time.time()
         else:
@@ -125,15 +130,19 @@ class StoreSink(Sink):
         now = time.time()
         if now - self.last_poll >= self.every_s:
             self.last_poll = now
-            if self.store.stop_requested(self.run_id):
+            control = self.store.control(self.run_id)
+            if self.claim is not None and control["claim"] != self.claim:
+                trainer.stop("stopped", f"run {self.run_id} was claimed by another process")
+            elif control["stop_requested"]:
                 trainer.stop("stopped")
+        if now - self.last_beat >= HEARTBEAT_EVERY_S:  # the heartbeat alone: the step is a flush's
+            self.store.flush(self.run_id, [], [], heartbeat_step=None)
+            self.last_beat = now
 
     def write(self, step, scalars, series):
         self.store.flush(self.run_id, scalars, series, heartbeat_step=step)
+        self.last_beat = time.time()
         self._series_names.update(row[2] for row in series)
-
-    def finish(self, status, error):
-        self.store.set_status(self.run_id, status, error=error)
 
     def checkpoint_path(self):
         return self.store.checkpoint_path(self.run_id)
