@@ -12,15 +12,17 @@ CLI's foreground ``train`` and ``resume``, ``train_run``) claims it here and tra
 run's status only through the functions below. Nothing else writes a run's status.
 
 Note [States]
-    ``queued`` (waiting for a process) -> ``running`` (a process trains it) -> one of the terminal
-    states: ``completed``, ``stopped`` (a stop request, Ctrl-C or SIGTERM; rows and checkpoint
+    ``queued`` (waiting for a process; with a pid, claimed by one that prepares to train it) ->
+    ``running`` (its process has built the model and trains it) -> one of the terminal states: ``completed``, ``stopped`` (a stop request, Ctrl-C or SIGTERM; rows and checkpoint
     kept), ``failed`` (an exception: ``"ExceptionType: first line"``), ``diverged`` (a non-finite
     loss or gradient), ``pruned`` (a sweep's pruner), ``interrupted`` (its process died without a
-    final status). A stopped, interrupted or failed run resumes back to ``queued`` (for a worker)
-    or straight to ``running`` (claimed by the process that resumes it).
+    final status). A stopped, interrupted or failed run resumes back to ``queued``: unclaimed, for
+    a worker, or claimed by the process that resumes it.
 
-    Who changes which: the claimant moves a run to ``running`` when it claims it and settles it
-    (terminal) when training ends, and only while its claim holds; ``stop_run`` stops a queued
+    Who changes which: a claimant claims a run (a queued one nobody has claimed, a new one, or a
+    resumed one), moves it to ``running`` when its trainer begins (``StoreSink.begin`` hands the
+    run's columns to :func:`train_claimed`'s ``begin_run``) and settles it (terminal) when training
+    ends, each only while its claim holds; ``stop_run`` stops a queued
     run nobody has claimed, or a claimed one whose process it has proven dead; ``reconcile`` and a
     sweep's worker mark ``interrupted`` a run whose claimant is gone (:func:`claimant_gone`, the
     one rule); a resume requeues or claims a stopped, interrupted or failed run.
@@ -64,6 +66,7 @@ Note [Interrupts]
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import secrets
 import socket
@@ -114,37 +117,39 @@ def _new_claim(run_id: int | None, pid: int | None = None) -> Claim:
     return Claim(run_id, secrets.token_hex(16), os.getpid() if pid is None else pid, this_host())
 
 
-def _claimed(claim: Claim, status: str) -> dict:
-    return {"status": status, "pid": claim.pid, "host": claim.host, "claim": claim.token}
+def _claimed(claim: Claim) -> dict:
+    """What a claim writes: the run 'queued' (claimed, not yet training: Note [States]), its pid,
+    host and token."""
+    return {"status": "queued", "pid": claim.pid, "host": claim.host, "claim": claim.token}
 
 
 # ------------------------------------------------------------------ claiming
 def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None) -> Claim:
-    """A new run of ``config``, 'running' and claimed by this process in the INSERT that makes it."""
+    """A new run of ``config``, claimed by this process in the INSERT that makes it."""
     claim = _new_claim(None)
     run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
-                              params=params, claimed=_claimed(claim, "running"))
+                              params=params, claimed=_claimed(claim))
     return Claim(run_id, claim.token, claim.pid, claim.host)
 
 
 def claim_queued(store, run_id: int) -> Claim | None:
-    """Claim a queued run nobody has claimed (it becomes 'running'); None when another process has it
-    or it is no longer queued."""
+    """Claim a queued run nobody has claimed; None when another process has it or it is no longer
+    queued."""
     claim = _new_claim(run_id)
-    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim, "running"))
+    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim))
     return claim if won else None
 
 
 def claim_for_worker(store, run_id: int, *, resumed: bool = False) -> Claim | None:
     """The queue's claim on a run it is about to launch a worker for: a queued run nobody has claimed
-    (or, ``resumed``, a stopped, interrupted or failed run, counted as resumed), left 'queued' with
-    this process's pid until :func:`hand_over` names the worker's. None when another process won."""
+    (or, ``resumed``, a stopped, interrupted or failed run, counted as resumed), with this process's
+    pid until :func:`hand_over` names the worker's. None when another process won."""
     claim = _new_claim(run_id)
     if resumed:
         return claim if store.compare_and_set(run_id, statuses=RESUMABLE, fields={
-            **_claimed(claim, "queued"), **_resume_fields(store, run_id)}) else None
-    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim, "queued"))
+            **_claimed(claim), **_resume_fields(store, run_id)}) else None
+    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim))
     return claim if won else None
 
 
@@ -160,10 +165,10 @@ def release(store, claim: Claim) -> None:
 
 def adopt(store, run_id: int, token: str) -> Claim | None:
     """A launched worker takes over the claim the queue made for it (``token``, handed in its
-    environment): the run becomes 'running' with this process's pid. None when the claim is gone
-    (the run was stopped or marked interrupted meanwhile)."""
+    environment), with this process's pid. None when the claim is gone (the run was stopped or
+    marked interrupted meanwhile)."""
     claim = Claim(run_id, token, os.getpid(), this_host())
-    won = store.compare_and_set(run_id, statuses=["queued"], claim=token, fields=_claimed(claim, "running"))
+    won = store.compare_and_set(run_id, statuses=["queued"], claim=token, fields=_claimed(claim))
     return claim if won else None
 
 
@@ -172,7 +177,7 @@ def take_over(store, run: RunRecord) -> Claim | None:
     claimant gone), if it is still as read; None when another process changed it first."""
     claim = _new_claim(run.id)
     won = store.compare_and_set(run.id, statuses=[run.status], claim=run.claim, pid=run.pid,
-                                fields={**_claimed(claim, "running"), "stop_requested": False, "error": None})
+                                fields={**_claimed(claim), "stop_requested": False, "error": None})
     return claim if won else None
 
 
@@ -220,14 +225,14 @@ def _resume_fields(store, run_id: int) -> dict:
 
 
 def claim_resume(store, run_id: int, *, checkpoint: bool = True) -> tuple[Claim, RunConfig]:
-    """Claim a stopped, interrupted or failed run to continue it in this process ('running', counted
-    as resumed, its stop request cleared); returns the claim and the run's config. ResumeError (one
+    """Claim a stopped, interrupted or failed run to continue it in this process (counted as
+    resumed, its stop request cleared); returns the claim and the run's config. ResumeError (one
     line, nothing changed) when it cannot be resumed or another process claimed it first. A sweep's
     run: hold :func:`resume_lock`."""
     config = check_resumable(store, run_id, checkpoint=checkpoint)
     claim = _new_claim(run_id)
     if not store.compare_and_set(run_id, statuses=RESUMABLE,
-                                 fields={**_claimed(claim, "running"), **_resume_fields(store, run_id)}):
+                                 fields={**_claimed(claim), **_resume_fields(store, run_id)}):
         check_resumable(store, run_id, checkpoint=False)  # raises with the status it has now
         raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
     return claim, config
@@ -293,11 +298,12 @@ def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
 # ------------------------------------------------------------------ training
 def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
                   progress: Callable[[dict], None] | None = None, caught=()) -> TrainResult:
-    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): the
-    loop's ending (completed, stopped, diverged, pruned ...); ``stopped`` on Ctrl-C or SIGTERM and
-    ``failed`` on an exception, which are raised again once the status is written. ``caught``: the
-    signals that arrived while the run was claimed (the run stops at once)."""
-    sink = StoreSink(store, claim.run_id, claim=claim.token)
+    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
+    once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
+    ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
+    the status is written. ``caught``: the signals that arrived while the run was claimed (the run
+    stops at once)."""
+    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(_begin, store, claim))
     with signals_deferred() as late:
         try:
             with interrupts_raise():
@@ -314,6 +320,13 @@ def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = Fals
     if late:  # arrived while the status was written: act on it now
         raise as_exception(late[0])
     return result
+
+
+def _begin(store, claim: Claim, fields: dict) -> bool:
+    """The trainer of ``claim`` has begun: the run is 'running', with what the pages show of it
+    (``fields``, from ``StoreSink.begin``), in one compare-and-set on the claim."""
+    return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token,
+                                 fields={**fields, "status": "running"})
 
 
 def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks=(),
