@@ -69,13 +69,15 @@ SHARED_STALE_S = lifecycle.SHARED_STALE_S  # a run of another host with no heart
 @dataclass
 class Job:
     """A run a worker is to train: a new trial's, or one to continue (``resume``); ``claim`` is this
-    process's claim on it (None: :func:`train_trial` claims the run, queued and unclaimed, itself)."""
+    process's claim on it (None: :func:`train_trial` claims the run, queued and unclaimed, itself);
+    ``counted``: its resume was counted when it was claimed (a run resumed on its own)."""
 
     run_id: int
     trial: int
     config: RunConfig
     resume: bool
     claim: Claim | None = None
+    counted: bool = False
 
 
 def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name: str = "") -> int:
@@ -267,8 +269,11 @@ def train_trial(store, study, spec: SweepSpec, job: Job, *, progress=None, caugh
     if claimed is None:
         raise SweepError(f"run {job.run_id} is {store.run(job.run_id)['status']}; another process has it")
     resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
-    if job.resume and not resume:  # no checkpoint here: from step 0, its rows discarded (training is seeded)
+    if resume and not job.counted:
+        store.update_run(job.run_id, resumes=store.record(job.run_id).resumes + 1, error=None)
+    elif job.resume and not resume:  # no checkpoint here: from step 0, its rows discarded (training is seeded)
         store.discard_after(job.run_id, -1)
+        store.update_run(job.run_id, error=None)
     trial = _trial(study, job.trial)
     is_open = trial is not None
     hooks = [Pruning(trial, objective_name(spec))] if spec.prune and is_open else []
@@ -373,7 +378,7 @@ def claim_resumed_trial(store, run_id: int):
     study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
     with sweep_lock(store, run.sweep_id):
         taken, config = lifecycle.claim_resume(store, run_id, checkpoint=False)
-    return study, spec, Job(run_id, run.trial, config, resume=True, claim=taken)
+    return study, spec, Job(run_id, run.trial, config, resume=True, claim=taken, counted=True)
 
 
 def run_trial_worker(run_id: int, store_location) -> str:
@@ -389,7 +394,8 @@ def run_trial_worker(run_id: int, store_location) -> str:
             sweep = store.sweep(run.sweep_id)
             spec = SweepSpec.from_dict(sweep["spec"])
             study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
-            job = Job(run_id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken)
+            job = Job(run_id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken,
+                      counted=True)
             try:
                 train_trial(store, study, spec, job)
             except Terminated:
