@@ -21,6 +21,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from sqlalchemy import text
 
 from stability import hooks, sweeps, train_run
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
@@ -28,7 +29,7 @@ from stability.execution import runner
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
 
-from store_files import raw_rows
+from store_files import raw_connection
 
 REPO = Path(__file__).resolve().parent.parent
 WAIT_S = 120.0  # a fresh interpreter importing torch on a loaded 2-core machine, then a tiny run
@@ -274,9 +275,9 @@ def test_a_foreground_run_records_its_host_and_another_hosts_reconcile_goes_by_i
         process.kill()
         process.wait()
         long_ago = time.time() - 3600  # as the run looks from another machine an hour after its host died
-        with RunStore(postgres_url) as other:
-            other.update_run(run_id, heartbeat=long_ago, started_at=long_ago)
-            raw_rows(other, "UPDATE runs SET created_at = :t WHERE id = :id", t=long_ago, id=run_id)
+        with raw_connection(store) as conn:
+            conn.execute(text("UPDATE runs SET heartbeat = :t, started_at = :t, created_at = :t WHERE id = :id"),
+                         {"t": long_ago, "id": run_id})
         assert runner.reconcile(postgres_url) == [run_id]
         assert store.run(run_id)["status"] == "interrupted"
 
