@@ -106,8 +106,9 @@ def _train_attached(store: RunStore, claim, config, args, caught: list, resume: 
 
     progress = ProgressLine(tasks.describe(config.task.name).metric)
     try:
-        status = lifecycle.train_claimed(store, claim, config, resume=resume, progress=progress,
-                                         caught=caught).status
+        with lifecycle.settled_on_error(store, claim):
+            status = lifecycle.train_claimed(store, claim, config, resume=resume, progress=progress,
+                                             caught=caught).status
     except (KeyboardInterrupt, Terminated):
         status = "stopped"  # and so stored, with its rows and checkpoint
     except Exception as error:

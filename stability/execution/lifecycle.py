@@ -322,6 +322,23 @@ def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = Fals
     return result
 
 
+@contextlib.contextmanager
+def settled_on_error(store, claim: Claim):
+    """Around what a claimant does between claiming a run and :func:`train_claimed` settling it: an
+    interrupt ends the run 'stopped', an exception 'failed' (both raised again), unless it was
+    settled already; so no claimed run is left for its live process to hold untrained."""
+    try:
+        yield
+    except (KeyboardInterrupt, Terminated) as interrupt:
+        with signals_deferred():
+            settle(store, claim, "stopped", describe_interrupt(interrupt))
+        raise
+    except Exception as error:
+        with signals_deferred():
+            settle(store, claim, "failed", describe_error(error))
+        raise
+
+
 def _begin(store, claim: Claim, fields: dict) -> bool:
     """The trainer of ``claim`` has begun: the run is 'running', with what the pages show of it
     (``fields``, from ``StoreSink.begin``), in one compare-and-set on the claim."""

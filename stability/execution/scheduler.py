@@ -160,9 +160,10 @@ def run_worker(run_id: int, store_path) -> str:
             token = os.environ.get(CLAIM_ENV)
             claim = lifecycle.adopt(store, run_id, token) if token else lifecycle.claim_queued(store, run_id)
             if claim is not None:  # else: stopped or taken before this worker got to it
-                run = store.record(run_id)
-                lifecycle.train_claimed(store, claim, RunConfig.from_dict(dict(run.raw_config)),
-                                        resume=bool(run.resumes))
+                with lifecycle.settled_on_error(store, claim):
+                    run = store.record(run_id)
+                    lifecycle.train_claimed(store, claim, RunConfig.from_dict(dict(run.raw_config)),
+                                            resume=bool(run.resumes))
         except Exception:
             traceback.print_exc()
         except Terminated:

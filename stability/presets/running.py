@@ -48,12 +48,13 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
         with signals_deferred() as caught:
             claim = lifecycle.create_claimed(store, config)
         run_ids.append(claim.run_id)
-        say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {config.cell.name} on {config.task.name}, "
-            f"{config.train.steps} steps")
-        started = time.time()
-        callback = step_progress(config) if step_progress is not None else None
+        started, callback = time.time(), None
         try:
-            status = lifecycle.train_claimed(store, claim, config, progress=callback, caught=caught).status
+            with lifecycle.settled_on_error(store, claim):
+                say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {config.cell.name} on "
+                    f"{config.task.name}, {config.train.steps} steps")
+                callback = step_progress(config) if step_progress is not None else None
+                status = lifecycle.train_claimed(store, claim, config, progress=callback, caught=caught).status
         except Exception:  # noqa: BLE001 - the lifecycle marked the run failed; the preset goes on
             status = "failed"
         finally:

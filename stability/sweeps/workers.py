@@ -221,7 +221,8 @@ def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
                 job = claim(store, study, spec, sweep_id)
         if job is None:
             break
-        train_trial(store, study, spec, job, caught=caught)
+        with lifecycle.settled_on_error(store, job.claim):
+            train_trial(store, study, spec, job, caught=caught)
         trained += 1
     with sweep_lock(store, sweep_id):
         _settle(store, study, spec, sweep_id)
@@ -268,22 +269,22 @@ def train_trial(store, study, spec: SweepSpec, job: Job, *, progress=None, caugh
     claimed = job.claim or lifecycle.claim_queued(store, job.run_id)
     if claimed is None:
         raise SweepError(f"run {job.run_id} is {store.run(job.run_id)['status']}; another process has it")
-    resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
-    if resume and not job.counted:
-        store.update_run(job.run_id, resumes=store.record(job.run_id).resumes + 1, error=None)
-    elif job.resume and not resume:  # no checkpoint here: from step 0, its rows discarded (training is seeded)
-        store.discard_after(job.run_id, -1)
-        store.update_run(job.run_id, error=None)
-    trial = _trial(study, job.trial)
-    is_open = trial is not None
-    hooks = [Pruning(trial, objective_name(spec))] if spec.prune and is_open else []
     try:
-        status = lifecycle.train_claimed(store, claimed, job.config, resume=resume, hooks=hooks,
-                                         progress=progress, caught=caught).status
+        with lifecycle.settled_on_error(store, claimed):
+            resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
+            if resume and not job.counted:
+                store.update_run(job.run_id, resumes=store.record(job.run_id).resumes + 1, error=None)
+            elif job.resume and not resume:  # no checkpoint here: from step 0, rows discarded (training is seeded)
+                store.discard_after(job.run_id, -1)
+                store.update_run(job.run_id, error=None)
+            trial = _trial(study, job.trial)
+            hooks = [Pruning(trial, objective_name(spec))] if spec.prune and trial is not None else []
+            status = lifecycle.train_claimed(store, claimed, job.config, resume=resume, hooks=hooks,
+                                             progress=progress, caught=caught).status
     except Exception:
         traceback.print_exc()
-        status = "failed"
-    if is_open:
+        status, trial = "failed", _trial(study, job.trial)
+    if trial is not None:
         _tell(study, spec, job, trial, status, store)
     return status
 
