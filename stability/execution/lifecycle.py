@@ -12,34 +12,37 @@ CLI's foreground ``train`` and ``resume``, ``train_run``) claims it here and tra
 run's status only through the functions below. Nothing else writes a run's status.
 
 Note [States]
-    ``queued`` (waiting for a process; with a pid, claimed by one that prepares to train it) ->
-    ``running`` (its process has built the model and trains it) -> one of the terminal states: ``completed``, ``stopped`` (a stop request, Ctrl-C or SIGTERM; rows and checkpoint
-    kept), ``failed`` (an exception: ``"ExceptionType: first line"``), ``diverged`` (a non-finite
-    loss or gradient), ``pruned`` (a sweep's pruner), ``interrupted`` (its process died without a
-    final status). A stopped, interrupted or failed run resumes back to ``queued``: unclaimed, for
-    a worker, or claimed by the process that resumes it.
+    ``queued``: waiting for a process, or (with a pid) claimed by one that prepares to train it.
+    ``running``: its process has built the model and trains it. Then one of the terminal states:
+    ``completed``; ``stopped`` (a stop request, Ctrl-C or SIGTERM; rows and checkpoint kept);
+    ``failed`` (an exception: ``"ExceptionType: first line"``); ``diverged`` (a non-finite loss or
+    gradient); ``pruned`` (a sweep's pruner); ``interrupted`` (its process died without a final
+    status). A stopped, interrupted or failed run resumes back to ``queued``: unclaimed, for a
+    worker, or claimed by the process that resumes it.
 
-    Who changes which: a claimant claims a run (a queued one nobody has claimed, a new one, or a
-    resumed one), moves it to ``running`` when its trainer begins (``StoreSink.begin`` hands the
-    run's columns to :func:`train_claimed`'s ``begin_run``) and settles it (terminal) when training
-    ends, each only while its claim holds; ``stop_run`` stops a queued
-    run nobody has claimed, or a claimed one whose process it has proven dead; ``reconcile`` and a
-    sweep's worker mark ``interrupted`` a run whose claimant is gone (:func:`claimant_gone`, the
-    one rule); a resume requeues or claims a stopped, interrupted or failed run.
+    Who changes which: a claimant claims a run (a queued one nobody has claimed, a new one, a
+    resumed one, or one whose claimant is gone), moves it to ``running`` when its trainer begins
+    (``StoreSink.begin`` hands the run's columns to :func:`begin_training`) and settles it when
+    training ends, each only while its claim holds; ``stop_run`` stops a queued run nobody has
+    claimed, or a claimed one whose process it has proven gone; ``reconcile`` marks
+    ``interrupted`` a run whose claimant is gone (:func:`claimant_gone`, the one rule, which a
+    sweep's workers follow too before taking a run over); a resume requeues or claims a stopped,
+    interrupted or failed run.
 
 Note [Claims]
     A run is claimed by a compare-and-set in the store (``RunStore.compare_and_set``):
     ``UPDATE runs SET status, pid, host, claim WHERE id = :id AND status IN (...)`` (and ``pid IS
     NULL`` for a queued run, or the pid and claim last seen for a run taken over), which reports
-    whether it changed the row. On SQLite the write lock serialises the two updates; on PostgreSQL
-    the second waits for the first's row lock and re-checks its WHERE against the new row. So two
-    claimants never both win, and every later change by the claimant (its final status) is a
-    compare-and-set on its claim's token: a process that lost its run (marked interrupted by
-    another machine after its heartbeat went stale, say) never overwrites what the new owner
-    wrote. The claim sets ``pid`` and ``host`` with the token: a pid means something on its host
-    only. A new run is claimed at birth, in its INSERT. A background worker's run is claimed by the
-    queue before the worker starts (its pid first that of the queue's process, then the worker's)
-    and taken over by the worker with the token it is handed (:func:`adopt`).
+    whether it changed the row. On SQLite the write lock serialises two such updates; on
+    PostgreSQL the second waits for the first's row lock and re-checks its WHERE against the new
+    row. So two claimants never both win, and every later change by the claimant (the start, the
+    final status) is a compare-and-set on its claim's token: a process that lost its run (marked
+    interrupted by another machine after its heartbeat went stale, say) never overwrites what the
+    new owner wrote, and its sink stops writing rows (``ClaimLost``). The claim sets ``pid`` and
+    ``host`` with the token: a pid means something on its host only. A new run is claimed at
+    birth, in its INSERT. A background worker's run is claimed by the queue before the worker
+    starts (its pid first that of the queue's process, then the worker's) and taken over by the
+    worker with the token it is handed (:func:`adopt`).
 
 Note [Stop and resume]
     A stop is a request in the store (``stop_requested``), which the claimant reads every half
@@ -49,10 +52,9 @@ Note [Stop and resume]
     marks the run stopped only once that process is gone; otherwise it says so in one line and
     leaves the run as it is, its stop still requested. Only a stopped, interrupted or failed run
     resumes, with a checkpoint this version continues exactly
-    (:func:`stability.training.checkpoints.read_for_resume`), so a resume never reaches a run some
-    process may still be training. A sweep's run resumes under the sweep's lock
-    (:func:`resume_lock`), so that its sweep's workers, which claim under that lock, see it
-    claimed.
+    (:func:`stability.training.checkpoints.read_for_resume`; a sweep's run may start over from step
+    0 instead), so a resume never reaches a run some process may still be training. A sweep's run
+    resumes under the sweep's lock (:func:`resume_lock`), where its sweep's workers claim.
 
 Note [Interrupts]
     While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
@@ -61,7 +63,8 @@ Note [Interrupts]
     are raised again once the status is written, for the caller to end or go on. The claim and the
     final status are written with both signals held back (``signals_deferred``); one that arrived
     while a run was being claimed is handed to :func:`train_claimed` (``caught``), which stops the
-    run at once.
+    run at once, and :func:`settled_on_error` settles a run whatever interrupts its claimant
+    between the claim and the training.
 """
 from __future__ import annotations
 
@@ -303,7 +306,7 @@ def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = Fals
     ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
     the status is written. ``caught``: the signals that arrived while the run was claimed (the run
     stops at once)."""
-    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(_begin, store, claim))
+    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim))
     with signals_deferred() as late:
         try:
             with interrupts_raise():
@@ -339,9 +342,10 @@ def settled_on_error(store, claim: Claim):
         raise
 
 
-def _begin(store, claim: Claim, fields: dict) -> bool:
+def begin_training(store, claim: Claim, fields: dict) -> bool:
     """The trainer of ``claim`` has begun: the run is 'running', with what the pages show of it
-    (``fields``, from ``StoreSink.begin``), in one compare-and-set on the claim."""
+    (``fields``, from ``StoreSink.begin``: device, parameter counts, metric, ...), in one
+    compare-and-set on the claim; False when the run is no longer this claim's."""
     return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token,
                                  fields={**fields, "status": "running"})
 
@@ -351,10 +355,11 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     """Train ``config`` in this process; return its :class:`~stability.training.sinks.TrainResult`.
 
     Without a store, :func:`stability.training.run.train_run`: the rows are kept in memory (or by a
-    sink among ``hooks``). With one, run ``run_id`` of it (a new run named ``config.name``, claimed
-    at birth, when None: once ``check_buildable`` passes, so nothing refused is stored) is claimed (a queued run nobody has claimed; with ``resume``, a stopped,
-    interrupted or failed one with a checkpoint: :class:`~stability.training.checkpoints.ResumeError`
-    otherwise), trained and settled by :func:`train_claimed`: an exception marks it failed and is
+    sink among ``hooks``). With one, run ``run_id`` of it is claimed (a queued run nobody has
+    claimed; with ``resume``, a stopped, interrupted or failed one with a checkpoint:
+    :class:`~stability.training.checkpoints.ResumeError` otherwise; when ``run_id`` is None, a new
+    run named ``config.name``, claimed at birth once ``check_buildable`` passes, so nothing refused
+    is stored), trained and settled by :func:`train_claimed`: an exception marks it failed and is
     raised again. The model's initial weights follow ``config.train.seed``.
     """
     config.validate()
