@@ -37,7 +37,7 @@ from pathlib import Path
 
 import psutil
 
-from . import threads
+from . import gpu_slots, threads
 
 MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
 TOKEN_ENV = "STABILITY_WORKER_TOKEN"  # Note [Identity]
@@ -168,13 +168,13 @@ def read_identity(store, run_id: int) -> dict | None:
 def launch_sweep_workers(store, sweep_id: int, workers: int, gpus: list[str] | None = None,
                          arguments: tuple[str, ...] = ()) -> list[subprocess.Popen]:
     """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this
-    machine, sharing its cores by the thread policy of ``workers`` concurrent runs; with ``gpus``,
-    worker ``i`` sees only GPU ``gpus[i]`` (``CUDA_VISIBLE_DEVICES``); ``arguments`` follow (e.g.
-    ``--max-runs 1``). Their identities go to ``logs/sweep-<id>.workers`` so that
-    :func:`terminate_sweep_workers` signals only them."""
+    machine, sharing its cores by the thread policy of ``workers`` concurrent runs; worker ``i``
+    sees only GPU ``gpu_slots.gpu_for(i, gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the
+    visible ones, none without a GPU); ``arguments`` follow (e.g. ``--max-runs 1``). Their
+    identities go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals
+    only them."""
     started = []
-    for index in range(workers):
-        extra = {"CUDA_VISIBLE_DEVICES": str(gpus[index])} if gpus else None
+    for extra in gpu_slots.sweep_worker_environments(workers, gpus):
         process, identity = spawn(store, ["--sweep", str(int(sweep_id)), *arguments], f"sweep-{int(sweep_id)}",
                                   workers, extra)
         started.append(process)

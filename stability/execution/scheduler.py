@@ -28,7 +28,7 @@ from ..runs.records import RunRecord
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
-from . import lifecycle, processes, threads
+from . import gpu_slots, lifecycle, processes, threads
 from .locks import scheduling_lock
 from .preflight import check_buildable
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
@@ -202,8 +202,8 @@ def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> 
     if claim is None:
         return False
     try:
-        process, identity = processes.spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit,
-                                            {CLAIM_ENV: claim.token})
+        environment = {CLAIM_ENV: claim.token, **gpu_slots.run_environment(store, run_id, limit)}  # its slot's GPU
+        process, identity = processes.spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit, environment)
     except BaseException:
         lifecycle.release(store, claim)
         raise
