@@ -61,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stability.execution import threads as thread_policy  # noqa: E402
-from stability.execution import runner  # noqa: E402
+from stability.execution import lifecycle, runner  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
 from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
@@ -382,11 +382,11 @@ class SyntheticRun:
         self.store_path, self.profile, self.period = store_path, profile, period
         config = RunConfig(cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": profile[3]}),
                            train=TrainConfig(steps=10_000_000))
-        with RunStore(store_path) as store:
-            self.run_id = store.create_run(config.to_dict())
-            store.update_run(self.run_id, device="cpu (synthetic)", metric="mse", baseline=1 / 6,
-                             baseline_label="always predict 1", total_steps=10_000_000)
-            store.set_status(self.run_id, "running")
+        with RunStore(store_path) as store:  # claimed and begun as a trainer's run is (the run lifecycle)
+            self.claim = lifecycle.create_claimed(store, config)
+            self.run_id = self.claim.run_id
+            lifecycle.begin_training(store, self.claim, dict(device="cpu (synthetic)", metric="mse", baseline=1 / 6,
+                                                             baseline_label="always predict 1", total_steps=10_000_000))
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._write, daemon=True)
 
@@ -398,7 +398,7 @@ class SyntheticRun:
         self.stop.set()
         self.thread.join()
         with RunStore(self.store_path) as store:
-            store.set_status(self.run_id, "stopped")
+            lifecycle.settle(store, self.claim, "stopped")
 
     def _rows(self, step: int, now: float) -> tuple[list, list]:
         speed, log_every, probe_every, length, eval_every = self.profile

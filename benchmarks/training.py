@@ -31,7 +31,7 @@ from stability.core import devices  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
 from stability.training.build import build_model, build_optimizer  # noqa: E402
-from stability.training.run import train_run  # noqa: E402
+from stability.execution.lifecycle import train_run  # noqa: E402
 
 
 def bare_loop(config: RunConfig) -> float:

@@ -29,7 +29,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "TaskConfig": ("stability.config", "TaskConfig"),
     "TrainConfig": ("stability.config", "TrainConfig"),
     "Trainer": ("stability.training.trainer", "Trainer"),
-    "train_run": ("stability.training.run", "train_run"),
+    "train_run": ("stability.execution.lifecycle", "train_run"),
     "TrainResult": ("stability.training.sinks", "TrainResult"),
     "Hook": ("stability.training.hooks", "Hook"),
     "RunStore": ("stability.runs.store", "RunStore"),

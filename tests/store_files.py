@@ -124,19 +124,36 @@ INSERT INTO meta (key, value) VALUES ('schema_version', '4')
 """
 
 
-def write_v4_store(location: str) -> None:
-    """An empty store of schema version 4 as the code of a998cdd created it, from its own DDL: an
-    SQLite file (a path, in WAL mode as that code left it) or a PostgreSQL database (a URL)."""
-    if "://" not in location:
+# Runs as the version-4 code left them: one completed, one a worker was training (claimed by its pid
+# and host alone: version 4 had no claim token), one waiting in the queue; and a metric row.
+_RUNS_V4 = """
+INSERT INTO runs (name, config, status, created_at, started_at, finished_at, pid, host, heartbeat, step, resumes)
+VALUES ('done', '{config}', 'completed', 1.0e9, 1.0e9, 1.0e9 + 60, 4242, 'old-host', 1.0e9 + 60, 5, 0),
+       ('training', '{config}', 'running', 1.0e9, 1.0e9, NULL, 4243, 'old-host', 1.0e9 + 30, 3, 1),
+       ('waiting', '{config}', 'queued', 1.0e9, NULL, NULL, NULL, 'old-host', NULL, NULL, 0);
+INSERT INTO metrics (run_id, step, wall_time, name, value) VALUES (1, 5, 1.0e9, 'train/loss', 0.5);
+INSERT INTO latest_metrics (run_id, name, step, value) VALUES (1, 'train/loss', 5, 0.5)
+"""
+RUNS_V4_CONFIG = '{"cell": {"name": "rnn"}, "task": {"name": "adding"}}'
+
+
+def write_v4_store(location: str, with_runs: bool = False) -> None:
+    """A store of schema version 4 as the code of a998cdd created it, from its own DDL: an SQLite
+    file (a path, in WAL mode as that code left it) or a PostgreSQL database (a URL); empty, or
+    ``with_runs`` holding the runs of ``_RUNS_V4`` (ids 1, 2, 3)."""
+    dialect = "postgresql" if "://" in location else "sqlite"
+    script = _SCHEMA_V4.format_map(_DIALECTS_V4[dialect])
+    script += ";" + _RUNS_V4.replace("{config}", RUNS_V4_CONFIG) if with_runs else ""
+    if dialect == "sqlite":
         conn = sqlite3.connect(location)
-        conn.executescript(_SCHEMA_V4.format_map(_DIALECTS_V4["sqlite"]))
+        conn.executescript(script)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.close()
         return
     engine = create_engine(location, poolclass=NullPool)
     try:
         with engine.begin() as conn:
-            for statement in _SCHEMA_V4.format_map(_DIALECTS_V4["postgresql"]).split(";"):
+            for statement in script.split(";"):
                 conn.exec_driver_sql(statement)
     finally:
         engine.dispose()

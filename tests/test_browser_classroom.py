@@ -22,7 +22,7 @@ def train_tiny_run(store_path) -> int:
     """A real Spectral-RNN run on the adding task, small enough for a test."""
     from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
     from stability.runs.store import RunStore
-    from stability.training.run import train_run
+    from stability.execution.lifecycle import train_run
 
     config = RunConfig(CellConfig("spectral", 8), TaskConfig("adding", {"seq_len": 12}),
                        TrainConfig(steps=10, batch_size=16, log_every=5, eval_every=5, probe_every=5,

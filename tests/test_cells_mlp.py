@@ -17,7 +17,7 @@ from stability.parametrizations.householder import HouseholderSVD, RectangularHo
 from stability.tasks import build as build_task
 from stability.tasks import mnist
 from stability.tasks.download import md5sum
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 SHAPES = [(5, 9), (9, 5), (6, 6), (1, 4)]
 

@@ -20,7 +20,7 @@ from stability.execution import runner
 from stability.runs.store import RunStore
 from stability.training import hooks
 from stability.training.checkpoints import load_checkpoint
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 HAS_MPS = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
 SIMULATED = "cpu-without-float64"

@@ -15,7 +15,7 @@ from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.analysis.diagnosis import Finding, diagnose
 from stability.runs.records import RunRecord
 from stability.runs.store import RunStore
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 
 def frame(**series) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pytest
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.export import to_tensorboard
 from stability.runs.store import RunNotFound, RunStore
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 pytest.importorskip("tensorboardX")
 from tensorboardX.proto.event_pb2 import Event  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 from stability.core import metric_names
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks.base import HIGHER_IS_BETTER, Task
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 NAMES = {value for key, value in vars(metric_names).items()
          if key.isupper() and isinstance(value, str) and "/" in value and not value.endswith("/")}

@@ -12,7 +12,7 @@ from pages.ui.classroom import CHART_FONTS, CHART_HEIGHT, EXPLANATIONS, explanat
 from stability import cells
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 

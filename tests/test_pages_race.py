@@ -170,7 +170,7 @@ def test_real_runs_draw_four_gradient_lines_with_the_vanishing_ones_far_below(st
     import pandas as pd
     from streamlit import dataframe_util
 
-    from stability.training.run import train_run
+    from stability.execution.lifecycle import train_run
 
     ids = []
     for cell in ("rnn", "lstm", "spectral", "sgornn"):

@@ -66,7 +66,7 @@ def test_kru_fig2_parameter_claims_hold_at_the_presets_size_and_match_a_hand_cou
     depend on T, so T = 5 here): the counts the trainer stores are the hand counts, and the parameter
     claims, judged from them, hold as §4.2 and §3 say."""
     from stability import sweeps
-    from stability.training.run import train_run
+    from stability.execution.lifecycle import train_run
 
     preset = presets.load("kru-fig2")
     spec = preset.sweep_spec("classroom")

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from stability.execution import threads as thread_policy
-from stability.execution import runner
+from stability.execution import processes, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
@@ -199,14 +199,18 @@ def crafted_running_run(store, pid: int) -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
 def test_stop_never_signals_a_process_that_a_crafted_store_names(store_path, store, innocent):
+    # changed with the run lifecycle: such a run was marked 'stopped' though its process lived on; a
+    # process that cannot be proven dead is now never marked stopped (the stop says so in one line)
     process = innocent()
     no_claim = crafted_running_run(store, process.pid)
     with_claim = crafted_running_run(store, process.pid)  # the right pid and start time, a guessed token
-    runner._write_claim(store, with_claim, {"pid": process.pid, "token": "0" * 32,
-                                            "start": runner.process_start_time(process.pid)})
+    processes.write_identity(store, with_claim, {"pid": process.pid, "token": "0" * 32,
+                                                 "start": processes.process_start_time(process.pid)})
     for run_id in (no_claim, with_claim):
-        assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
-        assert "not signalled" in store.run(run_id)["error"]
+        outcome = runner.stop_run(run_id, store_path, timeout=0.0)
+        assert outcome.startswith(f"run {run_id} is still running") and "not signalled" in outcome
+        assert "\n" not in outcome
+        assert store.run(run_id)["status"] == "running" and store.run(run_id)["stop_requested"]
         time.sleep(0.2)
         assert process.poll() is None and runner.is_alive(process.pid)
 
@@ -215,15 +219,15 @@ def test_stop_never_signals_a_process_that_a_crafted_store_names(store_path, sto
 def test_a_worker_is_recognised_by_its_token_and_start_time_together(innocent):
     token = "ab" * 16
     process = innocent(**{runner.TOKEN_ENV: token})
-    start = runner.process_start_time(process.pid)
-    assert runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": token, "start": start})
-    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": token, "start": start - 1})
-    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid, "token": "cd" * 16, "start": start})
-    assert not runner._is_claimed_worker(process.pid, {"pid": process.pid + 1, "token": token, "start": start})
-    assert not runner._is_claimed_worker(process.pid, None)
-    assert runner._terminate(process.pid, {"pid": process.pid, "token": token, "start": start - 1}) is False
+    start = processes.process_start_time(process.pid)
+    assert processes.is_identified_worker(process.pid, {"pid": process.pid, "token": token, "start": start})
+    assert not processes.is_identified_worker(process.pid, {"pid": process.pid, "token": token, "start": start - 1})
+    assert not processes.is_identified_worker(process.pid, {"pid": process.pid, "token": "cd" * 16, "start": start})
+    assert not processes.is_identified_worker(process.pid, {"pid": process.pid + 1, "token": token, "start": start})
+    assert not processes.is_identified_worker(process.pid, None)
+    assert processes.terminate(process.pid, {"pid": process.pid, "token": token, "start": start - 1}) is False
     assert process.poll() is None
-    assert runner._terminate(process.pid, {"pid": process.pid, "token": token, "start": start}) is True
+    assert processes.terminate(process.pid, {"pid": process.pid, "token": token, "start": start}) is True
     assert process.wait(timeout=10) != 0
 
 
@@ -231,12 +235,12 @@ def test_a_launched_worker_records_a_claim_that_identifies_it(store_path, store)
     run_id = runner.start_run(tiny(LONG), store_path)
     wait_for_status(store, run_id, ["running"])
     pid = store.run(run_id)["pid"]
-    claim = runner._read_claim(store, run_id)
+    claim = processes.read_identity(store, run_id)
     assert claim["pid"] == pid and len(claim["token"]) == 32
     assert (store_path.parent / "logs" / f"run-{run_id}.worker").stat().st_mode & 0o077 == 0
     if os.path.exists("/proc/self/stat"):
         assert claim["start"] == runner.process_start_time(pid)
-        assert runner._is_claimed_worker(pid, claim)
+        assert processes.is_identified_worker(pid, claim)
     assert runner.stop_run(run_id, store_path, timeout=0.0) == "stopped"
     assert not runner.is_alive(pid)
 

@@ -794,10 +794,10 @@ def test_a_version_3_store_gains_the_sweep_columns_and_table(tmp_path):
         trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
         assert trial == 2 and store.sweeps()[0]["counts"] == {"queued": 1}
         assert [record.id for record in store.records(sweep_id=sweep_id)] == [trial]
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "4"
+    with sqlite3.connect(path) as conn:  # (version 5 since: a fifth new column, runs.claim)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert conn.execute("SELECT * FROM runs WHERE id = 1").fetchall() == [(*before[0], None, None, None, None)]
+        assert conn.execute("SELECT * FROM runs WHERE id = 1").fetchall() == [(*before[0], None, None, None, None, None)]
         assert {row[1] for row in conn.execute("PRAGMA index_list(runs)")} >= {"runs_sweep"}
     conn.close()
 
@@ -835,15 +835,21 @@ def sqlalchemy_url(location):
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
 def test_a_store_made_from_the_metadata_has_the_tables_the_version_4_ddl_made(dialect, tmp_path, request):
     """stability/runs/schema.py against the DDL strings it replaced (tests/store_files.py keeps
-    them): the same tables, columns, types, defaults, keys, identities and indexes, so a store
-    of either kind opens in the code of the other."""
+    them): the same tables, columns, types, defaults, keys, identities and indexes, but for version
+    5's runs.claim, added last; a store made by that DDL, opened, is brought to version 5 and then
+    has exactly the tables of a new store, and takes every kind of row. (Changed with schema
+    version 5: the DDL-made store was left unchanged at version 4.)"""
     old, new = two_new_locations(dialect, tmp_path, request)
     write_v4_store(old)
     RunStore(new).close()
     made_by_ddl = schema_layout(sqlalchemy_url(old))
     assert set(made_by_ddl) >= {"runs", "metrics", "series", "latest_metrics", "sweeps", "meta"}
-    assert schema_layout(sqlalchemy_url(new)) == made_by_ddl
-    with RunStore(old) as store:  # the DDL-made store opens unchanged and takes every kind of row
+    made_new = schema_layout(sqlalchemy_url(new))
+    claim = made_new["runs"]["columns"][-1]
+    assert claim["name"] == "claim" and claim["nullable"] and "TEXT" in claim["type"]
+    without_claim = {**made_new, "runs": {**made_new["runs"], "columns": made_new["runs"]["columns"][:-1]}}
+    assert without_claim == made_by_ddl
+    with RunStore(old) as store:  # the DDL-made store is brought up to date and takes every kind of row
         sweep_id = store.create_sweep(SPEC)
         run_id = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
         store.flush(run_id, [(0, 1.0, "train/loss", 0.5), (0, 1.0, "train/loss", 0.25)],
@@ -851,8 +857,40 @@ def test_a_store_made_from_the_metadata_has_the_tables_the_version_4_ddl_made(di
         store.discard_after(run_id, 0)
         assert (run_id, sweep_id) == (1, 1) and store.latest(run_id) == {"train/loss": 0.25}
         assert list(store.metrics(run_id)["value"]) == [0.5, 0.25] and len(store.series(run_id, "sv/spectrum")) == 1
-    assert schema_layout(sqlalchemy_url(old)) == made_by_ddl
-    assert raw_rows(store, "SELECT key, value FROM meta") == [("schema_version", "4")]
+    assert schema_layout(sqlalchemy_url(old)) == made_new
+    assert raw_rows(store, "SELECT key, value FROM meta") == [("schema_version", str(SCHEMA_VERSION))]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_version_4_store_gains_the_claim_column_and_keeps_its_runs(dialect, tmp_path, request):
+    """Schema version 5 adds runs.claim (stability.execution.lifecycle, Note [Claims]) to SQLite and
+    PostgreSQL stores alike; the runs a version-4 store held keep every column, unclaimed, and the
+    claim's compare-and-set works on them as on new ones."""
+    old, _ = two_new_locations(dialect, tmp_path, request)
+    write_v4_store(old, with_runs=True)
+    columns = "id, name, status, created_at, started_at, finished_at, pid, host, heartbeat, step, resumes"
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(sqlalchemy_url(old), poolclass=NullPool)  # read before any RunStore opens it
+    with engine.connect() as conn:
+        before = [tuple(row) for row in conn.exec_driver_sql(f"SELECT {columns} FROM runs ORDER BY id")]
+    engine.dispose()
+    with RunStore(old) as store:
+        assert raw_rows(store, f"SELECT {columns} FROM runs ORDER BY id") == before
+        assert raw_rows(store, "SELECT claim FROM runs ORDER BY id") == [(None,), (None,), (None,)]
+        assert raw_rows(store, "SELECT key, value FROM meta") == [("schema_version", str(SCHEMA_VERSION))]
+        assert [record.claim for record in store.records()] == [None, None, None]
+        assert store.latest(1) == {"train/loss": 0.5}
+        # the old worker's run, judged as any: still as read, so marked once; the queued run claimed once
+        running = store.record(2)
+        assert store.compare_and_set(2, statuses=["running"], claim=running.claim, pid=running.pid,
+                                     fields={"status": "interrupted"})
+        assert not store.compare_and_set(2, statuses=["running"], claim=None, pid=4243, fields={"status": "stopped"})
+        won = [store.compare_and_set(3, statuses=["queued"], unclaimed=True,
+                                     fields={"status": "running", "pid": 1, "host": "h", "claim": token})
+               for token in ("first", "second")]
+        assert won == [True, False] and store.record(3).claim == "first"
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])

@@ -20,7 +20,7 @@ from stability.runs.store import RunStore
 from stability.sweeps import spec as spec_module
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -10,7 +10,7 @@ import torch
 from stability.cli.main import main
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.tasks import DatasetUnavailable, build, check, describe, har, mnist, standin
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 from stability.tasks.download import md5sum
 
 MNIST_FAMILY = ("mnist", "permuted_mnist", "mnist_rows")

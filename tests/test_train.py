@@ -12,7 +12,7 @@ from stability.runs.store import RunStore
 from stability.training import hooks as hooks_module
 from stability.training.build import build_model
 from stability.training.checkpoints import load_checkpoint
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 
 from reference_gradients import log10_state_gradient_norms
 

@@ -15,11 +15,11 @@ from torch import nn
 
 from stability import cells, tasks
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.execution import runner
+from stability.execution import lifecycle
 from stability.models.sequence import SequenceModel
 from stability.training import hooks
 from stability.training.checkpoints import ResumeError, load_checkpoint
-from stability.training.run import train_run
+from stability.execution.lifecycle import train_run
 from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
 
@@ -266,7 +266,7 @@ def test_a_format_2_checkpoint_resumes_exactly(store):
     old = as_format_2(load_checkpoint(path), user_hooks)
     assert old["hooks"]["8:StepsSeen"] == {"seen": 18} and old["hooks"]["0:TrainingWindow"]["steps"] == 2
     torch.save(old, path)
-    runner.prepare_resume(store, stopped.run_id)  # the runner's check accepts it
+    lifecycle.check_resumable(store, stopped.run_id)  # the runner's check accepts it
     resumed = train_run(config, store, stopped.run_id, hooks=[StepsSeen()], resume=True)
     pd.testing.assert_series_equal(by_step(resumed.metrics), by_step(whole.metrics))
     assert load_checkpoint(path)["format"] == 3
@@ -315,7 +315,10 @@ def test_a_failing_hook_is_seen_once_by_every_hook_and_the_store_keeps_the_rows(
         train_run(config, store, run_id, hooks=[first, raiser, second])
     assert [len(hook.seen) for hook in (raiser, first, second)] == [1, 1, 1]
     assert all(hook.seen[0] is caught.value for hook in (raiser, first, second))
-    assert store.run(run_id)["status"] == "running"  # the caller settles it
+    # changed with the run lifecycle: train_run claims the run, so it settles it too (it was left
+    # 'running', claimed by a live process that no longer trained it, for the caller to settle)
+    assert store.run(run_id)["status"] == "failed"
+    assert store.run(run_id)["error"] == "RuntimeError: hook failed at step 22"
     rows = store.metrics(run_id)
     assert rows[rows.name == "train/loss"].step.max() == 20  # up to the last flush before step 22
     assert rows[rows.name == "custom/first_saw_failure_at"].value.tolist() == [22.0]

@@ -29,8 +29,8 @@ The store is ``--store PATH``, else ``$STABILITY_STORE``, else ``~/.stability/ru
 One module a concern: :mod:`.arguments` (the parser, the config flags), :mod:`.runs` (train,
 runs, show, stop, resume, export), :mod:`.sweeps` (sweep, sweeps), :mod:`.catalogue` (cells,
 tasks), :mod:`.presets` (reproduce), :mod:`.output` (the error line, tables, the progress line,
-a run's summary), :mod:`.interrupts` (Ctrl-C held back around writes that must land); this
-module builds the parser from them and runs the command.
+a run's summary); this module builds the parser from them and runs the command. Ctrl-C and
+SIGTERM around a run are handled by :mod:`stability.execution.signals`.
 """
 from __future__ import annotations
 

@@ -6,7 +6,8 @@
 The preset's runs train one after another in this process, a line on stderr as each starts and
 ends; then the verdict table (claim, the paper's value, ours, held / did not hold / could not
 tell), or with ``--json`` the verdicts as one JSON object. It exits 0 once the runs ran,
-whatever the verdicts; 130 when Ctrl-C cut them short.
+whatever the verdicts; 130 when Ctrl-C cut them short (143 for SIGTERM), the run in training
+then stopped with its rows and checkpoint kept.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import sys
 
 from ..execution import threads
+from ..execution.signals import Terminated, describe_interrupt
 from ..runs.store import RunStore
 from .output import ProgressLine, duration, print_rows
 
@@ -55,10 +57,10 @@ def cmd_reproduce(args) -> int:
                   flush=True)
         try:
             run_ids = _run_preset(preset, store, args.scale)
-        except KeyboardInterrupt:
-            print(f"{preset.name}: interrupted; the runs so far keep their rows (python -m stability runs)",
-                  file=sys.stderr)
-            return 130
+        except (KeyboardInterrupt, Terminated) as interrupt:
+            print(f"{preset.name}: {describe_interrupt(interrupt)}; the runs so far keep their rows "
+                  "(python -m stability runs)", file=sys.stderr)
+            return 143 if isinstance(interrupt, Terminated) else 130
         _print_verdicts(preset, store, run_ids, args)
     return 0
 

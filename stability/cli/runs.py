@@ -4,9 +4,11 @@
     python -m stability runs | show ID | stop ID | resume ID [--background] [--json]
     python -m stability export ID [--output FILE] | export ID ... --tensorboard DIR
 
-A foreground ``train`` or ``resume`` trains in this process (a run claimed by its pid) with a
-progress line on stderr; Ctrl-C stops the run. ``--background`` hands it to a worker
-(:mod:`stability.execution.runner`). The exit status is :data:`EXIT_CODES` of the run's status.
+A foreground ``train`` or ``resume`` claims the run for this process and trains it here
+(:mod:`stability.execution.lifecycle`) with a progress line on stderr; Ctrl-C or SIGTERM stops the
+run, its rows and checkpoint kept. ``--background`` hands it to a worker
+(:mod:`stability.execution.runner`). The exit status is :data:`EXIT_CODES` of the run's status;
+``stop`` exits 1 when the run could not be stopped (one line says why; it is left as it is).
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ import math
 import sys
 import time
 
-from ..execution import runner
+from ..execution import lifecycle, runner
 from ..execution.preflight import check_buildable
+from ..execution.signals import Terminated, signals_deferred
+from ..runs.status import TERMINAL
 from ..runs.store import RunStore, StoreBusy
 from .arguments import add_config_flags, config_from_args
-from .interrupts import interrupts_deferred
 from .output import ProgressLine, or_blank, print_error, print_rows, print_summary
 
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
@@ -76,9 +79,9 @@ def cmd_train(args) -> int:
         return 0
 
     with RunStore(args.store) as store:
-        with interrupts_deferred() as interrupted:  # never a claimed run that nobody trains or stops
-            run_id = runner.create_attached_run(store, config)
-        return _train_attached(store, config, run_id, args, interrupted)
+        with signals_deferred() as caught:  # never a claimed run that nobody trains or stops
+            claim = lifecycle.create_claimed(store, config, args.name or None)
+        return _train_attached(store, claim, config, args, caught)
 
 
 def cmd_resume(args) -> int:
@@ -90,33 +93,52 @@ def cmd_resume(args) -> int:
               f"`python -m stability show {args.run_id}`", file=sys.stderr)
         return 0
     with RunStore(args.store) as store:
-        with interrupts_deferred() as interrupted, runner.scheduling_lock(store):
-            config = runner.prepare_resume(store, args.run_id, claim=True)
-        return _train_attached(store, config, args.run_id, args, interrupted, resume=True)
+        if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
+            return _resume_trial(store, args)
+        with signals_deferred() as caught:
+            claim, config = lifecycle.claim_resume(store, args.run_id)
+        return _train_attached(store, claim, config, args, caught, resume=True)
 
 
-def _train_attached(store: RunStore, config, run_id: int, args, interrupted: list, resume: bool = False) -> int:
+def _train_attached(store: RunStore, claim, config, args, caught: list, resume: bool = False) -> int:
     """Train (or resume) a run claimed by this process, with a progress line; Ctrl-C stops it."""
     from .. import tasks
-    from ..training.run import train_run
 
     progress = ProgressLine(tasks.describe(config.task.name).metric)
     try:
-        if interrupted:
-            raise KeyboardInterrupt
-        status = train_run(config, store, run_id, progress=progress, resume=resume).status
-    except KeyboardInterrupt:
-        with interrupts_deferred():  # a second Ctrl-C must not keep 'stopped' from landing
-            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
-        status = "stopped"
+        with lifecycle.settled_on_error(store, claim):
+            status = lifecycle.train_claimed(store, claim, config, resume=resume, progress=progress,
+                                             caught=caught).status
+    except (KeyboardInterrupt, Terminated):
+        status = "stopped"  # and so stored, with its rows and checkpoint
     except Exception as error:
-        store.set_status(run_id, "failed", error=runner.describe_error(error))
         if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
             print_error(error)
             return 2
         status = "failed"
     finally:
         progress.finish()
+    return _report(store, claim.run_id, status, args)
+
+
+def _resume_trial(store: RunStore, args) -> int:
+    """Continue a sweep's run in this process and tell its trial how it ended (stability.sweeps)."""
+    from .. import sweeps, tasks
+
+    with signals_deferred() as caught:
+        study, spec, job = sweeps.workers.claim_resumed_trial(store, args.run_id)
+    progress = ProgressLine(tasks.describe(job.config.task.name).metric)
+    try:
+        status = sweeps.train_trial(store, study, spec, job, progress=progress, caught=caught)
+    except (KeyboardInterrupt, Terminated):
+        status = "stopped"
+    finally:
+        progress.finish()
+    return _report(store, args.run_id, status, args)
+
+
+def _report(store: RunStore, run_id: int, status: str, args) -> int:
+    """The run's summary (or its JSON object), its error where it failed; the exit status."""
     if args.json:
         final = {name: (value if math.isfinite(value) else None) for name, value in store.latest(run_id).items()}
         print(json.dumps({"run_id": run_id, "status": status, "final": final}))
@@ -202,5 +224,11 @@ def cmd_export(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    print(runner.stop_run(args.run_id, args.store))
-    return 0
+    """The run's status once stopped (exit 0); a run that could not be stopped is left as it is, with
+    one line on stderr saying why (exit 1)."""
+    outcome = runner.stop_run(args.run_id, args.store)
+    if outcome in TERMINAL:
+        print(outcome)
+        return 0
+    print_error(outcome)
+    return 1

@@ -21,11 +21,11 @@ from ..core import gpus as gpu_facts
 from ..core.formatting import shown
 from ..execution import runner
 from ..execution.gpu_slots import gpu_for
+from ..execution.signals import signals_deferred
 from ..runs.store import RunStore
 from ..sweeps.spec import MAX_RUNS, SAMPLERS
 from .arguments import add_config_flags, config_from_args, store_parent
-from .interrupts import interrupts_deferred
-from .output import print_rows
+from .output import print_error, print_rows
 
 DONE_STATUSES = ("completed", "diverged", "pruned", "failed")
 
@@ -114,7 +114,7 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
                 if not finished:
                     time.sleep(1.0)
     except KeyboardInterrupt:
-        with interrupts_deferred():
+        with signals_deferred():
             status = sweeps.stop_sweep(sweep_id, store_location)
         print(f"sweep {sweep_id} {status}; continue it with `python -m stability sweeps resume {sweep_id}`",
               file=sys.stderr)
@@ -210,7 +210,7 @@ def _wait_for_workers(args, workers: list) -> int:
         for process in workers:
             process.wait()
     except KeyboardInterrupt:
-        with interrupts_deferred():
+        with signals_deferred():
             print(f"sweep {args.sweep_id} {sweeps.stop_sweep(args.sweep_id, args.store)}", file=sys.stderr)
     with RunStore(args.store) as store:
         _print_sweep(store, args.sweep_id, False)
@@ -218,5 +218,11 @@ def _wait_for_workers(args, workers: list) -> int:
 
 
 def cmd_sweeps_stop(args) -> int:
-    print(sweeps.stop_sweep(args.sweep_id, args.store))
-    return 0
+    """The sweep's status once stopped (exit 0); one line on stderr and exit 1 when some of its runs
+    could not be stopped (they are left as they are, the sweep's stop requested)."""
+    outcome = sweeps.stop_sweep(args.sweep_id, args.store)
+    if outcome in ("stopped", "completed"):
+        print(outcome)
+        return 0
+    print_error(outcome)
+    return 1

@@ -3,9 +3,11 @@
     python -m stability.cli.worker --worker RUN_ID --store URL     # train one run
     python -m stability.cli.worker --sweep SWEEP_ID --store URL    # work on a sweep until it is done
 
-:mod:`stability.execution.runner` starts these (never forks), one per run or
-sweep worker, in their own session; it recognises its own workers by this
-module's name on their command line.
+:mod:`stability.execution.scheduler` and :mod:`stability.sweeps` start these (never forks), one
+per run or sweep worker, in their own session; :mod:`stability.execution.processes` recognises
+its own workers by this module's name on their command line. A run of a sweep handed to a
+``--worker`` (one resumed on its own) tells its trial how it ended. SIGTERM ends the run in
+training 'stopped' (stability.execution.lifecycle, Note [Interrupts]) and the worker with it.
 """
 from __future__ import annotations
 
@@ -21,16 +23,38 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--sweep", type=int, metavar="SWEEP_ID")
     parser.add_argument("--store", required=True, metavar="PATH_OR_URL")
     args = parser.parse_args(argv)
-    if args.sweep is not None:
-        from ..sweeps.workers import run_sweep_worker
+    from ..execution.signals import Terminated
 
-        trained = run_sweep_worker(args.sweep, args.store)
-        print(f"sweep {args.sweep}: this worker trained {trained} run{'s' * (trained != 1)}", flush=True)
-        return 0
+    try:
+        if args.sweep is not None:
+            return _sweep_worker(args.sweep, args.store)
+        return _run_worker(args.worker, args.store)
+    except Terminated:
+        print("terminated", flush=True)
+        return 143
+
+
+def _sweep_worker(sweep_id: int, store: str) -> int:
+    from ..sweeps.workers import run_sweep_worker
+
+    trained = run_sweep_worker(sweep_id, store)
+    print(f"sweep {sweep_id}: this worker trained {trained} run{'s' * (trained != 1)}", flush=True)
+    return 0
+
+
+def _run_worker(run_id: int, store: str) -> int:
     from ..execution.runner import run_worker
+    from ..runs.store import RunStore
 
-    status = run_worker(args.worker, args.store)
-    print(f"run {args.worker}: {status}", flush=True)
+    with RunStore(store) as opened:
+        of_sweep = opened.record(run_id).sweep_id is not None
+    if of_sweep:
+        from ..sweeps.workers import run_trial_worker
+
+        status = run_trial_worker(run_id, store)
+    else:
+        status = run_worker(run_id, store)
+    print(f"run {run_id}: {status}", flush=True)
     return 0
 
 

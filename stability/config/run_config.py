@@ -28,6 +28,19 @@ LR_SCHEDULES = ("none", "step", "linear", "plateau")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "float64")
 
+# The largest value validate() takes for each kind of number, so that nothing it accepts fails later
+# in torch or the store, after the run's row is stored: a seed is what both torch.manual_seed and
+# the store's BIGINT take (torch up to 2**64 - 1, the store up to 2**63 - 1); steps (and
+# lr_step_size and the *_every fields, each a number of steps) a billion, beyond any run here;
+# batch_size, eval_examples and probe_examples a billion too, far past memory; epochs a million
+# (and the steps they come to at most MAX_STEPS). hidden_size has no maximum here: the preflight
+# check (stability.execution.budget, before any run is stored) refuses whatever does not fit in
+# memory, with the bytes it would need, whatever its size. Floats are finite.
+MAX_SEED = 2**63 - 1
+MAX_STEPS = 10**9
+MAX_SIZE = 10**9
+MAX_EPOCHS = 10**6
+
 
 @dataclass
 class CellConfig:
@@ -81,7 +94,11 @@ class TrainConfig:
         if train_size is None:
             raise ConfigError("epochs needs a fixed training set; this task draws fresh examples every step "
                               "(give it a train_size, or use steps)")
-        return replace(self, steps=max(1, math.ceil(self.epochs * train_size / self.batch_size)))
+        steps = max(1, math.ceil(self.epochs * train_size / self.batch_size))
+        if steps > MAX_STEPS:
+            raise ConfigError(f"epochs {self.epochs!r} of {train_size} examples in batches of {self.batch_size} "
+                              f"are {steps} steps; at most {MAX_STEPS} are allowed")
+        return replace(self, steps=steps)
 
     def resolved_log_every(self) -> int:
         return self.log_every or max(1, self.steps // 200)
@@ -130,40 +147,46 @@ class RunConfig:
 
     # ---------------------------------------------------------------- validate
     def validate(self) -> RunConfig:
-        """Check every field; raise :class:`ConfigError` on the first problem. Returns self."""
+        """Check every field, each number within its bound (``MAX_*`` above); raise
+        :class:`ConfigError` (one line) on the first problem. Returns self."""
         _check_registered("cell", self.cell.name, cells)
-        _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1)
+        _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1, maximum=math.inf)  # memory: preflight
         _check_options("cell", self.cell.name, self.cell.options, cells.options(self.cell.name))
         _check_registered("task", self.task.name, tasks)
         _check_options("task", self.task.name, self.task.options, tasks.options(self.task.name))
-
-        train = self.train
-        _check_choice("optimizer", train.optimizer, OPTIMIZERS)
-        _check_number("lr", train.lr, positive=True)
-        _check_choice("lr_schedule", train.lr_schedule, LR_SCHEDULES)
-        _check_int("lr_step_size", train.lr_step_size, minimum=1)
-        _check_number("lr_gamma", train.lr_gamma, positive=True)
-        _check_int("batch_size", train.batch_size, minimum=1)
-        _check_int("steps", train.steps, minimum=1)
-        if train.epochs is not None:
-            _check_number("epochs", train.epochs, positive=True)
-        if train.clip_grad_norm is not None:
-            _check_number("clip_grad_norm", train.clip_grad_norm, positive=True)
-        _check_number("weight_decay", train.weight_decay)
-        _check_int("seed", train.seed, minimum=0)
-        _check_choice("device", train.device, DEVICES)
-        _check_choice("dtype", train.dtype, DTYPES)
-        if train.device != "auto" and dtype_problem(train.device, train.dtype):  # float64 on mps
-            raise ConfigError(dtype_problem(train.device, train.dtype))
-        for name in ("log_every", "eval_every", "probe_every"):
-            if getattr(train, name) is not None:
-                _check_int(name, getattr(train, name), minimum=1)
-        _check_int("eval_examples", train.eval_examples, minimum=1)
-        _check_int("probe_examples", train.probe_examples, minimum=1)
-        for name in ("freeze_recurrent", "deterministic"):
-            if not isinstance(getattr(train, name), bool):
-                raise ConfigError(f"{name} must be true or false; got {getattr(train, name)!r}")
+        _check_train(self.train)
         return self
+
+
+def _check_train(train: TrainConfig) -> None:
+    """Every field of ``train``: names among their choices, numbers finite and within their bounds."""
+    _check_choice("optimizer", train.optimizer, OPTIMIZERS)
+    _check_number("lr", train.lr, positive=True)
+    _check_choice("lr_schedule", train.lr_schedule, LR_SCHEDULES)
+    _check_int("lr_step_size", train.lr_step_size, minimum=1, maximum=MAX_STEPS)
+    _check_number("lr_gamma", train.lr_gamma, positive=True)
+    _check_int("batch_size", train.batch_size, minimum=1, maximum=MAX_SIZE)
+    _check_int("steps", train.steps, minimum=1, maximum=MAX_STEPS)
+    if train.epochs is not None:
+        _check_number("epochs", train.epochs, positive=True)
+        if train.epochs > MAX_EPOCHS:
+            raise ConfigError(f"epochs must be at most {MAX_EPOCHS}; got {train.epochs!r}")
+    if train.clip_grad_norm is not None:
+        _check_number("clip_grad_norm", train.clip_grad_norm, positive=True)
+    _check_number("weight_decay", train.weight_decay)
+    _check_int("seed", train.seed, minimum=0, maximum=MAX_SEED)
+    _check_choice("device", train.device, DEVICES)
+    _check_choice("dtype", train.dtype, DTYPES)
+    if train.device != "auto" and dtype_problem(train.device, train.dtype):  # float64 on mps
+        raise ConfigError(dtype_problem(train.device, train.dtype))
+    for name in ("log_every", "eval_every", "probe_every"):
+        if getattr(train, name) is not None:
+            _check_int(name, getattr(train, name), minimum=1, maximum=MAX_STEPS)
+    _check_int("eval_examples", train.eval_examples, minimum=1, maximum=MAX_SIZE)
+    _check_int("probe_examples", train.probe_examples, minimum=1, maximum=MAX_SIZE)
+    for name in ("freeze_recurrent", "deterministic"):
+        if not isinstance(getattr(train, name), bool):
+            raise ConfigError(f"{name} must be true or false; got {getattr(train, name)!r}")
 
 
 def _section(kind, data, label):
@@ -192,9 +215,11 @@ def _check_registered(label, name, registry):
     _check_choice(label, name, registry.available())
 
 
-def _check_int(label, value, minimum):
+def _check_int(label, value, minimum, maximum):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{label} must be an integer >= {minimum}; got {value!r}")
+    if value > maximum:
+        raise ConfigError(f"{label} must be at most {maximum}; got {value!r}")
 
 
 def _check_number(label, value, positive=False):

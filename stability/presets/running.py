@@ -3,9 +3,10 @@
     presets.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
     run_ids = presets.run(preset, store, scale="classroom", progress=print)
 
-A preset's runs are ordinary runs of the store, trained one after another in
-this process (``stability.training.run.train_run``); a sweep preset is an ordinary
-sweep (:mod:`stability.sweeps`) whose one worker is this process. Nothing about
+A preset's runs are ordinary runs of the store, each claimed and trained one after another in
+this process by the run lifecycle (:mod:`stability.execution.lifecycle`: Ctrl-C stops the run in
+training, its rows and checkpoint kept, and ends the preset); a sweep preset is an ordinary sweep
+(:mod:`stability.sweeps`) whose one worker is this process. Nothing about
 a preset lives in code: the shipped ones are the files of ``stability/presets/``,
 and a copy of one, edited, is run by its path.
 """
@@ -30,8 +31,8 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     that run (its ``finish()``, if it has one, is called when the run ends; a sweep's runs train
     without one); ``override`` is a partial config laid over every run last (a test's handful of
     steps). A run that diverges or fails keeps its status and rows; the others still run."""
-    from ..execution import runner
-    from ..training.run import train_run
+    from ..execution import lifecycle
+    from ..execution.signals import signals_deferred
 
     say = progress or (lambda line: None)
     if preset.is_sweep:
@@ -44,24 +45,22 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
             raise PresetError(f"preset {preset.name!r} run {name!r} ({scale}): {one_line(error)}") from None
     run_ids = []
     for index, (name, config) in enumerate(configs.items(), 1):
-        run_id = runner.create_attached_run(store, config)
-        run_ids.append(run_id)
-        say(f"[{index}/{len(configs)}] run {run_id} {name}: {config.cell.name} on {config.task.name}, "
-            f"{config.train.steps} steps")
-        started = time.time()
-        callback = step_progress(config) if step_progress is not None else None
+        with signals_deferred() as caught:
+            claim = lifecycle.create_claimed(store, config)
+        run_ids.append(claim.run_id)
+        started, callback = time.time(), None
         try:
-            status = train_run(config, store, run_id, progress=callback).status
-        except KeyboardInterrupt:
-            store.set_status(run_id, "stopped", error="interrupted from the keyboard")
-            raise
-        except Exception as error:  # noqa: BLE001 - the run is marked failed; the preset goes on
-            store.set_status(run_id, "failed", error=runner.describe_error(error))
+            with lifecycle.settled_on_error(store, claim):
+                say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {config.cell.name} on "
+                    f"{config.task.name}, {config.train.steps} steps")
+                callback = step_progress(config) if step_progress is not None else None
+                status = lifecycle.train_claimed(store, claim, config, progress=callback, caught=caught).status
+        except Exception:  # noqa: BLE001 - the lifecycle marked the run failed; the preset goes on
             status = "failed"
         finally:
             if hasattr(callback, "finish"):
                 callback.finish()
-        say(f"[{index}/{len(configs)}] run {run_id} {name}: {status} in {time.time() - started:.1f} s")
+        say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {status} in {time.time() - started:.1f} s")
     return run_ids
 
 
@@ -69,7 +68,7 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
     """The sweep of a sweep preset, stored as any sweep and trained here by one in-process worker
     (``sweeps.work``), so the Sweep page and ``sweeps show`` see it as they see any other."""
     from .. import sweeps
-    from ..runs.status import ACTIVE_STATUSES
+    from ..execution.signals import Terminated
 
     spec = preset.sweep_spec(scale, override, check=True)
     sweep_id = sweeps.store_sweep(store, spec, workers=1, name=preset.name)
@@ -79,10 +78,8 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
         try:
             if not sweeps.work(store, sweep_id, max_runs=1):
                 break
-        except KeyboardInterrupt:  # stopped as stop_sweep leaves a sweep: `sweeps resume` continues it
-            for record in store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
-                store.set_status(record.id, "stopped", error="interrupted from the keyboard")
-            store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
+        except (KeyboardInterrupt, Terminated):  # its run is stopped; the sweep as stop_sweep leaves it
+            sweeps.workers.stop_after_interrupt(store, sweep_id)
             raise
         latest = max(store.records(sweep_id=sweep_id), key=lambda record: record.id)
         say(f"[{index}/{spec.size()}] run {latest.id} {setting_label(dict(latest.params))} "

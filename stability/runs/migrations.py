@@ -12,15 +12,17 @@ Note [schema versions]
     Versions: 1 the first; 2 adds ``runs.resumes``; 3 adds ``latest_metrics``, filled from
     the stored rows (Note [latest] in stability.runs.schema); 4 adds the ``sweeps`` table
     and the runs' ``sweep_id``, ``trial``, ``params`` and ``host`` (Note [sweeps] in
-    stability.runs.sweep_rows). PostgreSQL stores start at version 4.
+    stability.runs.sweep_rows); 5 adds ``runs.claim``, the token of the process that claimed a
+    run (Note [claims] in stability.execution.lifecycle). PostgreSQL stores start at version 4.
 
 Note [frozen steps]
     A step is the SQL that made its version, kept as written then, like an Alembic revision
     file: it must go on making the tables of *its* version after the metadata has moved on
     (a step 3 -> 4 that created ``sweeps`` from the metadata of a later version would create
     that version's table, and the later step would then fail). Only SQLite stores were ever
-    older than version 4, so the steps are SQLite statements. tests/test_store.py checks that
-    a version-1 store brought up to date has the tables a new store gets.
+    older than version 4, so the steps before it are SQLite statements; step 4 -> 5 runs on
+    PostgreSQL stores too, in SQL both dialects take. tests/test_store.py checks that a version-1
+    store and a version-4 store (of either dialect) brought up to date have the tables a new store gets.
 """
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     stop_requested INTEGER NOT NULL DEFAULT 0
 )""",
         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id)"),
+    4: ("ALTER TABLE runs ADD COLUMN claim TEXT",),
 }
 
 

@@ -35,6 +35,7 @@ def in_list(column, name: str) -> ColumnElement:
 RUN_EXISTS = select(_RUNS.id).where(_RUNS.id == bindparam("id"))
 RUN_BY_ID = select(runs_table).where(_RUNS.id == bindparam("id"))
 STOP_REQUESTED = select(_RUNS.stop_requested).where(_RUNS.id == bindparam("id"))
+CONTROL = select(_RUNS.stop_requested, _RUNS.claim, _RUNS.status).where(_RUNS.id == bindparam("id"))
 LATEST_OF_RUN = select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == bindparam("id")) \
     .order_by(_LATEST.name)
 REQUEST_STOP = update(runs_table).where(_RUNS.id == bindparam("run")).values(stop_requested=1)

@@ -56,6 +56,7 @@ class RunRecord:
     trial: int | None = None             # its Optuna trial number
     params: Mapping[str, Any] = field(default_factory=dict)  # the sweep's varied values: {"train.lr": 0.001}
     host: str | None = None              # the host of the process that claimed it (pid means something there)
+    claim: str | None = None             # the claim's token (execution.lifecycle, Note [claims]); None: unclaimed
     latest: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -112,7 +113,7 @@ def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunR
         step=row["step"], total_steps=budget, error=row["error"],
         resumes=int(row["resumes"] or 0), stop_requested=bool(row["stop_requested"]),
         sweep_id=row["sweep_id"], trial=row["trial"], params=MappingProxyType(parse_params(row["params"])),
-        host=row["host"], latest=MappingProxyType(dict(latest)))
+        host=row["host"], claim=row.get("claim"), latest=MappingProxyType(dict(latest)))
 
 
 def parse_config(text: str) -> tuple[dict, RunConfig | None, str | None]:

@@ -10,9 +10,9 @@ written against; and how values are stored in them (flags, JSON objects).
     meta            the schema version (stability.runs.migrations)
 
 The tables are the ones the version-4 DDL made, column for column on both dialects (SQLite
-``INTEGER``/``REAL``, PostgreSQL ``BIGINT``/``DOUBLE PRECISION``; tests/test_store.py compares them
-through ``sqlalchemy.inspect``), so a store made before the metadata opens unchanged and one made
-from it opens in the older code.
+``INTEGER``/``REAL``, PostgreSQL ``BIGINT``/``DOUBLE PRECISION``), with version 5's ``runs.claim``
+last, where ``ALTER TABLE ... ADD COLUMN`` puts it (tests/test_store.py compares a new store with a
+version-4 store brought up to date through ``sqlalchemy.inspect``).
 
 Note [write order]
     Rows of one name at one step are ordered by when they were written: SQLite's
@@ -49,7 +49,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateColumn
 from sqlalchemy.sql.expression import FunctionElement
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 INTEGER = BigInteger().with_variant(Integer(), "sqlite")  # SQLite INTEGER, PostgreSQL BIGINT
 FLOAT = Double().with_variant(REAL(), "sqlite")  # SQLite REAL, PostgreSQL DOUBLE PRECISION (Note [NaN])
@@ -91,6 +91,7 @@ runs_table = Table(
     Column("trial", INTEGER),  # the Optuna trial number
     Column("params", Text),  # the trial's varied values as a JSON object
     Column("host", Text),  # of the process that claimed the run: its pid means something there only
+    Column("claim", Text),  # the claim's token (stability.execution.lifecycle, Note [claims]); NULL: unclaimed
     sqlite_autoincrement=True,
 )
 Index("runs_sweep", runs_table.c.sweep_id)

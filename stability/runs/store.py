@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import Executable
 
@@ -54,7 +54,7 @@ from .engine import WRITE, driver_errors, store_error
 from .errors import RunNotFound, StoreBusy, StoreError, SweepNotFound
 from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, store_home
 from .opening import open_engine
-from .queries import (LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, SET_STATUS, STOP_REQUESTED,
+from .queries import (CONTROL, LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, SET_STATUS, STOP_REQUESTED,
                       latest_from_metrics, latest_many_query, metrics_query, runs_query, series_query, update_by_id)
 from .records import RunRecord, parse_params, record_from_row, section_name
 from .schema import SCHEMA_VERSION, as_flag, json_object, latest_table, metrics_table, runs_table, series_table
@@ -76,8 +76,9 @@ _UPDATABLE = {
     "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
     "resumes": int, "stop_requested": as_flag, "host": str, "sweep_id": int, "trial": int,
-    "params": lambda value: json_object(value, "params"),
+    "params": lambda value: json_object(value, "params"), "claim": str,
 }
+ANY = object()  # compare_and_set: no condition on this column
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
 RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at", "device", "pid",
@@ -189,16 +190,24 @@ class RunStore(SweepRows):
 
     # ------------------------------------------------------------------------ runs
     def create_run(self, config: dict, name: str | None = None, *, sweep_id: int | None = None,
-                   trial: int | None = None, params: dict | None = None) -> int:
+                   trial: int | None = None, params: dict | None = None,
+                   claimed: Mapping[str, Any] | None = None) -> int:
         """A new run in status 'queued'; ``name`` defaults to ``config['name']``; a sweep's trial
-        also gets its sweep, trial number and varied values (Note [sweeps]). Returns its id."""
+        also gets its sweep, trial number and varied values (Note [sweeps]). ``claimed`` (``status``,
+        ``pid``, ``host``, ``claim``: what :meth:`claim_run` sets) makes it a run claimed at birth,
+        in the same INSERT (stability.execution.lifecycle). Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
+        now = time.time()
         values = {"name": name if name is not None else str(config.get("name") or ""),
-                  "config": json.dumps(config), "status": "queued", "created_at": time.time(),
+                  "config": json.dumps(config), "status": "queued", "created_at": now,
                   "sweep_id": None if sweep_id is None else int(sweep_id),
                   "trial": None if trial is None else int(trial),
                   "params": None if params is None else json_object(params, "params")}
+        if claimed:
+            values.update(_coerced({key: claimed[key] for key in ("status", "pid", "host", "claim")}))
+            _check_status(values["status"])
+            values["started_at"] = now if values["status"] == "running" else None
         with self._write() as conn:
             return int(conn.execute(insert(runs_table).values(values).returning(_RUNS.id)).scalar())
 
@@ -211,7 +220,7 @@ class RunStore(SweepRows):
             _check_status(fields["status"])
         if not fields:
             return
-        values = {f"new_{key}": None if value is None else _UPDATABLE[key](value) for key, value in fields.items()}
+        values = {f"new_{key}": value for key, value in _coerced(fields).items()}
         with self._write() as conn:
             run_id = self._require(conn, run_id)
             conn.execute(update_by_id(runs_table, tuple(sorted(fields))), {**values, "row_id": run_id})
@@ -225,6 +234,34 @@ class RunStore(SweepRows):
                   "started": now if status == "running" else None}
         with self._write() as conn:
             conn.execute(SET_STATUS, {**values, "run": self._require(conn, run_id)})
+
+    def compare_and_set(self, run_id: int, *, statuses: Iterable[str], fields: Mapping[str, Any],
+                        unclaimed: bool = False, claim: Any = ANY, pid: Any = ANY) -> bool:
+        """``UPDATE runs SET fields WHERE id = run_id AND status IN statuses`` (``AND pid IS NULL`` with
+        ``unclaimed``; the claim and the pid as given unless ANY, NULL compared as a value) in one
+        statement; True when it changed the run, False when the run was not as expected (another
+        process won). A ``status`` among ``fields`` sets ``finished_at`` (a terminal one) or clears it
+        and keeps the first ``started_at`` ('running'), as :meth:`set_status` does. This is the claim
+        and every status change of stability.execution.lifecycle (Note [claims] there)."""
+        unknown = sorted(set(fields) - set(_UPDATABLE))
+        if unknown:
+            raise ValueError(f"unknown run field(s) {', '.join(unknown)}; valid: {', '.join(_UPDATABLE)}")
+        statuses = [statuses] if isinstance(statuses, str) else list(statuses)
+        for status in statuses + ([fields["status"]] if "status" in fields else []):
+            _check_status(status)
+        values: dict[str, Any] = _coerced(fields)
+        if "status" in fields:
+            now = time.time()
+            values["finished_at"] = now if fields["status"] in TERMINAL else None
+            if fields["status"] == "running":
+                values["started_at"] = func.coalesce(_RUNS.started_at, now)
+        with self._write() as conn:
+            run_id = self._require(conn, run_id)
+            where = [_RUNS.id == run_id, _RUNS.status.in_(statuses)]
+            where += [_RUNS.pid.is_(None)] if unclaimed else []
+            where += [] if claim is ANY else [_RUNS.claim.is_not_distinct_from(claim)]
+            where += [] if pid is ANY else [_RUNS.pid.is_not_distinct_from(pid)]
+            return conn.execute(update(runs_table).where(*where).values(values)).rowcount == 1
 
     def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
         run_id = self._run_id(run_id)
@@ -243,6 +280,13 @@ class RunStore(SweepRows):
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return bool(rows[0][0])
+
+    def control(self, run_id: int) -> dict[str, Any]:
+        """What a run's trainer polls: ``stop_requested``, ``claim`` (the claim's token) and ``status``."""
+        rows = self._query(CONTROL, {"id": self._run_id(run_id)})
+        if not rows:
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
+        return {"stop_requested": bool(rows[0][0]), "claim": rows[0][1], "status": rows[0][2]}
 
     def run(self, run_id: int) -> dict[str, Any]:
         """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
@@ -429,6 +473,11 @@ def _latest_by_run(rows: Iterable[tuple], run_ids: Iterable[int]) -> dict[int, d
     for run_id, name, value in rows:
         latest[run_id][name] = math.nan if value is None else float(value)
     return latest
+
+
+def _coerced(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Values of ``_UPDATABLE`` fields as their columns take them (None stays None)."""
+    return {key: None if value is None else _UPDATABLE[key](value) for key, value in fields.items()}
 
 
 def _check_status(status: str) -> None:

@@ -5,8 +5,9 @@
     frame = results(store, sweep_id)                                              # summary.py
 
 One module a concern: :mod:`.spec` (``--vary`` text, fields, the spec),
-:mod:`.study` (Optuna and the sweep's lock), :mod:`.workers` (workers, claims,
-stop and resume), :mod:`.summary`, :mod:`.rough_time` (Note [Rough time]).
+:mod:`.study` (Optuna), :mod:`.workers` (workers, claims, stop and resume),
+:mod:`.summary`, :mod:`.rough_time` (Note [Rough time]). The sweep's lock is
+:func:`stability.execution.locks.sweep_lock`, beside the run queue's.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .rough_time import estimate
 from .summary import results, setting_rows
 from .spec import (MAX_RUNS, SAMPLERS, SweepError, SweepSpec, Vary, apply, build_spec, direction, objective_name,
                    parse_varies, resolve_field)
-from .study import create_study, load_study, next_trial, setting_of, storage, sweep_lock, tell
+from ..execution.locks import sweep_lock
+from .study import create_study, load_study, next_trial, setting_of, storage, tell
 from .workers import (Job, check_workers, claim, join_sweep, resume_sweep, start_sweep, stop_sweep, store_sweep,
                       train_trial, work, workers_alive)
 

@@ -1,17 +1,14 @@
-"""A sweep's Optuna study: its sampler, its trials, where it is stored, and the sweep's lock.
+"""A sweep's Optuna study: its sampler, its trials, and where it is stored.
 
     study = create_study(spec, storage(store), name)   # in the run store's database
     asked = next_trial(study, spec)                      # (trial, config) or None when all were asked
     tell(study, trial.number, final_val_loss)
-    with sweep_lock(store, sweep_id): ...                # one claimant at a time, on every machine
 
 Optuna is imported only by the functions that need it (the CLI and the pages
 start without it).
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 from typing import Any
 
 from .spec import SEED_PARAM, SWEEP_ATTR, SweepError, SweepSpec, direction
@@ -108,11 +105,6 @@ def setting_of(params: dict[str, Any], spec: SweepSpec) -> dict[str, Any]:
     return {vary.field: vary.decode(params[vary.field]) for vary in spec.vary}
 
 
-
-
-_LOCK_SPACE = 0x5357  # PostgreSQL advisory locks of sweeps: (space, sweep id)
-
-
 def storage(store):
     """The Optuna RDB storage of ``store``'s database (a sweep's study lives beside its runs)."""
     import optuna
@@ -123,38 +115,3 @@ def storage(store):
     else:
         engine = {"pool_pre_ping": True}
     return optuna.storages.RDBStorage(store.url, engine_kwargs=engine)
-
-
-@contextlib.contextmanager
-def sweep_lock(store, sweep_id: int):
-    """Hold the sweep's claim lock for the ``with`` block (Note [Claiming trials])."""
-    if not store.shared:
-        import fcntl
-
-        path = store.home / f"sweep-{int(sweep_id)}.lock"
-        with open(path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-        return
-    import sqlalchemy
-
-    engine = _lock_engine(store.url)
-    with engine.connect() as connection:
-        connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:space, :id)"),
-                           {"space": _LOCK_SPACE, "id": int(sweep_id)})
-        try:
-            yield
-        finally:
-            connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:space, :id)"),
-                               {"space": _LOCK_SPACE, "id": int(sweep_id)})
-            connection.commit()
-
-
-@functools.lru_cache(maxsize=4)
-def _lock_engine(url: str):
-    import sqlalchemy
-
-    return sqlalchemy.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)

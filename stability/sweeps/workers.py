@@ -9,44 +9,48 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import time
 import traceback
 from dataclasses import dataclass
 
 from ..config import RunConfig
 from ..core.determinism import fix_cublas_workspace
-from ..execution import runner, threads
-from ..execution.runner import describe_error, is_alive
+from ..execution import lifecycle, processes, scheduler, threads
+from ..execution.lifecycle import Claim
+from ..execution.locks import sweep_lock
+from ..execution.signals import Terminated, signals_deferred
 from ..runs.status import ACTIVE_STATUSES
 from ..runs.store import RunStore
 from ..training.hooks import Pruning
-from ..training.checkpoints import is_resumable, load_checkpoint
-from ..training.run import train_run
-from .spec import SweepError, SweepSpec, _jsonable, objective_name
-from .study import create_study, next_trial, setting_of, storage, sweep_lock, tell
+from .spec import SEED_PARAM, SweepError, SweepSpec, _jsonable, objective_name
+from .study import create_study, next_trial, setting_of, storage, tell
 
 # Note [Sweep lifecycle]
 #     A sweep is a row of the store's ``sweeps`` table (its spec, its Optuna study's name, a status)
 #     and an Optuna study in the same database (``store.url``: the SQLite file or the PostgreSQL
 #     database), so one URL carries everything and every machine pointed at it sees the same sweep.
 #     Workers (:func:`work`, one process each, started by :func:`start_sweep`, :func:`resume_sweep`
-#     or :func:`join_sweep` through :mod:`stability.execution.runner`) loop: under the sweep's lock
-#     (Note [Claiming trials]) take the next job, train it in-process with ``train_run``, report
-#     the run's final objective to its trial, until the study has asked all its runs or the sweep's
-#     stop flag is set.  Every trial is an ordinary run of the store, tagged with the sweep's id,
-#     the trial's number and the varied values (``runs.sweep_id``, ``trial``, ``params``).
+#     or :func:`join_sweep` through :mod:`stability.execution.processes`) loop: under the sweep's lock
+#     (Note [Claiming trials]) check the sweep's stop flag and take the next job, train it in-process
+#     (``lifecycle.train_claimed``, which settles the run's status), report the run's final objective
+#     to its trial, until the study has asked all its runs or the sweep's stop flag is set.  Every
+#     trial is an ordinary run of the store, tagged with the sweep's id, the trial's number and the
+#     varied values (``runs.sweep_id``, ``trial``, ``params``).
 #
 #     A trial's state says what became of its run: COMPLETE (the run completed; its value is the
 #     final objective), PRUNED (Optuna's pruner stopped it: run status ``pruned``), FAIL (the run
 #     diverged or failed), RUNNING (being trained, or stopped or interrupted: not yet told).  A run
 #     that was stopped stays its trial's run: resuming the sweep requeues it (status ``queued``,
 #     never taken by the ordinary run queue, which skips sweep runs) and a worker continues it from
-#     its checkpoint, exactly (``train_run(..., resume=True)``), or from step 0 with its rows
-#     discarded where this machine has no checkpoint of it (a run started on another machine, or
-#     stopped before its first checkpoint): training is seeded, so the rows come back the same.
-#     A run whose worker died (its pid gone on this host, or no heartbeat for
-#     :data:`SHARED_STALE_S` from another host) is taken over the same way by any live worker.
+#     its checkpoint, exactly (``resume=True``), or from step 0 with its rows discarded where this
+#     machine has no checkpoint of it (a run started on another machine, or stopped before its
+#     first checkpoint): training is seeded, so the rows come back the same. A run whose worker
+#     died (``lifecycle.claimant_gone``: its pid gone on this host, or no heartbeat for
+#     ``lifecycle.SHARED_STALE_S`` from another host) is taken over the same way by any live worker.
+#     A trial that is RUNNING with no run (its worker was killed between asking it and storing its
+#     run) gets its run, queued, where the trial knows its seed, and is failed where it does not.
+#     A single run of a sweep resumed on its own (``python -m stability resume ID``) is claimed
+#     under the sweep's lock and tells its trial too, where the trial is still open.
 #
 # Note [Claiming trials]
 #     Two workers must never train the same setting and seed, and a random or TPE sweep must ask
@@ -56,18 +60,25 @@ from .study import create_study, next_trial, setting_of, storage, sweep_lock, te
 #     point (a documented limit of parallel grid search); so every claim (requeued run, orphaned run
 #     or new trial, and the new run's row) happens under one lock per sweep: an exclusive ``flock``
 #     on a file in ``store.home`` for SQLite (one machine), a PostgreSQL session advisory lock for a
-#     shared store.  Training happens outside the lock.
-SHARED_STALE_S = 600.0  # a run of a shared store with no heartbeat from its host for this long is orphaned
+#     shared store.  The sweep's stop flag is read under the lock too, so no trial is asked after
+#     ``stop_sweep`` has set it, and Ctrl-C and SIGTERM are held back while a claim is made, so no
+#     trial is left asked without its run.  Each run is claimed by the run lifecycle's compare-and-set
+#     (stability.execution.lifecycle, Note [Claims]); training happens outside the lock.
+SHARED_STALE_S = lifecycle.SHARED_STALE_S  # a run of another host with no heartbeat for this long is orphaned
 
 
 @dataclass
 class Job:
-    """A run a worker is to train: a new trial's, or one to continue (``resume``)."""
+    """A run a worker is to train: a new trial's, or one to continue (``resume``); ``claim`` is this
+    process's claim on it (None: :func:`train_trial` claims the run, queued and unclaimed, itself);
+    ``counted``: its resume was counted when it was claimed (a run resumed on its own)."""
 
     run_id: int
     trial: int
     config: RunConfig
     resume: bool
+    claim: Claim | None = None
+    counted: bool = False
 
 
 def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name: str = "") -> int:
@@ -78,7 +89,7 @@ def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name:
     workers = check_workers(workers)
     with RunStore(store_location) as store:
         sweep_id = store_sweep(store, spec, workers=workers, name=name)
-        runner.launch_sweep_workers(store, sweep_id, workers)
+        processes.launch_sweep_workers(store, sweep_id, workers)
     return sweep_id
 
 
@@ -100,27 +111,54 @@ def check_workers(workers) -> int:
 
 def stop_sweep(sweep_id: int, store_location=None, timeout: float = 10.0) -> str:
     """Stop a sweep: no new trials, and its runs in progress stop (status ``stopped``, rows and
-    checkpoints kept, their trials left open for :func:`resume_sweep`). Returns the sweep's status."""
+    checkpoints kept, their trials left open for :func:`resume_sweep`). Returns the sweep's status,
+    or one line naming the runs left as they are: a process that cannot be proven dead is never
+    marked stopped (stability.execution.lifecycle, Note [Stop and resume])."""
 
     with RunStore(store_location) as store:
-        sweep = store.sweep(sweep_id)
-        if sweep["status"] == "completed":
+        if store.sweep(sweep_id)["status"] == "completed":
             return "completed"
-        store.update_sweep(sweep_id, stop_requested=True)
+        with sweep_lock(store, sweep_id):  # no worker asks a trial after this
+            store.update_sweep(sweep_id, stop_requested=True)
         for run in store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
             store.request_stop(run.id)
+            lifecycle.stop_unclaimed(store, run.id)
         deadline = time.monotonic() + timeout
         while store.records(ACTIVE_STATUSES, sweep_id=sweep_id) and time.monotonic() < deadline:
             time.sleep(0.1)
-        lingering = store.records(ACTIVE_STATUSES, sweep_id=sweep_id)
+        if store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
+            processes.terminate_sweep_workers(store, sweep_id)
+        lingering = [run for run in store.records(ACTIVE_STATUSES, sweep_id=sweep_id)
+                     if not _stopped_if_gone(store, run, timeout)]
         if lingering:
-            runner.terminate_sweep_workers(store, sweep_id)
-            for run in store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
-                store.set_status(run.id, "stopped", error=f"its sweep was stopped; the worker did not stop within "
-                                                          f"{timeout:g} s")
-        if store.sweep(sweep_id)["status"] != "completed":
-            store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
-        return store.sweep(sweep_id)["status"]
+            return (f"sweep {sweep_id} is still running: run{'s' * (len(lingering) > 1)} "
+                    f"{', '.join(str(run.id) for run in lingering)} did not stop within {timeout:g} s and "
+                    "their processes cannot be proven gone; the sweep's stop stays requested")
+        return _mark_stopped(store, sweep_id)
+
+
+def _stopped_if_gone(store, run, timeout: float) -> bool:
+    """Mark a run of a stopped sweep 'stopped' if its process is gone (a worker ended by SIGTERM
+    settles it itself); False when it may still be training."""
+    here = lifecycle.this_host()
+    if run.host in (None, here) and run.pid is not None and not processes.is_alive(run.pid):
+        lifecycle.mark_stopped(store, run, f"its sweep was stopped; the worker did not stop within {timeout:g} s")
+    return store.record(run.id).status not in ACTIVE_STATUSES
+
+
+def _mark_stopped(store, sweep_id: int) -> str:
+    """The sweep 'stopped' (unless it completed meanwhile); returns its status."""
+    if store.sweep(sweep_id)["status"] != "completed":
+        store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
+    return store.sweep(sweep_id)["status"]
+
+
+def stop_after_interrupt(store, sweep_id: int) -> None:
+    """A sweep whose in-process worker was interrupted (a preset's Ctrl-C): stopped, as
+    :func:`stop_sweep` leaves it (`sweeps resume` continues it); its run was settled by the lifecycle."""
+    with sweep_lock(store, sweep_id):
+        store.update_sweep(sweep_id, stop_requested=True)
+    _mark_stopped(store, sweep_id)
 
 
 def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int:
@@ -139,12 +177,13 @@ def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int
                              f"{sweep_id}`")
         study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
         with sweep_lock(store, sweep_id):
+            _give_runless_trials_a_run(store, study, spec, sweep_id)
             requeued = _requeue(store, study, sweep_id)
             if not requeued and _asked(study) >= spec.size() and not _open_trials(study):
                 store.update_sweep(sweep_id, status="completed", stop_requested=False)
                 raise SweepError(f"sweep {sweep_id} has run all its {spec.size()} runs; there is nothing to resume")
             store.update_sweep(sweep_id, status="running", stop_requested=False, finished_at=None, workers=workers)
-        runner.launch_sweep_workers(store, sweep_id, workers)
+        processes.launch_sweep_workers(store, sweep_id, workers)
         return requeued
 
 
@@ -160,7 +199,7 @@ def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: li
             verb = f"resume it with `python -m stability sweeps resume {sweep_id}`" if sweep["status"] == "stopped" \
                 else "there is nothing left to run"
             raise SweepError(f"sweep {sweep_id} is {sweep['status']}; {verb}")
-        return runner.launch_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
+        return processes.launch_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
 
 
 def workers_alive(store, sweep_id: int) -> bool:
@@ -171,19 +210,20 @@ def workers_alive(store, sweep_id: int) -> bool:
 
 def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
     """The worker loop (Note [Sweep lifecycle]): claim a job, train it, report it; until nothing is
-    left, the sweep is stopped, or ``max_runs`` runs were trained. Returns the number trained."""
+    left, the sweep is stopped, or ``max_runs`` runs were trained. Returns the number trained.
+    Ctrl-C and SIGTERM end the run in training 'stopped' and are raised again."""
     sweep = store.sweep(sweep_id)
     spec = SweepSpec.from_dict(sweep["spec"])
     study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
     trained = 0
     while max_runs is None or trained < max_runs:
-        if store.sweep(sweep_id)["stop_requested"]:
-            break
-        with sweep_lock(store, sweep_id):
-            job = claim(store, study, spec, sweep_id)
+        with signals_deferred() as caught:  # never a trial asked without its run (Note [Claiming trials])
+            with sweep_lock(store, sweep_id):
+                job = claim(store, study, spec, sweep_id)
         if job is None:
             break
-        train_trial(store, study, spec, job)
+        with lifecycle.settled_on_error(store, job.claim):
+            train_trial(store, study, spec, job, caught=caught)
         trained += 1
     with sweep_lock(store, sweep_id):
         _settle(store, study, spec, sweep_id)
@@ -192,64 +232,68 @@ def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
 
 def claim(store, study, spec: SweepSpec, sweep_id: int) -> Job | None:
     """Under the sweep's lock: a requeued run, else an orphaned one, else a new trial's new run,
-    claimed by this process (pid and host); None when the sweep has nothing left to start."""
-
+    claimed by this process (stability.execution.lifecycle); None when the sweep is stopped or has
+    nothing left to start."""
+    if store.sweep(sweep_id)["stop_requested"]:
+        return None
+    _give_runless_trials_a_run(store, study, spec, sweep_id)
     open_trials = _open_trials(study)
-    runs = sorted(store.records(sweep_id=sweep_id), key=lambda run: run.id)
-    taken = next((run for run in runs if run.trial in open_trials and run.status == "queued" and run.pid is None),
-                 None)
-    if taken is None:
-        taken = next((run for run in runs if run.trial in open_trials and (
-            run.status == "interrupted" or (run.status in ACTIVE_STATUSES and _orphaned(run)))), None)
-    if taken is not None:
-        _claim_run(store, taken.id)
-        return Job(taken.id, taken.trial, RunConfig.from_dict(dict(taken.raw_config)), resume=True)
+    runs = [run for run in sorted(store.records(sweep_id=sweep_id), key=lambda run: run.id) if run.trial in open_trials]
+    requeued = [run for run in runs if run.status == "queued" and run.pid is None]
+    orphaned = [run for run in runs
+                if run.status == "interrupted" or (run.status in ACTIVE_STATUSES and _orphaned(run))]
+    for run in requeued + orphaned:
+        taken = lifecycle.claim_queued(store, run.id) if run in requeued else lifecycle.take_over(store, run)
+        if taken is not None:
+            return Job(run.id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken)
     asked = next_trial(study, spec)
     if asked is None:
         return None
     trial, config = asked
     params = {path: _jsonable(value) for path, value in setting_of(trial.params, spec).items()}
-    run_id = store.create_run(config.to_dict(), config.name, sweep_id=sweep_id, trial=trial.number, params=params)
-    _claim_run(store, run_id)
-    return Job(run_id, trial.number, config, resume=False)
-
-
-def _claim_run(store, run_id: int) -> None:
-    store.update_run(run_id, pid=os.getpid(), host=socket.gethostname(), stop_requested=False)
+    taken = lifecycle.create_claimed(store, config, config.name, sweep_id=sweep_id, trial=trial.number, params=params)
+    return Job(taken.run_id, trial.number, config, resume=False, claim=taken)
 
 
 def _orphaned(run) -> bool:
-    """A run in progress whose worker is gone: its pid dead on this host, or (another host's run)
-    no heartbeat for :data:`SHARED_STALE_S`."""
-
-    if run.host in (None, socket.gethostname()):
-        return run.pid is not None and not is_alive(run.pid)
-    beats = [t for t in (run.heartbeat, run.started_at, run.created_at) if t is not None]
-    return not beats or time.time() - max(beats) > SHARED_STALE_S
+    """A run in progress whose worker is gone (``lifecycle.claimant_gone``, the one rule). A run
+    waiting in the queue (queued, no pid) is no orphan."""
+    if run.status == "queued" and run.pid is None:
+        return False
+    return lifecycle.claimant_gone(run)
 
 
-def train_trial(store, study, spec: SweepSpec, job: Job) -> str:
+def train_trial(store, study, spec: SweepSpec, job: Job, *, progress=None, caught=()) -> str:
     """Train ``job``'s run in this process (continuing it when it can) and tell its trial how it
-    ended; returns the run's status. A run stopped by a request stays its trial's (not told)."""
+    ended, where the trial is still open; returns the run's status. A run stopped by a request
+    stays its trial's (not told). Ctrl-C and SIGTERM stop the run and are raised again."""
+    claimed = job.claim or lifecycle.claim_queued(store, job.run_id)
+    if claimed is None:
+        raise SweepError(f"run {job.run_id} is {store.run(job.run_id)['status']}; another process has it")
+    try:
+        with lifecycle.settled_on_error(store, claimed):
+            resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
+            if resume and not job.counted:
+                store.update_run(job.run_id, resumes=store.record(job.run_id).resumes + 1, error=None)
+            elif job.resume and not resume:  # no checkpoint here: from step 0, rows discarded (training is seeded)
+                store.discard_after(job.run_id, -1)
+                store.update_run(job.run_id, error=None)
+            trial = _trial(study, job.trial)
+            hooks = [Pruning(trial, objective_name(spec))] if spec.prune and trial is not None else []
+            status = lifecycle.train_claimed(store, claimed, job.config, resume=resume, hooks=hooks,
+                                             progress=progress, caught=caught).status
+    except Exception:
+        traceback.print_exc()
+        status, trial = "failed", _trial(study, job.trial)
+    if trial is not None:
+        _tell(study, spec, job, trial, status, store)
+    return status
+
+
+def _tell(study, spec: SweepSpec, job: Job, trial, status: str, store) -> None:
+    """Tell the trial how its run ended (a stopped run's trial stays open for resume_sweep)."""
     from optuna.trial import TrialState
 
-
-    resume = job.resume and _resumable(store, job.run_id)
-    if job.resume:
-        run = store.record(job.run_id)
-        if resume:
-            store.update_run(job.run_id, resumes=run.resumes + 1, error=None)
-        else:  # no checkpoint here: from step 0, its rows discarded (training is seeded)
-            store.discard_after(job.run_id, -1)
-            store.update_run(job.run_id, error=None)
-    trial = _trial(study, job.trial)
-    hooks = [Pruning(trial, objective_name(spec))] if spec.prune else []
-    try:
-        status = train_run(job.config, store, job.run_id, hooks=hooks, resume=resume).status
-    except Exception as error:
-        traceback.print_exc()
-        store.set_status(job.run_id, "failed", error=describe_error(error))
-        status = "failed"
     if status == "completed":
         value = store.latest(job.run_id).get(objective_name(spec))
         if value is not None and math.isfinite(value):
@@ -261,26 +305,16 @@ def train_trial(store, study, spec: SweepSpec, job: Job) -> str:
     elif status in ("diverged", "failed"):
         trial.set_user_attr("status", status)
         tell(study, job.trial, state=TrialState.FAIL)
-    return status  # stopped: the trial stays open for resume_sweep
-
-
-def _resumable(store, run_id: int) -> bool:
-    """Whether this machine holds a checkpoint of the run that ``train_run(resume=True)`` reads."""
-
-    path = store.checkpoint_path(run_id)
-    if not path.exists():
-        return False
-    try:
-        return is_resumable(load_checkpoint(path))
-    except Exception:  # a truncated or foreign file: start over instead
-        return False
 
 
 def _trial(study, number: int):
-    """The ``optuna.Trial`` of an open trial (this process may not be the one that asked it)."""
+    """The ``optuna.Trial`` of an open trial (this process may not be the one that asked it); None
+    when the trial is finished."""
     import optuna
 
     frozen = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+    if frozen.state != optuna.trial.TrialState.RUNNING:
+        return None
     return optuna.trial.Trial(study, frozen._trial_id)
 
 
@@ -303,17 +337,72 @@ def _requeue(store, study, sweep_id: int) -> int:
     for run in store.records(sweep_id=sweep_id):
         dead = run.status in ACTIVE_STATUSES and _orphaned(run)
         if run.trial in open_trials and (run.status in ("stopped", "interrupted") or dead):
-            store.update_run(run.id, status="queued", pid=None, stop_requested=False)
-            count += 1
+            count += lifecycle.requeue(store, run)
     return count
 
 
+def _give_runless_trials_a_run(store, study, spec: SweepSpec, sweep_id: int) -> None:
+    """Under the sweep's lock: an open trial with no run (its worker was killed between asking it and
+    storing its run) gets its run, queued, where the trial knows its seed; else it is failed."""
+    from optuna.trial import TrialState
+
+    with_runs = {run.trial for run in store.records(sweep_id=sweep_id)}
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if trial.number in with_runs:
+            continue
+        seed = trial.user_attrs.get("seed", trial.params.get(SEED_PARAM))
+        if seed is None or any(vary.field not in trial.params for vary in spec.vary):
+            _trial(study, trial.number).set_user_attr("status", "failed")  # its worker ended before its run
+            tell(study, trial.number, state=TrialState.FAIL)
+            continue
+        setting = setting_of(trial.params, spec)
+        config = spec.config_for(setting, seed)
+        store.create_run(config.to_dict(), config.name, sweep_id=sweep_id, trial=trial.number,
+                         params={path: _jsonable(value) for path, value in setting.items()})
+
+
 def _settle(store, study, spec: SweepSpec, sweep_id: int) -> None:
-    """When a worker leaves: the sweep is completed once every run was asked and told."""
+    """When a worker leaves: the sweep is completed once every run was asked and told, stopped once
+    its stop was requested and none of its runs is in progress."""
     if _asked(study) >= spec.size() and not _open_trials(study):
         store.update_sweep(sweep_id, status="completed", finished_at=time.time())
+    elif store.sweep(sweep_id)["stop_requested"] and not store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
+        _mark_stopped(store, sweep_id)
 
 
+def claim_resumed_trial(store, run_id: int):
+    """Claim a stopped, interrupted or failed run of a sweep to continue it in this process, under
+    its sweep's lock; returns ``(study, spec, job)`` for :func:`train_trial`. ResumeError (one line)
+    when it cannot be resumed."""
+    run = store.record(run_id)
+    sweep = store.sweep(run.sweep_id)
+    spec = SweepSpec.from_dict(sweep["spec"])
+    study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+    with sweep_lock(store, run.sweep_id):
+        taken, config = lifecycle.claim_resume(store, run_id, checkpoint=False)
+    return study, spec, Job(run_id, run.trial, config, resume=True, claim=taken, counted=True)
+
+
+def run_trial_worker(run_id: int, store_location) -> str:
+    """A worker process for one resumed run of a sweep (``python -m stability.cli.worker --worker ID``
+    where the run is a sweep's; ``scheduler.resume_run`` launched it under the sweep's lock): takes
+    over the claim it is handed, trains the run and tells its trial. Returns the run's status."""
+    threads.apply_worker_threads(threads.worker_threads(scheduler.max_concurrent_runs()))
+    with RunStore(store_location) as store:
+        token = os.environ.get(processes.CLAIM_ENV)
+        taken = lifecycle.adopt(store, run_id, token) if token else None
+        if taken is not None:
+            run = store.record(run_id)
+            sweep = store.sweep(run.sweep_id)
+            spec = SweepSpec.from_dict(sweep["spec"])
+            study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+            job = Job(run_id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken,
+                      counted=True)
+            try:
+                train_trial(store, study, spec, job)
+            except Terminated:
+                pass  # the run is settled 'stopped'
+        return store.run(run_id)["status"]
 
 
 def run_sweep_worker(sweep_id: int, store_location) -> int:
@@ -322,7 +411,7 @@ def run_sweep_worker(sweep_id: int, store_location) -> int:
     several runs in one process, and cuBLAS reads its workspace setting once, when it first runs,
     so a ``deterministic`` run after others needs it set from the start (stability.core.determinism)."""
     fix_cublas_workspace()
-    threads.apply_worker_threads(threads.worker_threads(runner.max_concurrent_runs()))
+    threads.apply_worker_threads(threads.worker_threads(scheduler.max_concurrent_runs()))
     store = RunStore(store_location)
     try:
         return work(store, sweep_id)

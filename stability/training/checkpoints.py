@@ -49,11 +49,19 @@ def is_resumable(state: dict) -> bool:
 
 def read_for_resume(path, label: str, config: dict) -> dict:
     """The checkpoint at ``path`` of ``label`` (``"run 7"``), checked to continue a run of ``config``;
-    :class:`ResumeError` (one line) when there is none, it is of an older format or another config."""
+    :class:`ResumeError` (one line) when there is none, it cannot be read, it is of an older format
+    or another config.  The one check of a checkpoint before a resume: the trainer's, the run
+    queue's and a sweep's (stability.execution.lifecycle)."""
     if not os.path.exists(path):
-        raise ResumeError(f"{label} has no checkpoint to resume from")
-    state = load_checkpoint(path)
-    if not is_resumable(state):
+        raise ResumeError(f"{label} has no checkpoint to resume from (one is written every 5 minutes and "
+                          "when a run ends)")
+    try:
+        state = load_checkpoint(path)
+    except Exception as error:  # a truncated or foreign file
+        message = str(error).strip().splitlines()
+        raise ResumeError(f"{label}'s checkpoint {path} cannot be read ({type(error).__name__}"
+                          f"{': ' + message[0] if message else ''})") from None
+    if not isinstance(state, dict) or not is_resumable(state):
         raise ResumeError(f"{label}'s checkpoint was written by a version that cannot be "
                           "resumed exactly; start a new run with the same config instead")
     if _with_new_fields(state["config"]) != _with_new_fields(config):

@@ -13,7 +13,9 @@ contract, called by :class:`stability.training.trainer.Trainer` (a sink is a
     rows ``(step, wall_time, name, value)`` and ``(step, wall_time, name,
     index, value)``, all of one flush; ``step`` is the trainer's current step.
 ``finish(status, error)``
-    after ``on_end`` and the last flush, with the terminal status.
+    after ``on_end`` and the last flush, with the status the loop reached (a stored run's status
+    is written by whoever claimed it, stability.execution.lifecycle, from the returned
+    :class:`TrainResult`; no sink writes it).
 ``checkpoint_path()``
     where the checkpoint goes, or None: the run keeps none.
 ``metrics()`` / ``series()``
@@ -30,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -37,6 +40,7 @@ from ..core import metric_names as names
 from .hooks import Hook
 
 STOP_POLL_S = 0.5
+HEARTBEAT_EVERY_S = 30.0  # a store's run shows life at least this often, between its log steps too
 SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
 
@@ -97,43 +101,71 @@ class MemorySink(Sink):
             {"step": "int64", "wall_time": "float64", "index": "int64", "value": "float64"})
 
 
+class ClaimLost(RuntimeError):
+    """The run a :class:`StoreSink` writes into is no longer this process's to train (another process
+    claimed it: stability.execution.lifecycle, Note [Claims]); the run ends without another row."""
+
+
 class StoreSink(Sink):
     """Writes into run ``run_id`` of ``store`` (a :class:`stability.runs.store.RunStore`, by duck
-    typing): each flush in one transaction with the run's heartbeat and step; at the start the
-    run's status ``running`` and what the pages show about it (``trainer.describe()``), rows after
-    a resumed checkpoint's step discarded; at the end its terminal status.  Checkpoints go to
-    ``store.checkpoint_path(run_id)``; a stop request in the store (polled every ``every_s``)
-    ends the run as ``stopped``."""
+    typing): each flush in one transaction with the run's heartbeat and step; at the start what
+    the pages show about the run (``trainer.describe()``), rows after a resumed checkpoint's step
+    discarded.  Checkpoints go to ``store.checkpoint_path(run_id)``.  Every ``every_s`` it reads the
+    run's stop request, which ends the run as ``stopped``; it beats the heartbeat every
+    :data:`HEARTBEAT_EVERY_S` between flushes.
 
-    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S):
+    The run's status is not the sink's to write: the process that claimed the run
+    (stability.execution.lifecycle) hands it ``claim``, the claim's token, and ``begin_run``, which
+    writes the columns of the start (a dict) with the status 'running' and returns whether the
+    run was still this claim's.  With a ``claim`` the sink raises :class:`ClaimLost` once the run
+    is another claim's.  Without ``begin_run`` it writes those columns alone."""
+
+    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None,
+                 begin_run: Callable[[dict], bool] | None = None):
         self.store, self.run_id, self.every_s = store, run_id, every_s
+        self.claim, self.begin_run, self.lost = claim, begin_run, False
         self.label = f"run {run_id}"
-        self.last_poll = time.time()
+        self.last_poll = self.last_beat = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
 
+    def _lost(self) -> ClaimLost:
+        self.lost = True  # nothing more is written (the trainer flushes what it recorded when it fails)
+        return ClaimLost(f"run {self.run_id} was claimed by another process")
+
     def begin(self, trainer, resumed):
+        if self.claim is not None and self.store.control(self.run_id)["claim"] != self.claim:
+            raise self._lost()
         if resumed:
             self.store.discard_after(self.run_id, trainer.step)
-        fields = dict(status="running", **trainer.describe(), pid=os.getpid(), step=trainer.step, finished_at=None)
+        fields = dict(**trainer.describe(), step=trainer.step)
         if trainer.step == 0:
             fields["started_at"] = time.time()
         else:
             fields["error"] = None
-        self.store.update_run(self.run_id, **fields)
+        if self.begin_run is None:
+            self.store.update_run(self.run_id, **fields)
+        elif not self.begin_run(fields):
+            raise self._lost()
 
     def on_step(self, trainer, result):
         now = time.time()
         if now - self.last_poll >= self.every_s:
             self.last_poll = now
-            if self.store.stop_requested(self.run_id):
+            control = self.store.control(self.run_id)
+            if self.claim is not None and control["claim"] != self.claim:
+                raise self._lost()
+            if control["stop_requested"]:
                 trainer.stop("stopped")
+        if now - self.last_beat >= HEARTBEAT_EVERY_S:  # the heartbeat alone: the step is a flush's
+            self.store.flush(self.run_id, [], [], heartbeat_step=None)
+            self.last_beat = now
 
     def write(self, step, scalars, series):
+        if self.lost:
+            return
         self.store.flush(self.run_id, scalars, series, heartbeat_step=step)
+        self.last_beat = time.time()
         self._series_names.update(row[2] for row in series)
-
-    def finish(self, status, error):
-        self.store.set_status(self.run_id, status, error=error)
 
     def checkpoint_path(self):
         return self.store.checkpoint_path(self.run_id)

@@ -1,0 +1,383 @@
+"""The run lifecycle: every change of a run's status, and training a claimed run in this process.
+
+    claim = create_claimed(store, config)                   # a new run, claimed by this process
+    claim = claim_queued(store, run_id)                     # a queued run nobody has claimed, or None
+    claim, config = claim_resume(store, run_id)             # a stopped, interrupted or failed run
+    result = train_claimed(store, claim, config, resume=False, progress=print)   # trains, then settles
+    result = train_run(config, store)                       # both at once: the public API
+
+Every path that trains a run of a store (a background worker, a sweep's worker, a preset, the
+CLI's foreground ``train`` and ``resume``, ``train_run``) claims it here and trains it with
+:func:`train_claimed`; the queue (:mod:`stability.execution.scheduler`) and the sweeps change a
+run's status only through the functions below. Nothing else writes a run's status.
+
+Note [States]
+    ``queued``: waiting for a process, or (with a pid) claimed by one that prepares to train it.
+    ``running``: its process has built the model and trains it. Then one of the terminal states:
+    ``completed``; ``stopped`` (a stop request, Ctrl-C or SIGTERM; rows and checkpoint kept);
+    ``failed`` (an exception: ``"ExceptionType: first line"``); ``diverged`` (a non-finite loss or
+    gradient); ``pruned`` (a sweep's pruner); ``interrupted`` (its process died without a final
+    status). A stopped, interrupted or failed run resumes back to ``queued``: unclaimed, for a
+    worker, or claimed by the process that resumes it.
+
+    Who changes which: a claimant claims a run (a queued one nobody has claimed, a new one, a
+    resumed one, or one whose claimant is gone), moves it to ``running`` when its trainer begins
+    (``StoreSink.begin`` hands the run's columns to :func:`begin_training`) and settles it when
+    training ends, each only while its claim holds; ``stop_run`` stops a queued run nobody has
+    claimed, or a claimed one whose process it has proven gone; ``reconcile`` marks
+    ``interrupted`` a run whose claimant is gone (:func:`claimant_gone`, the one rule, which a
+    sweep's workers follow too before taking a run over); a resume requeues or claims a stopped,
+    interrupted or failed run.
+
+Note [Claims]
+    A run is claimed by a compare-and-set in the store (``RunStore.compare_and_set``):
+    ``UPDATE runs SET status, pid, host, claim WHERE id = :id AND status IN (...)`` (and ``pid IS
+    NULL`` for a queued run, or the pid and claim last seen for a run taken over), which reports
+    whether it changed the row. On SQLite the write lock serialises two such updates; on
+    PostgreSQL the second waits for the first's row lock and re-checks its WHERE against the new
+    row. So two claimants never both win, and every later change by the claimant (the start, the
+    final status) is a compare-and-set on its claim's token: a process that lost its run (marked
+    interrupted by another machine after its heartbeat went stale, say) never overwrites what the
+    new owner wrote, and its sink stops writing rows (``ClaimLost``). The claim sets ``pid`` and
+    ``host`` with the token: a pid means something on its host only. A new run is claimed at
+    birth, in its INSERT. A background worker's run is claimed by the queue before the worker
+    starts (its pid first that of the queue's process, then the worker's) and taken over by the
+    worker with the token it is handed (:func:`adopt`).
+
+Note [Stop and resume]
+    A stop is a request in the store (``stop_requested``), which the claimant reads every half
+    second and ends the run ``stopped`` itself. A process that cannot be proven dead is never
+    marked stopped: when the request is not honoured in time, ``stop_run`` signals only a process
+    it can prove is this run's worker (:mod:`stability.execution.processes`, Note [Identity]) and
+    marks the run stopped only once that process is gone; otherwise it says so in one line and
+    leaves the run as it is, its stop still requested. Only a stopped, interrupted or failed run
+    resumes, with a checkpoint this version continues exactly
+    (:func:`stability.training.checkpoints.read_for_resume`; a sweep's run may start over from step
+    0 instead), so a resume never reaches a run some process may still be training. A sweep's run
+    resumes under the sweep's lock (:func:`resume_lock`), where its sweep's workers claim.
+
+Note [Interrupts]
+    While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
+    (:class:`~stability.execution.signals.Terminated`) end it ``stopped`` ("interrupted from the
+    keyboard", "terminated"), its rows and checkpoint kept; any exception ends it ``failed``. Both
+    are raised again once the status is written, for the caller to end or go on. The claim and the
+    final status are written with both signals held back (``signals_deferred``); one that arrived
+    while a run was being claimed is handed to :func:`train_claimed` (``caught``), which stops the
+    run at once, and :func:`settled_on_error` settles a run whatever interrupts its claimant
+    between the claim and the training.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..config import RunConfig
+from ..runs.records import RunRecord
+from ..runs.status import ACTIVE_STATUSES
+from ..training import run as training
+from ..training.checkpoints import ResumeError, read_for_resume
+from ..training.sinks import StoreSink, TrainResult
+from .locks import sweep_lock
+from .preflight import check_buildable
+from .processes import is_alive
+from .signals import Terminated, as_exception, describe_interrupt, interrupts_raise, signals_deferred
+
+RESUMABLE = ("stopped", "interrupted", "failed")
+INTERRUPTED_ERROR = "worker process ended without a final status"
+STALE_HEARTBEAT_S = 60.0  # a run of this host with no pid and no heartbeat for this long is gone
+SHARED_STALE_S = 600.0  # a run of another host with no heartbeat for this long is gone
+
+
+@dataclass(frozen=True)
+class Claim:
+    """This process's claim on run ``run_id`` (Note [Claims]): the token the store holds, and the
+    pid and host it set."""
+
+    run_id: int
+    token: str
+    pid: int
+    host: str
+
+
+def this_host() -> str:
+    """The name a claim records as its ``host`` (a pid means something on that machine only)."""
+    return socket.gethostname()
+
+
+def describe_error(error: BaseException) -> str:
+    """``"ExceptionType: first line of the message"`` (just the type when there is no message)."""
+    message = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
+
+
+def _new_claim(run_id: int | None, pid: int | None = None) -> Claim:
+    return Claim(run_id, secrets.token_hex(16), os.getpid() if pid is None else pid, this_host())
+
+
+def _claimed(claim: Claim) -> dict:
+    """What a claim writes: the run 'queued' (claimed, not yet training: Note [States]), its pid,
+    host and token."""
+    return {"status": "queued", "pid": claim.pid, "host": claim.host, "claim": claim.token}
+
+
+# ------------------------------------------------------------------ claiming
+def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_id: int | None = None,
+                   trial: int | None = None, params: dict | None = None) -> Claim:
+    """A new run of ``config``, claimed by this process in the INSERT that makes it."""
+    claim = _new_claim(None)
+    run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
+                              params=params, claimed=_claimed(claim))
+    return Claim(run_id, claim.token, claim.pid, claim.host)
+
+
+def claim_queued(store, run_id: int) -> Claim | None:
+    """Claim a queued run nobody has claimed; None when another process has it or it is no longer
+    queued."""
+    claim = _new_claim(run_id)
+    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim))
+    return claim if won else None
+
+
+def claim_for_worker(store, run_id: int, *, resumed: bool = False) -> Claim | None:
+    """The queue's claim on a run it is about to launch a worker for: a queued run nobody has claimed
+    (or, ``resumed``, a stopped, interrupted or failed run, counted as resumed), with this process's
+    pid until :func:`hand_over` names the worker's. None when another process won."""
+    claim = _new_claim(run_id)
+    if resumed:
+        return claim if store.compare_and_set(run_id, statuses=RESUMABLE, fields={
+            **_claimed(claim), **_resume_fields(store, run_id)}) else None
+    won = store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields=_claimed(claim))
+    return claim if won else None
+
+
+def hand_over(store, claim: Claim, pid: int) -> None:
+    """Record the launched worker's ``pid`` on the queue's claim (a no-op once the worker has adopted it)."""
+    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token, fields={"pid": pid})
+
+
+def release(store, claim: Claim) -> None:
+    """Give a queued run back to the queue (its worker could not be launched)."""
+    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token, fields={"pid": None, "claim": None})
+
+
+def adopt(store, run_id: int, token: str) -> Claim | None:
+    """A launched worker takes over the claim the queue made for it (``token``, handed in its
+    environment), with this process's pid. None when the claim is gone (the run was stopped or
+    marked interrupted meanwhile)."""
+    claim = Claim(run_id, token, os.getpid(), this_host())
+    won = store.compare_and_set(run_id, statuses=["queued"], claim=token, fields=_claimed(claim))
+    return claim if won else None
+
+
+def take_over(store, run: RunRecord) -> Claim | None:
+    """Claim a run whose claimant is gone (``run`` as last read: interrupted, or active with its
+    claimant gone), if it is still as read; None when another process changed it first."""
+    claim = _new_claim(run.id)
+    won = store.compare_and_set(run.id, statuses=[run.status], claim=run.claim, pid=run.pid,
+                                fields={**_claimed(claim), "stop_requested": False, "error": None})
+    return claim if won else None
+
+
+def requeue(store, run: RunRecord) -> bool:
+    """Put a stopped, interrupted or orphaned run (``run`` as last read) back in the queue, unclaimed
+    (a sweep's resume); False when it changed meanwhile."""
+    return store.compare_and_set(run.id, statuses=[run.status], claim=run.claim, pid=run.pid, fields={
+        "status": "queued", "pid": None, "claim": None, "stop_requested": False})
+
+
+# ------------------------------------------------------------------ resuming
+def resume_lock(store, run: RunRecord):
+    """The lock a resume of ``run`` holds: its sweep's (its sweep's workers claim under it), none for
+    a run of no sweep (the claim alone decides)."""
+    return sweep_lock(store, run.sweep_id) if run.sweep_id is not None else contextlib.nullcontext()
+
+
+def check_resumable(store, run_id: int, *, checkpoint: bool = True) -> RunConfig:
+    """The config of ``run_id`` if it can be resumed: stopped, interrupted or failed, and (with
+    ``checkpoint``) with a checkpoint this version continues exactly. ResumeError (one line) if not;
+    nothing is changed."""
+    run = store.run(run_id)
+    if run["status"] not in RESUMABLE:
+        raise ResumeError(f"run {run_id} is {run['status']}; only a stopped, interrupted or failed run "
+                          "can be resumed")
+    config = RunConfig.from_dict(run["config"])
+    config.validate()
+    if checkpoint:
+        read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
+    return config
+
+
+def resumable_here(store, run_id: int, config: RunConfig) -> bool:
+    """Whether this machine holds a checkpoint of the run that a resume continues exactly."""
+    try:
+        read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
+    except ResumeError:
+        return False
+    return True
+
+
+def _resume_fields(store, run_id: int) -> dict:
+    resumes = store.run(run_id).get("resumes") or 0
+    return {"resumes": resumes + 1, "stop_requested": False, "error": None}
+
+
+def claim_resume(store, run_id: int, *, checkpoint: bool = True) -> tuple[Claim, RunConfig]:
+    """Claim a stopped, interrupted or failed run to continue it in this process (counted as
+    resumed, its stop request cleared); returns the claim and the run's config. ResumeError (one
+    line, nothing changed) when it cannot be resumed or another process claimed it first. A sweep's
+    run: hold :func:`resume_lock`."""
+    config = check_resumable(store, run_id, checkpoint=checkpoint)
+    claim = _new_claim(run_id)
+    if not store.compare_and_set(run_id, statuses=RESUMABLE,
+                                 fields={**_claimed(claim), **_resume_fields(store, run_id)}):
+        check_resumable(store, run_id, checkpoint=False)  # raises with the status it has now
+        raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+    return claim, config
+
+
+def queue_resume(store, run_id: int) -> RunConfig:
+    """Queue a stopped, interrupted or failed run for a worker ('queued', unclaimed, this host's,
+    counted as resumed, its stop request cleared); ResumeError (one line, nothing changed) when it
+    cannot be resumed. A sweep's run: hold :func:`resume_lock`."""
+    config = check_resumable(store, run_id)
+    if not store.compare_and_set(run_id, statuses=RESUMABLE, fields={
+            "status": "queued", "pid": None, "claim": None, "host": this_host(), **_resume_fields(store, run_id)}):
+        check_resumable(store, run_id, checkpoint=False)
+        raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+    return config
+
+
+# ------------------------------------------------------------------ settling
+def settle(store, claim: Claim, status: str, error: str | None = None) -> bool:
+    """The claimant's final (or any later) status of its run, while its claim holds; False when the
+    run is no longer this claim's (Note [Claims]): nothing is written then."""
+    return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token,
+                                 fields={"status": status, "error": error})
+
+
+def stop_unclaimed(store, run_id: int) -> bool:
+    """Stop a queued run nobody has claimed; False when it is claimed or no longer queued."""
+    return store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields={"status": "stopped"})
+
+
+def mark_stopped(store, run: RunRecord, error: str) -> bool:
+    """Stop an active run whose process was proven gone (``run`` as read before; False when it changed)."""
+    return store.compare_and_set(run.id, statuses=ACTIVE_STATUSES, claim=run.claim, pid=run.pid,
+                                 fields={"status": "stopped", "error": error})
+
+
+def mark_interrupted(store, run: RunRecord) -> bool:
+    """Mark an active run whose claimant is gone (:func:`claimant_gone`) 'interrupted', if it is
+    still as read; False when it changed meanwhile (its process settled it, another took it over)."""
+    return store.compare_and_set(run.id, statuses=ACTIVE_STATUSES, claim=run.claim, pid=run.pid,
+                                 fields={"status": "interrupted", "error": INTERRUPTED_ERROR})
+
+
+# ------------------------------------------------------------------ staleness
+def heartbeat_age(run: RunRecord, now: float | None = None) -> float:
+    """Seconds since the run last showed life: its heartbeat, else its start, else its creation."""
+    beats = [t for t in (run.heartbeat, run.started_at, run.created_at) if t is not None]
+    return (time.time() if now is None else now) - max(beats) if beats else float("inf")
+
+
+def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
+    """Whether the process that claimed an active ``run`` is gone (the one rule, for the queue's
+    reconcile and a sweep's orphans): on this host (or no host recorded) its pid is dead, or without
+    a pid it has shown no life for :data:`STALE_HEARTBEAT_S`; on another host (a shared store: a pid
+    means nothing here) it has shown no life for :data:`SHARED_STALE_S`."""
+    if run.host not in (None, here or this_host()):
+        return heartbeat_age(run) > SHARED_STALE_S
+    if run.pid is not None:
+        return not is_alive(run.pid)
+    return heartbeat_age(run) > STALE_HEARTBEAT_S
+
+
+# ------------------------------------------------------------------ training
+def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
+                  progress: Callable[[dict], None] | None = None, caught=()) -> TrainResult:
+    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
+    once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
+    ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
+    the status is written. ``caught``: the signals that arrived while the run was claimed (the run
+    stops at once)."""
+    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim))
+    with signals_deferred() as late:
+        try:
+            with interrupts_raise():
+                if caught:
+                    raise as_exception(caught[0])
+                result = training.train_run(config, hooks=[sink, *hooks], progress=progress, resume=resume)
+        except (KeyboardInterrupt, Terminated) as interrupt:
+            settle(store, claim, "stopped", describe_interrupt(interrupt))
+            raise
+        except Exception as error:
+            settle(store, claim, "failed", describe_error(error))
+            raise
+        settle(store, claim, result.status, result.error)
+    if late:  # arrived while the status was written: act on it now
+        raise as_exception(late[0])
+    return result
+
+
+@contextlib.contextmanager
+def settled_on_error(store, claim: Claim):
+    """Around what a claimant does between claiming a run and :func:`train_claimed` settling it: an
+    interrupt ends the run 'stopped', an exception 'failed' (both raised again), unless it was
+    settled already; so no claimed run is left for its live process to hold untrained."""
+    try:
+        yield
+    except (KeyboardInterrupt, Terminated) as interrupt:
+        with signals_deferred():
+            settle(store, claim, "stopped", describe_interrupt(interrupt))
+        raise
+    except Exception as error:
+        with signals_deferred():
+            settle(store, claim, "failed", describe_error(error))
+        raise
+
+
+def begin_training(store, claim: Claim, fields: dict) -> bool:
+    """The trainer of ``claim`` has begun: the run is 'running', with what the pages show of it
+    (``fields``, from ``StoreSink.begin``: device, parameter counts, metric, ...), in one
+    compare-and-set on the claim; False when the run is no longer this claim's."""
+    return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token,
+                                 fields={**fields, "status": "running"})
+
+
+def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks=(),
+              progress: Callable[[dict], None] | None = None, resume: bool = False) -> TrainResult:
+    """Train ``config`` in this process; return its :class:`~stability.training.sinks.TrainResult`.
+
+    Without a store, :func:`stability.training.run.train_run`: the rows are kept in memory (or by a
+    sink among ``hooks``). With one, run ``run_id`` of it is claimed (a queued run nobody has
+    claimed; with ``resume``, a stopped, interrupted or failed one with a checkpoint:
+    :class:`~stability.training.checkpoints.ResumeError` otherwise; when ``run_id`` is None, a new
+    run named ``config.name``, claimed at birth once ``check_buildable`` passes, so nothing refused
+    is stored), trained and settled by :func:`train_claimed`: an exception marks it failed and is
+    raised again. The model's initial weights follow ``config.train.seed``.
+    """
+    config.validate()
+    if store is None:
+        if run_id is not None:
+            raise ValueError(f"run_id {run_id} names a run of a store; give the store too")
+        return training.train_run(config, hooks=hooks, progress=progress, resume=resume)
+    if run_id is None:
+        if resume:
+            raise ResumeError("resume needs the id of the run to continue")
+        check_buildable(config)  # nothing that cannot be built is stored
+        claim = create_claimed(store, config)
+    elif resume:
+        read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
+        claim, _ = claim_resume(store, run_id, checkpoint=False)
+    else:
+        claim = claim_queued(store, run_id)
+        if claim is None:
+            raise ValueError(f"run {run_id} is {store.run(run_id)['status']}; only a queued run that no "
+                             "process has claimed can be trained (resume=True continues a stopped one)")
+    return train_claimed(store, claim, config, resume=resume, hooks=hooks, progress=progress)

@@ -1,0 +1,208 @@
+"""Worker processes: starting them detached, knowing them again, and ending only them.
+
+    process, identity = spawn(store, ["--worker", "7"], "run-7", limit, {CLAIM_ENV: token})
+    write_identity(store, 7, identity)        # logs/run-7.worker: pid, token, start time
+    is_alive(pid); terminate(pid, identity)   # SIGTERM, then SIGKILL, only if it is provably ours
+
+A worker is a fresh interpreter (``python -m stability.cli.worker --worker ID | --sweep ID
+--store URL``), never a fork, so it is safe for CUDA; it runs in its own session, so it outlives
+the Streamlit script, server or shell that started it. Its output goes to ``<store
+home>/logs/<name>.log``. It runs from the package's folder with that folder on ``PYTHONPATH``,
+so it starts whatever the caller's working directory. Its torch threads follow
+:mod:`stability.execution.threads`.
+
+Note [Identity]
+    A process is signalled only if it is provably a worker this project started for this run (or
+    sweep): :func:`spawn` gives each worker a random token in its environment (``TOKEN_ENV``) and
+    returns its identity, the pid, the token and the process's start time, which the caller writes
+    to ``<store home>/logs/run-<id>.worker`` (``sweep-<id>.workers``, one line a worker). A process
+    is signalled only if it has that pid and start time, the token in its environment and this
+    module's worker command line (psutil reads them). Anything else (a pid recycled by another
+    program, a store crafted to point at one, a foreground CLI run, a process whose environment
+    we may not read unless this very process launched it) is left alone. The token is a secret
+    (the file is 0600); it is not the run's claim (stability.execution.lifecycle, Note [claims]),
+    which the store holds and anyone reading it sees.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from . import gpu_slots, threads
+
+MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
+TOKEN_ENV = "STABILITY_WORKER_TOKEN"  # Note [Identity]
+CLAIM_ENV = "STABILITY_RUN_CLAIM"  # the run's claim token, which the worker takes over (lifecycle.adopt)
+TERMINATE_GRACE_S = 3.0
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds stability/
+WORKER_MODULE = "stability.cli.worker"  # python -m WORKER_MODULE --worker RUN_ID | --sweep SWEEP_ID
+
+_launched: list[subprocess.Popen] = []  # workers this process started, reaped when they end
+
+
+def is_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists on this machine and is not a zombie (an exited, unreaped child)."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # it exists, owned by someone else
+        return True
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch, as psutil reads it from the system), or
+    None when there is no such process. A pid and its start time name one process."""
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def spawn(store, arguments: list[str], name: str, limit: int,
+          extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
+    """A detached ``python -m stability.cli.worker ARGUMENTS --store URL`` with its output in
+    ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
+    the process and its identity (pid, token, start time; Note [Identity])."""
+    logs = store.home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(16)
+    env = threads.worker_environment(os.environ, threads.worker_threads(limit))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env[MAX_RUNS_ENV] = str(limit)
+    env[TOKEN_ENV] = token
+    env.update(extra_env or {})
+    command = [sys.executable, "-m", WORKER_MODULE, *arguments, "--store", store.url]
+    with open(logs / f"{name}.log", "ab") as log:
+        process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _launched.append(process)
+    return process, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)}
+
+
+def reap_launched() -> None:
+    """Collect the exit status of finished workers this process started (no zombies)."""
+    _launched[:] = [process for process in _launched if process.poll() is None]
+
+
+def launched_workers() -> list[subprocess.Popen]:
+    """The worker processes this process launched that are still running (the finished ones are reaped)."""
+    reap_launched()
+    return list(_launched)
+
+
+def terminate(pid: int | None, identity: dict | None) -> bool:
+    """SIGTERM the worker's process group, then SIGKILL if it stays, if ``pid`` is the worker of
+    ``identity`` (Note [Identity]). Returns whether the process is gone: it was already, or the
+    signals ended it; False when it lives (left alone: not provably that worker)."""
+    if not is_alive(pid):
+        return True
+    if not is_identified_worker(pid, identity):
+        return False
+    for sig, grace in ((signal.SIGTERM, TERMINATE_GRACE_S), (getattr(signal, "SIGKILL", signal.SIGTERM), 1.0)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if hasattr(os, "killpg") and os.getpgid(pid) == pid:  # a worker leads its own session
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            reap_launched()
+            if not is_alive(pid):
+                return True
+            time.sleep(0.05)
+    return not is_alive(pid)
+
+
+def is_identified_worker(pid: int, identity: dict | None) -> bool:
+    """Whether ``pid`` is provably the worker :func:`spawn` started with ``identity`` (Note [Identity])."""
+    if not identity or identity.get("pid") != pid or not identity.get("token"):
+        return False
+    ours = any(process.pid == pid and process.poll() is None for process in _launched)
+    try:
+        process = psutil.Process(pid)
+        start, environ, command = process.create_time(), process.environ(), process.cmdline()
+    except psutil.AccessDenied:  # not ours to read: only a child this very process launched
+        return ours
+    except psutil.Error:  # gone, or a zombie
+        return False
+    return (start == identity.get("start") and environ.get(TOKEN_ENV) == identity["token"]
+            and WORKER_MODULE in command and ("--worker" in command or "--sweep" in command))
+
+
+# ------------------------------------------------------------------ identity files
+def identity_path(store, run_id: int) -> Path:
+    return store.home / "logs" / f"run-{int(run_id)}.worker"
+
+
+def write_identity(store, run_id: int, identity: dict) -> None:
+    """``logs/run-<id>.worker``: the identity of the worker launched for the run (0600: the token is a secret)."""
+    path = identity_path(store, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(descriptor, "w") as handle:
+        json.dump(identity, handle)
+
+
+def read_identity(store, run_id: int) -> dict | None:
+    """The identity :func:`write_identity` wrote for the run, or None."""
+    try:
+        identity = json.loads(identity_path(store, run_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return identity if isinstance(identity, dict) else None
+
+
+# ------------------------------------------------------------------ sweep workers
+def launch_sweep_workers(store, sweep_id: int, workers: int, gpus: list[str] | None = None,
+                         arguments: tuple[str, ...] = ()) -> list[subprocess.Popen]:
+    """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this
+    machine, sharing its cores by the thread policy of ``workers`` concurrent runs; worker ``i``
+    sees only GPU ``gpu_slots.gpu_for(i, gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the
+    visible ones, none without a GPU); ``arguments`` follow (e.g. ``--max-runs 1``). Their
+    identities go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals
+    only them."""
+    started = []
+    for extra in gpu_slots.sweep_worker_environments(workers, gpus):
+        process, identity = spawn(store, ["--sweep", str(int(sweep_id)), *arguments], f"sweep-{int(sweep_id)}",
+                                  workers, extra)
+        started.append(process)
+        with open(_sweep_identities_path(store, sweep_id), "a") as handle:
+            os.chmod(handle.fileno(), 0o600)  # the tokens are secrets
+            handle.write(json.dumps(identity) + "\n")
+    return started
+
+
+def terminate_sweep_workers(store, sweep_id: int) -> int:
+    """SIGTERM (then SIGKILL) the sweep workers this machine launched for ``sweep_id`` that are
+    provably them (Note [Identity]); returns how many were ended."""
+    ended = 0
+    try:
+        lines = _sweep_identities_path(store, sweep_id).read_text().splitlines()
+    except OSError:
+        return 0
+    for line in lines:
+        try:
+            identity = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(identity, dict) and is_alive(identity.get("pid")) and terminate(identity.get("pid"), identity):
+            ended += 1
+    return ended
+
+
+def _sweep_identities_path(store, sweep_id: int) -> Path:
+    path = store.home / "logs" / f"sweep-{int(sweep_id)}.workers"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,212 @@
+"""The run queue: start, stop and resume background runs, and keep the slots filled.
+
+    run_id = start_run(config)        # stored as 'queued'; a worker starts if a slot is free
+    stop_run(run_id)                  # a request in the store; a worker that does not heed it is ended
+    resume_run(run_id)                # a stopped/interrupted/failed run continues from its checkpoint
+    reconcile()                       # gone claimants -> 'interrupted'; queued runs -> free slots
+
+The queue lives in the store itself: a run is *unclaimed* while it is 'queued' with no pid.
+Scheduling (mark runs whose claimant is gone, count busy slots, launch the oldest unclaimed runs)
+happens under the store's scheduling lock (:func:`stability.execution.locks.scheduling_lock`), so
+that two processes looking at the same store never launch more workers than there are slots; a
+run itself is claimed by a compare-and-set (:mod:`stability.execution.lifecycle`, Note [Claims]),
+so no run is ever launched twice. On a shared (PostgreSQL) store each machine launches only the
+runs it queued (``runs.host``); a run of another machine is judged by its heartbeat alone
+(:func:`~stability.execution.lifecycle.claimant_gone`), and a sweep's runs are claimed by its
+workers (:mod:`stability.sweeps`, Note [Claiming trials]). A slot is busy while a 'running' run,
+or a claimed 'queued' run whose worker is still starting, of this machine has a live claimant. At
+most ``STABILITY_MAX_RUNS`` (default 1) runs train at once.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+
+from ..config import RunConfig
+from ..runs.records import RunRecord
+from ..runs.status import TERMINAL
+from ..runs.store import RunStore
+from ..training.checkpoints import ResumeError
+from . import gpu_slots, lifecycle, processes, threads
+from .locks import scheduling_lock
+from .preflight import check_buildable
+from .processes import CLAIM_ENV, MAX_RUNS_ENV
+from .signals import Terminated
+
+
+def max_concurrent_runs(max_concurrent: int | None = None) -> int:
+    """``max_concurrent`` if given, else ``$STABILITY_MAX_RUNS``, else 1."""
+    if max_concurrent is None:
+        text = os.environ.get(MAX_RUNS_ENV, "1")
+        try:
+            max_concurrent = int(text)
+        except ValueError:
+            raise ValueError(f"{MAX_RUNS_ENV} must be an integer >= 1; got {text!r}") from None
+    if isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or max_concurrent < 1:
+        raise ValueError(f"max_concurrent must be an integer >= 1; got {max_concurrent!r}")
+    return max_concurrent
+
+
+def start_run(config: RunConfig, store_path=None, name: str | None = None,
+              max_concurrent: int | None = None) -> int:
+    """Store ``config`` as a new run and start a worker for it if a slot is free; return its id.
+
+    Raises :class:`stability.config.ConfigError` (nothing is stored) when the configuration is
+    invalid or its cell cannot be built. With every slot busy the run stays 'queued' until a
+    finishing worker or :func:`reconcile` launches it.
+    """
+    config.validate()
+    check_buildable(config)
+    limit = max_concurrent_runs(max_concurrent)
+    with RunStore(store_path) as store, scheduling_lock(store):
+        run_id = store.create_run(config.to_dict(), name or config.name or None)
+        store.update_run(run_id, host=lifecycle.this_host())
+        _schedule(store, limit)
+    return run_id
+
+
+def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
+    """Stop run ``run_id``; return its status, or one line saying why it is left as it is.
+
+    A queued run that no process has claimed is 'stopped' at once. Otherwise the stop is requested
+    and the run's process, which reads the request every half second, ends the run itself. If it
+    has not within ``timeout`` seconds, its worker's process group gets SIGTERM, then SIGKILL, if
+    that process is provably the worker launched for this run, and the run is marked 'stopped' once
+    its process is gone. A process that cannot be proven dead (not provably this run's worker, such
+    as a foreground CLI run, or on another machine) is never marked stopped: the run is left as it
+    is, its stop still requested, and the line returned says so
+    (:mod:`stability.execution.lifecycle`, Note [Stop and resume]).
+    """
+    with RunStore(store_path) as store:
+        store.request_stop(run_id)
+        if lifecycle.stop_unclaimed(store, run_id):
+            return "stopped"
+        deadline = time.monotonic() + timeout
+        while store.run(run_id)["status"] not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run = store.record(run_id)
+        if run.status in TERMINAL:
+            return run.status
+        return _end_lingering(store, run, timeout)
+
+
+def _end_lingering(store: RunStore, run: RunRecord, timeout: float) -> str:
+    """After a stop request went unheeded for ``timeout`` s: end the run's worker if it is provably
+    ours and mark the run stopped once it is gone; else one line, the run left as it is."""
+    left = f"run {run.id} is still {run.status}: it did not stop within {timeout:g} s and"
+    if run.host not in (None, lifecycle.this_host()):
+        return (f"{left} trains on {run.host}, where its process cannot be signalled from here; "
+                "its stop stays requested")
+    if run.pid is None or not processes.terminate(run.pid, processes.read_identity(store, run.id)):
+        return (f"{left} its process {run.pid} was not signalled, as it is not provably this run's worker; "
+                "its stop stays requested")
+    status = store.run(run.id)["status"]  # a worker ended by SIGTERM settles the run itself
+    if status not in TERMINAL:
+        lifecycle.mark_stopped(store, run, f"terminated after not stopping within {timeout:g} s")
+        status = store.run(run.id)["status"]
+    return status
+
+
+def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) -> None:
+    """Queue a stopped, interrupted or failed run to continue from its last checkpoint.
+
+    The worker that picks it up restores weights, optimizer state, RNG and data position
+    (:meth:`stability.training.trainer.Trainer.fit` with ``resume=True``), discards the rows logged
+    after the checkpoint's step and appends to the same run. A sweep's run is resumed under its
+    sweep's lock and launched at once, by a worker that tells its trial how it ended (without a
+    checkpoint here it trains again from step 0, as its sweep's workers would). Raises
+    :class:`stability.training.checkpoints.ResumeError` (one line, nothing changed) when the run
+    cannot be resumed.
+    """
+    limit = max_concurrent_runs(max_concurrent)
+    with RunStore(store_path) as store:
+        run = store.record(run_id)
+        with lifecycle.resume_lock(store, run):
+            if run.sweep_id is None:
+                lifecycle.queue_resume(store, run_id)
+                with scheduling_lock(store):
+                    _schedule(store, limit)
+                return
+            lifecycle.check_resumable(store, run_id, checkpoint=False)  # without one: from step 0
+            if not _launch(store, run_id, limit, resumed=True):
+                lifecycle.check_resumable(store, run_id, checkpoint=False)  # one line: what it is now
+                raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+
+
+def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
+    """Mark runs whose claimant is gone 'interrupted', start queued runs in free slots.
+
+    Returns the ids newly marked 'interrupted'. Cheap; call it whenever runs are listed.
+    """
+    limit = max_concurrent_runs(max_concurrent)
+    with RunStore(store_path) as store, scheduling_lock(store):
+        return _schedule(store, limit)
+
+
+def run_worker(run_id: int, store_path) -> str:
+    """Train run ``run_id`` in this process (the worker's entry point); return its final status.
+
+    The worker takes over the claim the queue made for it (its token in ``$STABILITY_RUN_CLAIM``;
+    without one, it claims the run if it is queued and unclaimed) and trains it with
+    :func:`stability.execution.lifecycle.train_claimed`: an exception marks the run 'failed'
+    (printed here), SIGTERM 'stopped'. Before returning, the next queued run is launched into the
+    slot this one frees.
+    """
+    limit = max_concurrent_runs()
+    threads.apply_worker_threads(threads.worker_threads(limit))
+    with RunStore(store_path) as store:
+        try:
+            token = os.environ.get(CLAIM_ENV)
+            claim = lifecycle.adopt(store, run_id, token) if token else lifecycle.claim_queued(store, run_id)
+            if claim is not None:  # else: stopped or taken before this worker got to it
+                with lifecycle.settled_on_error(store, claim):
+                    run = store.record(run_id)
+                    lifecycle.train_claimed(store, claim, RunConfig.from_dict(dict(run.raw_config)),
+                                            resume=bool(run.resumes))
+        except Exception:
+            traceback.print_exc()
+        except Terminated:
+            pass  # the run is settled 'stopped'; the slot is still handed on
+        finally:
+            with scheduling_lock(store):
+                _schedule(store, limit)
+        return store.run(run_id)["status"]
+
+
+# ------------------------------------------------------------------ scheduling
+def _schedule(store: RunStore, limit: int) -> list[int]:
+    """Under the scheduling lock: mark runs whose claimant is gone, then fill free slots oldest first."""
+    processes.reap_launched()
+    interrupted, busy, unclaimed = [], 0, []
+    here = lifecycle.this_host()
+    for run in store.active_runs():
+        if run.status == "queued" and run.pid is None:
+            # a sweep's requeued runs wait for the sweep's workers; on a shared store a run is
+            # launched by the machine that queued it (start_run/resume_run set its host)
+            if run.sweep_id is None and (run.host == here or not store.shared):
+                unclaimed.append(run.id)
+        elif not lifecycle.claimant_gone(run, here):
+            busy += run.host in (None, here)  # the slots are this machine's
+        elif lifecycle.mark_interrupted(store, run):
+            interrupted.append(run.id)
+    for run_id in sorted(unclaimed)[:max(0, limit - busy)]:
+        _launch(store, run_id, limit)
+    return interrupted
+
+
+def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> bool:
+    """Claim ``run_id`` for a worker, start the worker and hand it the claim; False when another
+    process claimed the run first (nothing is started then)."""
+    claim = lifecycle.claim_for_worker(store, run_id, resumed=resumed)
+    if claim is None:
+        return False
+    try:
+        environment = {CLAIM_ENV: claim.token, **gpu_slots.run_environment(store, run_id, limit)}  # its slot's GPU
+        process, identity = processes.spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit, environment)
+    except BaseException:
+        lifecycle.release(store, claim)
+        raise
+    processes.write_identity(store, run_id, identity)
+    lifecycle.hand_over(store, claim, process.pid)
+    return True
