@@ -1,12 +1,20 @@
-"""Log axes that never choke, and the scales the charts share.
+"""Log axes that never choke, y ranges that early outliers do not set, and the scales the charts share.
 
 A log axis cannot show zero, a negative value, an infinity or NaN.  Here values at or below zero are
 clipped to the smallest positive float64 and flagged as underflow, and infinities to the largest, flagged
 as overflow (:func:`clip_for_log`); a chart then draws them at the edge of its plot (:func:`log_edges`,
 :func:`on_log_axis`) with a note in the tooltip, so a vanished or exploded gradient is seen and never
-silently disappears.  NaN (a diverged value) stays a gap in the line and is noted as such.
+silently disappears.  NaN (a diverged value) stays a gap in the line and is noted as such.  A log axis
+labels every decade up to a dozen, then every few (:func:`log_axis`, Note [Log ticks]).
+
+On a linear axis a curve's first points, far outside the rest (a loss of 2 at step 0 that falls to 0.16
+and 0.025), need not set the range: :func:`robust_range` leaves them out, as TensorBoard's "ignore
+outliers in chart scaling" does, and :func:`clamp_to_range` draws them at the edge (Note [Ignoring
+outliers]).
 """
 from __future__ import annotations
+
+import math
 
 import altair as alt
 import numpy as np
@@ -18,6 +26,9 @@ HUGE = float(np.finfo(np.float64).max)
 # float64's range: the trainer's norms cannot underflow above it (stability.training.probes.stable_norm).
 NOTE_UNDERFLOW, NOTE_OVERFLOW = "0: exactly zero, or below float64's range (< 1e-308)", "overflow"
 NOTE_NAN = "not a number"
+# The notes of clamp_to_range: an early point drawn at the edge of a range it does not set.
+NOTE_ABOVE, NOTE_BELOW = "an early outlier above the range shown", "an early outlier below the range shown"
+EDGE_ABOVE, EDGE_BELOW = "above", "below"
 # Distinct hues for runs (Vega's default puts neighbours in two blues, two reds).
 RUN_COLOURS = alt.Scale(scheme="tableau10")
 # The classes decades() gives what a log axis cannot show, far from any float64 decade (-324..308).
@@ -111,3 +122,103 @@ def clipped_to_plot(chart: alt.LayerChart) -> alt.LayerChart:
         options.pop("type", None)
         layer.mark = alt.MarkDef(type=mark, clip=True, **options)
     return chart
+
+
+# Note [Log ticks]
+# ----------------
+# Left to itself Vega labels a log axis by d3's log ticks, thinned to fit its height: on a chart of
+# ‖∂L/∂h₀‖ spanning 35 decades it labelled "1" and "1e-35" and nothing between, so an LSTM's 2e-16 could
+# not be read off it.  Here the tick values are given: every decade while the data span at most
+# LOG_LABELLED_DECADES of them, else every k-th decade with k = ceil(span / LOG_LABELLED_DECADES), so a chart
+# labels at most about a dozen decades, never fewer than every third one up to 36 decades.  The values are
+# the multiples of k over the whole float64 range: Vega draws those within the scale's domain and drops the
+# rest, so the spec depends on the data only through k and stays the same while rows arrive and the
+# curves move through the decades (a live chart then gets new rows, not a new spec: stability.charts.lines,
+# Note [Light charts]).  Labels read "1e-16" below 0.001 and above 10,000, plainly between.
+LOG_LABELLED_DECADES = 12
+FLOAT64_DECADES = (-323, 308)   # 10**-323 is the smallest decade a float64 holds (subnormal), 10**308 the largest
+LOG_LABEL_EXPR = ("datum.value >= 0.001 && datum.value <= 10000 ? format(datum.value, '~g') "
+                  ": replace(format(datum.value, '.0e'), 'e+', 'e')")
+
+
+def decade_span(values) -> float:
+    """How many decades the positive finite ``values`` span (0 for none or one)."""
+    numbers = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce"), dtype=float)
+    shown = numbers[np.isfinite(numbers) & (numbers > 0)]
+    return float(np.log10(shown.max()) - np.log10(shown.min())) if shown.size else 0.0
+
+
+def log_tick_step(values) -> int:
+    """Decades between two labels of a log axis over ``values``: 1 up to :data:`LOG_LABELLED_DECADES` decades,
+    then ceil(span / LOG_LABELLED_DECADES) (Note [Log ticks])."""
+    return max(1, math.ceil(decade_span(values) / LOG_LABELLED_DECADES - 1e-9))
+
+
+def log_tick_values(step: int) -> list[float]:
+    """Every ``step``-th power of ten a float64 holds, the multiples of ``step`` (Note [Log ticks])."""
+    low, high = FLOAT64_DECADES
+    return [float(f"1e{exponent}") for exponent in range(low, high + 1) if exponent % step == 0]
+
+
+def log_axis(values, **options) -> alt.Axis:
+    """A log y axis for ``values`` (what the chart draws, edges included) labelled as Note [Log ticks] says."""
+    return alt.Axis(values=log_tick_values(log_tick_step(values)), labelExpr=LOG_LABEL_EXPR, **options)
+
+
+# Note [Ignoring outliers]
+# ------------------------
+# TensorBoard's "ignore outliers in chart scaling" (on by default) sets a chart's y range to the 5th..95th
+# percentile of the points it shows (d3.quantile: linear interpolation, numpy's default) instead of their
+# extremes, so a loss of 2 at step 0 does not squash a race between 0.16 and 0.025 into one line at the
+# bottom.  Here the same percentiles of every point drawn set the range, widened to every point after the
+# first EARLY_SHARE of its curve's x span: only a curve's early points are ever left out (a late drop below
+# the baseline, or a late divergence, is exactly what a chart must show), and only those outside the
+# central 90 % of all the points.  With RANGE_MARGIN of its span added on either side, a point still
+# outside the range is drawn at its edge (:func:`clamp_to_range`), marked there (▲ above, ▼ below) and
+# noted in its tooltip with its true value: nothing is dropped, and nothing moves the range.  Since the
+# points are clamped in the rows rather than the range written into the spec, a live chart's spec does
+# not change as the range moves (stability.charts.lines, Note [Light charts]).  Three points or fewer
+# are all shown, as TensorBoard does; so is everything on a log axis, whose decades hold any spike.
+OUTLIER_QUANTILES = (0.05, 0.95)
+EARLY_SHARE = 0.1
+RANGE_MARGIN = 0.05
+
+
+def early_points(along: np.ndarray, series: np.ndarray) -> np.ndarray:
+    """Whether each point lies in the first :data:`EARLY_SHARE` of its own curve's x span (``series``: a
+    curve id per point)."""
+    along = np.asarray(along, dtype=float)
+    frame = pd.DataFrame({"x": along, "series": series})
+    first = frame.groupby("series", sort=False)["x"].transform("min").to_numpy()
+    last = frame.groupby("series", sort=False)["x"].transform("max").to_numpy()
+    return along <= first + EARLY_SHARE * (last - first)
+
+
+def robust_range(values, early, references=()) -> tuple[float, float] | None:
+    """The y range of Note [Ignoring outliers], or None when every point fits (or there are three or fewer).
+
+    ``values``: every y a chart draws (a 2-D array: one column per drawn line of each point, raw and
+    smoothed); ``early``: per point (row), whether it is in its curve's early part; ``references``: values
+    that must stay in range (a baseline).
+    """
+    numbers = np.asarray(values, dtype=float).reshape(len(early), -1)
+    finite = np.isfinite(numbers)
+    shown = numbers[finite]
+    if shown.size <= 3:
+        return None
+    low, high = np.quantile(shown, OUTLIER_QUANTILES)
+    settled = numbers[finite & ~np.asarray(early, dtype=bool)[:, None]]
+    kept = [low, high, *settled[[settled.argmin(), settled.argmax()]]] if settled.size else [low, high]
+    kept += [float(value) for value in references if value is not None and math.isfinite(float(value))]
+    low, high = min(kept), max(kept)
+    margin = RANGE_MARGIN * (high - low) if high > low else RANGE_MARGIN * abs(high) or 1.0
+    low, high = low - margin, high + margin
+    return None if shown.min() >= low and shown.max() <= high else (float(low), float(high))
+
+
+def clamp_to_range(values: pd.Series, bounds: tuple[float, float]) -> tuple[pd.Series, np.ndarray]:
+    """(``values`` clamped into ``bounds``, each point's edge: "" inside, :data:`EDGE_ABOVE` or
+    :data:`EDGE_BELOW`); NaN stays NaN."""
+    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    edge = np.where(numbers > bounds[1], EDGE_ABOVE, np.where(numbers < bounds[0], EDGE_BELOW, ""))
+    return numbers.clip(lower=bounds[0], upper=bounds[1]), edge
