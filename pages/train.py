@@ -252,7 +252,7 @@ else:
             st.info("No runs yet: configure one on the left and press **Start**.")
         else:
             labels = {row.id: run_label(row) for row in runs.itertuples()}
-            pick, smooth, scale, cadence = st.columns([2.2, 1.2, 1.2, 1.4], vertical_alignment="bottom")
+            pick, smooth, scale, cadence = st.columns([2.0, 1.1, 1.5, 1.4], vertical_alignment="bottom")
             if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
                 st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
             watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")

@@ -14,7 +14,7 @@ row.  Two charts a row thus never get less than :data:`GRID_CHART_REM` each, the
 legends are fitted to (stability.charts.legends, Note [Legends that fit]): on a 1,400-px screen beside the
 form that is one column of ~650-px charts, on a wide screen two of 500 px and more.  Each chart is
 :data:`CHART_HEIGHT` tall with a one-row legend (Streamlit fits title, legend, axes and plot into it),
-which leaves its plot ~260 px.  The classroom view lays out its charts itself, one a row beside their words
+which leaves its plot ~230 px.  The classroom view lays out its charts itself, one a row beside their words
 (pages/ui/classroom.py).
 
 Streamlit only.
@@ -28,7 +28,7 @@ from pages.ui.live import show_chart
 GRID_CHART_REM = 30          # a chart's narrowest width in the grid: 480 px at Streamlit's 16-px rem
 GRID_GAP_REM = 1             # between two charts of a row
 GRID_TWO_REM = 2 * GRID_CHART_REM + GRID_GAP_REM  # the grid's width from which two charts share a row
-CHART_HEIGHT = 380           # px, a chart with its title, a one-row legend and its axes
+CHART_HEIGHT = 400           # px, a chart with its title, a one-row legend and its axes
 GRID_KEY = "chart_grid_"     # the grids' keys start so: their CSS class is st-key-chart_grid_<page>
 OUTLIERS_PARAM = "outliers"  # ?outliers=show: every point sets the y range; absent: early outliers do not
 OUTLIERS_SHOWN = "show"

@@ -14,7 +14,8 @@ that much, pages/ui/chart_view.py) at both label sizes a page uses: Streamlit's 
 :data:`CLASSROOM_LABEL_PX` on its own narrowest chart (:data:`CLASSROOM_CHART_PX`; pages/ui/classroom.py
 takes its font size from here).  A label's width is estimated from its length at :data:`CHAR_EM` of the
 font size a character (Streamlit's Source Sans, measured in Chromium: 0.40 to 0.50 em on run and metric
-names); an entry adds its symbol, the gap after it and the column padding.  No label is shortened (``labelLimit`` 0) and no entry
+names); an entry adds its symbol, the gap after it and the column padding, and a column is as wide as
+its widest entry.  No label is shortened (``labelLimit`` 0) and no entry
 dropped (``symbolLimit`` 0); a chart grows by a legend row for every row past the first
 (:func:`extra_height`), so its plot keeps its height.  The columns depend on the names only, never on the
 rows, so a live chart's spec stays the same as rows arrive (stability.charts.lines, Note [Light charts]).
@@ -43,12 +44,16 @@ def entry_width(label: str, font_px: float = LABEL_PX) -> float:
 
 
 def columns_for(labels, width_px: float = NARROWEST_CHART_PX, font_px: float = LABEL_PX) -> int:
-    """How many legend columns of ``labels`` fit across a chart ``width_px`` wide, labels at ``font_px``."""
+    """How many legend columns of ``labels`` fit across a chart ``width_px`` wide, labels at ``font_px``:
+    the most whose widths add up within it, each column as wide as its widest entry (Vega's ``gridAlign``
+    "each", its default)."""
     labels = list(dict.fromkeys(str(label) for label in labels))
-    if not labels:
-        return 1
-    widest = max(entry_width(label, font_px) for label in labels)
-    return max(1, min(len(labels), int((width_px - AXIS_ALLOWANCE_PX) // widest)))
+    widths = [entry_width(label, font_px) for label in labels]
+    room = width_px - AXIS_ALLOWANCE_PX
+    for columns in range(len(labels), 1, -1):
+        if sum(max(widths[start::columns]) for start in range(columns)) <= room:
+            return columns
+    return 1
 
 
 def legend_columns(labels) -> int:

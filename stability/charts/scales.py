@@ -126,15 +126,20 @@ def clipped_to_plot(chart: alt.LayerChart) -> alt.LayerChart:
 
 # Note [Log ticks]
 # ----------------
-# Left to itself Vega labels a log axis by d3's log ticks, thinned to fit its height: on a chart of
+# Left to itself Vega labels a log axis by d3's log ticks, thinned to one per 40 px of height: on a chart of
 # ‖∂L/∂h₀‖ spanning 35 decades it labelled "1" and "1e-35" and nothing between, so an LSTM's 2e-16 could
-# not be read off it.  Here the tick values are given: every decade while the data span at most
-# LOG_LABELLED_DECADES of them, else every k-th decade with k = ceil(span / LOG_LABELLED_DECADES), so a chart
-# labels at most about a dozen decades, never fewer than every third one up to 36 decades.  The values are
-# the multiples of k over the whole float64 range: Vega draws those within the scale's domain and drops the
-# rest, so the spec depends on the data only through k and stays the same while rows arrive and the
-# curves move through the decades (a live chart then gets new rows, not a new spec: stability.charts.lines,
-# Note [Light charts]).  Labels read "1e-16" below 0.001 and above 10,000, plainly between.
+# not be read off it.  Here the tick values are given: 1, 2 and 5 times every decade while the data span
+# less than LOG_FINE_DECADES (a curve within one decade still crosses labels), every decade up to
+# LOG_LABELLED_DECADES, else every k-th decade with k = ceil(span / LOG_LABELLED_DECADES): at most about a
+# dozen labels, never fewer than every third decade up to 36.  The values run over the whole float64 range:
+# Vega draws those within the scale's domain and drops the rest, so the spec depends on the data only
+# through the step and stays the same while rows arrive and the curves move through the decades (a live
+# chart then gets new rows, not a new spec: stability.charts.lines, Note [Light charts]).  The axis's tick
+# count is the number of values (Vega thins given values down to it), labels may not be dropped for
+# overlapping (at a dozen they do not overlap on a chart of a page's height) nor shifted inwards at the
+# axis's ends (Streamlit's theme sets labelFlush, which pushed "1" onto "0.001").  Labels read "1e-16" below
+# 0.001 and above 10,000, plainly between.
+LOG_FINE_DECADES = 3
 LOG_LABELLED_DECADES = 12
 FLOAT64_DECADES = (-323, 308)   # 10**-323 is the smallest decade a float64 holds (subnormal), 10**308 the largest
 LOG_LABEL_EXPR = ("datum.value >= 0.001 && datum.value <= 10000 ? format(datum.value, '~g') "
@@ -149,29 +154,38 @@ def decade_span(values) -> float:
 
 
 def log_tick_step(values) -> int:
-    """Decades between two labels of a log axis over ``values``: 1 up to :data:`LOG_LABELLED_DECADES` decades,
-    then ceil(span / LOG_LABELLED_DECADES) (Note [Log ticks])."""
-    return max(1, math.ceil(decade_span(values) / LOG_LABELLED_DECADES - 1e-9))
+    """Decades between two labels of a log axis over ``values``: 0 (1, 2 and 5 times every decade) under
+    :data:`LOG_FINE_DECADES` decades, 1 up to :data:`LOG_LABELLED_DECADES`, then
+    ceil(span / LOG_LABELLED_DECADES) (Note [Log ticks])."""
+    span = decade_span(values)
+    return 0 if span < LOG_FINE_DECADES else max(1, math.ceil(span / LOG_LABELLED_DECADES - 1e-9))
 
 
 def log_tick_values(step: int) -> list[float]:
-    """Every ``step``-th power of ten a float64 holds, the multiples of ``step`` (Note [Log ticks])."""
+    """Every ``step``-th power of ten a float64 holds (the multiples of ``step``), or with ``step`` 0 every
+    power of ten and its doubles and fives (Note [Log ticks])."""
     low, high = FLOAT64_DECADES
+    if step == 0:
+        return [float(f"{digit}e{exponent}") for exponent in range(low, high) for digit in (1, 2, 5)]
     return [float(f"1e{exponent}") for exponent in range(low, high + 1) if exponent % step == 0]
 
 
 def log_axis(values, **options) -> alt.Axis:
     """A log y axis for ``values`` (what the chart draws, edges included) labelled as Note [Log ticks] says."""
-    return alt.Axis(values=log_tick_values(log_tick_step(values)), labelExpr=LOG_LABEL_EXPR, **options)
+    ticks = log_tick_values(log_tick_step(values))
+    return alt.Axis(values=ticks, tickCount=len(ticks), labelExpr=LOG_LABEL_EXPR, labelOverlap=False,
+                    labelFlush=False, **options)
 
 
 # Note [Ignoring outliers]
 # ------------------------
 # TensorBoard's "ignore outliers in chart scaling" (on by default) sets a chart's y range to the 5th..95th
-# percentile of the points it shows (d3.quantile: linear interpolation, numpy's default) instead of their
+# percentile of the points it shows (d3.quantile, interpolating between two points) instead of their
 # extremes, so a loss of 2 at step 0 does not squash a race between 0.16 and 0.025 into one line at the
-# bottom.  Here the same percentiles of every point drawn set the range, widened to every point after the
-# first EARLY_SHARE of its curve's x span: only a curve's early points are ever left out (a late drop below
+# bottom.  Here the same percentiles of every point drawn set the range, taken at a point rather than
+# between two (numpy's "lower" 95th, "higher" 5th: with a live run's first few points, interpolating
+# would carry most of an outlier into the range), widened to every point after the first EARLY_SHARE of
+# its curve's x span: only a curve's early points are ever left out (a late drop below
 # the baseline, or a late divergence, is exactly what a chart must show), and only those outside the
 # central 90 % of all the points.  With RANGE_MARGIN of its span added on either side, a point still
 # outside the range is drawn at its edge (:func:`clamp_to_range`), marked there (▲ above, ▼ below) and
@@ -206,7 +220,8 @@ def robust_range(values, early, references=()) -> tuple[float, float] | None:
     shown = numbers[finite]
     if shown.size <= 3:
         return None
-    low, high = np.quantile(shown, OUTLIER_QUANTILES)
+    low = np.quantile(shown, OUTLIER_QUANTILES[0], method="higher")
+    high = np.quantile(shown, OUTLIER_QUANTILES[1], method="lower")
     settled = numbers[finite & ~np.asarray(early, dtype=bool)[:, None]]
     kept = [low, high, *settled[[settled.argmin(), settled.argmax()]]] if settled.size else [low, high]
     kept += [float(value) for value in references if value is not None and math.isfinite(float(value))]
