@@ -815,6 +815,8 @@ def test_the_flag_shows_every_point_and_a_late_spike_is_never_left_out():
     spec = charts.metric_chart(late, names="train/loss").to_dict()
     data = rows_of(spec, flat_layers(spec)[0])
     assert data["y"].max() == pytest.approx(late["value"].max()) and (data["edge"] == "").all()
+    nothing = charts.metric_chart(frame, names="missing", smoothing=0.5).to_dict()  # no rows yet: still a chart
+    assert rows_of(nothing, flat_layers(nothing)[0]).empty
     on_log = charts.metric_chart(frame, names="train/loss", log_y=True).to_dict()  # decades hold any spike
     assert rows_of(on_log, flat_layers(on_log)[0])["y"].max() == pytest.approx(frame["value"].max())
 

@@ -215,6 +215,8 @@ def robust_range(values, early, references=()) -> tuple[float, float] | None:
     smoothed); ``early``: per point (row), whether it is in its curve's early part; ``references``: values
     that must stay in range (a baseline).
     """
+    if len(early) == 0:
+        return None
     numbers = np.asarray(values, dtype=float).reshape(len(early), -1)
     finite = np.isfinite(numbers)
     shown = numbers[finite]
