@@ -91,7 +91,11 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outli
 
     def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> LiveChart:
         options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS, ignore_outliers=ignore_outliers)
-        return LiveChart(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
+        # a log axis's labels follow the decades its rows span: a new step is a new spec, built at once
+        references = [options["baseline"]] if options.get("baseline") is not None else []
+        ticks = charts.metric_log_step(drawn_rows(drawn), drawn, references) if options.get("log_y") else None
+        controls = (tuple(drawn), title, tuple(sorted(options.items(), key=str)), ticks)
+        return LiveChart(key, controls, rows.version(drawn),
                          lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title,
                                                      height=CHART_HEIGHT, **options),
                          lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),

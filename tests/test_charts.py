@@ -778,12 +778,14 @@ def spiky(spike_steps, runs=(1, 2)):
 
 def expected_top(frame, early_steps):
     """Note [Ignoring outliers] computed plainly: the 95th percentile of every value, or the largest value after
-    the early steps if higher, plus 5 % of the range's span."""
+    the early steps if higher; then the largest value within half that range's span above it; plus 5 % of the
+    range's span."""
     values = frame["value"].to_numpy()
     settled = frame.loc[frame["step"] > early_steps, "value"].to_numpy()
     ordered = np.sort(values)  # the 5th and 95th percentiles taken at a point, not between two
     low = min(ordered[math.ceil(0.05 * (len(values) - 1))], settled.min())
     high = max(ordered[math.floor(0.95 * (len(values) - 1))], settled.max())
+    low, high = min(values[values >= low - 0.5 * (high - low)]), max(values[values <= high + 0.5 * (high - low)])
     return high + 0.05 * (high - low)
 
 
@@ -864,6 +866,11 @@ def test_robust_range_is_the_central_90_percent_widened_to_every_settled_point()
     assert few == pytest.approx((0.17 - 0.001, 0.19 + 0.001))
     assert 20.0 < charts.robust_range(values, early, references=[20.0])[1] < 50.0  # a baseline stays in range
     assert charts.robust_range(values, early, references=[60.0]) is None  # and one above the spike takes it in
+    near = values.copy()
+    near[:4] = values[40:].max() + 0.2  # early, beyond the settled points, but within half the range's span
+    assert charts.robust_range(near, early) is None  # is no outlier: a 4.0 beside a 3.9 is drawn as it is
+    rising = charts.robust_range([10.0, 1.2, 1.1, 1.0, 0.5, 0.4, 0.3, 0.2, 0.2, 0.2], [True] * 3 + [False] * 7)
+    assert rising[1] == pytest.approx(1.2 + 0.05 * 1.0)  # a curve's fall kept whole, the first 10.0 left out
 
 
 def log_axis_of(spec):
@@ -899,6 +906,25 @@ def test_a_narrow_log_axis_labels_ones_twos_and_fives_and_the_axis_follows_only_
     assert log_axis_of(charts.metric_chart(moved, names="grad/h0_norm", log_y=True).to_dict()) == log_axis_of(
         charts.metric_chart(far, names="grad/h0_norm", log_y=True).to_dict())  # same step, same spec
 
+
+
+def test_a_live_log_charts_step_is_told_by_its_rows_as_the_chart_draws_them():
+    """metric_log_step (what a live page keeps among a chart's controls) is the step the chart's axis uses: a
+    zero counts a decade below the rest, a baseline counts, and a curve falling through decades moves it."""
+    def falling(last_exponent, zero=False):
+        return metric_rows({"grad/h0_norm": lambda run, step: 0.0 if zero and step == 3 else
+                            10.0 ** (-last_exponent * step / 5)}, steps=range(6))
+    cases = [(falling(2), []), (falling(2, zero=True), []), (falling(2), [1e3]), (falling(40), []),
+             (falling(40, zero=True), [0.5])]
+    for frame, references in cases:
+        step = charts.metric_log_step(frame, ["grad/h0_norm"], references)
+        baseline = {"baseline": references[0]} if references else {}
+        axis = log_axis_of(charts.metric_chart(frame, names="grad/h0_norm", log_y=True, **baseline).to_dict())
+        assert axis["values"] == charts.log_axis_at(step).to_dict()["values"]
+    assert [charts.metric_log_step(falling(span), "grad/h0_norm") for span in (2, 4, 12, 13, 36)] == [0, 1, 1, 2, 3]
+    assert charts.metric_log_step(falling(2, zero=True), "grad/h0_norm") == 1  # 2 decades, and the zero's below
+    assert charts.metric_log_step(falling(2), "grad/h0_norm", [1e3]) == 1  # a baseline three decades above
+    assert charts.metric_log_step(falling(2).iloc[:0], "grad/h0_norm") == 0  # no rows yet
 
 def every_legend(spec):
     """Every distinct legend of a spec (each layer repeats its encodings), in the order met."""

@@ -19,8 +19,8 @@ from .decimation import check_max_points, downsample_indices
 from .fields import LOG_SPAN, is_numeric_field, value_label
 from .legends import extra_height, legend_for
 from .scales import (EDGE_ABOVE, EDGE_BELOW, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS,
-                     clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_edges, on_log_axis,
-                     robust_range, y_axis_scale)
+                     clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
+                     log_tick_step, on_log_axis, robust_range, y_axis_scale)
 from .smoothing import check_smoothing, ema, log_ema
 
 # Note [Light charts]
@@ -37,10 +37,11 @@ from .smoothing import check_smoothing, ema, log_ema
 #   hover_points a line (min-max picked again: a spike keeps its tooltip);
 # * rows a log axis cannot show go in a small dataset of their own instead of a filter over every row;
 # * the spec never depends on the rows (the heatmap's colour domain and axis labels come from Vega; an early
-#   outlier is clamped in the rows, not left out by a range in the spec; a log axis's ticks depend on the
-#   rows only through the step between labelled decades), so a page can put new rows into the chart it has (metric_chart_rows here, singular_value_band_rows and
-#   gradient_flow_heatmap_rows in stability.charts.spectra give a chart's datasets, in the order its
-#   layers use them).
+#   outlier is clamped in the rows, not left out by a range in the spec), save a log axis's ticks, through
+#   the step between labelled decades alone (metric_log_step: a live page keeps it among the chart's
+#   controls), so a page can put new rows into the chart it has (metric_chart_rows here,
+#   singular_value_band_rows and gradient_flow_heatmap_rows in stability.charts.spectra give a chart's
+#   datasets, in the order its layers use them).
 
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
@@ -110,12 +111,10 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     scale a baseline <= 0 has no place and is left out. ``marks``: more dashed rules, ``(value, label)``
     pairs (a paper's numbers), drawn as the baseline is. ``y_range`` ``(low, high)`` fixes the y axis
     (the range a paper's panel shows) and clips what falls outside it. At most ``max_points`` rows per
-    curve (:func:`prepare`). ``ignore_outliers`` (TensorBoard's "ignore outliers in chart scaling", on by
-    default): on a linear axis a curve's early points far outside the rest do not set the range; they are
-    drawn at its edge, marked ▲ or ▼, their true value in the tooltip (stability.charts.scales, Note
-    [Ignoring outliers]); False shows every point. ``height`` is the chart's with a one-row legend: it
-    grows by a row for every row more the legend takes (:func:`stability.charts.legends.extra_height`).
-    ``legend``: ``"fit"`` (or ``"top"``) wraps it into the columns that fit, ``"wrap"`` into two.
+    curve (:func:`prepare`). ``ignore_outliers`` (TensorBoard's, on by default): a curve's early points far
+    outside the rest do not set a linear range, drawn at its edge marked ▲ or ▼ (stability.charts.scales, Note
+    [Ignoring outliers]). ``height``: with a one-row legend, a row more for every row more the legend takes
+    (stability.charts.legends); ``legend``: ``"fit"`` (or ``"top"``) in the columns that fit, ``"wrap"`` in two.
 
     ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
     dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
@@ -130,19 +129,15 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     x_field, x_title = X_AXES[x]
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
     y_scale = y_axis_scale(log_y, y_range)
-    axis = log_axis(_drawn_values(rows)) if log_y else alt.Undefined
+    references = [value for value, _ in ([(baseline, None)] if baseline is not None else []) + list(marks)]
+    axis = log_axis_at(metric_log_step(frame, names, references)) if log_y else alt.Undefined
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
-    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
-                                clear="pointerout", empty=False)
+    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover", clear="pointerout", empty=False)
     runs = list(dict.fromkeys(rows.lines["run"]))
-    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
-                "color": alt.Color("run:N", title=None, legend=_legend(legend, runs), scale=RUN_COLOURS)}
-    if len(names) > 1:
-        encoding["strokeDash"] = alt.StrokeDash("name:N", title=None, legend=legend_for(names, orient="bottom"))
+    encoding = _metric_encoding(x_field, x_title, runs, names, legend)
     lines = alt.Chart(rows.lines).encode(**encoding)
     points = lines if rows.hover is rows.lines else alt.Chart(rows.hover).encode(**encoding)
-    y = alt.Y("y:Q", title=y_title, scale=y_scale, axis=axis)
-    y_raw = alt.Y("y_raw:Q", title=y_title, scale=y_scale, axis=axis)
+    y, y_raw = (alt.Y(f"{field}:Q", title=y_title, scale=y_scale, axis=axis) for field in ("y", "y_raw"))
     tooltip = _metric_tooltip(smoothing)
 
     layers = []
@@ -172,6 +167,26 @@ def _legend(orient: str, labels) -> alt.Legend:
     return legend_for(labels)
 
 
+def _metric_encoding(x_field: str, x_title: str, runs: list, names: list, legend: str) -> dict:
+    """x, colour by run and, with several metrics, stroke dash by metric (its legend below the plot)."""
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+                "color": alt.Color("run:N", title=None, legend=_legend(legend, runs), scale=RUN_COLOURS)}
+    if len(names) > 1:
+        encoding["strokeDash"] = alt.StrokeDash("name:N", title=None, legend=legend_for(names, orient="bottom"))
+    return encoding
+
+
+def metric_log_step(frame: pd.DataFrame, names, references=()) -> int:
+    """The decades between two labels of a log axis over the metrics ``names`` of ``frame`` (long metric rows)
+    and the ``references`` (baseline, marks) drawn with them (stability.charts.scales, Note [Log ticks]): a
+    zero or an infinity counts a decade beyond the rest, where the chart draws it (:func:`log_edges`).  The
+    only part of a log chart's spec that its rows set: a live page rebuilds the chart when it changes."""
+    names = [names] if isinstance(names, str) else list(names)
+    values = frame.loc[frame["name"].isin(names), "value"] if len(frame) else pd.Series(dtype=float)
+    drawn, _ = on_log_axis(values, log_edges(values))
+    return log_tick_step(pd.concat([drawn.dropna(), pd.Series(list(references), dtype=float)]))
+
+
 def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bool) -> alt.Chart:
     """The nearest points' tooltips, shown on hover; with ``clamped`` the points drawn at the edge of a range
     they do not set (Note [Ignoring outliers]) shown always, as ▲ above and ▼ below."""
@@ -184,12 +199,6 @@ def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bo
                              {"test": "datum.edge !== ''", "value": 1.0}], "value": 0.0}
     return points.mark_point(size=60, filled=True).encode(
         y=y, shape=shape, opacity=opacity, tooltip=tooltip).add_params(hover)
-
-
-def _drawn_values(rows: MetricRows) -> pd.Series:
-    """Every y a chart of ``rows`` draws (its log axis's ticks cover them)."""
-    columns = [rows.lines[column] for column in ("y", "y_raw") if column in rows.lines]
-    return pd.concat(columns + ([rows.baseline["baseline"]] if rows.baseline is not None else []))
 
 
 @dataclass

@@ -172,7 +172,12 @@ def log_tick_values(step: int) -> list[float]:
 
 def log_axis(values, **options) -> alt.Axis:
     """A log y axis for ``values`` (what the chart draws, edges included) labelled as Note [Log ticks] says."""
-    ticks = log_tick_values(log_tick_step(values))
+    return log_axis_at(log_tick_step(values), **options)
+
+
+def log_axis_at(step: int, **options) -> alt.Axis:
+    """A log y axis labelling every ``step``-th decade (0: 1, 2 and 5 times every decade; :func:`log_tick_step`)."""
+    ticks = log_tick_values(step)
     return alt.Axis(values=ticks, tickCount=len(ticks), labelExpr=LOG_LABEL_EXPR, labelOverlap=False,
                     labelFlush=False, **options)
 
@@ -187,7 +192,10 @@ def log_axis(values, **options) -> alt.Axis:
 # would carry most of an outlier into the range), widened to every point after the first EARLY_SHARE of
 # its curve's x span: only a curve's early points are ever left out (a late drop below
 # the baseline, or a late divergence, is exactly what a chart must show), and only those outside the
-# central 90 % of all the points.  With RANGE_MARGIN of its span added on either side, a point still
+# central 90 % of all the points.  An early point is an outlier only when it lies more than OUTLIER_ROOM
+# of that range's span beyond it: the range is widened to every point within that room (a loss curve's
+# natural fall from 1.2 to 0.2 is drawn whole, a 4.0 beside a 3.9 is no outlier, a spike of 100 or a first
+# 2.0 above a race between 0.16 and 0.025 is).  With RANGE_MARGIN of its span added on either side, a point still
 # outside the range is drawn at its edge (:func:`clamp_to_range`), marked there (▲ above, ▼ below) and
 # noted in its tooltip with its true value: nothing is dropped, and nothing moves the range.  Since the
 # points are clamped in the rows rather than the range written into the spec, a live chart's spec does
@@ -195,6 +203,7 @@ def log_axis(values, **options) -> alt.Axis:
 # are all shown, as TensorBoard does; so is everything on a log axis, whose decades hold any spike.
 OUTLIER_QUANTILES = (0.05, 0.95)
 EARLY_SHARE = 0.1
+OUTLIER_ROOM = 0.5
 RANGE_MARGIN = 0.05
 
 
@@ -228,6 +237,9 @@ def robust_range(values, early, references=()) -> tuple[float, float] | None:
     kept = [low, high, *settled[[settled.argmin(), settled.argmax()]]] if settled.size else [low, high]
     kept += [float(value) for value in references if value is not None and math.isfinite(float(value))]
     low, high = min(kept), max(kept)
+    room = OUTLIER_ROOM * (high - low)
+    near = shown[(shown >= low - room) & (shown <= high + room)]  # not far enough out to be an outlier
+    low, high = min(low, near.min(initial=low)), max(high, near.max(initial=high))
     margin = RANGE_MARGIN * (high - low) if high > low else RANGE_MARGIN * abs(high) or 1.0
     low, high = low - margin, high + margin
     return None if shown.min() >= low and shown.max() <= high else (float(low), float(high))
