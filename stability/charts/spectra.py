@@ -188,9 +188,10 @@ def series_heatmap(series_frame: pd.DataFrame, name: str, *, x_title: str, value
                  alt.Tooltip("value:Q", title=value_title, format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
                  alt.Tooltip("note:N")])
     cells = alt.Chart(cell_rows).mark_rect().encode(**encoding, color=alt.Color(
-        "log10:Q", title=f"log10 {value_title}", scale=alt.Scale(scheme="viridis")))
+        "log10:Q", title=f"log10 {value_title}", scale=alt.Scale(scheme="viridis"),
+        legend=alt.Legend(format="~g")))  # -2e-7, not -0.0000002
     marked = alt.Chart(flagged_rows).mark_rect().encode(**encoding, color=alt.Color(
-        "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
+        "note:N", title=None, legend=legend_for([NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], orient="bottom"),
         scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
     return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)
 
