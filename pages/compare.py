@@ -200,21 +200,21 @@ init_state("cmp_group", query.choice("group", ("0", "1"), "0") == "1")
 init_state("cmp_group_by", query.choices("by", list(GROUP_FIELDS), []))
 query.warn()
 
-pick, smooth, scale, axis = st.columns([3, 2, 1.3, 1.6], vertical_alignment="bottom")
+pick, smooth, scale = st.columns([3, 2, 1.6], vertical_alignment="bottom")  # no label cut at 1,280 px
 names = pick.multiselect("Metrics", available, key="cmp_metrics", help="One chart per metric.")
 smoothing = smooth.slider("Smoothing", 0.0, charts.MAX_SMOOTHING, step=0.01, key="cmp_smoothing",
                           help="Exponential moving average weight (TensorBoard's, debiased); "
                                "the raw curve stays faint behind.")
 log_y = scale.toggle("Log y", key="cmp_log", help="Zeros and infinities are clipped and marked with a ▼.")
 ignore_outliers = outliers_control(scale, linked_outliers, key="cmp_outliers")
-x = axis.radio("x axis", list(X_LABELS), format_func=X_LABELS.get, horizontal=True, key="cmp_x")
-group_column, by_column = st.columns([1, 4], vertical_alignment="bottom")
+group_column, by_column, axis = st.columns([1.2, 3.4, 1.4], vertical_alignment="bottom")
 grouped = group_column.toggle("Group seeds", key="cmp_group",
                               help="Runs that differ only in seed (or that agree on the fields chosen beside) as one "
                                    "line: the mean over the runs, with a min-max band. Geometric mean on a log axis.")
 by = by_column.multiselect("Group by", GROUP_FIELDS, key="cmp_group_by", disabled=not grouped,
                            placeholder="every config field but the seed",
                            help="Group the runs that agree on these fields, whatever else differs.")
+x = axis.radio("x axis", list(X_LABELS), format_func=X_LABELS.get, horizontal=True, key="cmp_x")
 st.query_params.update({"metrics": ",".join(names), "smooth": f"{smoothing:g}", "log": str(int(log_y)), "x": x,
                         "group": str(int(grouped))})
 if by:

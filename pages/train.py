@@ -256,7 +256,9 @@ else:
             st.info("No runs yet: configure one on the left and press **Start**.")
         else:
             labels = {row.id: run_label(row) for row in runs.itertuples()}
-            pick, smooth, scale, cadence = st.columns([2.0, 1.1, 1.5, 1.4], vertical_alignment="bottom")
+            # two rows, so that no label is cut beside the form on a 1,280-px projector
+            pick, cadence = st.columns([2.6, 1.4], vertical_alignment="bottom")
+            smooth, scale = st.columns([3, 1.3], vertical_alignment="bottom")
             if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
                 st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
             watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")

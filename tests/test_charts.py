@@ -922,7 +922,7 @@ def test_a_live_log_charts_step_is_told_by_its_rows_as_the_chart_draws_them():
         axis = log_axis_of(charts.metric_chart(frame, names="grad/h0_norm", log_y=True, **baseline).to_dict())
         assert axis["values"] == charts.log_axis_at(step).to_dict()["values"]
     assert [charts.metric_log_step(falling(span), "grad/h0_norm") for span in (1, 4, 12, 13, 36)] == [0, 1, 1, 2, 3]
-    assert charts.metric_log_step(falling(1, zero=True), "grad/h0_norm") == 1  # 1 decade, and the zero's below
+    assert charts.metric_log_step(falling(2, zero=True), "grad/h0_norm") == 1  # 2 decades, and the zero's below
     assert charts.metric_log_step(falling(1), "grad/h0_norm", [1e3]) == 1  # a baseline three decades above
     assert charts.metric_log_step(falling(2).iloc[:0], "grad/h0_norm") == 0  # no rows yet
 

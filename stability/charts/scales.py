@@ -129,7 +129,7 @@ def clipped_to_plot(chart: alt.LayerChart) -> alt.LayerChart:
 # Left to itself Vega labels a log axis by d3's log ticks, thinned to one per 40 px of height: on a chart of
 # ‖∂L/∂h₀‖ spanning 35 decades it labelled "1" and "1e-35" and nothing between, so an LSTM's 2e-16 could
 # not be read off it.  Here the tick values are given: 1, 2 and 5 times every decade while the data span
-# less than LOG_FINE_DECADES (a curve within a decade still crosses labels; ten at most), every decade up to
+# less than LOG_FINE_DECADES (a curve within a decade or two still crosses labels), every decade up to
 # LOG_LABELLED_DECADES, else every k-th decade with k = ceil(span / LOG_LABELLED_DECADES): at most about a
 # dozen labels, never fewer than every third decade up to 36.  The values run over the whole float64 range:
 # Vega draws those within the scale's domain and drops the rest, so the spec depends on the data only
@@ -139,7 +139,7 @@ def clipped_to_plot(chart: alt.LayerChart) -> alt.LayerChart:
 # overlapping (at a dozen they do not overlap on a chart of a page's height) nor shifted inwards at the
 # axis's ends (Streamlit's theme sets labelFlush, which pushed "1" onto "0.001").  Labels read "1e-16" below
 # 0.001 and above 10,000, plainly between.
-LOG_FINE_DECADES = 2
+LOG_FINE_DECADES = 3
 LOG_LABELLED_DECADES = 12
 FLOAT64_DECADES = (-323, 308)   # 10**-323 is the smallest decade a float64 holds (subnormal), 10**308 the largest
 LOG_LABEL_EXPR = ("datum.value >= 0.001 && datum.value <= 10000 ? format(datum.value, '~g') "

@@ -22,8 +22,8 @@ HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limi
 SV_NAMES = {"sv/min": "sv_min", "sv/max": "sv_max", "sv/margin": "sv_margin"}
 
 
-def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
-    """‖∂h_T/∂h_t‖ and the bound ‖W‖^(T−t) against t, log y.
+def gradient_flow_chart(per_step: pd.DataFrame, title: str = "", height: int = 320) -> alt.Chart:
+    """‖∂h_T/∂h_t‖ and the bound ‖W‖^(T−t) against t, log y; ``height`` in px.
 
     ``per_step`` is :attr:`stability.training.probes.GradientFlow.per_step`.
     """
@@ -52,7 +52,7 @@ def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
     )
     lines = base.mark_line(strokeWidth=2)
     flagged = base.transform_filter(alt.datum.flag != "").mark_point(shape="triangle-down", size=40, filled=True)
-    return (lines + flagged).properties(title=title, height=320)
+    return (lines + flagged).properties(title=title, height=height)
 
 
 def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
