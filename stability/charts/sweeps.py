@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .fields import axis_positions, category_order, field_title, is_numeric_field, value_label
+from .legends import extra_height, legend_for
 from .scales import RUN_COLOURS, finite_or_nan, log_axis, log_edges, on_log_axis, top_edge
 
 # Note [Sweep charts]
@@ -255,7 +256,7 @@ def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False,
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title=x_title),
         color=alt.Color("group:N", title=None, scale=RUN_COLOURS, sort=groups,
-                        legend=alt.Legend(orient="right", labelLimit=0, symbolLimit=0)))  # a list: never cut
+                        legend=legend_for(groups)))  # above the plot, wrapped: the plot keeps the chart's width
     tooltip = [alt.Tooltip("group:N"), alt.Tooltip("step:Q"),
                alt.Tooltip("mean:Q", title="geometric mean" if log_y else "mean", format=".4g"),
                alt.Tooltip("min:Q", format=".4g"), alt.Tooltip("max:Q", format=".4g"),
@@ -276,4 +277,4 @@ def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False,
             layers.append(alt.Chart(flagged).mark_point(shape="triangle-down", size=50, filled=True).encode(
                 x=alt.X("step:Q", title=x_title), y=alt.Y("y_min:Q", title=y_title, scale=y_scale, axis=y_axis),
                 color=alt.Color("group:N", scale=RUN_COLOURS, sort=groups, legend=None), tooltip=tooltip))
-    return alt.layer(*layers).properties(title=title, height=height)
+    return alt.layer(*layers).properties(title=title, height=height + extra_height(groups))
