@@ -973,3 +973,13 @@ def test_legends_cut_no_name_drop_no_entry_and_wrap_into_columns_that_fit():
                                                                          legends.CLASSROOM_LABEL_PX))
     band = charts.singular_value_band_chart(sv_rows().assign(run="a run with a long name")).to_dict()
     assert all(found["labelLimit"] == 0 and found["symbolLimit"] == 0 for found in every_legend(band))
+    from stability.analysis.groups import group_curves
+
+    groups = {index: f"cell=spectral lr={lr:g}" for index, lr in enumerate((1e-4, 1e-3, 1e-2, 1e-1))}
+    grouped = charts.grouped_curves_chart(group_curves(pd.DataFrame(
+        {"run_id": list(groups) * 2, "step": [0] * 4 + [10] * 4, "wall_time": 0.0, "name": "val/loss",
+         "value": 1.0}), groups, "val/loss"), "val/loss", height=300).to_dict()
+    (legend,) = every_legend(grouped)  # a sweep's groups above the plot, wrapped, none cut: the plot keeps its width
+    assert legend["orient"] == "top" and legend["labelLimit"] == 0 and legend["columns"] == legends.legend_columns(
+        list(groups.values()))
+    assert grouped["height"] == 300 + legends.extra_height(list(groups.values()))
