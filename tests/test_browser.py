@@ -227,12 +227,15 @@ def test_the_race_at_its_defaults_draws_whole_legends_a_range_the_curves_set_and
 
     with RunStore(STORES[server]) as store:
         ids = write_race(store)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    # 1,400 px wide, tall enough that every chart (one a row) is on screen: Vega draws one below the fold later
+    page = browser.new_page(viewport={"width": 1400, "height": 3000})
     page.add_init_script(RECORD_CANVAS_TEXT)
     page.goto(f"{server}/race?runs={','.join(map(str, ids))}")
     wait_for_charts(page, 4)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
-    page.wait_for_timeout(2000)
+    page.wait_for_function("() => [0, 1, 2, 3].every(chart => window.drawnTexts.some(entry => entry.chart === chart "
+                           "&& entry.text === 'sgornn'))", timeout=60_000)  # a loaded machine draws the last later
+    page.wait_for_timeout(1000)
     drawn = page.evaluate("() => window.drawnTexts")
     widths = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]
         .map(canvas => canvas.getBoundingClientRect().width)""")
