@@ -58,7 +58,7 @@ FIELD_HINTS = {                    # field -> an example of its values, in the -
 }
 CURVE_METRICS = ("val/loss", "train/loss", "grad/h0_norm", "sv/min", "sv/max", "sv/margin", "gap/loss")
 STATUS_ORDER = ("completed", "running", "queued", "pruned", "diverged", "stopped", "failed", "interrupted")
-CHART_HEIGHT = 300
+CHART_HEIGHT = 360  # px, a chart with its title, legend and axes: room for a wrapped legend above its plot
 NO_COLOUR = "(none)"
 
 

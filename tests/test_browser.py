@@ -233,8 +233,9 @@ def test_the_race_at_its_defaults_draws_whole_legends_a_range_the_curves_set_and
     page.goto(f"{server}/race?runs={','.join(map(str, ids))}")
     wait_for_charts(page, 4)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
+    page.locator('[data-testid="stVegaLiteChart"]').nth(3).scroll_into_view_if_needed()
     page.wait_for_function("() => [0, 1, 2, 3].every(chart => window.drawnTexts.some(entry => entry.chart === chart "
-                           "&& entry.text === 'sgornn'))", timeout=60_000)  # a loaded machine draws the last later
+                           "&& entry.text === 'sgornn'))", timeout=120_000)  # a loaded machine draws the last later
     page.wait_for_timeout(1000)
     drawn = page.evaluate("() => window.drawnTexts")
     widths = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]

@@ -34,7 +34,7 @@ CHAR_EM = 0.5               # a character's average width in ems: Source Sans me
 SYMBOL_EM = 1.2             # the symbol and the gap after it, in ems of the label size
 COLUMN_PADDING_PX = 10      # between legend columns (Streamlit's theme: 8 px)
 AXIS_ALLOWANCE_PX = 70      # what the y axis (labels and title) takes of a chart's width
-ROW_PX = 18                 # a legend row at 14 px (the classroom's rows are taller, and so are its charts)
+ROW_PX = 30                 # a legend row under Streamlit's theme, measured in Chromium (the classroom's: taller)
 LEGEND_GAP_PX = 12          # between a second legend (below the plot) and what is above it
 
 
