@@ -15,7 +15,8 @@ import streamlit as st
 
 import pandas as pd
 
-from pages.ui.live import charts_built_together, live_chart_specs, run_rows, show_chart
+from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
+from pages.ui.live import charts_built_together, live_chart_specs, run_rows
 from pages.ui.links import QueryReader
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
@@ -32,7 +33,6 @@ require_router(__file__)
 DEFAULT_RUNS = 5  # newest runs selected when the URL names none
 METRIC_GROUPS = ("val", "train", "test", "gap", "grad", "sv", "gate", "speed", "progress")
 X_LABELS = {"step": "step", "wall_time": "wall time"}
-CHART_HEIGHT = 330  # the whole chart, legend and axes included (Streamlit fits the spec into it)
 TABLE_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed"]
 GROUP_FIELDS = ("cell", "cell.hidden_size", "task", "task.seq_len", "lr", "optimizer", "clip_grad_norm",
                 "batch_size", "steps", "weight_decay", "cell.h0", "cell.h0_noise_std")
@@ -88,7 +88,7 @@ def run_groups(store, ids, by):
 
 
 @store_guard
-def draw_charts(selected, names, smoothing, log_y, x, by=None):
+def draw_charts(selected, names, smoothing, log_y, x, by=None, ignore_outliers=True):
     """One chart per metric, then the CSV download of the same rows; refreshes while a selected run trains,
     reading only the rows logged since its last look and redrawing only when some arrived.  With ``by``
     (a tuple of config fields, empty: runs that differ only in seed) the runs are drawn as groups."""
@@ -101,14 +101,13 @@ def draw_charts(selected, names, smoothing, log_y, x, by=None):
         except RunNotFound:  # deleted meanwhile, e.g. from the Runs page
             pass
     groups = None if by is None else run_groups(store, list(rows), by)
-    build = (lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x)) if groups is None else (
-        lambda: grouped_charts(rows, groups, names, log_y))
-    live_charts = charts_built_together("compare", len(names), (tuple(rows), tuple(names), smoothing, log_y, x, by),
+    build = (lambda: compare_charts(selected, rows, labels, names, smoothing, log_y, x, ignore_outliers)
+             ) if groups is None else (lambda: grouped_charts(rows, groups, names, log_y))
+    live_charts = charts_built_together("compare", len(names),
+                                        (tuple(rows), tuple(names), smoothing, log_y, x, by, ignore_outliers),
                                         tuple(row.version(names) for row in rows.values()), build)
     specs = live_chart_specs("compare", live_charts, final=all(row.final for row in rows.values()))
-    grid = st.columns(2)
-    for position, spec in enumerate(specs):
-        show_chart(grid[position % 2], spec)
+    chart_grid(st, specs, "compare")
     csv, count = st.session_state["cmp_csv_data"]
     st.download_button(f"Download CSV ({count} rows)", csv,
                        file_name=f"runs-{'-'.join(map(str, selected['id']))}.csv", mime="text/csv",
@@ -131,7 +130,7 @@ def grouped_charts(rows, groups, names, log_y):
     return panels
 
 
-def compare_charts(selected, rows, labels, names, smoothing, log_y, x):
+def compare_charts(selected, rows, labels, names, smoothing, log_y, x, ignore_outliers=True):
     """The charts of ``names``, and (into the session) the CSV of exactly what they draw."""
     frames = [row.metrics[row.metrics["name"].isin(names)] for row in rows.values()]
     drawn = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "step", "wall_time",
@@ -145,12 +144,14 @@ def compare_charts(selected, rows, labels, names, smoothing, log_y, x):
         fits = baseline is not None and baseline_applies(name, shared_metric)
         panels.append(charts.metric_chart(drawn, names=[name], baseline=baseline if fits else None,
                                           baseline_label=selected["baseline_label"].iloc[0] if fits else None,
-                                          log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT))
+                                          log_y=log_y, x=x, smoothing=smoothing, title=name, height=CHART_HEIGHT,
+                                          ignore_outliers=ignore_outliers))
     shown = shown_rows(charts.prepare(drawn, smoothing=smoothing, x=x, log=log_y), x, smoothing)
     st.session_state["cmp_csv_data"] = (shown.to_csv(index=False).encode(), len(shown))
     return panels
 
 
+chart_grid_style()
 st.title("Compare")
 st.caption("Select runs in the table (click the row checkboxes) to overlay their curves. "
            "Click a run in a chart's legend to highlight it; the URL keeps the view.")
@@ -193,25 +194,27 @@ init_state("cmp_metrics", [name for name in wanted if name in available])
 st.session_state["cmp_metrics"] = [name for name in st.session_state["cmp_metrics"] if name in available]
 init_state("cmp_smoothing", query.number("smooth", 0.0))
 init_state("cmp_log", query.choice("log", ("0", "1"), "1") != "0")  # gradient norms span many decades
+linked_outliers = outliers_from_query(query)
 init_state("cmp_x", query.choice("x", list(X_LABELS), "step"))
 init_state("cmp_group", query.choice("group", ("0", "1"), "0") == "1")
 init_state("cmp_group_by", query.choices("by", list(GROUP_FIELDS), []))
 query.warn()
 
-pick, smooth, scale, axis = st.columns([3, 2, 1, 1.6], vertical_alignment="bottom")
+pick, smooth, scale = st.columns([3, 2, 1.6], vertical_alignment="bottom")  # no label cut at 1,280 px
 names = pick.multiselect("Metrics", available, key="cmp_metrics", help="One chart per metric.")
 smoothing = smooth.slider("Smoothing", 0.0, charts.MAX_SMOOTHING, step=0.01, key="cmp_smoothing",
                           help="Exponential moving average weight (TensorBoard's, debiased); "
                                "the raw curve stays faint behind.")
 log_y = scale.toggle("Log y", key="cmp_log", help="Zeros and infinities are clipped and marked with a ▼.")
-x = axis.radio("x axis", list(X_LABELS), format_func=X_LABELS.get, horizontal=True, key="cmp_x")
-group_column, by_column = st.columns([1, 4], vertical_alignment="bottom")
+ignore_outliers = outliers_control(scale, linked_outliers, key="cmp_outliers")
+group_column, by_column, axis = st.columns([1.2, 3.4, 1.4], vertical_alignment="bottom")
 grouped = group_column.toggle("Group seeds", key="cmp_group",
                               help="Runs that differ only in seed (or that agree on the fields chosen beside) as one "
                                    "line: the mean over the runs, with a min-max band. Geometric mean on a log axis.")
 by = by_column.multiselect("Group by", GROUP_FIELDS, key="cmp_group_by", disabled=not grouped,
                            placeholder="every config field but the seed",
                            help="Group the runs that agree on these fields, whatever else differs.")
+x = axis.radio("x axis", list(X_LABELS), format_func=X_LABELS.get, horizontal=True, key="cmp_x")
 st.query_params.update({"metrics": ",".join(names), "smooth": f"{smoothing:g}", "log": str(int(log_y)), "x": x,
                         "group": str(int(grouped))})
 if by:
@@ -226,4 +229,4 @@ if not names:
     st.stop()
 live = selected["status"].isin(ACTIVE_STATUSES).any()
 st.fragment(draw_charts, run_every=2.0 if live else None)(selected, names, smoothing, log_y, x,
-                                                         tuple(by) if grouped else None)
+                                                         tuple(by) if grouped else None, ignore_outliers)

@@ -6,6 +6,7 @@ No training: this is where a class sees why Spectral-RNN and SGORNN exist.
 import streamlit as st
 import torch
 
+from pages.ui.chart_view import CHART_HEIGHT
 from pages.ui.form import cell_about, cell_help, option_widget
 from pages.ui.limits import LIMITS
 from pages.ui.links import QueryReader
@@ -80,7 +81,7 @@ with plots:
     b.metric("‖W‖₂ (largest σ)", f"{flow.spectral_norm:.4f}")
     c.metric("spectral radius", f"{flow.spectral_radius:.4f}")
     d.metric("margin max|σ−1|", f"{flow.margin:.2e}")
-    st.altair_chart(charts.gradient_flow_chart(flow.per_step, title=f"{name}: gradient reaching step t from T"),
-                    width="stretch")
+    st.altair_chart(charts.gradient_flow_chart(flow.per_step, title=f"{name}: gradient reaching step t from T",
+                                               height=CHART_HEIGHT), width="stretch")  # decades need the room
     st.altair_chart(charts.singular_values_chart(flow.singular_values, title="Singular values of W"),
                     width="stretch")

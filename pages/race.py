@@ -13,9 +13,11 @@ import math
 import pandas as pd
 import streamlit as st
 
+from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control,
+                                  outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
+from pages.ui.live import charts_built_together, live_chart_specs, watched_runs
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -54,7 +56,7 @@ def standings(runs: dict[int, RunRecord], labels: dict[int, str]) -> pd.DataFram
 
 
 @store_guard
-def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
+def race_panel(run_ids: list[int], smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> None:
     store = open_store()
     runs, rows = watched_runs(store, run_ids)
     if not runs:
@@ -78,18 +80,17 @@ def race_panel(run_ids: list[int], smoothing: float, log_loss: bool) -> None:
     first = next(iter(runs.values()))
     drawn = race_metrics(first)
     live_charts = charts_built_together(
-        "race", len(drawn), (tuple(runs), smoothing, log_loss), tuple(len(rows[run_id].metrics) for run_id in runs),
+        "race", len(drawn), (tuple(runs), smoothing, log_loss, ignore_outliers),
+        tuple(len(rows[run_id].metrics) for run_id in runs),
         lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
-                                      ignore_index=True), first, smoothing, log_loss), metrics=drawn)
+                                      ignore_index=True), first, smoothing, log_loss, ignore_outliers), metrics=drawn)
     specs = live_chart_specs("race", live_charts, final=all(rows[run_id].final for run_id in runs))
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
         for spec, chart in zip(specs, live_charts):
             explained(spec, chart.metric)
         return
-    for start in range(0, len(specs), 2):
-        for column, spec in zip(st.columns(2), specs[start:start + 2]):
-            show_chart(column, spec)
+    chart_grid(st, specs, "race")
 
 
 def race_metrics(first: RunRecord) -> list[str]:
@@ -100,27 +101,32 @@ def race_metrics(first: RunRecord) -> list[str]:
     return names
 
 
-def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool) -> list:
+def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool,
+                ignore_outliers: bool = True) -> list:
     """Validation and training loss (with the baseline where it is in the loss's units), the task metric,
-    ‖∂L/∂h₀‖ and the singular-value band, every run overlaid."""
+    ‖∂L/∂h₀‖ and the singular-value band, every run overlaid; ``ignore_outliers``: the early points far
+    outside the rest do not set a linear chart's range (stability.charts.scales, Note [Ignoring outliers])."""
     metric = first.metric
     baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
     loss_baseline = baseline if metric and is_loss_metric(metric) else {}
+    shared = {"height": CHART_HEIGHT, "ignore_outliers": ignore_outliers}
     panels = [charts.metric_chart(frame, names=[VAL_LOSS], log_y=log_loss, title="Validation loss",
-                                  **loss_baseline),
+                                  **loss_baseline, **shared),
               charts.metric_chart(frame, names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing,
-                                  title="Training loss", **loss_baseline),
+                                  title="Training loss", **loss_baseline, **shared),
               charts.metric_chart(frame, names=[H0_NORM], log_y=True, smoothing=smoothing,
-                                  title="‖∂L/∂h₀‖, gradient at the first step (log)"),
-              charts.singular_value_band_chart(frame, title="Singular values of W (band) and margin")]
+                                  title="‖∂L/∂h₀‖, gradient at the first step (log)", **shared),
+              charts.singular_value_band_chart(frame, title="Singular values of W (band) and margin",
+                                               height=CHART_HEIGHT)]
     if metric and not is_loss_metric(metric):
         panels.insert(1, charts.metric_chart(frame, names=[f"val/{metric}"], title=f"Validation {metric}",
-                                             **baseline))
+                                             **baseline, **shared))
     return panels
 
 
 classroom = classroom_switch()
 classroom_style()
+chart_grid_style()
 st.title("Race")
 if not classroom:
     st.caption("One task, several cells, the same seed, data and budget: one click starts them all at once. "
@@ -132,10 +138,11 @@ query = QueryReader()
 defaults = config_from_query(RACE_DEFAULTS, query)
 chosen_cells = query.choices("cells", cells.available(), race_cells(cells.available()))
 race = query.ids("runs")
+linked_outliers = outliers_from_query(query)
 query.warn()
 if classroom:  # no form, no controls: the race of the link, drawn with the defaults (Note [Classroom view])
     live = st.container()
-    smoothing, log_loss = 0.0, False
+    smoothing, log_loss, ignore_outliers = 0.0, False, linked_outliers
     if not race:
         live.info("The classroom view shows a race opened by its link (`?runs=1,2,3`): turn **Classroom view** "
                   "off (top right) to start one.")
@@ -161,11 +168,12 @@ else:
 
     with live:
         if race:
-            smooth, scale = st.columns([3, 1], vertical_alignment="bottom")
+            smooth, scale = st.columns([3, 1.2], vertical_alignment="bottom")
             smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="race_smoothing",
                                       help="Exponential moving average of the training curves (debiased, as "
                                            "TensorBoard's).")
             log_loss = scale.toggle("Log y", value=False, key="race_log_loss", help="Log scale for the losses.")
+            ignore_outliers = outliers_control(scale, linked_outliers, key="race_outliers")
         else:
             st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                     "seed and budget, and their curves appear here.")
@@ -178,4 +186,4 @@ if not classroom and stop_column.button("Stop race", disabled=not running, key="
 
 if race:
     with live:
-        st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss)
+        st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss, ignore_outliers)

@@ -58,7 +58,7 @@ FIELD_HINTS = {                    # field -> an example of its values, in the -
 }
 CURVE_METRICS = ("val/loss", "train/loss", "grad/h0_norm", "sv/min", "sv/max", "sv/margin", "gap/loss")
 STATUS_ORDER = ("completed", "running", "queued", "pruned", "diverged", "stopped", "failed", "interrupted")
-CHART_HEIGHT = 300
+CHART_HEIGHT = 360  # px, a chart with its title, legend and axes: room for a wrapped legend above its plot
 NO_COLOUR = "(none)"
 
 
@@ -265,7 +265,7 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
         return {"fields": [], "metric": metric, "log_y": True}
     logged = {vary.field: vary.log for vary in spec.vary}
     default_x = next((f for f in fields if charts.log_axis_for(f, _ends(spec, f), logged[f])), fields[0])
-    row = st.columns([1.2, 1.2, 1.2, 1.2, 1.3, 0.9], vertical_alignment="bottom")
+    row = st.columns([1.1, 1.1, 1.1, 1.1, 1.3, 1.1], vertical_alignment="bottom")  # "Log y" uncut at 1,280 px
     x_field = row[0].selectbox("x", fields, index=fields.index(default_x), key="sweep_x",
                                format_func=charts.field_title, help="The varied field along x.")
     others = [NO_COLOUR] + [f for f in fields if f != x_field]

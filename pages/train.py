@@ -13,6 +13,8 @@ import math
 
 import streamlit as st
 
+from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control,
+                                  outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained
 from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
@@ -77,7 +79,7 @@ def summary(run: dict, metrics) -> None:
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
 
-def train_charts(run: dict, rows, smoothing: float, log_loss: bool) -> list[LiveChart]:
+def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> list[LiveChart]:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
     gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a LiveChart
     whose data version is the rows it draws (pages/ui/live.py, Note [Live charts])."""
@@ -88,9 +90,14 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool) -> list[Live
         return rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
 
     def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> LiveChart:
-        options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS)
-        return LiveChart(key, (tuple(drawn), title, tuple(sorted(options.items(), key=str))), rows.version(drawn),
-                         lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title, **options),
+        options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS, ignore_outliers=ignore_outliers)
+        # a log axis's labels follow the decades its rows span: a new step is a new spec, built at once
+        references = [options["baseline"]] if options.get("baseline") is not None else []
+        ticks = charts.metric_log_step(drawn_rows(drawn), drawn, references) if options.get("log_y") else None
+        controls = (tuple(drawn), title, tuple(sorted(options.items(), key=str)), ticks)
+        return LiveChart(key, controls, rows.version(drawn),
+                         lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title,
+                                                     height=CHART_HEIGHT, **options),
                          lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),
                          metric=explains or drawn[0])
 
@@ -108,7 +115,7 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool) -> list[Live
                                   title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
     sv = ["sv/min", "sv/max", "sv/margin"]
     live_charts.append(LiveChart("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
-        drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin"),
+        drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin", height=CHART_HEIGHT),
         lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS), metric="sv/min"))
     gates = sorted(name for name in names if name.startswith("gate/"))
     if gates:
@@ -132,12 +139,10 @@ def wide_panels(rows) -> int:
 
 
 def draw_grid(specs: list, wide: int) -> None:
-    """Two charts a row; the ``wide`` heatmaps over training, when there are any, each across the whole
-    width below (the picture of a gradient dying, or of a spectrum held near 1, over all of training)."""
-    grid = specs[:len(specs) - wide]
-    for start in range(0, len(grid), 2):
-        for column, spec in zip(st.columns(2), grid[start:start + 2]):
-            show_chart(column, spec)
+    """One or two charts a row, as wide as the page allows (pages/ui/chart_view.py, Note [Chart grid]); the
+    ``wide`` heatmaps over training, when there are any, each across the whole width below (the picture of a
+    gradient dying, or of a spectrum held near 1, over all of training)."""
+    chart_grid(st, specs[:len(specs) - wide], "train")
     for spec in specs[len(specs) - wide:]:
         show_chart(st, spec)
 
@@ -150,7 +155,7 @@ def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None
 
 @store_guard
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
-               every: float | None = None) -> None:
+               every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
     try:
         run = store.run(run_id)  # one row: the rows are read only when its step or heartbeat moved
@@ -175,7 +180,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     summary(run, rows.metrics)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
-    live_charts = train_charts(run, rows, smoothing, log_loss)
+    live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
     specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
     if classroom:
         draw_explained(specs, live_charts, run["config"]["cell"]["name"])
@@ -204,6 +209,7 @@ def watched_in_class(store, requested: int | None, query: QueryReader) -> int | 
 
 classroom = classroom_switch()
 classroom_style()
+chart_grid_style()
 st.title("Train")
 if not classroom:
     st.caption("Pick a cell and a task, press Start, and watch the loss, the gradient reaching the first step, "
@@ -214,6 +220,7 @@ query = QueryReader()
 requested = next(iter(query.ids("run")), None)
 if classroom:  # no form, no controls: the run of the link, drawn with the defaults (Note [Classroom view])
     linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+    ignore_outliers = outliers_from_query(query)
     live = st.container()
     with live:
         watched = watched_in_class(store, requested, query)
@@ -222,6 +229,7 @@ if classroom:  # no form, no controls: the run of the link, drawn with the defau
 else:
     defaults = form_defaults(store, requested, query)
     linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+    linked_outliers = outliers_from_query(query)
     query.warn()
     form, live = st.columns([1, 2.6], gap="large")
 
@@ -248,7 +256,9 @@ else:
             st.info("No runs yet: configure one on the left and press **Start**.")
         else:
             labels = {row.id: run_label(row) for row in runs.itertuples()}
-            pick, smooth, scale, cadence = st.columns([2.2, 1.2, 0.9, 1.4], vertical_alignment="bottom")
+            # two rows, so that no label is cut beside the form on a 1,280-px projector
+            pick, cadence = st.columns([2.6, 1.4], vertical_alignment="bottom")
+            smooth, scale = st.columns([3, 1.3], vertical_alignment="bottom")
             if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
                 st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
             watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")
@@ -256,6 +266,7 @@ else:
                                       help="Exponential moving average of the curves (TensorBoard's, debiased); "
                                            "the raw curve stays faint behind.")
             log_loss = scale.toggle("Log y", value=False, key="train_log_loss", help="Log scale for the loss.")
+            ignore_outliers = outliers_control(scale, linked_outliers, key="train_outliers")
             refresh = refresh_control(cadence, linked_refresh)
             st.query_params["run"] = str(watched)
 
@@ -270,4 +281,4 @@ if watched is not None:
         record = store.run(watched)
     every = live_every(refresh, record, cached_rows(store, watched))
     with live:
-        st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every)
+        st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every, ignore_outliers)

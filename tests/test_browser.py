@@ -5,8 +5,10 @@ Needs Debian's Chromium at /usr/bin/chromium and the `playwright` package
 with STABILITY_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser fails.
 Screenshots go to artifacts/ (ignored by git).
 """
+import math
 import re
 
+import numpy as np
 import pytest
 
 from browsers import ROOT, STORES, browser, server  # noqa: F401 - the fixtures of tests/browsers.py
@@ -170,3 +172,84 @@ def test_the_reproduce_page_draws_a_presets_figure_and_its_verdicts(server, brow
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "reproduce.png"))
     page.close()
+
+
+# Every text Vega draws on a chart's canvas, with where it lands: recorded from fillText before the page loads.
+RECORD_CANVAS_TEXT = """
+(() => {
+  const draw = CanvasRenderingContext2D.prototype.fillText;
+  window.drawnTexts = [];
+  CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
+    const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')];
+    const chart = charts.indexOf(this.canvas);
+    if (chart >= 0) {
+      const at = this.getTransform().transformPoint(new DOMPoint(x, y));
+      const width = this.measureText(String(text)).width * this.getTransform().a;
+      const align = this.textAlign;
+      const left = align === "center" ? at.x - width / 2 : (align === "right" || align === "end") ? at.x - width : at.x;
+      window.drawnTexts.push({chart, text: String(text), left, right: left + width, canvas: this.canvas.width});
+    }
+    return draw.call(this, text, x, y, ...rest);
+  };
+})();
+"""
+
+
+def write_race(store):
+    """A finished race of the four demo cells, as a worker stores it: the losses start near 2 and settle
+    between 0.16 and 0.03, ‖∂L/∂h0‖ of the RNN falls through 35 decades and the LSTM's sits at 2e-16."""
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+
+    h0 = {"rnn": lambda step: 10.0 ** (-35 * step / 190), "lstm": lambda step: 2e-16,
+          "spectral": lambda step: 1e-2, "sgornn": lambda step: 7e-4}
+    settle = {"rnn": 0.165, "lstm": 0.16, "spectral": 0.03, "sgornn": 0.15}
+    ids = []
+    for cell in h0:
+        config = RunConfig(CellConfig(cell, 16), TaskConfig("adding", {"seq_len": 200}), TrainConfig(steps=200))
+        run_id = store.create_run(config.to_dict())
+        store.update_run(run_id, metric="mse", baseline=1 / 6, baseline_label="always predict 1", total_steps=200,
+                         step=200)
+        for step in range(0, 200, 10):
+            loss = 2.0 if step == 0 else settle[cell] + 0.01 * math.exp(-step / 50)
+            store.log(run_id, [(step, 1000.0 + step, name, value) for name, value in [
+                ("train/loss", loss), ("val/loss", loss), ("grad/h0_norm", h0[cell](step)), ("sv/min", 0.9),
+                ("sv/max", 1.1), ("sv/margin", 0.1)]])
+        store.set_status(run_id, "completed")
+        ids.append(run_id)
+    return ids
+
+
+def test_the_race_at_its_defaults_draws_whole_legends_a_range_the_curves_set_and_every_few_decades(server, browser):
+    """pages/race.py opened on a finished race at 1,400 px, read off the canvases as Vega draws them: every
+    legend label whole (never "spect…", never past the chart's edge), the validation loss's axis on the
+    curves (not on the first reading of 2), and ‖∂L/∂h0‖ labelled at least every third decade."""
+    from stability.runs.store import RunStore
+
+    with RunStore(STORES[server]) as store:
+        ids = write_race(store)
+    # 1,400 px wide, tall enough that every chart (one a row) is on screen: Vega draws one below the fold later
+    page = browser.new_page(viewport={"width": 1400, "height": 3000})
+    page.add_init_script(RECORD_CANVAS_TEXT)
+    page.goto(f"{server}/race?runs={','.join(map(str, ids))}")
+    wait_for_charts(page, 4)
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
+    page.locator('[data-testid="stVegaLiteChart"]').nth(3).scroll_into_view_if_needed()
+    page.wait_for_function("() => [0, 1, 2, 3].every(chart => window.drawnTexts.some(entry => entry.chart === chart "
+                           "&& entry.text === 'sgornn'))", timeout=120_000)  # a loaded machine draws the last later
+    page.wait_for_timeout(1000)
+    drawn = page.evaluate("() => window.drawnTexts")
+    widths = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]
+        .map(canvas => canvas.getBoundingClientRect().width)""")
+    page.close()
+    texts = {chart: {entry["text"] for entry in drawn if entry["chart"] == chart} for chart in range(4)}
+    cells = {"rnn", "lstm", "spectral", "sgornn"}
+    assert all(cells <= texts[chart] for chart in range(4)), texts  # every legend names every cell in full
+    assert not [entry for entry in drawn if entry["text"].endswith("…")]
+    legend = [entry for entry in drawn if entry["text"] in cells]
+    assert not [entry for entry in legend if entry["left"] < 0 or entry["right"] > entry["canvas"]], legend
+    assert min(widths) > 500  # one chart a row beside the form at 1,400 px, not two of ~300 px
+    numbers = [float(text) for text in texts[0] if re.fullmatch(r"[0-9]*\.[0-9]+", text)]  # y labels (x: steps)
+    assert numbers and max(numbers) < 0.5  # the first reading of 2 does not set the validation loss's range
+    decades = sorted(round(math.log10(float(text))) for text in texts[2] if re.fullmatch(r"1e-?[0-9]+|1|0\.0*1", text))
+    assert decades[0] <= -33 and decades[-1] >= -3 and max(np.diff(decades)) <= 3, decades
+    assert "1e-15" in texts[2]  # the LSTM's 2e-16 reads off the axis: a labelled decade next to it

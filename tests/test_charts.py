@@ -752,3 +752,234 @@ def test_sweep_heatmap_axes_follow_a_given_order():
     spec = charts.sweep_heatmap(table, "train.lr", "cell", y_order=["spectral", "rnn"], x_order=[0.1, 0.01]).to_dict()
     cells = layer_by_mark(spec, "rect")[0]["encoding"]
     assert cells["y"]["sort"] == ["spectral", "rnn"] and cells["x"]["sort"] == ["0.01", "0.1"]  # numbers ascend
+
+
+# --- readable at the defaults: early outliers, log ticks, legends (issue 21) -------------------------------
+
+def spec_without_rows(chart):
+    """A chart's spec less its rows, its generated names numbered in order (as a live page sends it)."""
+    import json
+    import re
+
+    spec = chart.to_dict()
+    spec.pop("datasets", None)
+    numbers = {}
+    return re.sub(r'"(param|view|data)[-_][0-9a-f]+(?:_[0-9]+)*"',
+                  lambda m: numbers.setdefault(m.group(0), f'"{m.group(1)}_{len(numbers)}"'), json.dumps(spec))
+
+
+def spiky(spike_steps, runs=(1, 2)):
+    """200 steps of a loss settling from 1.2 towards 0.2 (run 2 a little above run 1), 100x at ``spike_steps``."""
+    def value(run, step):
+        settled = 0.2 + 0.05 * run + math.exp(-step / 40)
+        return 100.0 * settled if step in spike_steps else settled
+    return metric_rows({"train/loss": value}, steps=range(200), runs=runs)
+
+
+def expected_top(frame, early_steps):
+    """Note [Ignoring outliers] computed plainly: the 95th percentile of every value, or the largest value after
+    the early steps if higher; then the largest value within half that range's span above it; plus 5 % of the
+    range's span."""
+    values = frame["value"].to_numpy()
+    settled = frame.loc[frame["step"] > early_steps, "value"].to_numpy()
+    ordered = np.sort(values)  # the 5th and 95th percentiles taken at a point, not between two
+    low = min(ordered[math.ceil(0.05 * (len(values) - 1))], settled.min())
+    high = max(ordered[math.floor(0.95 * (len(values) - 1))], settled.max())
+    low, high = min(values[values >= low - 0.5 * (high - low)]), max(values[values <= high + 0.5 * (high - low)])
+    return high + 0.05 * (high - low)
+
+
+def test_an_early_spike_does_not_set_a_linear_range_it_is_drawn_at_the_edge_and_marked():
+    frame = spiky({0, 1, 2})
+    spec = charts.metric_chart(frame, names="train/loss").to_dict()
+    line, hover = flat_layers(spec)
+    data = rows_of(spec, line)
+    top = expected_top(frame, early_steps=0.1 * 199)
+    assert data["y"].max() == pytest.approx(top) and top < 2.0  # 100x spike: the range stays on the curves
+    clamped = data[data["edge"] != ""]
+    assert set(clamped.index) == set(data.index[data["value"] > top]) and (clamped["edge"] == "above").all()
+    assert {0, 1, 2} <= set(clamped["step"]) and clamped["step"].max() < 0.1 * 199  # only early points
+    assert (clamped["note"] == charts.NOTE_ABOVE).all() and (clamped["y"] == top).all()
+    assert (clamped.loc[clamped["step"] <= 2, "value"] > 100).all()  # the true value kept for the tooltip
+    rest = data[data["edge"] == ""]
+    np.testing.assert_allclose(rest["y"], rest["value"])  # everything else drawn as it is
+    shape = hover["encoding"]["shape"]
+    assert dict(zip(shape["scale"]["domain"], shape["scale"]["range"]))["above"] == "triangle-up"
+    assert {"test": "datum.edge !== ''", "value": 1.0} in hover["encoding"]["opacity"]["condition"]  # always shown
+
+
+def test_the_flag_shows_every_point_and_a_late_spike_is_never_left_out():
+    frame = spiky({0, 1, 2})
+    shown = charts.metric_chart(frame, names="train/loss", ignore_outliers=False).to_dict()
+    data = rows_of(shown, flat_layers(shown)[0])
+    assert data["y"].max() == pytest.approx(frame["value"].max()) and "shape" not in flat_layers(shown)[1]["encoding"]
+    late = spiky({150})
+    spec = charts.metric_chart(late, names="train/loss").to_dict()
+    data = rows_of(spec, flat_layers(spec)[0])
+    assert data["y"].max() == pytest.approx(late["value"].max()) and (data["edge"] == "").all()
+    nothing = charts.metric_chart(frame, names="missing", smoothing=0.5).to_dict()  # no rows yet: still a chart
+    assert rows_of(nothing, flat_layers(nothing)[0]).empty
+    on_log = charts.metric_chart(frame, names="train/loss", log_y=True).to_dict()  # decades hold any spike
+    assert rows_of(on_log, flat_layers(on_log)[0])["y"].max() == pytest.approx(frame["value"].max())
+
+
+def test_an_early_dip_is_drawn_at_the_bottom_edge_and_a_smoothed_chart_clamps_both_lines():
+    dip = metric_rows({"val/accuracy": lambda run, step: 0.001 if step == 0 else 0.9 + 0.0005 * step},
+                      steps=range(100))
+    spec = charts.metric_chart(dip, names="val/accuracy", smoothing=0.5).to_dict()
+    raw, line, _ = flat_layers(spec)
+    data = rows_of(spec, line)
+    first = data[data["step"] == 0].iloc[0]
+    assert first["edge"] == "below" and first["note"] == charts.NOTE_BELOW
+    assert first["y"] == data["y"].min() == data["y_raw"].min() > 0.85  # at the edge, both the line and the raw one
+
+
+def test_a_live_charts_spec_does_not_change_when_an_outlier_appears_or_the_range_moves():
+    calm, spiked = spiky(set()), spiky({0, 1, 2})
+    for light in (None, 50):
+        charts_of = [charts.metric_chart(frame, names="train/loss", hover_points=light, smoothing=0.3)
+                     for frame in (calm, spiked, spiked[spiked["step"] < 120])]
+        assert len({spec_without_rows(chart) for chart in charts_of}) == 1
+        hovered = charts.metric_chart_rows(spiked, names="train/loss", hover_points=light, smoothing=0.3).hover
+        every = charts.metric_chart_rows(spiked, names="train/loss", smoothing=0.3).lines
+        clamped = {(run, step) for run, step, edge in every[["run", "step", "edge"]].itertuples(index=False) if edge}
+        assert {0, 1, 2} <= {step for _, step in clamped}
+        assert {(run, step) for run, step, edge in hovered[["run", "step", "edge"]].itertuples(index=False)
+                if edge} == clamped  # every clamped point keeps its mark, however few hover points there are
+
+
+def test_robust_range_is_the_central_90_percent_widened_to_every_settled_point():
+    rng = np.random.default_rng(0)
+    values = rng.normal(1.0, 0.1, size=400)
+    early = np.zeros(400, dtype=bool)
+    values[:4], early[:40] = 50.0, True
+    low, high = charts.robust_range(values, early)
+    ordered = np.sort(values)
+    q5, q95 = ordered[math.ceil(0.05 * 399)], ordered[math.floor(0.95 * 399)]
+    settled = values[40:]
+    expected_low, expected_high = min(q5, settled.min()), max(q95, settled.max())
+    margin = 0.05 * (expected_high - expected_low)
+    assert (low, high) == pytest.approx((expected_low - margin, expected_high + margin))
+    assert charts.robust_range(values, np.zeros(400, dtype=bool)) is None  # nothing early: nothing left out
+    assert charts.robust_range([1.0, 100.0, 1.0], [True, False, False]) is None  # three points: all shown
+    few = charts.robust_range([20.0, 0.19, 0.18, 0.17], [True, False, False, False])  # a live run's first four
+    assert few == pytest.approx((0.17 - 0.001, 0.19 + 0.001))
+    assert 20.0 < charts.robust_range(values, early, references=[20.0])[1] < 50.0  # a baseline stays in range
+    assert charts.robust_range(values, early, references=[60.0]) is None  # and one above the spike takes it in
+    near = values.copy()
+    near[:4] = values[40:].max() + 0.2  # early, beyond the settled points, but within half the range's span
+    assert charts.robust_range(near, early) is None  # is no outlier: a 4.0 beside a 3.9 is drawn as it is
+    rising = charts.robust_range([10.0, 1.2, 1.1, 1.0, 0.5, 0.4, 0.3, 0.2, 0.2, 0.2], [True] * 3 + [False] * 7)
+    assert rising[1] == pytest.approx(1.2 + 0.05 * 1.0)  # a curve's fall kept whole, the first 10.0 left out
+
+
+def log_axis_of(spec):
+    return flat_layers(spec)[0]["encoding"]["y"]["axis"]
+
+
+def labelled_exponents(axis, low, high):
+    """The exponents of the axis's tick values within [low, high], each checked to be a power of ten."""
+    ticks = [value for value in axis["values"] if low <= value <= high]
+    exponents = [round(math.log10(value)) for value in ticks]
+    assert ticks == [float(f"1e{exponent}") for exponent in exponents]  # exactly powers of ten
+    return exponents
+
+
+@pytest.mark.parametrize("span, every", [(35, 3), (10, 1), (12, 1), (20, 2), (60, 5)])
+def test_a_log_axis_labels_every_decade_up_to_a_dozen_then_every_few(span, every):
+    values = {step: 10.0 ** (-span * step / 49) for step in range(50)}
+    frame = metric_rows({"grad/h0_norm": lambda run, step: values[step]}, steps=range(50))
+    axis = log_axis_of(charts.metric_chart(frame, names="grad/h0_norm", log_y=True).to_dict())
+    exponents = labelled_exponents(axis, 10.0 ** -span, 1.0)
+    assert np.diff(exponents).tolist() == [every] * (len(exponents) - 1)
+    assert exponents[0] - every < -span + 1 and exponents[-1] > -every  # the labels cover the data
+    assert len(exponents) <= 13 and axis["tickCount"] == len(axis["values"]) and axis["labelOverlap"] is False
+    assert "'.0e'" in axis["labelExpr"]  # written 1e-16
+
+
+def test_a_narrow_log_axis_labels_ones_twos_and_fives_and_the_axis_follows_only_the_step():
+    frame = metric_rows({"grad/h0_norm": lambda run, step: 1.7e-4 + 1e-4 * step}, steps=range(6))
+    axis = log_axis_of(charts.metric_chart(frame, names="grad/h0_norm", log_y=True).to_dict())
+    assert [value for value in axis["values"] if 1e-4 <= value <= 1e-3] == [1e-4, 2e-4, 5e-4, 1e-3]
+    moved = metric_rows({"grad/h0_norm": lambda run, step: 10.0 ** (-20 - step)}, steps=range(6))
+    far = metric_rows({"grad/h0_norm": lambda run, step: 10.0 ** (-200 - 2 * step)}, steps=range(6))
+    assert log_axis_of(charts.metric_chart(moved, names="grad/h0_norm", log_y=True).to_dict()) == log_axis_of(
+        charts.metric_chart(far, names="grad/h0_norm", log_y=True).to_dict())  # same step, same spec
+
+
+
+def test_a_live_log_charts_step_is_told_by_its_rows_as_the_chart_draws_them():
+    """metric_log_step (what a live page keeps among a chart's controls) is the step the chart's axis uses: a
+    zero counts a decade below the rest, a baseline counts, and a curve falling through decades moves it."""
+    def falling(last_exponent, zero=False):
+        return metric_rows({"grad/h0_norm": lambda run, step: 0.0 if zero and step == 3 else
+                            10.0 ** (-last_exponent * step / 5)}, steps=range(6))
+    cases = [(falling(2), []), (falling(2, zero=True), []), (falling(2), [1e3]), (falling(40), []),
+             (falling(40, zero=True), [0.5])]
+    for frame, references in cases:
+        step = charts.metric_log_step(frame, ["grad/h0_norm"], references)
+        baseline = {"baseline": references[0]} if references else {}
+        axis = log_axis_of(charts.metric_chart(frame, names="grad/h0_norm", log_y=True, **baseline).to_dict())
+        assert axis["values"] == charts.log_axis_at(step).to_dict()["values"]
+    assert [charts.metric_log_step(falling(span), "grad/h0_norm") for span in (1, 4, 12, 13, 36)] == [0, 1, 1, 2, 3]
+    assert charts.metric_log_step(falling(2, zero=True), "grad/h0_norm") == 1  # 2 decades, and the zero's below
+    assert charts.metric_log_step(falling(1), "grad/h0_norm", [1e3]) == 1  # a baseline three decades above
+    assert charts.metric_log_step(falling(2).iloc[:0], "grad/h0_norm") == 0  # no rows yet
+
+def every_legend(spec):
+    """Every distinct legend of a spec (each layer repeats its encodings), in the order met."""
+    found = []
+
+    def visit(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("legend"), dict) and node["legend"] not in found:
+                found.append(node["legend"])
+            for value in node.values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+
+    visit(spec)
+    return found
+
+
+def test_legends_cut_no_name_drop_no_entry_and_wrap_into_columns_that_fit():
+    from stability.charts import legends
+
+    names = ["rnn", "lstm", "spectral", "sgornn"]
+    frame = pd.concat([metric_rows({"val/loss": lambda run, step: 1.0, "train/loss": lambda run, step: 2.0})
+                       .assign(run=name, run_id=index) for index, name in enumerate(names)])
+    race = charts.metric_chart(frame, names=["val/loss", "train/loss"], height=300).to_dict()
+    runs, metrics = every_legend(race)
+    assert runs == {"orient": "top", "columns": 4, "labelLimit": 0, "symbolLimit": 0, "title": None}  # one row
+    assert metrics["orient"] == "bottom" and metrics["labelLimit"] == 0
+    assert race["height"] == 300 + legends.ROW_PX + legends.LEGEND_GAP_PX  # the metric legend's row below
+    long = [f"cell=spectral lr={lr:g} seed={seed}" for lr in (1e-4, 1e-3, 1e-2) for seed in range(3)]
+    wide = pd.concat([metric_rows({"val/loss": lambda run, step: 1.0}).assign(run=name, run_id=index)
+                      for index, name in enumerate(long)])
+    spec = charts.metric_chart(wide, names="val/loss", height=300).to_dict()
+    (legend,) = every_legend(spec)
+    columns = legend["columns"]
+    rows = math.ceil(len(long) / columns)
+    assert spec["height"] == 300 + legends.ROW_PX * (rows - 1)  # the plot keeps its height
+    for width, font in ((legends.NARROWEST_CHART_PX, legends.LABEL_PX),
+                        (legends.CLASSROOM_CHART_PX, legends.CLASSROOM_LABEL_PX)):
+        entry = [legends.entry_width(name, font) for name in long]
+        fits = [k for k in range(1, len(long) + 1)
+                if sum(max(entry[j::k]) for j in range(k)) <= width - legends.AXIS_ALLOWANCE_PX]
+        assert columns <= max(fits)  # fits across the narrowest chart, in the normal and the classroom view
+    assert columns == min(legends.columns_for(long), legends.columns_for(long, legends.CLASSROOM_CHART_PX,
+                                                                         legends.CLASSROOM_LABEL_PX))
+    band = charts.singular_value_band_chart(sv_rows().assign(run="a run with a long name")).to_dict()
+    assert all(found["labelLimit"] == 0 and found["symbolLimit"] == 0 for found in every_legend(band))
+    from stability.analysis.groups import group_curves
+
+    groups = {index: f"cell=spectral lr={lr:g}" for index, lr in enumerate((1e-4, 1e-3, 1e-2, 1e-1))}
+    grouped = charts.grouped_curves_chart(group_curves(pd.DataFrame(
+        {"run_id": list(groups) * 2, "step": [0] * 4 + [10] * 4, "wall_time": 0.0, "name": "val/loss",
+         "value": 1.0}), groups, "val/loss"), "val/loss", height=300).to_dict()
+    (legend,) = every_legend(grouped)  # a sweep's groups above the plot, wrapped, none cut: the plot keeps its width
+    assert legend["orient"] == "top" and legend["labelLimit"] == 0 and legend["columns"] == legends.legend_columns(
+        list(groups.values()))
+    assert grouped["height"] == 300 + legends.extra_height(list(groups.values()))

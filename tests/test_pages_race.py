@@ -215,3 +215,29 @@ def test_a_race_line_says_a_problem_first_and_whether_a_run_learns_before_other_
     assert "It learns." in line and "(+1 more)" in line
     assert "It vanishes." in race_line("rnn", [clipped, learning, vanishing])
     assert "nothing stands out" in race_line("rnn", [])
+
+
+def drawn_values(chart):
+    """The y the chart's curve layer draws, with the run's true value: its first dataset."""
+    from streamlit import dataframe_util
+
+    first = chart.proto.datasets[0].data.data
+    return dataframe_util.convert_arrow_bytes_to_pandas_df(first)
+
+
+def test_an_early_outlier_does_not_set_the_loss_range_unless_the_link_asks_to_show_all(store):
+    run_id = add_run(store, "rnn")
+    store.log(run_id, [(-10, time.time(), "val/loss", 20.0)])  # a first reading 100x the rest
+    app = run(runs=run_id)
+    assert not app.exception and app.toggle(key="race_outliers").value and "outliers" not in app.query_params
+    validation = charts(app)[0]
+    rows = drawn_values(validation)
+    assert rows["value"].max() == 20.0 and rows["y"].max() < 1.0  # drawn at the edge, its value kept
+
+    app.toggle(key="race_outliers").set_value(False).run()
+    assert app.query_params["outliers"] == "show"
+    assert drawn_values(charts(app)[0])["y"].max() == 20.0
+    shown = run(runs=run_id, outliers="show")  # the link keeps the view
+    assert not shown.toggle(key="race_outliers").value and drawn_values(charts(shown)[0])["y"].max() == 20.0
+    bad = run(runs=run_id, outliers="maybe")
+    assert bad.toggle(key="race_outliers").value and "outliers=maybe" in bad.warning[0].value

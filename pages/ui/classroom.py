@@ -34,13 +34,16 @@ import functools
 
 import streamlit as st
 
+from stability.charts.legends import CLASSROOM_LABEL_PX
+
 PARAM = "classroom"          # ?classroom=1
 SWITCH_KEY = "classroom_view"
 ON_VALUES = ("1", "true", "yes", "on")
 CHART_HEIGHT = 540           # px, title and legend included: a chart beside its explanation, one a row
 CHART_FONTS = {              # Vega-Lite config merged into each chart in classroom view (sizes in px)
     "axis": {"labelFontSize": 20, "titleFontSize": 21},
-    "legend": {"labelFontSize": 20, "titleFontSize": 20, "symbolSize": 220, "labelLimit": 420},
+    "legend": {"labelFontSize": CLASSROOM_LABEL_PX, "titleFontSize": 20, "symbolSize": 220},  # never cut:
+    # every chart's legend is wrapped to fit at this size too (stability.charts.legends)
     "header": {"labelFontSize": 20, "titleFontSize": 21},
     "title": {"fontSize": 26},
     "text": {"fontSize": 18},  # text marks that set no size of their own (the baseline's label)

@@ -5,7 +5,9 @@
 
 One concern a module, their public names gathered here:
 
-    scales       log axes that never choke: clip_for_log, decades, the notes of what a log axis cannot show
+    scales       log axes that never choke and label enough decades (log_axis), linear ranges that early
+                 outliers do not set (robust_range): clip_for_log, decades, the notes of what an axis cannot show
+    legends      legends never cut short, wrapped into the columns that fit: legend_for
     fields       a varied config field as an axis: log_axis_for, field_title
     smoothing    TensorBoard's debiased EMA (pandas' ewm): ema, log_ema
     decimation   min-max decimation that keeps spikes and decades: downsample_indices
@@ -16,9 +18,11 @@ One concern a module, their public names gathered here:
 """
 from .decimation import downsample_indices
 from .fields import LOG_FIELDS, LOG_SPAN, field_title, log_axis_for
-from .lines import (PREPARED_COLUMNS, X_AXES, MetricRows, field_chart, metric_chart, metric_chart_rows, prepare,
-                    reference_rows)
-from .scales import HUGE, NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, TINY, clip_for_log, decades
+from .legends import legend_for
+from .lines import (PREPARED_COLUMNS, X_AXES, MetricRows, field_chart, metric_chart, metric_chart_rows,
+                    metric_log_step, prepare, reference_rows)
+from .scales import (HUGE, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, TINY,
+                     clip_for_log, decades, log_axis, log_axis_at, robust_range)
 from .smoothing import MAX_SMOOTHING, ema, log_ema
 from .spectra import (HEATMAP_MAX_STEPS, HEATMAP_MAX_T, gradient_flow_chart, gradient_flow_heatmap,
                       gradient_flow_heatmap_rows, series_heatmap, series_heatmap_rows, singular_value_band_chart,
@@ -28,11 +32,12 @@ from .sweeps import (DIVERGED_COLOUR, NOTE_DIVERGED, SWEEP_SHAPES, grouped_curve
 
 __all__ = [
     "DIVERGED_COLOUR", "HEATMAP_MAX_STEPS", "HEATMAP_MAX_T", "HUGE", "LOG_FIELDS", "LOG_SPAN", "MAX_SMOOTHING",
-    "MetricRows", "NOTE_DIVERGED", "NOTE_NAN", "NOTE_OVERFLOW", "NOTE_UNDERFLOW", "PREPARED_COLUMNS",
-    "RUN_COLOURS", "SWEEP_SHAPES", "TINY", "X_AXES",
-    "clip_for_log", "decades", "downsample_indices", "ema", "field_chart", "field_title", "gradient_flow_chart",
-    "gradient_flow_heatmap", "gradient_flow_heatmap_rows", "grouped_curves_chart", "log_axis_for", "log_ema",
-    "metric_chart", "metric_chart_rows", "parallel_coordinates", "prepare", "reference_rows", "series_heatmap",
-    "series_heatmap_rows", "singular_value_band_chart", "singular_value_band_rows", "singular_values_chart",
-    "spectrum_heatmap", "spectrum_heatmap_rows", "sweep_heatmap", "sweep_objective_chart",
+    "MetricRows", "NOTE_ABOVE", "NOTE_BELOW", "NOTE_DIVERGED", "NOTE_NAN", "NOTE_OVERFLOW", "NOTE_UNDERFLOW",
+    "PREPARED_COLUMNS", "RUN_COLOURS", "SWEEP_SHAPES", "TINY", "X_AXES", "clip_for_log", "decades",
+    "downsample_indices", "ema", "field_chart", "field_title", "gradient_flow_chart", "gradient_flow_heatmap",
+    "gradient_flow_heatmap_rows", "grouped_curves_chart", "legend_for", "log_axis", "log_axis_at",
+    "log_axis_for", "log_ema", "metric_chart", "metric_chart_rows", "metric_log_step", "parallel_coordinates",
+    "prepare", "reference_rows", "robust_range", "series_heatmap", "series_heatmap_rows",
+    "singular_value_band_chart", "singular_value_band_rows", "singular_values_chart", "spectrum_heatmap",
+    "spectrum_heatmap_rows", "sweep_heatmap", "sweep_objective_chart",
 ]

@@ -11,20 +11,18 @@ hand-written rows; the Reproduce page draws their charts live.
 """
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from ..config.fields import field_label, field_value
 from ..core.formatting import shown
 from ..presets import Layout, Panel, statistic
+from .legends import ROW_PX, extra_height, legend_rows
 from .lines import field_chart, metric_chart
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
-PANEL_HEIGHT = 320     # px, title and legend included: the plot keeps ~220 px
-LEGEND_ROW_PX = 24     # a wrapped legend's row, added to the panel's height
-LEGEND_TOP_CHARS = 60  # characters of names (and swatches) a legend holds in one row above a panel
+PANEL_HEIGHT = 320     # px, title and a one-row legend included: the plot keeps ~220 px
+LEGEND_ROW_PX = ROW_PX  # a wrapped legend's row, added to the panel's height (stability.charts.legends)
 
 
 def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
@@ -99,22 +97,21 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
 
 
 def legend_at(names) -> str:
-    """How a panel's legend sits above it: one row for a few short names, two columns (none cut short)
-    when they are long or many (``"wrap"``)."""
-    names = list(dict.fromkeys(names))
-    return "wrap" if sum(len(name) + 4 for name in names) > LEGEND_TOP_CHARS else "top"
+    """How a panel's legend sits above it: in one row (``"top"``) for a few short names, wrapped into rows
+    (``"wrap"``, none cut short) when they are long or many (stability.charts.legends, Note [Legends that fit])."""
+    return "top" if legend_rows(names) == 1 else "wrap"
 
 
 def panel_height(names) -> int:
-    """A panel's height: :data:`PANEL_HEIGHT`, and a legend row more for each pair of names that wrap."""
-    names = list(dict.fromkeys(names))
-    return PANEL_HEIGHT + (LEGEND_ROW_PX * math.ceil(len(names) / 2) if legend_at(names) == "wrap" else 0)
+    """A panel's height: :data:`PANEL_HEIGHT`, and a legend row more for each row its legend wraps into
+    (the chart grows by that itself: stability.charts.legends.extra_height)."""
+    return PANEL_HEIGHT + extra_height(list(dict.fromkeys(names)))
 
 
 def _legend(names) -> dict:
-    """The ``legend`` and ``height`` arguments of a panel whose lines have ``names``."""
-    names = list(names)
-    return {"legend": legend_at(names), "height": panel_height(names)}
+    """The ``legend`` and ``height`` arguments of a panel whose lines have ``names``: a legend that fits,
+    above a panel that grows to :func:`panel_height`."""
+    return {"legend": "fit", "height": PANEL_HEIGHT}
 
 
 def distinct(lines: dict, runs: dict, skip: tuple = ()) -> dict:

@@ -2,7 +2,9 @@
 field (:func:`field_chart`), and the rows they draw (:func:`prepare`: one series per run and metric,
 ordered, smoothed like TensorBoard, decimated so a long run stays cheap to draw).
 
-On a log y axis zeros and infinities are drawn at the edge and flagged (stability.charts.scales).
+On a log y axis zeros and infinities are drawn at the edge and flagged, and every decade up to a dozen is
+labelled; on a linear one a curve's early outliers do not set the range (stability.charts.scales, Notes
+[Log ticks] and [Ignoring outliers]).  Legends are never cut short (stability.charts.legends).
 """
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ import pandas as pd
 
 from .decimation import check_max_points, downsample_indices
 from .fields import LOG_SPAN, is_numeric_field, value_label
-from .scales import (NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS, clipped_to_plot, finite_or_nan, log_edges, on_log_axis,
-                     y_axis_scale)
+from .legends import extra_height, legend_for
+from .scales import (EDGE_ABOVE, EDGE_BELOW, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS,
+                     clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
+                     log_tick_step, on_log_axis, robust_range, y_axis_scale)
 from .smoothing import check_smoothing, ema, log_ema
 
 # Note [Light charts]
@@ -32,10 +36,12 @@ from .smoothing import check_smoothing, ema, log_ema
 # * the lines get only the columns they draw; the tooltip fields go with the hover points, at most
 #   hover_points a line (min-max picked again: a spike keeps its tooltip);
 # * rows a log axis cannot show go in a small dataset of their own instead of a filter over every row;
-# * the spec never depends on the rows (the heatmap's colour domain and axis labels come from Vega), so a
-#   page can put new rows into the chart it has (metric_chart_rows here, singular_value_band_rows and
-#   gradient_flow_heatmap_rows in stability.charts.spectra give a chart's datasets, in the order its
-#   layers use them).
+# * the spec never depends on the rows (the heatmap's colour domain and axis labels come from Vega; an early
+#   outlier is clamped in the rows, not left out by a range in the spec), save a log axis's ticks, through
+#   the step between labelled decades alone (metric_log_step: a live page keeps it among the chart's
+#   controls), so a page can put new rows into the chart it has (metric_chart_rows here,
+#   singular_value_band_rows and gradient_flow_heatmap_rows in stability.charts.spectra give a chart's
+#   datasets, in the order its layers use them).
 
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]
@@ -93,7 +99,8 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
                  log_y: bool = False, x: str = "step", smoothing: float = 0.0, title: str = "",
                  height: int = 260, max_points: int = 2000, hover_points: int | None = None,
-                 marks: tuple = (), y_range: tuple | None = None, legend: str = "top") -> alt.LayerChart:
+                 marks: tuple = (), y_range: tuple | None = None, legend: str = "fit",
+                 ignore_outliers: bool = True) -> alt.LayerChart:
     """Curves of the metrics ``names`` for every run in ``frame`` (long metric rows, see :func:`prepare`).
 
     Colour = run label, stroke dash = metric name when there are several. With ``smoothing`` > 0 the
@@ -104,7 +111,10 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     scale a baseline <= 0 has no place and is left out. ``marks``: more dashed rules, ``(value, label)``
     pairs (a paper's numbers), drawn as the baseline is. ``y_range`` ``(low, high)`` fixes the y axis
     (the range a paper's panel shows) and clips what falls outside it. At most ``max_points`` rows per
-    curve (:func:`prepare`).
+    curve (:func:`prepare`). ``ignore_outliers`` (TensorBoard's, on by default): a curve's early points far
+    outside the rest do not set a linear range, drawn at its edge marked ▲ or ▼ (stability.charts.scales, Note
+    [Ignoring outliers]). ``height``: with a one-row legend, a row more for every row more the legend takes
+    (stability.charts.legends); ``legend``: ``"fit"`` (or ``"top"``) in the columns that fit, ``"wrap"`` in two.
 
     ``hover_points`` draws the chart lighter for a live panel (Note [Light charts]): the lines get a
     dataset of only the columns they draw, the hover points (the nearest-point tooltips) at most
@@ -115,20 +125,19 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
     names = [names] if isinstance(names, str) else list(names)
     rows = metric_chart_rows(frame, names=names, baseline=baseline, baseline_label=baseline_label, log_y=log_y,
                              x=x, smoothing=smoothing, max_points=max_points, hover_points=hover_points,
-                             marks=marks)
+                             marks=marks, ignore_outliers=ignore_outliers and y_range is None)
     x_field, x_title = X_AXES[x]
     y_title = (names[0] if len(names) == 1 else "value") + (" (log)" if log_y else "")
     y_scale = y_axis_scale(log_y, y_range)
+    references = [value for value, _ in ([(baseline, None)] if baseline is not None else []) + list(marks)]
+    axis = log_axis_at(metric_log_step(frame, names, references)) if log_y else alt.Undefined
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
-    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover",
-                                clear="pointerout", empty=False)
-    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
-                "color": alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)}
-    if len(names) > 1:
-        encoding["strokeDash"] = alt.StrokeDash("name:N", title="metric", legend=alt.Legend(orient="top"))
+    hover = alt.selection_point(fields=[x_field], nearest=True, on="pointerover", clear="pointerout", empty=False)
+    runs = list(dict.fromkeys(rows.lines["run"]))
+    encoding = _metric_encoding(x_field, x_title, runs, names, legend)
     lines = alt.Chart(rows.lines).encode(**encoding)
     points = lines if rows.hover is rows.lines else alt.Chart(rows.hover).encode(**encoding)
-    y, y_raw = alt.Y("y:Q", title=y_title, scale=y_scale), alt.Y("y_raw:Q", title=y_title, scale=y_scale)
+    y, y_raw = (alt.Y(f"{field}:Q", title=y_title, scale=y_scale, axis=axis) for field in ("y", "y_raw"))
     tooltip = _metric_tooltip(smoothing)
 
     layers = []
@@ -137,22 +146,59 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
             y=y_raw, opacity=alt.condition(legend_pick, alt.value(0.25), alt.value(0.04))))
     layers.append(lines.mark_line(strokeWidth=2).encode(
         y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))).add_params(legend_pick))
-    layers.append(points.mark_point(size=40, filled=True).encode(
-        y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover))
+    layers.append(_hover_points(points, y, hover, tooltip, clamped="edge" in rows.hover))
     if log_y and (rows.flagged is None or len(rows.flagged)):
         marked = (points.transform_filter(alt.datum.note != "") if rows.flagged is None
                   else alt.Chart(rows.flagged).encode(**encoding))
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
     if rows.baseline is not None:
         layers += _baseline_layers(rows.baseline, y_title, y_scale)
-    chart = alt.layer(*layers).properties(title=title, height=height)
+    grown = extra_height(runs, names if len(names) > 1 else []) if legend != "wrap" else 0
+    chart = alt.layer(*layers).properties(title=title, height=height + grown)
     return chart if y_range is None else clipped_to_plot(chart)
 
 
-def _legend(orient: str) -> alt.Legend:
-    """The run legend above the plot: in one row (``"top"``, a few short names), or in two columns with no
-    name cut short (``"wrap"``: many or long names; the caller makes the chart taller by a row a pair)."""
-    return alt.Legend(orient="top") if orient == "top" else alt.Legend(orient="top", columns=2, labelLimit=400)
+def _legend(orient: str, labels) -> alt.Legend:
+    """The run legend above the plot: in the columns that fit with no name cut short (``"fit"``, or
+    ``"top"``: stability.charts.legends), or in two columns (``"wrap"``: a figure's choice for long names;
+    the caller makes the chart taller by a row a pair)."""
+    if orient == "wrap":
+        return alt.Legend(orient="top", columns=2, labelLimit=400)
+    return legend_for(labels)
+
+
+def _metric_encoding(x_field: str, x_title: str, runs: list, names: list, legend: str) -> dict:
+    """x, colour by run and, with several metrics, stroke dash by metric (its legend below the plot)."""
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+                "color": alt.Color("run:N", title=None, legend=_legend(legend, runs), scale=RUN_COLOURS)}
+    if len(names) > 1:
+        encoding["strokeDash"] = alt.StrokeDash("name:N", title=None, legend=legend_for(names, orient="bottom"))
+    return encoding
+
+
+def metric_log_step(frame: pd.DataFrame, names, references=()) -> int:
+    """The decades between two labels of a log axis over the metrics ``names`` of ``frame`` (long metric rows)
+    and the ``references`` (baseline, marks) drawn with them (stability.charts.scales, Note [Log ticks]): a
+    zero or an infinity counts a decade beyond the rest, where the chart draws it (:func:`log_edges`).  The
+    only part of a log chart's spec that its rows set: a live page rebuilds the chart when it changes."""
+    names = [names] if isinstance(names, str) else list(names)
+    values = frame.loc[frame["name"].isin(names), "value"] if len(frame) else pd.Series(dtype=float)
+    drawn, _ = on_log_axis(values, log_edges(values))
+    return log_tick_step(pd.concat([drawn.dropna(), pd.Series(list(references), dtype=float)]))
+
+
+def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bool) -> alt.Chart:
+    """The nearest points' tooltips, shown on hover; with ``clamped`` the points drawn at the edge of a range
+    they do not set (Note [Ignoring outliers]) shown always, as ▲ above and ▼ below."""
+    if not clamped:
+        return points.mark_point(size=40, filled=True).encode(
+            y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover)
+    shape = alt.Shape("edge:N", legend=None, scale=alt.Scale(domain=["", EDGE_ABOVE, EDGE_BELOW],
+                                                              range=["circle", "triangle-up", "triangle-down"]))
+    opacity = {"condition": [{"param": hover.name, "empty": False, "value": 1.0},
+                             {"test": "datum.edge !== ''", "value": 1.0}], "value": 0.0}
+    return points.mark_point(size=60, filled=True).encode(
+        y=y, shape=shape, opacity=opacity, tooltip=tooltip).add_params(hover)
 
 
 @dataclass
@@ -176,13 +222,18 @@ class MetricRows:
 def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = None,
                       baseline_label: str | None = None, log_y: bool = False, x: str = "step",
                       smoothing: float = 0.0, max_points: int = 2000, hover_points: int | None = None,
-                      marks: tuple = ()) -> MetricRows:
-    """The rows :func:`metric_chart` draws with these arguments, without building the chart."""
+                      marks: tuple = (), ignore_outliers: bool = True) -> MetricRows:
+    """The rows :func:`metric_chart` draws with these arguments, without building the chart (give
+    ``ignore_outliers=False`` where the chart has a ``y_range``)."""
     names = [names] if isinstance(names, str) else list(names)
+    references = reference_rows(([(baseline, baseline_label or "baseline")] if baseline is not None else [])
+                                + list(marks), log_y)
     data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
+    if ignore_outliers and not log_y:
+        data = _clamp_early_outliers(data, X_AXES[x][0], smoothing,
+                                     () if references is None else references["baseline"])
     rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
-    rows.baseline = reference_rows(([(baseline, baseline_label or "baseline")] if baseline is not None else [])
-                                   + list(marks), log_y)
+    rows.baseline = references
     return rows
 
 
@@ -198,13 +249,14 @@ def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
 
 def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool = False, title: str = "",
                 marks: tuple = (), height: int = 260, y_range: tuple | None = None,
-                legend: str = "top") -> alt.LayerChart:
+                legend: str = "fit") -> alt.LayerChart:
     """A statistic of each run against a config field (a preset's panel with a field x, e.g. the final
     accuracy against depth L): ``points`` has x (numbers, or texts drawn in first-seen order), run (the
     line's label), value and run_id. A line per label through its points sorted by x; on a log y scale
     a zero or an infinity is drawn at the edge as a triangle (:func:`clip_for_log`), a NaN is left out.
     ``marks``: dashed rules ``(value, label)``. Numbers spread over more than two decades are drawn
-    evenly spaced in their order (a σ grid of 0, 0.01, 5 would otherwise crowd into one end)."""
+    evenly spaced in their order (a σ grid of 0, 0.01, 5 would otherwise crowd into one end). ``legend``
+    and ``height`` as in :func:`metric_chart`."""
     data = points.copy()
     numeric_x, order = is_numeric_field(data["x"]), None
     if numeric_x:  # values over several decades (σ = 0, 0.01, 5): evenly spaced, in numeric order
@@ -229,8 +281,10 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
               axis=alt.Axis(values=ticks, format="~g") if numeric_x and 0 < len(ticks) <= 12 else
               (alt.Undefined if numeric_x else alt.Axis(labelAngle=0)))
     y_scale = y_axis_scale(log_y, y_range)
-    y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale)
-    colour = alt.Color("run:N", title="run", legend=_legend(legend), scale=RUN_COLOURS)
+    y = alt.Y("y:Q", title=y_title + (" (log)" if log_y else ""), scale=y_scale,
+              axis=log_axis(data["y"]) if log_y else alt.Undefined)
+    runs = list(dict.fromkeys(data["run"].astype(str)))
+    colour = alt.Color("run:N", title=None, legend=_legend(legend, runs), scale=RUN_COLOURS)
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("x:N" if not numeric_x else "x:Q", title=x_title),
                alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("run_id:Q", title="run id"), alt.Tooltip("note:N")]
     base = alt.Chart(data).encode(x=x, y=y, color=colour)
@@ -242,7 +296,7 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
     reference = reference_rows(marks, log_y)
     if reference is not None:
         layers += _baseline_layers(reference, y_title, y_scale)
-    chart = alt.layer(*layers).properties(title=title, height=height)
+    chart = alt.layer(*layers).properties(title=title, height=height + (extra_height(runs) if legend != "wrap" else 0))
     return chart if y_range is None else clipped_to_plot(chart)
 
 
@@ -262,6 +316,23 @@ def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log
     return data
 
 
+def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, references) -> pd.DataFrame:
+    """``data`` with y and y_raw clamped into :func:`robust_range` (when some point falls outside it), and an
+    ``edge`` column: where the drawn line (y) was clamped (Note [Ignoring outliers])."""
+    drawn = ["y", "y_raw"] if smoothing > 0 else ["y"]
+    series = data.groupby(["run_id", "run", "name"], sort=False).ngroup().to_numpy()
+    early = early_points(data[x_field].to_numpy(dtype=float), series) if len(data) else np.zeros(0, dtype=bool)
+    bounds = robust_range(data[drawn].to_numpy(dtype=float), early, references)
+    data = data.assign(edge="")
+    if bounds is None:
+        return data
+    data["y"], data["edge"] = clamp_to_range(data["y"], bounds)
+    data["y_raw"], _ = clamp_to_range(data["y_raw"], bounds)
+    data.loc[data["edge"] == EDGE_ABOVE, "note"] = NOTE_ABOVE
+    data.loc[data["edge"] == EDGE_BELOW, "note"] = NOTE_BELOW
+    return data
+
+
 def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: bool,
                     hover_points: int | None) -> tuple:
     """(rows of the lines, rows of the hover points, flagged rows or None): ``data`` shared by every layer,
@@ -272,7 +343,9 @@ def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: b
     series = data.groupby(["run_id", "run", "name"], sort=False).indices.values()
     y = data["y"].to_numpy(dtype=float)
     picked = [positions[downsample_indices([y[positions]], hover_points, log=log_y)] for positions in series]
-    hovered = data.iloc[np.sort(np.concatenate(picked))] if picked else data
+    if "edge" in data:  # every point drawn at an edge keeps its mark (Note [Ignoring outliers])
+        picked.append(np.flatnonzero(data["edge"].to_numpy() != ""))
+    hovered = data.iloc[np.unique(np.concatenate(picked))] if picked else data
     return data[drawn], hovered, data[data["note"] != ""] if log_y else None
 
 

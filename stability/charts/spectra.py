@@ -13,16 +13,17 @@ import pandas as pd
 
 from ..core.metric_names import H_T_NORM, SPECTRUM
 from .decimation import check_max_points, downsample_indices
+from .legends import extra_height, legend_for
 from .lines import X_AXES, check_x, with_labels
-from .scales import NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, clip_for_log, log_clip
+from .scales import NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, clip_for_log, log_axis, log_clip
 
 HEATMAP_MAX_STEPS = 40
 HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
 SV_NAMES = {"sv/min": "sv_min", "sv/max": "sv_max", "sv/margin": "sv_margin"}
 
 
-def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
-    """‖∂h_T/∂h_t‖ and the bound ‖W‖^(T−t) against t, log y.
+def gradient_flow_chart(per_step: pd.DataFrame, title: str = "", height: int = 320) -> alt.Chart:
+    """‖∂h_T/∂h_t‖ and the bound ‖W‖^(T−t) against t, log y; ``height`` in px.
 
     ``per_step`` is :attr:`stability.training.probes.GradientFlow.per_step`.
     """
@@ -37,10 +38,10 @@ def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
     colour = alt.Color("series:N", title=None,
                        scale=alt.Scale(domain=["‖∂h_T/∂h_t‖ (measured)", "‖W‖^(T−t) (bound)"],
                                        range=["#1f77b4", "#999999"]),
-                       legend=alt.Legend(orient="top"))
+                       legend=legend_for(["‖∂h_T/∂h_t‖ (measured)", "‖W‖^(T−t) (bound)"]))
     base = alt.Chart(long).encode(
         x=alt.X("t:Q", title="time step t (T = last)"),
-        y=alt.Y("value:Q", title="gradient norm (log)", scale=alt.Scale(type="log"), axis=alt.Axis(format=".0e")),
+        y=alt.Y("value:Q", title="gradient norm (log)", scale=alt.Scale(type="log"), axis=log_axis(long["value"])),
         color=colour,
         strokeDash=alt.StrokeDash("series:N", legend=None,
                                   scale=alt.Scale(domain=["‖∂h_T/∂h_t‖ (measured)", "‖W‖^(T−t) (bound)"],
@@ -51,7 +52,7 @@ def gradient_flow_chart(per_step: pd.DataFrame, title: str = "") -> alt.Chart:
     )
     lines = base.mark_line(strokeWidth=2)
     flagged = base.transform_filter(alt.datum.flag != "").mark_point(shape="triangle-down", size=40, filled=True)
-    return (lines + flagged).properties(title=title, height=320)
+    return (lines + flagged).properties(title=title, height=height)
 
 
 def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
@@ -98,14 +99,15 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
 
     ``frame`` holds long metric rows (see stability.charts.lines.prepare); only sv/min, sv/max and sv/margin
     are used, at most ``max_points`` steps per run (min-max decimated over all three);
-    :func:`singular_value_band_rows` gives the datasets alone.
+    :func:`singular_value_band_rows` gives the datasets alone. ``height`` grows with the legend's rows, as
+    :func:`stability.charts.lines.metric_chart`'s does.
     """
     data, unit_rows = singular_value_band_rows(frame, x=x, max_points=max_points)
     x_field, x_title = X_AXES[x]
     legend_pick = alt.selection_point(fields=["run"], bind="legend")
+    runs = list(dict.fromkeys(data["run"]))
     base = alt.Chart(data).encode(x=alt.X(f"{x_field}:Q", title=x_title),
-                                  color=alt.Color("run:N", title="run", legend=alt.Legend(orient="top"),
-                                                  scale=RUN_COLOURS))
+                                  color=alt.Color("run:N", title=None, legend=legend_for(runs), scale=RUN_COLOURS))
     tooltip = [alt.Tooltip("run:N"), alt.Tooltip("step:Q"), alt.Tooltip("time_s:Q", title="time (s)", format=".1f"),
                alt.Tooltip("sv_min:Q", title="σ_min", format=".4g"), alt.Tooltip("sv_max:Q", title="σ_max", format=".4g"),
                alt.Tooltip("sv_margin:Q", title="max|σ − 1|", format=".3g")]
@@ -119,7 +121,7 @@ def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: st
         y=alt.Y("sv_margin:Q", title="margin max|σ − 1|", axis=alt.Axis(orient="right")),
         opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12)), tooltip=tooltip)
     return alt.layer(alt.layer(band, unit), margin).resolve_scale(y="independent").properties(
-        title=title, height=height)
+        title=title, height=height + extra_height(runs))
 
 
 def singular_value_band_rows(frame: pd.DataFrame, *, x: str = "step", max_points: int = 2000) -> list[pd.DataFrame]:
@@ -186,9 +188,10 @@ def series_heatmap(series_frame: pd.DataFrame, name: str, *, x_title: str, value
                  alt.Tooltip("value:Q", title=value_title, format=".3e"), alt.Tooltip("log10:Q", format=".2f"),
                  alt.Tooltip("note:N")])
     cells = alt.Chart(cell_rows).mark_rect().encode(**encoding, color=alt.Color(
-        "log10:Q", title=f"log10 {value_title}", scale=alt.Scale(scheme="viridis")))
+        "log10:Q", title=f"log10 {value_title}", scale=alt.Scale(scheme="viridis"),
+        legend=alt.Legend(format="~g")))  # -2e-7, not -0.0000002
     marked = alt.Chart(flagged_rows).mark_rect().encode(**encoding, color=alt.Color(
-        "note:N", title=None, legend=alt.Legend(orient="bottom", direction="horizontal"),
+        "note:N", title=None, legend=legend_for([NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], orient="bottom"),
         scale=alt.Scale(domain=[NOTE_UNDERFLOW, NOTE_OVERFLOW, NOTE_NAN], range=["#d9d9d9", "#636363", "#f4a6a6"])))
     return alt.layer(cells, marked).resolve_scale(color="independent").properties(title=title, height=height)
 

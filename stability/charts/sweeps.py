@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .fields import axis_positions, category_order, field_title, is_numeric_field, value_label
-from .scales import RUN_COLOURS, finite_or_nan, log_edges, on_log_axis, top_edge
+from .legends import extra_height, legend_for
+from .scales import RUN_COLOURS, finite_or_nan, log_axis, log_edges, on_log_axis, top_edge
 
 # Note [Sweep charts]
 # -------------------
@@ -54,22 +55,25 @@ def sweep_objective_chart(results: pd.DataFrame, x_field: str, color_field: str 
     points, means = _objective_rows(results, fields, numeric_x, log_y, direction)
     x = _objective_x(results[x_field], field_title(x_field), numeric_x, log_x)
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y_axis = log_axis(pd.concat([points["y"], means["min"], means["max"]])) if log_y else alt.Undefined
     y_title = f"final {objective}" + (" (log)" if log_y else "")
     groups_order = category_order(results[color_field]) if len(fields) > 1 else ["all runs"]
     colour = alt.Color("group:N", title=field_title(color_field) if len(fields) > 1 else None, sort=groups_order,
-                       scale=RUN_COLOURS, legend=alt.Legend(orient="right"))
+                       scale=RUN_COLOURS, legend=alt.Legend(orient="right", labelLimit=0, symbolLimit=0))
     pick = alt.selection_point(fields=["group"], bind="legend")
     faded = alt.condition(pick, alt.value(1.0), alt.value(0.15))
     base = alt.Chart(means).encode(x=x, color=colour)
     band = (base.mark_area(opacity=0.18) if numeric_x else base.mark_rule(strokeWidth=6, opacity=0.3)).encode(
-        y=alt.Y("min:Q", title=y_title, scale=y_scale), y2="max:Q", tooltip=_setting_tooltip())
+        y=alt.Y("min:Q", title=y_title, scale=y_scale, axis=y_axis), y2="max:Q", tooltip=_setting_tooltip())
     line = base.mark_line(strokeWidth=2, point=alt.OverlayMarkDef(size=60, filled=True)).encode(
-        y=alt.Y("mean:Q", title=y_title, scale=y_scale), opacity=faded, tooltip=_setting_tooltip()).add_params(pick)
+        y=alt.Y("mean:Q", title=y_title, scale=y_scale, axis=y_axis), opacity=faded,
+        tooltip=_setting_tooltip()).add_params(pick)
     statuses = [status for status in SWEEP_SHAPES if status in set(points["status"])]
     seeds = alt.Chart(points).mark_point(size=45, filled=False, strokeWidth=1.5).encode(
-        x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale),
+        x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale, axis=y_axis),
         color=alt.condition(alt.datum.note != "", alt.value(DIVERGED_COLOUR), colour),
-        shape=alt.Shape("status:N", title="run", sort=statuses, legend=alt.Legend(orient="right"),
+        shape=alt.Shape("status:N", title="run", sort=statuses,
+                        legend=alt.Legend(orient="right", labelLimit=0, symbolLimit=0),
                         scale=alt.Scale(domain=statuses, range=[SWEEP_SHAPES[s] for s in statuses])),
         opacity=faded,
         tooltip=[alt.Tooltip("run_id:Q", title="run"), alt.Tooltip("setting:N"), alt.Tooltip("seed:Q"),
@@ -244,21 +248,23 @@ def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False,
         data["y_mean"], data["y_min"], data["y_max"] = (finite_or_nan(data[c]) for c in ("mean", "min", "max"))
         data["note"] = ""
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    y_axis = log_axis(pd.concat([data["y_mean"], data["y_min"], data["y_max"]])) if log_y else alt.Undefined
     y_title = metric + (" (log)" if log_y else "")
     pick = alt.selection_point(fields=["group"], bind="legend")
     hover = alt.selection_point(fields=["step"], nearest=True, on="pointerover", clear="pointerout", empty=False)
+    groups = list(dict.fromkeys(data["group"]))
     base = alt.Chart(data).encode(
         x=alt.X("step:Q", title=x_title),
-        color=alt.Color("group:N", title=None, scale=RUN_COLOURS, sort=list(dict.fromkeys(data["group"])),
-                        legend=alt.Legend(orient="right", labelLimit=220)))
+        color=alt.Color("group:N", title=None, scale=RUN_COLOURS, sort=groups,
+                        legend=legend_for(groups)))  # above the plot, wrapped: the plot keeps the chart's width
     tooltip = [alt.Tooltip("group:N"), alt.Tooltip("step:Q"),
                alt.Tooltip("mean:Q", title="geometric mean" if log_y else "mean", format=".4g"),
                alt.Tooltip("min:Q", format=".4g"), alt.Tooltip("max:Q", format=".4g"),
                alt.Tooltip("n:Q", title="runs"), alt.Tooltip("zeros:Q", title="zeros (left out of the mean)"),
                alt.Tooltip("note:N")]
-    y = alt.Y("y_mean:Q", title=y_title, scale=y_scale)
+    y = alt.Y("y_mean:Q", title=y_title, scale=y_scale, axis=y_axis)
     band = base.mark_area(opacity=0.2).encode(
-        y=alt.Y("y_min:Q", title=y_title, scale=y_scale), y2="y_max:Q",
+        y=alt.Y("y_min:Q", title=y_title, scale=y_scale, axis=y_axis), y2="y_max:Q",
         opacity=alt.condition(pick, alt.value(0.2), alt.value(0.03)))
     line = base.mark_line(strokeWidth=2).encode(
         y=y, opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12))).add_params(pick)
@@ -269,7 +275,6 @@ def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False,
         flagged = data[data["note"] != ""]
         if len(flagged):
             layers.append(alt.Chart(flagged).mark_point(shape="triangle-down", size=50, filled=True).encode(
-                x=alt.X("step:Q", title=x_title), y=alt.Y("y_min:Q", title=y_title, scale=y_scale),
-                color=alt.Color("group:N", scale=RUN_COLOURS, sort=list(dict.fromkeys(data["group"])),
-                                legend=None), tooltip=tooltip))
-    return alt.layer(*layers).properties(title=title, height=height)
+                x=alt.X("step:Q", title=x_title), y=alt.Y("y_min:Q", title=y_title, scale=y_scale, axis=y_axis),
+                color=alt.Color("group:N", scale=RUN_COLOURS, sort=groups, legend=None), tooltip=tooltip))
+    return alt.layer(*layers).properties(title=title, height=height + extra_height(groups))
