@@ -24,7 +24,7 @@ Note [Measured results]
                                       # code is a copy without its git folder), python, torch
 
     The gallery's counts and its time for a preset are read from the file of its scale
-    (:func:`time_here`: the measurement made with as many torch threads as a run would get here);
+    (:func:`time_here`: the measurement made on a machine with as many cores as this one);
     the README's table is :func:`table`, and a test checks that the README holds it as it is.
 """
 from __future__ import annotations
@@ -121,13 +121,13 @@ def load(name: str, scale: str) -> dict[str, Any] | None:
     return read(path) if path.is_file() else None
 
 
-def time_here(data: dict[str, Any] | None, threads: int | None = None) -> str | None:
+def time_here(data: dict[str, Any] | None, cores: int | None = None) -> str | None:
     """The measured cost in words, e.g. "4.9 CPU min, 5.1 min wall (1 torch thread on 2 cores, load 0.3)";
-    None without a measurement, or where it used another number of torch threads than ``threads``."""
+    None without a measurement, or where it was made on a machine with another number of ``cores``."""
     if data is None:
         return None
     measured = data["measured"]
-    if threads is not None and measured["threads"] != threads:
+    if cores is not None and measured["cores"] != cores:
         return None
     return (f"{measured['cpu_seconds'] / 60:.1f} CPU min, {measured['wall_seconds'] / 60:.1f} min wall "
             f"({measured['threads']} torch thread{'s' * (measured['threads'] != 1)} on {measured['cores']} "
