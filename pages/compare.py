@@ -17,6 +17,7 @@ import pandas as pd
 
 from pages.ui.live import charts_built_together, live_chart_specs, run_rows, show_chart
 from pages.ui.links import QueryReader
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
@@ -151,6 +152,8 @@ def compare_charts(selected, rows, labels, names, smoothing, log_y, x):
     return panels
 
 
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Compare")
 st.caption("Select runs in the table (click the row checkboxes) to overlay their curves. "
            "Click a run in a chart's legend to highlight it; the URL keeps the view.")

@@ -9,6 +9,7 @@ import torch
 from pages.ui.form import cell_about, cell_help, option_widget
 from pages.ui.limits import LIMITS
 from pages.ui.links import QueryReader
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from stability import cells
 from stability import charts
@@ -42,6 +43,8 @@ def cell_options(name: str) -> dict:
     return chosen
 
 
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Gradient flow")
 st.caption("How strongly does the last state depend on each earlier one, before any training? "
            "Measured in float64 with the cell's state probe; the dashed line is the bound "
