@@ -48,7 +48,9 @@ classroom_style()
 st.title("Gradient flow")
 st.caption("How strongly does the last state depend on each earlier one, before any training? "
            "Measured in float64 with the cell's state probe; the dashed line is the bound "
-           "‖W‖^(T−t) (KRU paper eq. 3), which holds for Elman cells but not for gated ones.")
+           "‖W‖^(T−t) (KRU paper eq. 3), which holds for Elman cells but not for gated ones; for the deep "
+           "mlp cell, whose step is L layers, it is the per-step bound ‖W‖^L (a residual block: 1 + ‖W‖²) "
+           "to the T − t, with ‖W‖ the largest layer's norm.")
 
 names = cells.available()
 query = QueryReader()
