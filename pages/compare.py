@@ -18,6 +18,7 @@ import pandas as pd
 from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
 from pages.ui.live import charts_built_together, live_chart_specs, run_rows
 from pages.ui.links import QueryReader
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, store_guard
@@ -152,6 +153,8 @@ def compare_charts(selected, rows, labels, names, smoothing, log_y, x, ignore_ou
 
 
 chart_grid_style()
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Compare")
 st.caption("Select runs in the table (click the row checkboxes) to overlay their curves. "
            "Click a run in a chart's legend to highlight it; the URL keeps the view.")

@@ -10,6 +10,7 @@ from pages.ui.chart_view import CHART_HEIGHT
 from pages.ui.form import cell_about, cell_help, option_widget
 from pages.ui.limits import LIMITS
 from pages.ui.links import QueryReader
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from stability import cells
 from stability import charts
@@ -43,10 +44,14 @@ def cell_options(name: str) -> dict:
     return chosen
 
 
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Gradient flow")
 st.caption("How strongly does the last state depend on each earlier one, before any training? "
            "Measured in float64 with the cell's state probe; the dashed line is the bound "
-           "‖W‖^(T−t) (KRU paper eq. 3), which holds for Elman cells but not for gated ones.")
+           "‖W‖^(T−t) (KRU paper eq. 3), which holds for Elman cells but not for gated ones; for the deep "
+           "mlp cell, whose step is L layers, it is the per-step bound ‖W‖^L (a residual block: 1 + ‖W‖²) "
+           "to the T − t, with ‖W‖ the largest layer's norm.")
 
 names = cells.available()
 query = QueryReader()

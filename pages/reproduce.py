@@ -5,7 +5,9 @@ at each scale) -> Run (a list preset's runs go to background workers one after a
 becomes an ordinary sweep) -> ``?preset=NAME&scale=S&runs=1,2,3`` (or ``&sweep=ID``) -> a live panel: the
 runs' progress, what each run's rows say, the preset's figure laid out as the paper's (stability.charts.figures,
 Note [Layout] in stability/presets/layout.py) and the verdict table, judged from the stored rows by
-``presets.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs. With
+``presets.verdicts`` at every redraw: "could not tell" until a run has the rows a claim needs, "needs paper
+scale" for a claim the preset places at the paper's sizes. The gallery's verdict counts and times are the
+saved measurements (stability/presets/measured/, Note [Measured results]), never typed. With
 ``?classroom=1`` (pages/ui/classroom.py) no controls, the cells' equations on top and what to look at
 beside each row of panels.
 """
@@ -22,6 +24,8 @@ from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import figures
 from stability import presets
+from stability.execution.threads import available_cores
+from stability.presets import measured
 from stability.execution import runner
 from stability import sweeps
 from stability.config import ConfigError
@@ -30,7 +34,6 @@ from stability.runs.store import SweepNotFound
 
 require_router(__file__)
 
-OUTCOME = {True: "held", False: "did not hold", None: "could not tell"}  # plain words: any font has them
 
 
 def start(preset, scale: str) -> dict:
@@ -61,7 +64,7 @@ def preset_runs(store, preset) -> list[int]:
 
 def verdict_table(verdicts) -> pd.DataFrame:
     return pd.DataFrame([{"claim": v.claim, "paper": _shown(v.paper), "source": v.source, "ours": _shown(v.ours),
-                          "compared with": _shown(v.reference), "verdict": OUTCOME[v.held], "why": v.why}
+                          "compared with": _shown(v.reference), "verdict": v.outcome, "why": v.why}
                          for v in verdicts])
 
 
@@ -74,7 +77,7 @@ def _shown(value) -> str:
 
 
 @store_guard
-def live_panel(preset_name: str, run_ids: list[int]) -> None:
+def live_panel(preset_name: str, run_ids: list[int], scale: str | None = None) -> None:
     store = open_store()
     preset = presets.load(preset_name)
     runs, rows = watched_runs(store, run_ids)
@@ -100,8 +103,26 @@ def live_panel(preset_name: str, run_ids: list[int]) -> None:
     draw_figure(preset, runs, rows, labels)
 
     st.subheader("Verdicts")
-    st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours.")
-    st.dataframe(verdict_table(presets.verdicts(preset, store, list(runs))), hide_index=True, width="stretch")
+    st.caption("Each claim judged from the stored rows of these runs, the paper's value beside ours; "
+               "\"needs paper scale\": a claim the preset expects to hold only at the paper's sizes, with why.")
+    st.dataframe(verdict_table(presets.verdicts(preset, store, list(runs), scale=scale)), hide_index=True,
+                 width="stretch")
+
+
+def measured_line(name: str) -> str:
+    """The gallery's line of what the preset's classroom scale measured (stability/presets/measured/): its
+    verdict counts and its time, on a machine with as many cores as this one; "" where none was saved."""
+    try:
+        data = measured.load(name, "classroom")
+    except presets.PresetError:
+        return ""
+    if data is None:
+        return ""
+    count = data["counts"]
+    time = measured.time_here(data, cores=available_cores())
+    cost = time or f"measured on {data['measured']['cores']} cores: {measured.time_here(data)}"
+    needs = f", {count['needs paper scale']} need the paper scale" if count["needs paper scale"] else ""
+    return f"measured at classroom scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
 
 
 def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
@@ -155,6 +176,8 @@ if chosen is None:
             text.markdown(f"**{info.title}**  \n{info.paper}, {info.figure} ({info.section})  \n{info.shows}")
             counts = ", ".join(f"{count} run{'s' * (count != 1)} at {scale} scale" for scale, count in info.runs.items())
             text.caption(counts + (" · a sweep" if info.sweep else "") + f" · classroom: {info.notes['classroom']}")
+            if line := measured_line(info.name):
+                text.caption(line)
             if action.button("Open", key=f"open_{info.name}", width="stretch"):
                 st.query_params["preset"] = info.name
                 st.rerun()
@@ -206,7 +229,8 @@ else:
                 runner.stop_run(run_id, store_path())
             active = []
     if run_ids:
-        st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids)
+        st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids,
+                                                                   st.query_params.get("scale"))
     elif classroom_on():
         st.info("No runs in this link yet: start the preset in the normal view, then switch to the classroom view.")
     else:

@@ -9,6 +9,7 @@ import contextlib
 import pandas as pd
 import streamlit as st
 
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
@@ -165,6 +166,8 @@ def runs_panel(polling):
         st.caption(f"#{run.id} {run.status}: {run.error}")
 
 
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Runs")
 st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
 store = open_store()

@@ -32,6 +32,7 @@ import streamlit as st
 from pages.ui.form import config_form
 from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, refresh_control, show_chart
 from pages.ui.links import QueryReader
+from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
@@ -401,6 +402,8 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
                             "Written when clicked, not at every refresh.")
 
 
+classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
+classroom_style()
 st.title("Sweep")
 st.caption("Vary any setting of a run over a list or a range of values, times a few seeds, and see where it "
            "stops learning: the final validation loss against the varied fields, mean and spread over seeds.")

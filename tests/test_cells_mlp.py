@@ -152,6 +152,52 @@ def test_probe_gives_first_and_last_layer_gradients_of_an_explicit_forward(optio
     assert states[0].grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("options", [{"layer": "dense"}, {"layer": "spectral", "r": 0.2},
+                                     {"layer": "dense", "residual": True}])
+def test_the_layer_probe_gives_every_layers_gradient_of_an_explicit_forward(options):
+    cell = make(layers=5, **options)
+    with torch.no_grad():
+        cell.bias_hh.normal_(0, 0.3)
+    x = torch.randn(3, 1, 6, dtype=torch.float64)
+    h0 = torch.randn(3, 5, dtype=torch.float64) * 0.3
+    target = torch.randn(3, 5, dtype=torch.float64)
+    probe = torch.zeros(6, 3, 5, dtype=torch.float64, requires_grad=True)
+    with cell.probing_layers(probe):
+        outputs, _ = cell(x, h0)
+    ((outputs[:, -1] - target) ** 2).sum().backward()
+    assert cell._layer_probe is None  # closed: the next forward is the plain one
+
+    states = explicit_forward(cell, x[:, 0], h0)
+    for state in states:
+        state.retain_grad()
+    ((states[-1] - target) ** 2).sum().backward()
+    for layer, state in enumerate(states):  # dL/da_l for l = 0..L
+        torch.testing.assert_close(probe.grad[layer], state.grad)
+    with pytest.raises(ValueError, match="probe of shape"):
+        with cell.probing_layers(torch.zeros(5, 3, 5)):
+            pass
+
+
+@pytest.mark.parametrize("options", [{"layer": "dense"}, {"layer": "dense", "residual": True},
+                                     {"layer": "dense", "residual": True, "layers": 3},
+                                     {"layer": "spectral", "r": 0.3}])
+def test_the_gradient_flow_bound_holds_for_the_step_jacobian_and_the_measured_flow(options):
+    from stability.training.probes import gradient_flow
+
+    cell = make(**{"layers": 4, **options})
+    with torch.no_grad():
+        if cell.layer == "dense":
+            cell.weight_hh.mul_(3.0)  # norms well above 1: the bound is not trivially loose at 1
+    s = torch.linalg.svdvals(cell.weight_hh.detach()).max().item()  # the largest of any hidden layer
+    gain = cell.step_gain_bound(s)
+    x = torch.randn(1, 1, 6, dtype=torch.float64)
+    jacobian = torch.autograd.functional.jacobian(lambda h: cell(x, h)[1], torch.randn(1, 5, dtype=torch.float64))
+    assert torch.linalg.matrix_norm(jacobian.reshape(5, 5), ord=2).item() <= gain * (1 + 1e-9)
+    flow = gradient_flow(cell, seq_len=6)
+    assert flow.per_step["bound"].iloc[-2] == pytest.approx(gain)  # one step back
+    assert (flow.per_step["grad_norm"] <= flow.per_step["bound"] * (1 + 1e-9)).all()
+
+
 def test_each_step_runs_the_whole_stack_from_the_previous_state():
     cell = make(layers=3, layer="spectral", r=0.1)
     x = torch.randn(2, 3, 6, dtype=torch.float64)
@@ -261,4 +307,10 @@ def test_a_spectral_mlp_trains_on_mnist_through_the_trainer(tiny_mnist, store):
     assert values["sv/margin"].max() <= r + 1e-6
     through = store.series(run_id, "grad/h_t_norm")
     assert set(through["index"]) == {0, 1}  # a_0 (first hidden layer) and a_L (last)
+    depth = store.series(run_id, "grad/layer_norm")  # ‖∂L/∂a_l‖, l = 0..L, at every probe
+    assert set(depth["index"]) == set(range(7)) and set(depth["step"]) == set(through["step"])
+    for step, layers in depth.groupby("step"):
+        ends = through[through["step"] == step].sort_values("index")["value"].to_numpy()
+        per_layer = layers.sort_values("index")["value"].to_numpy()
+        np.testing.assert_allclose(per_layer[[0, -1]], ends, rtol=1e-9)  # the first and the last layer, two ways
     assert "test/accuracy" in values

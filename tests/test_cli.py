@@ -592,7 +592,7 @@ def test_reproduce_ends_with_the_verdict_table(tmp_path, tiny_preset, capsys):
     (["{preset}", "--scale", "huge"], "preset 'tiny-preset' has no scale 'huge'; it has classroom, paper"),
     (["{bad}"], "is not valid JSON"),
     ([], "give a preset NAME"),
-    (["{preset}", "--list"], "either --list or a preset NAME"),
+    (["{preset}", "--list"], "give one of --list, --table or a preset NAME"),
 ])
 def test_reproduce_bad_input_exits_2_with_one_line_and_stores_nothing(tmp_path, tiny_preset, capsys, args, message):
     from stability.cli.main import main

@@ -183,3 +183,18 @@ def test_explained_draws_an_altair_chart_alone_or_with_its_words_and_equations(c
         assert cells.describe("rnn").equations[0] in latex[0]
     else:
         assert height != CHART_HEIGHT and not app.markdown and not app.get("latex")
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in PAGES.glob("*.py")))
+def test_every_page_has_the_switch_and_keeps_the_classroom_link(name, runs, monkeypatch):
+    """?classroom=1 on every page: the switch on (drawn in the page, the sidebar hidden), the parameter kept;
+    without it the switch is off in the sidebar."""
+    store_path, _ = runs
+    app = page(name, store_path, monkeypatch, classroom=1)
+    assert not app.exception, name
+    assert app.toggle(key="classroom_view").value and "Classroom view" not in labels(app.sidebar.toggle)
+    assert app.query_params.get("classroom") in ("1", ["1"])
+    app = page(name, store_path, monkeypatch)
+    assert not app.exception, name
+    (switch,) = [toggle for toggle in app.sidebar.toggle if toggle.label == "Classroom view"]
+    assert not switch.value

@@ -124,3 +124,23 @@ def test_the_figure_follows_the_layout_and_the_classroom_view_explains_it_withou
     equations = " ".join(block.value for block in projector.get("latex"))
     assert "Householder" in equations or r"\mathcal{H}" in equations  # the cells' own equations
     assert verdicts_on(projector) == verdicts_on(app)
+
+
+def test_the_gallerys_counts_and_times_are_the_saved_measurements(store):
+    """Each preset with a saved classroom result (stability/presets/measured/) shows that file's verdict
+    counts and its CPU and wall minutes; one without says nothing measured."""
+    from stability.presets import measured
+
+    app = run()
+    assert not app.exception
+    shown = " ".join(caption.value for caption in app.caption)
+    saved = 0
+    for info in presets.available():
+        data = measured.load(info.name, "classroom")
+        if data is None:
+            continue
+        saved += 1
+        count, cost = data["counts"], data["measured"]
+        assert f"{count['held']} of {count['claims']} claims held" in shown
+        assert f"{cost['cpu_seconds'] / 60:.1f} CPU min, {cost['wall_seconds'] / 60:.1f} min wall" in shown
+    assert shown.count("measured at classroom scale") == saved

@@ -66,9 +66,9 @@ def test_scales_override_the_runs_fields():
     assert kru["kru-fixed"].train.freeze_recurrent and not kru["kru"].train.freeze_recurrent
 
 
-def _direct(store, run_id: int, metric: str, stat: str, last: int | None) -> float:
-    """The statistic read straight from the store's rows, independently of reproduce."""
-    values = [row.value for row in store.metrics(run_id, names=[metric]).itertuples()]
+def _direct(store, run_id: int, metric: str, stat: str, last: int | None, from_step: int = 0) -> float:
+    """The statistic read straight from the store's rows at steps >= ``from_step``, independently of reproduce."""
+    values = [row.value for row in store.metrics(run_id, names=[metric]).itertuples() if row.step >= from_step]
     return {"final": values[-1], "first": values[0], "min": min(values), "max": max(values),
             "mean": sum(values) / len(values), "mean_last": sum(values[-(last or 1):]) / len(values[-(last or 1):])
             }[stat]
@@ -95,7 +95,8 @@ def test_every_shipped_preset_runs_at_ci_scale_and_is_judged_from_its_rows(name,
         if claim.metric in presets.RUN_FIELDS:
             continue
         (record,) = [r for r in records if presets.group_of(r, preset) == claim.run]  # one seed each
-        assert verdict.ours == pytest.approx(_direct(store, record.id, claim.metric, claim.stat, claim.last))
+        assert verdict.ours == pytest.approx(_direct(store, record.id, claim.metric, claim.stat, claim.last,
+                                                      claim.from_step))
         checked += 1
     assert checked >= 1
     json.dumps([verdict.to_dict() for verdict in verdicts])
@@ -396,3 +397,135 @@ def test_trainable_params_leave_out_a_frozen_recurrent_matrix(store, tmp_path):
         ids.append(run_id)
     (verdict,) = presets.verdicts(preset, store, ids)
     assert (verdict.ours, verdict.reference, verdict.held) == (100, 70, True)  # b trains 100 - 30
+
+
+# ------------------------------------------------------------------ needs paper scale, a run's grid
+NEEDS = GOOD.replace('than = 0.5', 'than = 0.5\nneeds = { scale = "paper", why = "the long runs show it" }')
+
+
+def _finished(store, preset, losses: dict[str, float]) -> list[int]:
+    ids = []
+    for name, config in preset.configs("classroom").items():
+        run_id = store.create_run(config.to_dict())
+        store.flush(run_id, [(step, float(step), "val/loss", losses[name]) for step in (0, 5)])
+        store.set_status(run_id, "completed")
+        ids.append(run_id)
+    return ids
+
+
+def test_a_claim_that_needs_the_paper_scale_is_placed_not_failed(store, tmp_path):
+    path = tmp_path / "needs.toml"
+    path.write_text(NEEDS)
+    preset = presets.load(path)
+    assert (preset.claims[0].needs, preset.claims[0].needs_why) == ("paper", "the long runs show it")
+    ids = _finished(store, preset, {"a": 0.9})
+    (placed,) = presets.verdicts(preset, store, ids, scale="classroom")
+    assert (placed.held, placed.outcome, placed.ours) == (None, "needs paper scale", 0.9)
+    assert "the long runs show it" in placed.why and "0.9" in placed.why
+    assert placed.to_dict()["outcome"] == "needs paper scale"
+    assert presets.Verdict.from_dict(json.loads(json.dumps(placed.to_dict()))) == placed
+    (judged,) = presets.verdicts(preset, store, ids, scale="paper")  # at the scale it needs: judged as any
+    assert (judged.held, judged.outcome) == (False, "did not hold")
+    store2_ids = _finished(store, preset, {"a": 0.1})
+    (held,) = presets.verdicts(preset, store, store2_ids, scale="classroom")
+    assert (held.held, held.outcome) == (True, "held")
+
+
+@pytest.mark.parametrize("needs, expected", [
+    ('{ scale = "classroom", why = "w" }', "needs takes scale (one of paper)"),
+    ('{ scale = "paper" }', "needs takes scale"),
+    ('{ scale = "paper", why = "w", when = 1 }', "when"),
+])
+def test_a_malformed_needs_is_one_line(tmp_path, needs, expected):
+    assert expected in _bad(tmp_path, GOOD.replace("than = 0.5", f"than = 0.5\nneeds = {needs}"))
+
+
+def test_a_run_grid_trains_its_own_combinations_and_a_scale_may_change_it(tmp_path):
+    path = tmp_path / "grid.toml"
+    path.write_text(GOOD.replace(RUNS, RUNS + 'vary = ["lr=1e-3,1e-2", "cell.hidden_size=4,8"]\n').replace(
+        '[scales.paper]', '[scales.paper]\nruns = { a = { vary = ["lr=1e-3", "cell.hidden_size=8"] } }').replace(
+        'run = "a"', 'run = "a lr=0.001 cell.hidden_size=8"\nneeds = { scale = "paper", why = "w" }'))
+    preset = presets.load(path)
+    assert preset.run_names() == ["a"]
+    configs = preset.configs("classroom")
+    assert sorted(configs) == sorted(f"a lr={lr} cell.hidden_size={n}" for lr in (0.001, 0.01) for n in (4, 8))
+    one = configs["a lr=0.001 cell.hidden_size=8"]
+    assert (one.train.lr, one.cell.hidden_size, one.name) == (1e-3, 8, "x/a lr=0.001 cell.hidden_size=8")
+    assert list(preset.configs("paper")) == ["a lr=0.001 cell.hidden_size=8"] and preset.run_count("paper") == 1
+    assert preset.run_count("classroom") == 4 and preset.groups("classroom") == list(configs)
+
+
+def test_table3_is_its_48_cells_each_optimizer_at_its_own_rates():
+    preset = presets.load("maso-table3")
+    configs = preset.configs("paper")
+    assert len(configs) == 48
+    rates = {"rmsprop": {1e-5, 1e-4, 1.5e-4, 2e-4}, "sgd": {1e-7, 1e-6, 1.25e-6, 1.5e-6}}
+    for optimizer, lrs in rates.items():
+        cells = {(c.train.lr, c.cell.options["h0_noise_std"]) for c in configs.values()
+                 if c.train.optimizer == optimizer}
+        assert cells == {(lr, sigma) for lr in lrs for sigma in (0, 0.001, 0.01, 0.1, 1, 5)}
+    assert set(preset.groups("classroom")) <= set(configs)  # classroom trains some of Table 3's own cells
+
+
+# ------------------------------------------------------------------ measured results as data
+def test_reproduce_json_is_what_save_writes_and_the_loader_reads_back(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from stability.presets import measured
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(NEEDS.replace('[scales.classroom]\nnote = "n"', '[scales.classroom]\nnote = "n"\n'
+                                  'override = { train = { steps = 3, batch_size = 4, eval_every = 3 } }'))
+    saved = tmp_path / "tiny.classroom.json"
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "stability", "reproduce", "--store", str(tmp_path / "r.db"),
+                           str(path), "--json", "--save", str(saved)], cwd=root, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert measured.read(saved) == printed
+    assert tuple(printed) == measured.KEYS and printed["schema"] == measured.SCHEMA
+    (verdict,) = printed["verdicts"]
+    assert printed["counts"] == measured.counts(printed["verdicts"])
+    assert printed["counts"][verdict["outcome"]] == 1 and printed["counts"]["claims"] == 1
+    cost = printed["measured"]
+    assert cost["cpu_seconds"] > 0 and cost["wall_seconds"] > 0 and cost["cores"] >= 1
+    assert printed["runs"] == [{"id": printed["run_ids"][0], "name": "a", "status": "completed", "step": 3}]
+
+
+def _saved_results():
+    from stability.presets import measured
+
+    return sorted(measured.MEASURED_DIR.glob("*.json")) if measured.MEASURED_DIR.is_dir() else []
+
+
+@pytest.mark.parametrize("path", _saved_results(), ids=lambda path: path.name)
+def test_every_saved_result_is_of_its_preset_as_it_is(path):
+    """A saved result reads back, its counts are its verdicts', its claims are the preset's claims today."""
+    from stability.presets import measured
+
+    data = measured.read(path)
+    assert path.name == f"{data['preset']}.{data['scale']}.json"
+    assert data["counts"] == measured.counts(data["verdicts"])
+    preset = presets.load(data["preset"])
+    assert [v["claim"] for v in data["verdicts"]] == [claim.text for claim in preset.claims]
+    assert sorted(run["name"] for run in data["runs"]) == sorted(preset.groups(data["scale"]))
+
+
+def test_the_readme_table_is_the_generators_output():
+    """README's presets table is ``python -m stability reproduce --table``, from the saved results."""
+    from pathlib import Path
+
+    from stability.presets import measured
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    begin, end = "<!-- presets table: python -m stability reproduce --table -->", "<!-- end of the presets table -->"
+    assert begin in readme and end in readme
+    assert readme.split(begin, 1)[1].split(end, 1)[0].strip() == measured.table("classroom")
+    for info in presets.available():
+        data = measured.load(info.name, "classroom")
+        if data is not None:
+            count = data["counts"]
+            assert f"| `{info.name}` |" in readme and f"| {count['held']} of {count['claims']} |" in readme

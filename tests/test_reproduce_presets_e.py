@@ -44,18 +44,19 @@ def test_maso_table3_claims_read_only_cells_of_table3():
     names = [claim.run for claim in preset.claims] + [
         claim.than["run"] for claim in preset.claims if isinstance(claim.than, dict)]
     for scale in presets.SCALES:
+        configs = preset.configs(scale)
         for name in names:
-            setting = _setting(preset, scale, name)
-            optimizer, lr = setting["train.optimizer"], setting["train.lr"]
+            config = configs[name]
+            optimizer, lr = config.train.optimizer, config.train.lr
             assert lr in TABLE3_LR[optimizer], f"{name}: lr {lr} is not one of Table 3's {optimizer} rates"
-            assert setting["cell.h0_noise_std"] in TABLE3_SIGMA
+            assert config.cell.options["h0_noise_std"] in TABLE3_SIGMA
 
 
-def test_maso_table3_paper_scale_holds_every_cell_of_table3():
-    settings = presets.load("maso-table3").sweep_spec("paper").settings()
-    cells = {(s["train.optimizer"], s["train.lr"], s["cell.h0_noise_std"]) for s in settings}
+def test_maso_table3_paper_scale_is_every_cell_of_table3_and_no_other():
+    configs = presets.load("maso-table3").configs("paper").values()
+    cells = [(c.train.optimizer, c.train.lr, c.cell.options["h0_noise_std"]) for c in configs]
     wanted = {(opt, lr, sigma) for opt, rates in TABLE3_LR.items() for lr in rates for sigma in TABLE3_SIGMA}
-    assert len(wanted) == 48 and wanted <= cells
+    assert len(wanted) == 48 and len(cells) == 48 and set(cells) == wanted
 
 
 def test_each_margin_claim_bounds_by_its_own_runs_r():

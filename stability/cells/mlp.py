@@ -36,6 +36,10 @@ T = 1), it is exactly the paper's MLP, and the trainer's readings mean:
   paper's first-layer gradient (Fig. 5's claim that spectral layers keep it);
 * ``grad/h_t_norm`` = (‖∂L/∂a_0‖, ‖∂L/∂a_L‖): the first and the last hidden
   layer, so its ratio is the gradient lost through the depth;
+* ``grad/layer_norm`` = (‖∂L/∂a_0‖, ..., ‖∂L/∂a_L‖): the gradient reaching every
+  layer, the line over depth Fig. 5 is about (:meth:`DeepMLP.probing_layers`: a
+  zero probe added to each a_l, whose gradient is ∂L/∂a_l; on a sequence of
+  T > 1 steps it is the sum over the steps of each layer's gradient);
 * ``sv/*``: see Note [Which singular values].
 
 The weights are the same at every step, so the cell keeps the cell contract
@@ -56,14 +60,16 @@ singular value of any hidden layer, ``sv/margin`` is max over layers of
 max_i |sigma_i - 1|, ``sv/condition`` is sv/max / sv/min across layers (at least
 every layer's own condition number), ``sv/spectrum`` is n quantiles of the pooled
 spectrum, and ``sv/spectral_radius`` (the diagonal's) equals sv/max: it is not the
-eigenvalue of any layer.  On the Gradient flow page the bound ‖W‖^(T-t) uses the
-largest layer's norm per step; a step of L layers is bounded by its L-th power.
+eigenvalue of any layer.  On the Gradient flow page the bound on a step is
+:meth:`DeepMLP.step_gain_bound`: the largest layer's norm to the L-th power (a
+residual block of two layers: 1 + its square), and the line is that to the T − t.
 For spectral layers the singular values are read from eq. 4 (exact: U and V
 are orthogonal); for dense ones from one batched ``torch.linalg.svdvals`` of
 the (L, n, n) stack, which at L = 100, n = 128 costs a few tens of ms per log step.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -169,6 +175,20 @@ class DeepMLP(RecurrentCell):
             self._register_svd(self.input_proj, "weight", n, input_size, ())
             self._register_svd(self, "weight_hh", n, n, (self.layers,))
         self._init_initial_state()
+        self._layer_probe: Tensor | None = None  # (L + 1, B, n) while probing_layers() is open
+
+    @contextlib.contextmanager
+    def probing_layers(self, probe: Tensor):
+        """While open, ``probe[l]`` ((L + 1, B, n), zeros) is added to a_l, l = 0..L, at every step, so
+        ``∂L/∂probe[l]`` is ∂L/∂a_l, the gradient reaching layer l (Note [A stack per step])."""
+        if probe.shape[0] != self.layers + 1 or probe.shape[-1] != self.hidden_size:
+            raise ValueError(f"expected a probe of shape ({self.layers + 1}, batch, {self.hidden_size}); "
+                             f"got {tuple(probe.shape)}")
+        self._layer_probe = probe
+        try:
+            yield probe
+        finally:
+            self._layer_probe = None
 
     def _register_svd(self, module: nn.Module, name: str, rows: int, cols: int, stack: tuple[int, ...]) -> None:
         rank = min(rows, cols)
@@ -179,10 +199,14 @@ class DeepMLP(RecurrentCell):
     def _prepare(self, x: Tensor) -> dict:
         first = apply_activation(project_time_major(x, self.input_proj), self.nonlinearity,
                                  self.negative_slope)  # (T, B, n): f(W_in x_t + b_in)
-        return {"inputs": first, "weights": self.weight_hh.unbind(0), "biases": self.bias_hh.unbind(0)}
+        return {"inputs": first, "weights": self.weight_hh.unbind(0), "biases": self.bias_hh.unbind(0),
+                "probe": self._layer_probe}
 
     def _step(self, first_t: Tensor, h: Tensor, context: dict) -> Tensor:
+        probe = context.get("probe")
         a = first_t + h  # a_0
+        if probe is not None:
+            a = a + probe[0]
         block_input = a
         for index, (weight, bias) in enumerate(zip(context["weights"], context["biases"])):
             if index % 2 == 0:
@@ -190,6 +214,8 @@ class DeepMLP(RecurrentCell):
             a = apply_activation(torch.addmm(bias, a, weight.t()), self.nonlinearity, self.negative_slope)
             if self.residual and (index % 2 == 1 or index == self.layers - 1):
                 a = a + block_input
+            if probe is not None:
+                a = a + probe[index + 1]
         return a
 
     # ------------------------------------------------------------ diagnostics
@@ -208,6 +234,15 @@ class DeepMLP(RecurrentCell):
         pooled = self.layer_singular_values().flatten().sort(descending=True).values  # (L n,)
         picks = torch.linspace(0, len(pooled) - 1, self.hidden_size, device=pooled.device).round().long()
         return torch.diag(pooled[picks])
+
+    def step_gain_bound(self, spectral_norm: float) -> float:
+        """A bound on ‖∂h_t/∂h_{t-1}‖₂ given ``spectral_norm`` s, the largest singular value of any hidden
+        layer (sv/max): |f'| <= 1 for leaky_relu, relu and tanh, so a layer multiplies by at most s and a
+        step of L plain layers by s^L; a residual block of two layers, f(W f(W a)) + a, by at most 1 + s²
+        (a last odd layer alone, 1 + s). The Gradient flow page's bound ‖W‖^(T−t) is this to the T − t."""
+        if not self.residual:
+            return spectral_norm ** self.layers
+        return (1 + spectral_norm ** 2) ** (self.layers // 2) * (1 + spectral_norm) ** (self.layers % 2)
 
     def recurrent_parameter_count(self) -> int:
         if self.layer == "spectral":

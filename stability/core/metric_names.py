@@ -30,6 +30,7 @@ A_H_NORM = "grad/A_h_norm"               # MASO §5.1, Thm. 3, Fig. 4: ‖A_h‖
 RECURRENT_NORM = "grad/recurrent_norm"   # over cell.recurrent_parameters()
 TOTAL_NORM = "grad/total_norm"           # every parameter, before clipping
 H_T_NORM = "grad/h_t_norm"               # series: ‖∂L/∂h_t‖ for t = 0..T
+LAYER_NORM = "grad/layer_norm"           # series: ‖∂L/∂a_l‖ for l = 0..L, a deep step's layers (mlp; spectral Fig. 5)
 
 # -------------------------------------------------------------- the recurrent matrix's spectrum
 SV_MIN = "sv/min"

@@ -25,6 +25,11 @@ Note [Preset format]
         name = "spectral"
         cell = { name = "spectral", options = { m1 = 16, m2 = 16 } }
 
+        [[runs]]                                # optional: vary (--vary texts) makes a run a grid of runs,
+        name  = "optimizer=sgd"                 # one per combination, each named "<name> <setting>"
+        train = { optimizer = "sgd" }           # ("optimizer=sgd lr=1e-06 cell.h0_noise_std=5"): the grid
+        vary  = ["lr=1e-7,1e-6", "cell.h0_noise_std=0,5"]   # of one optimizer, not every optimizer's
+
     or, instead of ``runs``, a sweep (:mod:`stability.sweeps`: ``vary`` holds ``--vary`` texts)::
 
         [sweep]
@@ -42,6 +47,8 @@ Note [Preset format]
         note     = "T = 100, hidden 64, 800 steps"
         override = { train = { steps = 800 }, cell = { hidden_size = 64 } }   # every run (a sweep's base)
         runs     = { rnn = { train = { lr = 1e-4 } } }                       # optional, one run's own
+                                                # (with vary = [...]: that run's grid at this scale)
+        only     = ["rnn", "spectral"]          # optional, list presets only: the runs this scale trains
         seeds    = 1                            # optional, sweeps only
         vary     = ["cell.h0_noise_std=0,1"]    # optional, sweeps only: replaces sweep.vary
         [scales.paper]                          # the paper's sizes, for a GPU
@@ -81,6 +88,9 @@ class Claim:
     tolerance: float | None = None
     paper_value: Any = None
     paper_source: str = ""
+    from_step: int = 0            # read only the rows at steps >= this (1: what happens during training)
+    needs: str | None = None      # the scale the claim is expected to hold at, where it needs more than others
+    needs_why: str = ""           # why, with the longest run measured as evidence
 
 
 @dataclass
@@ -112,21 +122,28 @@ class Preset:
         return self.scales[scale]
 
     def run_names(self) -> list[str]:
+        """The names of the ``[[runs]]`` entries (a grid run's name before its settings)."""
         return [run["name"] for run in self.runs]
 
     def configs(self, scale: str = "classroom", override: dict | None = None) -> dict[str, RunConfig]:
         """The run configs of a list preset at ``scale`` (``override``: a partial config applied last,
-        e.g. a test's handful of steps), by run name; PresetError for a config that does not validate."""
+        e.g. a test's handful of steps), by run name (a grid run's one per setting, Note [Preset format]);
+        PresetError for a config that does not validate."""
         if self.is_sweep:
             raise PresetError(f"preset {self.name!r} is a sweep; use sweep_spec()")
         chosen = self.scale(scale)
         configs = {}
         for run in self.runs:
-            data = {key: value for key, value in run.items() if key != "name"}
-            layers = [data, chosen.get("override", {}), chosen.get("runs", {}).get(run["name"], {}), override or {}]
-            config = _config(self.base, layers, f"preset {self.name!r} run {run['name']!r} ({scale})")
-            config.name = f"{self.name}{NAME_SEPARATOR}{run['name']}"
-            configs[run["name"]] = config
+            if run["name"] not in chosen.get("only", self.run_names()):
+                continue
+            layer = dict(chosen.get("runs", {}).get(run["name"], {}))
+            vary = layer.pop("vary", run.get("vary"))
+            data = {key: value for key, value in run.items() if key not in ("name", "vary")}
+            where = f"preset {self.name!r} run {run['name']!r} ({scale})"
+            config = _config(self.base, [data, chosen.get("override", {}), layer, override or {}], where)
+            for name, one in _grid(run["name"], config, vary, where).items():
+                one.name = f"{self.name}{NAME_SEPARATOR}{name}"
+                configs[name] = one
         return configs
 
     def sweep_spec(self, scale: str = "classroom", override: dict | None = None, check: bool = False):
@@ -160,12 +177,12 @@ class Preset:
         return [spec.config_for(setting, spec.seed_values()[0]) for setting in spec.settings()]
 
     def run_count(self, scale: str) -> int:
-        return self.sweep_spec(scale).size() if self.is_sweep else len(self.runs)
+        return self.sweep_spec(scale).size() if self.is_sweep else len(self.configs(scale))
 
     def groups(self, scale: str = "classroom") -> list[str]:
-        """What claims may name: the runs, or a sweep's setting labels."""
+        """What claims may name: the runs at ``scale`` (a grid run's one per setting), or a sweep's setting labels."""
         if not self.is_sweep:
-            return self.run_names()
+            return list(self.configs(scale))
         return [setting_label(setting) for setting in self.sweep_spec(scale).settings()]
 
 
@@ -193,6 +210,21 @@ def claim_metrics(preset: Preset) -> list[str]:
             if name and name not in RUN_FIELDS and name not in names:
                 names.append(name)
     return names
+
+
+def _grid(name: str, config: RunConfig, vary: list[str] | None, where: str) -> dict[str, RunConfig]:
+    """A run's configs: itself, or with ``vary`` one per combination of the values, named
+    ``"<name> <setting label>"`` (the labels :func:`~stability.config.fields.setting_label` gives a sweep's runs)."""
+    from .. import sweeps
+
+    if not vary:
+        return {name: config}
+    try:
+        spec = sweeps.SweepSpec(config, sweeps.parse_varies(vary, config)).validate()
+    except ValueError as error:
+        raise PresetError(f"{where}: {one_line(error)}") from None
+    return {f"{name} {setting_label(setting)}": spec.config_for(setting, config.train.seed)
+            for setting in spec.settings()}
 
 
 def _merge(base: dict, layer: dict) -> dict:

@@ -1,7 +1,7 @@
 """Judging a preset's claims from the stored rows of its runs: each a verdict, held, not held, or could not tell.
 
-    for verdict in presets.verdicts(preset, store, run_ids):
-        verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
+    for verdict in presets.verdicts(preset, store, run_ids, scale="classroom"):
+        verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why, verdict.outcome
     presets.statistic(rows["value"], "mean_last", 5)   # a claim's or a panel's statistic of one run's rows
 
 Note [Claims]
@@ -19,6 +19,10 @@ Note [Claims]
                                                 # with its own metric and stat): that run's value
         factor = 0.5                            # optional: the reference times this
         paper  = { value = "≈ 0.0", source = "Fig. 1(c)" }   # the paper's number (or words), and where
+        from_step = 1                           # optional: read only the rows at steps >= 1 (during
+                                                # training: not the reading at initialisation, step 0)
+        needs  = { scale = "paper", why = "..." }   # optional: the claim is expected to hold only at
+                                                # that scale; why, with the longest run measured
 
     ``stat``: ``final`` is the value at the run's highest step, ``first`` at its lowest, ``min``,
     ``max`` and ``mean`` over every row, ``mean_last`` the mean of the last ``last`` rows ("stays
@@ -33,6 +37,13 @@ Note [Claims]
     why: a run that is missing, has no rows of the metric, or a NaN (an infinity is compared: a
     gradient norm that blew up to inf is above any number). Nothing is
     judged from the preset's own numbers: ``paper.value`` is only shown beside ours.
+
+    Four outcomes: "held", "did not hold", "could not tell", and "needs paper scale": a claim with
+    ``needs = { scale = "paper", ... }`` judged at another scale (``verdicts(..., scale=...)``) that
+    did not hold there, or whose runs that scale does not train. Its text stays the paper's; the
+    verdict keeps our value and says why the claim needs that scale (the preset's ``why``). A claim
+    that holds at a smaller scale than it needs is "held"; judged at the scale it needs, it is held
+    or not as any other.
 """
 from __future__ import annotations
 
@@ -56,15 +67,27 @@ class Verdict:
     reference: float | None       # what ours was compared with (baseline, another run, a number, times factor)
     held: bool | None
     why: str
+    needs: str | None = None      # "paper": not held at this scale, expected at that one (Note [Claims])
 
     def to_dict(self) -> dict[str, Any]:
         return {"claim": self.claim, "paper": _json_safe(self.paper), "source": self.source,
                 "ours": _json_safe(self.ours), "reference": _json_safe(self.reference), "held": self.held,
-                "why": self.why}
+                "outcome": self.outcome, "needs": self.needs, "why": self.why}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        """The verdict :meth:`to_dict` wrote (a stored measurement's, :mod:`.measured`)."""
+        return cls(data["claim"], data["paper"], data["source"], _from_json(data["ours"]),
+                   _from_json(data["reference"]), data["held"], data["why"], data.get("needs"))
 
     @property
     def outcome(self) -> str:
+        if self.needs is not None:
+            return f"needs {self.needs} scale"
         return {True: "held", False: "did not hold", None: "could not tell"}[self.held]
+
+
+OUTCOMES = ("held", "did not hold", "could not tell", "needs paper scale")  # what a verdict's outcome may be
 
 
 def group_of(record, preset: Preset) -> str | None:
@@ -75,8 +98,10 @@ def group_of(record, preset: Preset) -> str | None:
     return record.name[len(prefix):] if record.name.startswith(prefix) else None
 
 
-def verdicts(preset: Preset, store, run_ids: list[int]) -> list[Verdict]:
-    """Each claim of ``preset`` judged from the stored rows of ``run_ids`` (Note [Claims])."""
+def verdicts(preset: Preset, store, run_ids: list[int], scale: str | None = None) -> list[Verdict]:
+    """Each claim of ``preset`` judged from the stored rows of ``run_ids`` (Note [Claims]), trained at
+    ``scale``: a claim that needs another scale and did not hold is "needs paper scale" (None: every
+    claim is judged as if at the scale it needs)."""
     records = [store.record(run_id) for run_id in run_ids]
     groups: dict[str, list] = {}
     for record in records:
@@ -86,14 +111,29 @@ def verdicts(preset: Preset, store, run_ids: list[int]) -> list[Verdict]:
     metrics = {claim.metric for claim in preset.claims} | {
         claim.than.get("metric", claim.metric) for claim in preset.claims if isinstance(claim.than, dict)}
     rows = store.metrics_many(run_ids, names=sorted(metrics - set(RUN_FIELDS))) if run_ids else None
-    return [_judge(claim, groups, rows) for claim in preset.claims]
+    return [_placed(_judge(claim, groups, rows), claim, scale, groups) for claim in preset.claims]
+
+
+def _placed(verdict: Verdict, claim: Claim, scale: str | None, groups: dict[str, list]) -> Verdict:
+    """``verdict`` as "needs paper scale" where ``claim`` needs another scale than ``scale`` and did not
+    hold (or its runs are not trained at this scale)."""
+    if claim.needs is None or scale is None or scale == claim.needs or verdict.held is True:
+        return verdict
+    missing = [name for name in _names(claim) if name not in groups]
+    ours = f"not trained at {scale} scale" if missing else f"at {scale} scale: {verdict.why}"
+    return Verdict(verdict.claim, verdict.paper, verdict.source, verdict.ours, verdict.reference, None,
+                   f"{claim.needs_why} ({ours})", claim.needs)
+
+
+def _names(claim: Claim) -> list[str]:
+    return [claim.run] + ([claim.than["run"]] if isinstance(claim.than, dict) else [])
 
 
 def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
     def verdict(ours=None, reference=None, held=None, why=""):
         return Verdict(claim.text, claim.paper_value, claim.paper_source, ours, reference, held, why)
 
-    ours, why = _value(groups, rows, claim.run, claim.metric, claim.stat, claim.last)
+    ours, why = _value(groups, rows, claim.run, claim.metric, claim.stat, claim.last, claim.from_step)
     if why:
         return verdict(ours, why=why)
     if claim.metric == "status":
@@ -103,10 +143,10 @@ def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
         other = claim.than["run"]  # its metric and statistic default to the claim's own
         read = (claim.than.get("metric", claim.metric), claim.than.get("stat", claim.stat),
                 claim.than.get("last", claim.last))
-        reference, why = _value(groups, rows, other, *read)
+        reference, why = _value(groups, rows, other, *read, claim.from_step)
         if why:
             return verdict(ours, why=why)
-        basis = f"{other}'s {_describe(*read)}"
+        basis = f"{other}'s {_describe(*read, claim.from_step)}"
     elif claim.than == "baseline":
         baselines = [record.baseline for record in groups[claim.run] if record.baseline is not None]
         if not baselines:
@@ -117,25 +157,27 @@ def _judge(claim: Claim, groups: dict[str, list], rows) -> Verdict:
     reference *= claim.factor
     if math.isnan(reference):
         return verdict(ours, why=f"the reference ({basis}) is NaN")
+    read = f"{claim.run} {_describe(claim.metric, claim.stat, claim.last, claim.from_step)}"
     if claim.op == "within":
         held = abs(ours - reference) <= claim.tolerance * abs(reference)
-        return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
-                       f"{number(ours)} against {number(reference)} ({basis}), tolerance {claim.tolerance:g}: "
-                       f"{'yes' if held else 'no'}")
+        return verdict(ours, reference, held, f"{read} {number(ours)} against {number(reference)} ({basis}), "
+                       f"tolerance {claim.tolerance:g}: {'yes' if held else 'no'}")
     held = {"<": ours < reference, "<=": ours <= reference, ">": ours > reference, ">=": ours >= reference}[claim.op]
     factor = f"{claim.factor:g} × " if claim.factor != 1 else ""
-    return verdict(ours, reference, held, f"{claim.run} {_describe(claim.metric, claim.stat, claim.last)} "
-                   f"{number(ours)} {claim.op} {factor}{basis} = {number(reference)}: {'yes' if held else 'no'}")
+    return verdict(ours, reference, held,
+                   f"{read} {number(ours)} {claim.op} {factor}{basis} = {number(reference)}: {'yes' if held else 'no'}")
 
 
-def _describe(metric: str, stat: str, last: int | None) -> str:
+def _describe(metric: str, stat: str, last: int | None, from_step: int = 0) -> str:
     if metric in RUN_FIELDS:
         return metric
-    return f"{stat if stat != 'mean_last' else f'mean of the last {last}'} {metric}"
+    since = f" from step {from_step}" if from_step else ""
+    return f"{stat if stat != 'mean_last' else f'mean of the last {last}'} {metric}{since}"
 
 
-def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, last: int | None):
-    """``(value, None)``: the statistic of ``name``'s runs (their mean for a group), or ``(None, why)``."""
+def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, last: int | None, from_step: int = 0):
+    """``(value, None)``: the statistic of ``name``'s runs (their mean for a group) over the rows at steps
+    ``>= from_step``, or ``(None, why)``."""
     records = groups.get(name)
     if not records:
         return None, f"no stored run of {name!r} among these runs"
@@ -150,12 +192,15 @@ def _value(groups: dict[str, list], rows, name: str, metric: str, stat: str, las
                 return None, f"run {record.id} ({name}) has no stored {metric}"
             values.append(value)  # a count: kept an int where the group is one run
             continue
-        own = rows[(rows["run_id"] == record.id) & (rows["name"] == metric)] if rows is not None else []
+        own = rows[(rows["run_id"] == record.id) & (rows["name"] == metric) & (rows["step"] >= from_step)] \
+            if rows is not None else []
         if len(own) == 0:
-            return None, f"run {record.id} ({name}, {record.status}) has no rows of {metric}"
+            since = f" at step {from_step} or later" if from_step else ""
+            return None, f"run {record.id} ({name}, {record.status}) has no rows of {metric}{since}"
         value = statistic(own.sort_values("step", kind="stable")["value"], stat, last)
         if math.isnan(value):  # an infinity compares (a gradient that blew up is above any number)
-            return None, f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last)} is NaN"
+            return None, (f"run {record.id} ({name}, {record.status}): {_describe(metric, stat, last, from_step)} "
+                          "is NaN")
         values.append(float(value))
     return (values[0] if len(values) == 1 else sum(values) / len(values)), None
 
@@ -176,6 +221,11 @@ def statistic(series, stat: str, last: int | None = None) -> float:
     return float({"final": lambda s: s.iloc[-1], "first": lambda s: s.iloc[0], "min": lambda s: s.min(),
                   "max": lambda s: s.max(), "mean": lambda s: s.mean(),
                   "mean_last": lambda s: s.iloc[-(last or 1):].mean()}[stat](series))
+
+
+def _from_json(value: Any) -> Any:
+    """A value :func:`_json_safe` wrote, read back ("inf" as an infinity)."""
+    return float(value) if value in ("inf", "-inf") else value
 
 
 def _json_safe(value: Any) -> Any:

@@ -20,9 +20,10 @@ _TOP_KEYS = {"name", "title", "paper", "figure", "section", "shows", "notes", "b
              "scales", "claims", "layout"}
 _REQUIRED = ("name", "title", "paper", "figure", "section", "shows", "scales", "claims")
 _TEXTS = ("name", "title", "paper", "figure", "section", "shows", "notes")
-_SCALE_KEYS = {"note", "override", "runs", "seeds", "vary"}
+_SCALE_KEYS = {"note", "override", "runs", "only", "seeds", "vary"}
 _SWEEP_KEYS = {"base", "vary", "seeds"}
-_CLAIM_KEYS = {"text", "run", "metric", "stat", "last", "op", "than", "factor", "tolerance", "paper"}
+_CLAIM_KEYS = {"text", "run", "metric", "stat", "last", "op", "than", "factor", "tolerance", "paper", "from_step",
+               "needs"}
 _THAN_KEYS = {"run", "metric", "stat", "last"}
 
 
@@ -129,6 +130,8 @@ def _runs(data: Any, fail: Fail) -> list[dict]:
         run = table(run, f"runs[{index}]", fail)
         if not isinstance(run.get("name"), str) or not run["name"].strip() or NAME_SEPARATOR in run["name"]:
             fail(f"runs[{index}] needs a 'name' (a text without {NAME_SEPARATOR!r})")
+        if "vary" in run:
+            vary_texts(run["vary"], f"runs[{index}].vary", fail)
         runs.append(run)
     names = [run["name"] for run in runs]
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -161,12 +164,23 @@ def _scales(data: Any, run_names: list[str], is_sweep: bool, fail: Fail) -> dict
         for run, layer in table(chosen.get("runs", {}), f"scales.{scale}.runs", fail).items():
             if run not in run_names:
                 fail(f"scales.{scale}.runs names run {run!r}, which the preset does not have")
-            table(layer, f"scales.{scale}.runs.{run}", fail)
+            if "vary" in table(layer, f"scales.{scale}.runs.{run}", fail):
+                vary_texts(layer["vary"], f"scales.{scale}.runs.{run}.vary", fail)
         if not is_sweep and ("seeds" in chosen or "vary" in chosen):
-            fail(f"scales.{scale}: seeds and vary are for sweep presets")
+            fail(f"scales.{scale}: seeds and vary are for sweep presets (a run's own grid: runs.NAME.vary)")
         if "vary" in chosen:
             vary_texts(chosen["vary"], f"scales.{scale}.vary", fail)
+        if "only" in chosen:
+            _only(chosen["only"], run_names, is_sweep, f"scales.{scale}", fail)
     return scales
+
+
+def _only(only: Any, run_names: list[str], is_sweep: bool, where: str, fail: Fail) -> None:
+    """A scale's ``only``: some of a list preset's runs (a sweep's scale gives its own vary instead)."""
+    if is_sweep:
+        fail(f"{where}: only is for list presets (a sweep's scale gives its own vary)")
+    if not isinstance(only, list) or not only or any(name not in run_names for name in only):
+        fail(f"{where}.only must be a non-empty list of the preset's run names ({', '.join(run_names)})")
 
 
 # ---------------------------------------------------------------------------------- claims
@@ -185,11 +199,15 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail: Fail) -> Cl
     if (metric == "status") != (op in ("==", "!=")):
         fail(f"{where}: == and != compare a status (metric 'status') with a text; numbers use <, <=, >, >=, within")
     than = _than(data.get("than"), metric, stat, last, where, fail)
+    needs, needs_why = _needs(data.get("needs"), [scale for scale in groups if scale != SCALES[0]], where, fail)
     for name in [data["run"]] + ([than["run"]] if isinstance(than, dict) else []):
         for scale, known in groups.items():
-            if name not in known:
-                fail(f"{where} names {name!r}, which the preset does not run at scale {scale}; "
-                     f"it runs: {', '.join(sorted(known))}")
+            if name not in known and (needs is None or scale == needs):  # a claim that needs a scale
+                fail(f"{where} names {name!r}, which the preset does not run at scale {scale}; "  # may name
+                     f"it runs: {', '.join(sorted(known))}")                                       # its runs
+    from_step = data.get("from_step", 0)
+    if isinstance(from_step, bool) or not isinstance(from_step, int) or from_step < 0:
+        fail(f"{where}: from_step must be a step (an integer >= 0)")
     factor = data.get("factor", 1.0)
     if not is_number(factor) or factor <= 0:
         fail(f"{where}: factor must be a positive number")
@@ -202,7 +220,21 @@ def _claim(data: Any, where: str, groups: dict[str, set[str]], fail: Fail) -> Cl
         fail(f"{where}.paper takes value (a number or a text) and source (a text)")
     return Claim(text=data["text"], run=data["run"], metric=metric, stat=stat, last=last, op=op, than=than,
                  factor=float(factor), tolerance=None if tolerance is None else float(tolerance),
-                 paper_value=paper.get("value"), paper_source=paper.get("source", ""))
+                 paper_value=paper.get("value"), paper_source=paper.get("source", ""), from_step=from_step,
+                 needs=needs, needs_why=needs_why)
+
+
+def _needs(data: Any, scales: list[str], where: str, fail: Fail) -> tuple[str | None, str]:
+    """A claim's ``needs = { scale = "paper", why = "..." }``: the scale it is expected to hold at (any
+    but the first, classroom), and why, with the longest run measured as evidence."""
+    if data is None:
+        return None, ""
+    data = table(data, f"{where}.needs", fail)
+    unknown_keys(data, {"scale", "why"}, fail, f"{where}.needs")
+    if data.get("scale") not in scales or not isinstance(data.get("why"), str) or not data["why"].strip():
+        fail(f"{where}.needs takes scale (one of {', '.join(scales)}) and why (a text: the scale it needs "
+             "and why, with the longest run measured)")
+    return data["scale"], " ".join(data["why"].split())
 
 
 def _than(than: Any, metric: str, stat: str, last: Any, where: str, fail: Fail) -> Any:

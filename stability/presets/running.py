@@ -98,13 +98,14 @@ def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] 
     if preset.is_sweep:
         return sweeps.estimate(preset.sweep_spec(scale), store)
     seconds, remembered = 0.0, 0
-    for config in preset.configs(scale).values():
+    configs = preset.configs(scale)
+    for config in configs.values():
         one = sweeps.estimate(sweeps.SweepSpec(config), store)
         if one is None:
             return None
         seconds += one["seconds"]
         remembered += "completed runs" in one["basis"]
-    timed = len(preset.runs) - remembered
+    timed = len(configs) - remembered
     basis = [f"{remembered} from completed runs in the store"] * bool(remembered) + \
         [f"{timed} timed by {TIMED_STEPS} training steps here"] * bool(timed)
-    return {"seconds": seconds, "basis": f"{len(preset.runs)} runs one after another: {', '.join(basis)}"}
+    return {"seconds": seconds, "basis": f"{len(configs)} runs one after another: {', '.join(basis)}"}

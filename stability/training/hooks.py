@@ -295,7 +295,8 @@ class Evaluation(Hook):
 
 class ProbeThroughTime(Hook):
     """At the start and at probe steps, on the float64 probe batch: ``grad/h0_norm``,
-    ``grad/A_h_norm`` (MASO §5.1, Fig. 4), the series ``grad/h_t_norm`` (t = 0..T) and
+    ``grad/A_h_norm`` (MASO §5.1, Fig. 4), the series ``grad/h_t_norm`` (t = 0..T), for a deep
+    step's cell (mlp) ``grad/layer_norm`` (l = 0..L, spectral paper Fig. 5) and
     ``sv/spectrum``; at the start also the ``sv/*`` scalars of W as initialised (step 0, before any
     update: an IRNN's margin starts at 0, spectral paper Fig. 4), which :class:`GradientReadings`
     reads at every log step after that."""
@@ -319,6 +320,8 @@ class ProbeThroughTime(Hook):
         trainer.record(names.H0_NORM, norms[0])  # the same reading as between probes, here for free
         trainer.record(names.A_H_NORM, self.probe.output_h0_norm())
         trainer.record_series(names.H_T_NORM, norms)
+        if (depth := self.probe.through_depth()) is not None:  # a deep step's layers (mlp, spectral Fig. 5)
+            trainer.record_series(names.LAYER_NORM, depth)
         spectrum, sigma = trainer.spectrum(with_radius=with_radius)  # read by GradientReadings already at a log step
         trainer.record_series(names.SPECTRUM, sigma)
         return spectrum

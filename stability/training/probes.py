@@ -39,7 +39,8 @@ class GradientFlow:
 
     ``per_step`` has one row per step t = 0..T (t = 0 is h0) with columns
     ``t``, ``steps_back`` (T − t), ``grad_norm`` (estimate of ‖∂h_T/∂h_t‖)
-    and ``bound`` (‖W‖₂^(T−t)).  ``singular_values`` are those of W,
+    and ``bound`` (‖W‖₂^(T−t); for a cell whose step is several layers, its
+    ``step_gain_bound(‖W‖₂)`` to the T − t).  ``singular_values`` are those of W,
     largest first.
     """
 
@@ -139,6 +140,8 @@ class ProbeBatch:
       paper Figs. 1 and 4.
     * ``through_time()`` — the same norm of ∂L/∂h_t for every t = 0..T (its
       t = 0 entry is ``h0_norm()``), through the cell's state probe.
+    * ``through_depth()`` — the same norm of ∂L/∂a_l for every layer l = 0..L inside
+      one step of a deep cell (``mlp``), None for other cells.
     * ``output_h0_norm()`` — ‖A_h‖ of the MASO paper (§5.1, Thm. 3, Fig. 4):
       A_h = ∂z/∂h0, the slope of the last step's model output z (C values)
       in the initial state, which for a piecewise-affine cell is the affine
@@ -196,6 +199,20 @@ class ProbeBatch:
 
         with on_host():
             return state_gradient_norms(task_loss, self._initial_state(), self.x.shape[1])
+
+    def through_depth(self) -> np.ndarray | None:
+        """‖∂L/∂a_l‖ for l = 0..L, the gradient reaching each layer of a cell whose one step is L layers
+        deep (``mlp``: its ``probing_layers``; spectral paper Fig. 5), the same norm as ``h0_norm()``;
+        None for a cell without layers inside a step."""
+        cell = self.shadow.cell
+        if not hasattr(cell, "probing_layers"):
+            return None
+        h0 = self._initial_state()
+        probe = torch.zeros(cell.layers + 1, *h0.shape, dtype=h0.dtype, device=h0.device, requires_grad=True)
+        with cell.probing_layers(probe):
+            loss = self.loss(self.shadow(self.x, h0)[0], self.y)
+        (grad,) = torch.autograd.grad(loss, probe)
+        return stable_norm(grad, dim=(1, 2)).cpu().numpy()
 
     def output_h0_norm(self, seed: int = 0) -> float:
         """RMS over the batch of ‖∂z/∂h0‖_F (see the class docstring).
@@ -269,8 +286,11 @@ def gradient_flow(cell: nn.Module, seq_len: int, batch_size: int = 8, seed: int 
         spectrum, sigma = spectrum_metrics(probe_cell.recurrent_matrix())
     radius = spectrum["sv/spectral_radius"]
     steps_back = np.arange(seq_len, -1, -1)
+    gain = float(sigma[0])  # ‖W‖₂; a step of several layers (mlp) bounds itself: its step_gain_bound
+    if hasattr(probe_cell, "step_gain_bound"):
+        gain = probe_cell.step_gain_bound(gain)
     with np.errstate(over="ignore"):
-        bound = np.power(float(sigma[0]), steps_back.astype(np.float64))
+        bound = np.power(gain, steps_back.astype(np.float64))
     per_step = pd.DataFrame({"t": np.arange(seq_len + 1), "steps_back": steps_back,
                              "grad_norm": norms, "bound": bound})
     return GradientFlow(per_step=per_step, singular_values=sigma, spectral_radius=radius)
