@@ -181,7 +181,7 @@ def test_h0_norm_is_read_in_float64_where_the_training_batch_holds_zero(store, m
     """tanh RNN with ‖W‖ = 0.3 at T = 300: ‖∂L/∂h0‖ ~ 0.3^300 ~ 1e-157.  The float32 training batch
     holds exactly 0; grad/h0_norm reads the float64 value, which a step-by-step log-space
     recomputation from the final checkpoint confirms."""
-    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", math.inf)  # a reading at every log step
+    monkeypatch.setattr(hooks_module, "H0_READING_SHARE", math.inf)  # a reading at every log step
     config = tiny(cell="rnn", task_options={"seq_len": 300}, steps=10, log_every=5, probe_every=10)
     config.cell.options = {"nonlinearity": "tanh", "init": "orthogonal", "init_gain": 0.3}
     run_id, _ = run(store, config)
@@ -243,11 +243,11 @@ def test_h0_reading_between_probes_keeps_to_its_time_budget(store, monkeypatch):
     """Budget 0: grad/h0_norm only at the probe steps (where the gradient-through-time probe gives it
     for free); an unlimited budget: at every log step too."""
     config = tiny(cell="rnn", steps=30, log_every=5, probe_every=15)
-    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", 0.0)
+    monkeypatch.setattr(hooks_module, "H0_READING_SHARE", 0.0)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 15, 30]
     assert sorted(store.metrics(run_id, ["grad/h0_norm_train"]).step) == [5, 10, 15, 20, 25, 30]
-    monkeypatch.setattr(hooks_module, "H0_READING_BUDGET", math.inf)
+    monkeypatch.setattr(hooks_module, "H0_READING_SHARE", math.inf)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 5, 10, 15, 20, 25, 30]
 

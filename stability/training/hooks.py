@@ -58,7 +58,7 @@ from .window import StepWindow, WindowReading, read_numbers
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
 # time spent on it stays within this fraction of the run's time (benchmarks/training.py).
-H0_READING_BUDGET = 0.02
+H0_READING_SHARE = 0.02
 CHECKPOINT_EVERY_S = 300.0
 
 
@@ -145,8 +145,9 @@ def overrides(hook: Hook, method: str) -> bool:
     return getattr(type(hook), method) is not getattr(Hook, method)
 
 
-class TimeBudget:
-    """Wall time spent inside ``with budget:`` blocks, allowed up to ``fraction`` of a given elapsed time."""
+class TimeShare:
+    """A share of wall time: the time spent inside ``with share:`` blocks, allowed up to ``fraction`` of a
+    given elapsed time (not the memory budget of stability.execution.budget)."""
 
     def __init__(self, fraction: float):
         self.fraction = fraction
@@ -207,14 +208,14 @@ class TrainingWindow(Hook):
 
 
 class GradientReadings(Hook):
-    """At every log step: ‖∂L/∂h0‖ (float64 probe batch, within :data:`H0_READING_BUDGET` between
+    """At every log step: ‖∂L/∂h0‖ (float64 probe batch, within :data:`H0_READING_SHARE` between
     probe steps; training batch as ``grad/h0_norm_train``), ``grad/recurrent_norm``,
     ``grad/total_norm``, the recurrent matrix's singular values (``sv/*``; the spectral radius at
     evaluation steps) and the cell's gates (``gate/*``).  See docs/readings.md."""
 
     def __init__(self, probe: ProbeBatch):
         self.probe = probe
-        self.h0_reading = TimeBudget(H0_READING_BUDGET)
+        self.h0_reading = TimeShare(H0_READING_SHARE)
 
     def on_log(self, trainer, result):
         cadence = trainer.cadence

@@ -12,7 +12,7 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 ``grad/h0_norm``        ‖∂L/∂h0‖ on the fixed probe batch in float64 (spectral paper
                         Figs. 1, 4; :class:`stability.training.probes.ProbeBatch`): at every
                         probe step, and at the log steps between them that fit in
-                        :data:`H0_READING_BUDGET` of the run's time
+                        :data:`H0_READING_SHARE` of the run's time
 ``grad/h0_norm_train``  the same norm on the training batch, in the training dtype:
                         what the optimiser sees (float32 holds 0 once it falls below ~1e-45)
 ``grad/A_h_norm``       MASO's ‖A_h‖ = ‖∂z/∂h0‖ on the probe batch (MASO §5.1, Fig. 4), every probe
