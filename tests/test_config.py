@@ -186,3 +186,33 @@ def test_a_field_is_labelled_whole_for_a_run_name_and_by_its_last_part_in_a_figu
     assert [field_label(path, short=True) for path in ("train.lr", "cell.h0_noise_std", "task.seq_len", "cell")] == \
         ["lr", "h0_noise_std", "seq_len", "cell"]
     assert setting_label({"cell": "rnn", "train.lr": 1e-3, "cell.m1": 4}) == "cell=rnn lr=0.001 cell.m1=4"
+
+
+def test_depth_within_a_step_is_bounded_and_counted_before_anything_is_built(monkeypatch):
+    """Issue 20: mlp ``layers`` and VPRNN/SGORNN ``k`` had no upper bound and no place in the memory
+    budget (``layers=1e9`` reached the allocator)."""
+    from stability import cells
+    from stability.execution import budget
+
+    for cell, option, hidden in (("mlp", "layers", 8), ("vprnn", "k", 8), ("sgornn", "k", 8)):
+        built = cells.build(cell, 2, hidden, **{option: 3})
+        assert budget.step_depth(RunConfig(cell=CellConfig(cell, hidden, {option: 3}))) == getattr(built, option) == 3
+        default = cells.build(cell, 2, 64)
+        assert budget.step_depth(RunConfig(cell=CellConfig(cell, 64))) == getattr(default, option)
+        with pytest.raises(ValueError, match=rf"^{option} must be at most \d+; got 1000000000$"):
+            cells.build(cell, 2, hidden, **{option: 10**9})
+    assert budget.step_depth(RunConfig(cell=CellConfig("rnn", 8))) == 1
+
+    def never(*args, **kwargs):
+        raise AssertionError("the cell was built")
+
+    monkeypatch.setattr(cells, "build", never)
+    shallow = RunConfig(cell=CellConfig("sgornn", 512, {"k": 1}), task=TaskConfig("adding", {"seq_len": 20_000}),
+                        train=TrainConfig(batch_size=16))
+    deep = RunConfig(cell=CellConfig("sgornn", 512, {"k": 1000}), task=TaskConfig("adding", {"seq_len": 20_000}),
+                     train=TrainConfig(batch_size=16))
+    assert budget.footprint(deep).step > 500 * budget.footprint(shallow).step
+    with pytest.raises(ConfigError, match="needs ~"):
+        check_buildable(deep.validate())
+    mlp = RunConfig(cell=CellConfig("mlp", 4096, {"layers": 1000}))
+    assert budget.footprint(mlp).parameters > 1000 * 4096 * 4096 * 4

@@ -51,9 +51,13 @@ def check_bool(option: str, value: Any) -> bool:
     return value
 
 
-def check_positive_int(option: str, value: Any) -> int:
+def check_positive_int(option: str, value: Any, maximum: int | None = None) -> int:
+    """``value`` when it is an int in [1, maximum]; else one ValueError line (checked before anything
+    is allocated, so a size no machine holds is refused, not attempted)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{option} must be a positive integer; got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{option} must be at most {maximum}; got {value!r}")
     return value
 
 

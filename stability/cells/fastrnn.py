@@ -63,7 +63,7 @@ from torch import Tensor, nn
 from ..parametrizations.rotations import register_plane_rotations
 from .base import check_bool, check_nonnegative
 from .elman import ElmanCell
-from .vprnn import check_even_hidden_size, resolve_sublayers
+from .vprnn import MAX_SUBLAYERS, check_even_hidden_size, resolve_sublayers
 
 
 def _check_float(option: str, value) -> float:
@@ -158,7 +158,7 @@ class SGORNN(_ScalarGatedCell):
         "clip_beta": "keep beta in [0, 1 - 2 alpha] (eq. 3), as in all the paper's experiments",
         "alpha_init": "alpha = sigmoid(alpha_init) at the start; -3.75 starts the beta clip inactive",
     }
-    option_ranges = {"k": (1, None), "angle_init": (0.0, None)}
+    option_ranges = {"k": (1, MAX_SUBLAYERS), "angle_init": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, k: int | None = None, angle_init: float = 0.05,
                  clip_beta: bool = True, alpha_init: float = -3.75, beta_init: float = 3.0,

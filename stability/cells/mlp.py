@@ -93,6 +93,9 @@ def glorot_normal_(weight: Tensor) -> Tensor:
         return weight.normal_(0.0, math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+MAX_LAYERS = 1000  # ten times the deepest network of spectral paper Fig. 5 (L = 100)
+
+
 class DeepMLP(RecurrentCell):
     """``mlp``: the spectral paper's deep MLP / ResNet, dense or SVD-parameterised, one stack per step.
 
@@ -145,7 +148,7 @@ class DeepMLP(RecurrentCell):
               "N(0, sigma^2 I) while training, zero at evaluation (MASO paper §5.1)",
     }
     option_choices = {"layer": LAYERS, "nonlinearity": NONLINEARITIES}
-    option_ranges = {"layers": (1, None), "m1": (1, None), "m2": (1, None), "r": (0.0, None),
+    option_ranges = {"layers": (1, MAX_LAYERS), "m1": (1, None), "m2": (1, None), "r": (0.0, None),
                      "sigma_star": (0.0, None), "negative_slope": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, layers: int = 30, layer: str = "dense",
@@ -153,7 +156,7 @@ class DeepMLP(RecurrentCell):
                  sigma_star: float = 1.0, renormalize: bool = True, nonlinearity: str = "leaky_relu",
                  negative_slope: float = 0.01, h0: str = "zero", h0_noise_std: float = 0.1):
         super().__init__(input_size, hidden_size, h0=h0, h0_noise_std=h0_noise_std)
-        self.layers = check_positive_int("layers", layers)
+        self.layers = check_positive_int("layers", layers, maximum=MAX_LAYERS)
         self.layer = check_choice("layer", layer, LAYERS)
         self.residual = check_bool("residual", residual)
         self.m1 = None if m1 is None else check_positive_int("m1", m1)

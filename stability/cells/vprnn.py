@@ -28,11 +28,14 @@ def check_even_hidden_size(hidden_size: int) -> None:
                          f"got {hidden_size} (use {hidden_size + 1})")
 
 
+MAX_SUBLAYERS = 1000  # 2⌈log₂ n⌉ is 26 at n = 8192; more sublayers only cost time and memory
+
+
 def resolve_sublayers(k: int | None, hidden_size: int) -> int:
     """``k`` itself when given (a positive integer), else the VPRNN rule ``2 ceil(log2 hidden_size)``."""
     if k is None:
         return rotation_sublayers(hidden_size)
-    return check_positive_int("k", k)
+    return check_positive_int("k", k, maximum=MAX_SUBLAYERS)
 
 
 class VPRNN(ElmanCell):
@@ -56,7 +59,7 @@ class VPRNN(ElmanCell):
         "angle_init": "rotation angles start uniform in [-angle_init, angle_init]; 0.05 starts W near a "
                       "permutation (the reference code), pi well mixed",
     }
-    option_ranges = {"k": (1, None), "angle_init": (0.0, None)}
+    option_ranges = {"k": (1, MAX_SUBLAYERS), "angle_init": (0.0, None)}
 
     def __init__(self, input_size: int, hidden_size: int, *, k: int | None = None, angle_init: float = 0.05,
                  nonlinearity: str = "relu", negative_slope: float = 0.01, h0: str = "zero",

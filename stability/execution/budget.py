@@ -25,6 +25,9 @@ kernels' own temporaries).  What it counts, in the training dtype unless said:
 - one evaluation batch (``min(256, eval_examples)`` examples, under inference mode): inputs,
   states, outputs and log-probabilities at once: 9 GB for PTB words at T = 300.
 - the probe's float64 forward and backward: its states and outputs.
+- depth within a step: the ``mlp`` cell's ``layers`` (each with its own weights and its own
+  kept activations) and a VPRNN's or SGORNN's ``k`` rotation sublayers (each keeps its output for
+  backward) multiply the states of a step (:func:`step_depth`).
 
 Training, evaluation and the probe's pass take turns, so the peak is the persistent part
 (parameters, probe) plus the largest of the three.
@@ -41,7 +44,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .. import tasks
+import math
+
+from .. import cells, tasks
 from ..config import ConfigError, RunConfig
 from ..core import gpus as gpu_facts
 
@@ -100,6 +105,25 @@ def _sizes(config: RunConfig, task) -> _Sizes:
                   classes=getattr(source, "metric", "mse") != "mse")
 
 
+# The option that makes a cell's step this many layers deep, and what it means when left empty.
+DEPTH_OPTIONS = {"mlp": "layers", "vprnn": "k", "sgornn": "k"}
+
+
+def step_depth(config: RunConfig) -> int:
+    """How many layers deep one step of the cell is: the mlp's ``layers``, a VPRNN's or SGORNN's ``k``
+    (empty: 2⌈log₂ n⌉, SGORNN paper App. A.3), else 1."""
+    option = DEPTH_OPTIONS.get(config.cell.name)
+    if option is None:
+        return 1
+    try:
+        value = {**cells.options(config.cell.name), **config.cell.options}.get(option)
+    except ValueError:
+        return 1
+    if value is None and option == "k":
+        value = 2 * math.ceil(math.log2(max(config.cell.hidden_size, 2)))
+    return _positive(value)
+
+
 def _positive(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
@@ -111,10 +135,11 @@ def footprint(config: RunConfig, task=None) -> Footprint:
     width = DTYPE_BYTES.get(train.dtype, 4)
     blocks = DENSE_BLOCKS.get(config.cell.name)
     copies = 2 + OPTIMIZER_SLOTS.get(train.optimizer, 0)  # value, gradient, optimizer state
-    outer = blocks or 1
-    layer_weights = outer * hidden * (size.inputs + 1) + (hidden + 1) * size.outputs
+    outer = (blocks or 1) * step_depth(config)  # states kept for backward per step
+    layers = step_depth(config) if config.cell.name == "mlp" else 1  # an mlp's layers have their own W
+    layer_weights = (blocks or 1) * hidden * (size.inputs + 1) + (hidden + 1) * size.outputs
     if blocks is None:  # W built from fewer parameters, and its gradient
-        weights, recurrent = layer_weights, 2 * hidden * hidden
+        weights, recurrent = layer_weights + layers * hidden * hidden, 2 * layers * hidden * hidden
     else:
         weights, recurrent = layer_weights + blocks * hidden * hidden, copies * blocks * hidden * hidden
     parameters = (recurrent + copies * layer_weights) * width
@@ -166,9 +191,11 @@ def check(config: RunConfig, task, device, gpus: list[gpu_facts.GpuMemory] | Non
     limit = device_limit(device, gpus)
     if used.parameters > host or (limit is not None and used.parameters > limit[0]):
         size, where = (host, "this machine") if limit is None or used.parameters > host else limit
-        raise ConfigError(f"hidden_size {config.cell.hidden_size} of cell {config.cell.name!r} needs "
+        depth = _depth_words(config) if config.cell.name == "mlp" else ""  # an mlp's layers hold weights
+        raise ConfigError(f"hidden_size {config.cell.hidden_size}{depth} of cell {config.cell.name!r} needs "
                           f"~{_bytes(used.parameters)} of parameters, gradients and optimizer state; "
-                          f"{where} has {_bytes(size)}: choose a smaller hidden_size")
+                          f"{where} has {_bytes(size)}: choose a smaller hidden_size"
+                          + (f" or {DEPTH_OPTIONS[config.cell.name]}" if depth else ""))
     if limit is not None and used.peak > limit[0]:
         raise ConfigError(f"the run needs ~{_bytes(used.peak)} at once ({_parts(config, task, used)}); "
                           f"{limit[1]} has {_bytes(limit[0])}: {_remedy(used)}")
@@ -184,7 +211,7 @@ def _parts(config: RunConfig, task, used: Footprint) -> str:
     size, train = _sizes(config, task), config.train
     length = f"{size.steps} steps x " if size.steps > 1 else ""
     text = (f"~{_bytes(used.step)} of activations for batch_size {train.batch_size} x {length}"
-            f"hidden_size {config.cell.hidden_size}")
+            f"hidden_size {config.cell.hidden_size}{_depth_words(config, 'x')}")
     turns = _turns(used)
     largest = max(turns, key=turns.get)
     if largest == "evaluation":
@@ -195,9 +222,15 @@ def _parts(config: RunConfig, task, used: Footprint) -> str:
     return text
 
 
+def _depth_words(config: RunConfig, joint: str = "and") -> str:
+    """`` and layers 1000`` where the cell's step is deeper than one layer, else nothing."""
+    depth = step_depth(config)
+    return f" {joint} {DEPTH_OPTIONS[config.cell.name]} {depth}" if depth > 1 else ""
+
+
 def _remedy(used: Footprint) -> str:
     turns = _turns(used)
-    return {"step": "lower batch_size, seq_len or hidden_size",
+    return {"step": "lower batch_size, seq_len, hidden_size or the depth",
             "evaluation": "lower eval_examples or seq_len",
             "probe": "lower probe_examples or seq_len"}[max(turns, key=turns.get)]
 
