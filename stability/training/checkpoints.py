@@ -14,6 +14,7 @@ order, so a run checkpointed by the previous version still resumes exactly.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Iterable
 
@@ -21,6 +22,7 @@ import torch
 
 CHECKPOINT_FORMAT = 3
 RESUMABLE_FORMATS = (2, 3)  # what this version continues exactly (2: hook states keyed by position)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; elsewhere (Windows) there are no such links to follow
 
 
 class ResumeError(ValueError):
@@ -28,14 +30,29 @@ class ResumeError(ValueError):
 
 
 def load_checkpoint(path) -> dict:
-    """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU); the file is opened without
+    following a link (OSError for one: Note [No links])."""
+    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as file:
+        return torch.load(file, map_location="cpu", weights_only=True)
 
 
 def save_checkpoint(state: dict, path) -> None:
-    """Write ``state`` to ``path`` atomically: a reader sees the old checkpoint or the new one, whole."""
+    """Write ``state`` to ``path`` atomically: a reader sees the old checkpoint or the new one, whole.
+
+    Note [No links]
+    ---------------
+    A store may live in a folder others can write (``--store /tmp/runs.db``), and a link planted where
+    a checkpoint goes would have the run write its weights over any file the user can write, or read
+    weights from anywhere. So the temporary file is created afresh (a leftover one removed, a link
+    refused: ``O_EXCL | O_NOFOLLOW``, mode 0600) and renamed over ``path``, which replaces a link
+    rather than writing through it; :func:`load_checkpoint` refuses a link. The folder itself is
+    checked by whoever names it (``RunStore.checkpoint_path``: 0700, this user's)."""
     temporary = f"{path}.partial"
-    torch.save({"format": CHECKPOINT_FORMAT, **state}, temporary)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)  # a crash's leftover, or a planted link: unlink removes the link itself
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        torch.save({"format": CHECKPOINT_FORMAT, **state}, file)
     os.replace(temporary, path)
 
 
@@ -47,9 +64,12 @@ def is_resumable(state: dict) -> bool:
 def read_for_resume(path, label: str, config: dict) -> dict:
     """The checkpoint at ``path`` of ``label`` (``"run 7"``), checked to continue a run of ``config``;
     :class:`ResumeError` (one line) when there is none, it is of an older format or another config."""
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise ResumeError(f"{label} has no checkpoint to resume from")
-    state = load_checkpoint(path)
+    try:
+        state = load_checkpoint(path)
+    except OSError as error:  # a link (Note [No links]) or a file that cannot be opened
+        raise ResumeError(f"{label}'s checkpoint {path} cannot be read ({error.strerror or error})") from None
     if not is_resumable(state):
         raise ResumeError(f"{label}'s checkpoint was written by a version that cannot be "
                           "resumed exactly; start a new run with the same config instead")

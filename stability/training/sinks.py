@@ -37,6 +37,8 @@ from ..core import metric_names as names
 from .hooks import Hook
 
 STOP_POLL_S = 0.5
+STORE_PATIENCE_S = 300.0  # how long a run rides out a store it cannot write before it fails (Note [A busy store])
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0  # the backoff between tries: doubling from the first to the max
 SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
 
@@ -103,37 +105,99 @@ class StoreSink(Sink):
     run's status ``running`` and what the pages show about it (``trainer.describe()``), rows after
     a resumed checkpoint's step discarded; at the end its terminal status.  Checkpoints go to
     ``store.checkpoint_path(run_id)``; a stop request in the store (polled every ``every_s``)
-    ends the run as ``stopped``."""
+    ends the run as ``stopped``.
 
-    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S):
-        self.store, self.run_id, self.every_s = store, run_id, every_s
+    Note [A busy store]
+    -------------------
+    Another process may hold the store's write lock past the store's busy timeout (a long
+    transaction, a backup, a migration), or a server may be briefly unreachable: the store then
+    raises a StoreError (a RuntimeError: StoreBusy, an unreachable server, a full disk).  A run
+    rides that out instead of ending ``failed``: the rows of a flush that could not be written
+    stay in memory, training goes on, and they are written with the next rows once a retry
+    succeeds, the tries spaced by a backoff doubling from :data:`RETRY_FIRST_S` to
+    :data:`RETRY_MAX_S` (each try itself waits the store's busy timeout).  The start and the end
+    (the status, the last rows) wait and retry in place, as nothing else is left to do.  Only
+    when the store has stayed unwritable for ``patience_s`` (:data:`STORE_PATIENCE_S`, 5 minutes:
+    under the 10 minutes after which another machine takes a silent run of a shared store for
+    dead) is the last error raised, and the run fails as before.  A run that was deleted
+    (RunNotFound, a ValueError) is not waited for.  A stop request that cannot be read is
+    looked for again at the next poll."""
+
+    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, patience_s: float = STORE_PATIENCE_S):
+        self.store, self.run_id, self.every_s, self.patience_s = store, run_id, every_s, patience_s
         self.label = f"run {run_id}"
         self.last_poll = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
+        self._scalars: list[tuple] = []  # rows not written yet (Note [A busy store])
+        self._series: list[tuple] = []
+        self._step: int | None = None
+        self._failing_since: float | None = None
+        self._next_try = 0.0
+        self._delay = RETRY_FIRST_S
 
     def begin(self, trainer, resumed):
         if resumed:
-            self.store.discard_after(self.run_id, trainer.step)
+            self._patiently(lambda: self.store.discard_after(self.run_id, trainer.step))
         fields = dict(status="running", **trainer.describe(), pid=os.getpid(), step=trainer.step, finished_at=None)
         if trainer.step == 0:
             fields["started_at"] = time.time()
         else:
             fields["error"] = None
-        self.store.update_run(self.run_id, **fields)
+        self._patiently(lambda: self.store.update_run(self.run_id, **fields))
 
     def on_step(self, trainer, result):
         now = time.time()
         if now - self.last_poll >= self.every_s:
             self.last_poll = now
-            if self.store.stop_requested(self.run_id):
+            try:
+                requested = self.store.stop_requested(self.run_id)
+            except RuntimeError:  # the store cannot be read just now: look again at the next poll
+                return
+            if requested:
                 trainer.stop("stopped")
 
     def write(self, step, scalars, series):
-        self.store.flush(self.run_id, scalars, series, heartbeat_step=step)
+        self._scalars.extend(scalars)
+        self._series.extend(series)
+        self._step = step
         self._series_names.update(row[2] for row in series)
+        if time.monotonic() >= self._next_try:
+            self._try(self._write_pending)
 
     def finish(self, status, error):
-        self.store.set_status(self.run_id, status, error=error)
+        self._patiently(self._write_pending)
+        self._patiently(lambda: self.store.set_status(self.run_id, status, error=error))
+
+    def pending_rows(self) -> int:
+        """Rows kept in memory because the store could not take them yet."""
+        return len(self._scalars) + len(self._series)
+
+    def _write_pending(self) -> None:
+        if self._scalars or self._series or self._step is not None:
+            self.store.flush(self.run_id, self._scalars, self._series, heartbeat_step=self._step)
+        self._scalars, self._series, self._step = [], [], None
+
+    def _try(self, call) -> bool:
+        """``call()``; False when the store could not take it (the next try is scheduled), its error
+        raised once the store has been failing for ``patience_s``."""
+        try:
+            call()
+        except RuntimeError:  # a StoreError: busy, unreachable, full (Note [A busy store])
+            now = time.monotonic()
+            if self._failing_since is None:
+                self._failing_since, self._delay = now, RETRY_FIRST_S
+            if now - self._failing_since >= self.patience_s:
+                raise
+            self._next_try = now + self._delay
+            self._delay = min(2 * self._delay, RETRY_MAX_S)
+            return False
+        self._failing_since, self._next_try, self._delay = None, 0.0, RETRY_FIRST_S
+        return True
+
+    def _patiently(self, call) -> None:
+        """``call()``, tried again after each backoff until it lands (or :meth:`_try` gives up)."""
+        while not self._try(call):
+            time.sleep(max(0.0, self._next_try - time.monotonic()))
 
     def checkpoint_path(self):
         return self.store.checkpoint_path(self.run_id)
