@@ -41,7 +41,7 @@ from stability.analysis import groups
 from stability.config import RunConfig
 from stability.runs.status import ACTIVE_STATUSES, TERMINAL
 from stability.runs.store import SweepNotFound
-from stability.sweeps.spec import MAX_VARY_CHARS, Offered
+from stability.sweeps.spec import Offered
 
 require_router(__file__)
 
@@ -91,7 +91,6 @@ def vary_editor(base: RunConfig) -> list[str]:
                  "task.OPTION, a training setting).")
         values = values_column.text_input(
             "Values" if row == 0 else f"Values {row + 1}", value=default_values, key=f"sweep_vary_values_{row}",
-            max_chars=MAX_VARY_CHARS,
             placeholder=FIELD_HINTS.get(field or "", "V1,V2,... or LOW:HIGH:COUNT[:log]"),
             label_visibility="visible" if row == 0 else "collapsed",
             help="V1,V2,... or LOW:HIGH:COUNT (evenly spaced), LOW:HIGH:COUNT:log (log-spaced); random and "

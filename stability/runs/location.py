@@ -25,6 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -64,7 +65,7 @@ def parse_location(location: str | os.PathLike | None = None) -> URL:
 
 def _parse_url(location: str) -> URL:
     try:
-        url = make_url(location)
+        url = make_url(_password_encoded(location))
     except (ArgumentError, ValueError):
         raise StoreError(f"cannot read the run store URL {masked(location)!r}; give {ACCEPTED}") from None
     backend, _, driver = url.drivername.partition("+")
@@ -77,6 +78,21 @@ def _parse_url(location: str) -> URL:
             raise StoreError(f"run store URL {masked(location)!r} names no database; give {ACCEPTED}")
         return url.set(drivername="postgresql+psycopg")
     raise StoreError(f"unsupported run store URL {masked(location)!r}; give {ACCEPTED}")
+
+
+def _password_encoded(location: str) -> str:
+    """``location`` with its password percent-encoded, the password being everything between the user's
+    ``:`` and the last ``@`` (as :func:`masked` reads it): SQLAlchemy ends it at the first ``@``, and
+    ``postgresql://lab:pa@ss@host`` would reach ``ss@host`` as the host, in whose error line the rest of
+    the password shows. An encoded password (``pa%40ss``) stays as it is."""
+    scheme, sep, rest = location.partition("://")
+    if not sep or "@" not in rest:
+        return location
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if not colon:
+        return location
+    return f"{scheme}://{user}:{quote(unquote(password), safe='')}@{host}"
 
 
 def masked(text: str) -> str:

@@ -123,8 +123,9 @@ class StoreSink(Sink):
     (RunNotFound, a ValueError) is not waited for.  A stop request that cannot be read is
     looked for again at the next poll."""
 
-    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, patience_s: float = STORE_PATIENCE_S):
-        self.store, self.run_id, self.every_s, self.patience_s = store, run_id, every_s, patience_s
+    def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, patience_s: float | None = None):
+        self.store, self.run_id, self.every_s = store, run_id, every_s
+        self.patience_s = STORE_PATIENCE_S if patience_s is None else patience_s
         self.label = f"run {run_id}"
         self.last_poll = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
