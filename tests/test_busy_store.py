@@ -76,10 +76,19 @@ def test_a_run_rides_out_a_store_locked_for_15_s_and_keeps_every_row(store_locat
         run = store.run(run_id)
         assert run["status"] == "completed" and run["step"] == config.train.steps
         stored = store.metrics(run_id)
+    assert not stored.duplicated(["step", "name"]).any()  # nothing written twice
     alone = train_run(config)  # the same run, in memory, never blocked
-    key = ["step", "name"]
-    assert stored[key].values.tolist() == alone.metrics[key].values.tolist()  # every row once, in order
-    assert stored["value"].tolist() == pytest.approx(alone.metrics["value"].tolist(), nan_ok=True)
+    assert deterministic(stored)[["step", "name"]].values.tolist() == \
+        deterministic(alone.metrics)[["step", "name"]].values.tolist()  # every row, in order
+    assert deterministic(stored)["value"].tolist() == pytest.approx(deterministic(alone.metrics)["value"].tolist(),
+                                                                    nan_ok=True)
+
+
+def deterministic(rows):
+    """The rows a run of a seed always records alike: not its clock's (progress/, speed/) nor the float64
+    h0 gradient readings taken between probe steps as the time budget allows."""
+    timed = rows["name"].str.startswith(("progress/", "speed/")) | (rows["name"] == "grad/h0_norm")
+    return rows[~timed].reset_index(drop=True)
 
 
 def test_a_run_fails_once_the_store_stays_locked_past_the_sinks_patience(tmp_path, monkeypatch):
