@@ -254,7 +254,8 @@ def test_a_store_damaged_after_its_header_is_one_line_on_every_page(damaged_serv
     page.get_by_text("Run store unavailable").first.wait_for(timeout=120_000)
     page.wait_for_timeout(3000)
     assert not exception_boxes(page)
-    [line] = [text for text in texts(page, "stCaption") if "Run store unavailable" in text]
+    sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+    [line] = [text for text in sidebar.splitlines() if "Run store unavailable" in text]
     assert str(path) in line and "not a readable run store" in line and "\n" not in line.strip()
     page.close()
 

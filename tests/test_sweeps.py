@@ -261,7 +261,9 @@ def test_listed_values_are_told_apart_in_linear_time():
 
 
 # ------------------------------------------------------------------------------ what a page offers (Note [Offered fields])
-OFFERED = spec_module.Offered(train=frozenset({"lr", "steps", "optimizer", "batch_size"}))
+def offered():
+    """What a page whose form shows these train fields offers."""
+    return spec_module.Offered(train=frozenset({"lr", "steps", "optimizer", "batch_size"}))
 
 
 @pytest.mark.parametrize("vary, message", [
@@ -281,7 +283,7 @@ def test_a_page_varies_only_what_its_form_offers(tmp_path, monkeypatch, spied, v
     monkeypatch.syspath_prepend(str(tmp_path))
     base = tiny() if "task." not in vary[0] else RunConfig(task=TaskConfig("ptb_char", {"seq_len": 20}))
     with pytest.raises(SweepError) as raised:
-        build_spec(base, vary, offered=OFFERED)
+        build_spec(base, vary, offered=offered())
     assert message in str(raised.value) and "\n" not in str(raised.value)
     assert not marker.exists()
     assert spied["built"] == 0
@@ -289,10 +291,10 @@ def test_a_page_varies_only_what_its_form_offers(tmp_path, monkeypatch, spied, v
 
 def test_a_page_varies_registered_names_and_the_options_its_form_asks_for():
     spec = build_spec(tiny(), ["cell=rnn,spectral", "cell.h0=zero,learned", "optimizer=adam,sgd",
-                               "task.seq_len=10,20", "hidden_size=8,16"], offered=OFFERED)
+                               "task.seq_len=10,20", "hidden_size=8,16"], offered=offered())
     assert [vary.field for vary in spec.vary] == ["cell", "cell.h0", "train.optimizer", "task.seq_len",
                                                   "cell.hidden_size"]
-    assert build_spec(tiny(), ["task=adding,copy"], offered=OFFERED).size() == 2
+    assert build_spec(tiny(), ["task=adding,copy"], offered=offered()).size() == 2
     # the CLI (no offered) keeps every field
     assert build_spec(tiny(), ["eval_examples=16,32"]).size() == 2
 
