@@ -1,7 +1,8 @@
 """Training-step speed and memory of every cell against PyTorch's own kernels.
 
     python benchmarks/cells.py                 # CPU, T = 100 784 1000
-    python benchmarks/cells.py --device cuda   # the same table against cuDNN
+    python benchmarks/cells.py --device cuda   # the same table against cuDNN (full float32 for all:
+                                               # stability.core.precision); one line and exit 1 without CUDA
     python benchmarks/cells.py --seq-lens 100 --reps 3 --cells spectral lstm
 
 One training step = forward over the whole sequence + a linear readout of
@@ -35,6 +36,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stability import cells  # noqa: E402
+from stability.core.precision import apply_fp32_precision, describe_precision  # noqa: E402
 
 INPUT = 2
 # name -> (cell options, reference, target ratio at T >= 784, target at T = 100)
@@ -202,12 +204,16 @@ def main(argv=None):
     parser.add_argument("--no-naive", action="store_true", help="skip the slow spectral-naive reference")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
     unknown = sorted(set(args.cells) - set(CONFIGS))
     if unknown:
         parser.error(f"unknown cells {unknown}; choose from {', '.join(CONFIGS)}")
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"benchmarks/cells.py: --device cuda, but this torch ({torch.__version__}) sees no CUDA GPU; "
+                 "run without --device for the CPU table")
+    apply_fp32_precision()  # cuDNN's cells and the scan's in the same float32, as the Trainer runs them
     names = ["nn.RNN", "nn.LSTM"] + list(args.cells) + ([] if args.no_naive else ["spectral-naive"])
-    kernel = "cuDNN" if device.type == "cuda" else f"ATen CPU, {args.threads} threads"
+    kernel = f"cuDNN, {describe_precision()}" if device.type == "cuda" else f"ATen CPU, {args.threads} threads"
     print(f"# forward+backward per training step: hidden {args.hidden}, batch {args.batch}, "
           f"input {INPUT}, {args.reps} reps (median), torch {torch.__version__}, {kernel}")
     memory_label = "peak MiB" if device.type == "cuda" else "saved MiB"

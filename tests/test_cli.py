@@ -383,6 +383,23 @@ def test_progress_line_prints_every_tenth_when_not_a_terminal():
     assert "val mse 0.25" in lines[-1]
 
 
+def test_deterministic_flag_reaches_the_stored_config_and_the_runs_torch(store):
+    result = cli("train", *TINY, "--deterministic", "--steps", "3", "--json", store=store)
+    assert result.returncode == 0, result.stderr
+    run_id = strict_json(result.stdout)["run_id"]
+    with RunStore(store) as runs:
+        assert runs.run(run_id)["config"]["train"]["deterministic"] is True
+        assert runs.run(run_id)["device"].endswith("; deterministic")  # as the process's torch was set
+    assert "--deterministic" in cli("train", "--help", store=store).stdout
+
+
+def test_sweeps_join_spreads_its_workers_over_the_gpus_it_is_given(store):
+    wrong = cli("sweeps", "join", "1", "--gpus", "cuda:0", store=store)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1 and "comma-separated indices" in wrong.stderr
+    usage = cli("sweeps", "join", "--help", store=store).stdout
+    assert "--gpus LIST" in usage and "round robin" in usage
+
+
 def test_freeze_recurrent_flag_reaches_the_stored_config(store):
     result = cli("train", *TINY, "--freeze-recurrent", "--steps", "3", "--json", store=store)
     assert result.returncode == 0, result.stderr

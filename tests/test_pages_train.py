@@ -305,6 +305,15 @@ def test_freeze_checkbox_reaches_the_config(store, fake_runner):
     assert config.train.freeze_recurrent is True
 
 
+def test_deterministic_checkbox_reaches_the_config(store, fake_runner):
+    app = run()
+    app.checkbox(key="train_deterministic").check().run()
+    button(app, "Start").click().run()
+    assert not app.exception and not app.error
+    [(config, _, _)] = fake_runner["start"]
+    assert config.train.deterministic is True and config.train.freeze_recurrent is False
+
+
 def test_vprnn_k_is_left_to_the_cells_rule_unless_typed(store, fake_runner):
     app = run()
     app.selectbox(key="train_cell").set_value("vprnn").run()

@@ -248,10 +248,15 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
                              key=f"{key_prefix}_freeze",
                              help="Keep W at its random initial value and train the rest "
                                   "(KRU paper §4.1: copy is solved with a fixed random unitary W).")
+        deterministic = st.checkbox("Deterministic GPU algorithms", value=bool(train.deterministic),
+                                    key=f"{key_prefix}_deterministic",
+                                    help="The same numbers every run on a GPU too (cuDNN, cuBLAS and "
+                                         "index_select's backward without atomics), so a resumed run "
+                                         "continues exactly; slower. A CPU run is deterministic already.")
     return TrainConfig(optimizer=optimizer, lr=float(lr), lr_schedule=schedule, lr_step_size=step_size,
                        lr_gamma=float(gamma), batch_size=batch, steps=steps, clip_grad_norm=float(clip) or None,
                        weight_decay=float(decay), seed=seed, device=device, dtype=dtype,
                        log_every=train.log_every, eval_every=train.eval_every, probe_every=train.probe_every,
                        eval_examples=train.eval_examples, probe_examples=train.probe_examples,
-                       freeze_recurrent=freeze)
+                       freeze_recurrent=freeze, deterministic=deterministic)
 

@@ -46,6 +46,19 @@ more reduction after the loop, with sign(s) written over the dL/dh_t buffer
 once that is spent, so the backward allocates no more than for relu.
 The forward step is five in-place elementwise kernels instead of one.
 
+Note [Gates stay on the device]
+-------------------------------
+The gated update's alpha and beta are 0-d tensors that the cell computes on
+the device (sigmoids of its parameters).  Turning them into Python numbers
+(``float(alpha)``) would make the host wait for the GPU at every forward and
+every backward, in the middle of a step that otherwise only queues kernels.
+So they stay tensors: ``h_t = beta h_{t-1}`` is ``torch.mul(h, beta)`` and
+``+ alpha s_t`` an ``addcmul_`` by the 0-d tensor, as in the backward the
+``alpha f'`` and ``+ beta dL/dh_t`` terms.  On the CPU ``addcmul_`` rounds
+exactly as ``add_(s, alpha=a)`` did (one fused multiply-add), so the numbers
+there are the same to the bit as with the Python numbers.  The ungated path
+(alpha = 1, beta = 0) skips those kernels, as before.
+
 Layout: ``u`` and the returned states are time-major, (T, B, H), so that each
 step reads and writes one contiguous (B, H) block.
 """
@@ -105,14 +118,13 @@ class _ElmanScan(torch.autograd.Function):
                 _activate_(h_t, activation, negative_slope, bias, scratch)
                 h = h_t
             ctx.save_for_backward(states, weight, h0)
-        else:
-            a, b = float(alpha), float(beta)
+        else:  # alpha and beta stay 0-d tensors: Note [Gates stay on the device]
             squashed = torch.empty_like(u)  # f(a_t), needed for f' and dL/dalpha
             for u_t, s_t, h_t in zip(u.unbind(0), squashed.unbind(0), states.unbind(0)):
                 torch.addmm(u_t, h, weight_t, out=s_t)
                 _activate_(s_t, activation, negative_slope, bias, scratch)
-                torch.mul(h, b, out=h_t)
-                h_t.add_(s_t, alpha=a)
+                torch.mul(h, beta, out=h_t)
+                h_t.addcmul_(s_t, alpha)
                 h = h_t
             ctx.save_for_backward(states, weight, h0, squashed, alpha, beta)
         ctx.gated = gated
@@ -124,30 +136,29 @@ class _ElmanScan(torch.autograd.Function):
     def backward(ctx, grad_states):
         if ctx.gated:
             states, weight, h0, squashed, alpha, beta = ctx.saved_tensors
-            a, b = float(alpha), float(beta)
         else:
             states, weight, h0 = ctx.saved_tensors
-            squashed, a, b = states, 1.0, 0.0
+            squashed, alpha, beta = states, None, None
         grad_states = grad_states.contiguous()
         # delta_t = dL/da_t = alpha * f'(a_t) * dL/dh_t; start from alpha * f'.
         if ctx.activation == "modrelu":  # Note [modReLU from its output]: f' = |sign(s)|
             delta = torch.sign(squashed).abs_()
         else:
             delta = _derivative_from_output(squashed, ctx.activation, ctx.negative_slope)
-        if a != 1.0:
-            delta.mul_(a)
+        if ctx.gated:
+            delta.mul_(alpha)
         grad_h = torch.empty_like(grad_states)  # total dL/dh_t
         g, dh, d = grad_states.unbind(0), grad_h.unbind(0), delta.unbind(0)
         dh[-1].copy_(g[-1])
         for t in range(len(g) - 1, 0, -1):
             d[t].mul_(dh[t])
             torch.addmm(g[t - 1], d[t], weight, out=dh[t - 1])
-            if b != 0.0:
-                dh[t - 1].add_(dh[t], alpha=b)
+            if ctx.gated:
+                dh[t - 1].addcmul_(dh[t], beta)
         d[0].mul_(dh[0])
         grad_h0 = d[0] @ weight
-        if b != 0.0:
-            grad_h0.add_(dh[0], alpha=b)
+        if ctx.gated:
+            grad_h0.addcmul_(dh[0], beta)
 
         grad_weight = grad_alpha = grad_beta = grad_bias = None
         hidden = weight.shape[0]

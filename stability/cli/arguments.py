@@ -22,7 +22,9 @@ _CHOICES = {"optimizer": OPTIMIZERS, "lr_schedule": LR_SCHEDULES, "device": DEVI
 _FLAG_TYPES = {"int": int, "float": float, "str": str, "int | None": int, "float | None": float}
 _FLAG_NOTES = {"epochs": "passes over a fixed training set, instead of --steps",
                "freeze_recurrent": "keep the parameters that build the recurrent matrix W at their random "
-                                   "initial values (KRU paper §4.1)"}
+                                   "initial values (KRU paper §4.1)",
+               "deterministic": "deterministic GPU algorithms (cuDNN, cuBLAS, index_select's backward): the "
+                                "same numbers every run, and a resume continues exactly on a GPU too; slower"}
 
 
 class Parser(argparse.ArgumentParser):

@@ -2,6 +2,7 @@
 
     python -m stability sweep --cell rnn --vary lr=1e-3,1e-2 --seeds 3 [--workers K] [--background]
     python -m stability sweeps | sweeps show ID [--json] | sweeps join ID | sweeps resume ID | sweeps stop ID
+    python -m stability sweeps join ID [--workers K] [--gpus 0,1]   # K workers here, round robin over the GPUs
 
 In the foreground ``sweep``, ``join`` and ``resume`` wait for this machine's workers, a line
 on stderr as each run ends, and end with the sweep's table (best setting first); Ctrl-C stops
@@ -12,13 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 
 from .. import sweeps
+from ..core import gpus as gpu_facts
 from ..core.formatting import shown
 from ..execution import runner
+from ..execution.gpu_slots import gpu_for
 from ..runs.store import RunStore
 from ..sweeps.spec import MAX_RUNS, SAMPLERS
 from .arguments import add_config_flags, config_from_args, store_parent
@@ -40,7 +42,10 @@ def add_commands(commands, store) -> None:
     show.add_argument("--json", action="store_true", help="one JSON object per setting")
     join = actions.add_parser("join", parents=[store], help="add workers on this machine to a running sweep")
     join.add_argument("--workers", type=int, metavar="K",
-                      help="default: one per visible GPU (CUDA_VISIBLE_DEVICES), else 1")
+                      help="default: one per GPU (of --gpus), else 1; with more workers than GPUs several share one")
+    join.add_argument("--gpus", metavar="LIST",
+                      help="GPUs to spread the workers over, round robin, as CUDA_VISIBLE_DEVICES names them "
+                           "(0,1 or GPU-UUIDs; default: every GPU visible here)")
     join.add_argument("--background", action="store_true", help="do not wait for the workers")
     resume = actions.add_parser("resume", parents=[store], help="continue a stopped sweep")
     resume.add_argument("--workers", type=int, default=1, metavar="K")
@@ -179,16 +184,12 @@ def _statistic(value: float | None) -> str:
 
 
 def cmd_sweeps_join(args) -> int:
-    gpus = None
-    if args.workers is None:
-        import torch
-
-        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        listed = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-        gpus = (listed or [str(i) for i in range(visible)])[:visible] or None
-    workers = sweeps.join_sweep(args.sweep_id, args.store, workers=args.workers or 1, gpus=gpus)
+    gpus = gpu_facts.parse_gpu_list(args.gpus) if args.gpus is not None else gpu_facts.visible_gpus()
+    count = args.workers if args.workers is not None else max(1, len(gpus))
+    workers = sweeps.join_sweep(args.sweep_id, args.store, workers=count, gpus=gpus)
+    used = sorted({gpu_for(index, gpus) for index in range(len(workers))}, key=gpus.index) if gpus else []
     print(f"sweep {args.sweep_id}: {len(workers)} worker{'s' * (len(workers) != 1)} joined"
-          f"{' on GPUs ' + ','.join(gpus) if gpus else ''}", file=sys.stderr)
+          f"{' on GPUs ' + ','.join(used) if used else ''}", file=sys.stderr)
     return _wait_for_workers(args, workers)
 
 

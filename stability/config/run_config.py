@@ -71,6 +71,7 @@ class TrainConfig:
     eval_examples: int = 256  # examples of each fixed set used for val/train-gap evaluation (benchmarks/training.py)
     probe_examples: int = 32  # the fixed probe batch for dL/dh0 and dL/dh_t (float64)
     freeze_recurrent: bool = False  # keep the parameters that build W fixed (KRU paper §4.1)
+    deterministic: bool = False  # deterministic GPU algorithms, slower (stability.core.determinism)
 
     def with_epochs_as_steps(self, train_size: int | None) -> TrainConfig:
         """This config with ``steps`` = ceil(epochs * train_size / batch_size) when ``epochs`` is set."""
@@ -156,8 +157,9 @@ class RunConfig:
                 _check_int(name, getattr(train, name), minimum=1)
         _check_int("eval_examples", train.eval_examples, minimum=1)
         _check_int("probe_examples", train.probe_examples, minimum=1)
-        if not isinstance(train.freeze_recurrent, bool):
-            raise ConfigError(f"freeze_recurrent must be true or false; got {train.freeze_recurrent!r}")
+        for name in ("freeze_recurrent", "deterministic"):
+            if not isinstance(getattr(train, name), bool):
+                raise ConfigError(f"{name} must be true or false; got {getattr(train, name)!r}")
         return self
 
 

@@ -1,70 +1,138 @@
 """Will a run fit in memory? An estimate from the config alone, made before anything is built.
 
-    parameters, activations = estimate(config, task)   # bytes; task None where only data can tell
-    check(config, task, device)                         # ConfigError: one line with the estimate
+    footprint(config, task)                   # Footprint: bytes by what holds them, and the peak
+    parameters, activations = estimate(config, task)   # the training step's share of it
+    check(config, task, device)               # ConfigError: one line with the estimate
+    check(config, task, device, gpus=[GpuMemory("0", "a 16 GB card", 16 * 2**30, 15 * 2**30)])
 
-The estimate is a lower bound, so a run it refuses cannot fit, and one it
-lets through may still be too large only by the constant factors it leaves
-out (allocator slack, evaluation batches, the fixed data sets):
+``task`` is the built task, or None where only its data could tell its sizes: then a task class
+that declares them (PTB: ``input_size = output_size = 10_000`` words) gives them, with the
+``seq_len`` of the config or the task's default; else one input, one output and one step stand in.
 
-- parameters: every cell builds its recurrent matrix W (hidden x hidden) once
-  per forward pass and keeps its gradient (complex cells twice as much; not
-  counted). Dense cells hold their weights as parameters, with the gradient
-  and the optimizer's state beside them: LSTM four blocks, GRU three.
-  The input and output layers are counted the same way.
-- activations of one training step: the inputs, the hidden states kept for
-  backward (one per gate block and step), the outputs; plus the float64
-  probe batch of ‖∂L/∂h_t‖.
+The estimate is a lower bound, so a run it refuses cannot fit, and one it lets through may still
+be too large only by the constant factors it leaves out (allocator slack, cuDNN workspaces, the
+kernels' own temporaries).  What it counts, in the training dtype unless said:
+
+- parameters: every cell builds its recurrent matrix W (hidden x hidden) once per forward pass
+  and keeps its gradient (complex cells twice as much; not counted). Dense cells hold their
+  weights as parameters, with the gradient and the optimizer's state beside them: LSTM four
+  blocks, GRU three. The input and output layers are counted the same way.
+- the probe, for the whole run: a float64 copy of the model's weights and the float64 probe
+  batch (``probe_examples`` x T x inputs: 768 MB of one-hot PTB words).
+- one training step: the batch (built on the device), the hidden states kept for backward (one
+  per gate block and step), the outputs and, for a classification loss, its log-probabilities
+  (cross-entropy materialises them: B x T x vocab).
+- one evaluation batch (``min(256, eval_examples)`` examples, under inference mode): inputs,
+  states, outputs and log-probabilities at once: 9 GB for PTB words at T = 300.
+- the probe's float64 forward and backward: its states and outputs.
+
+Training, evaluation and the probe's pass take turns, so the peak is the persistent part
+(parameters, probe) plus the largest of the three.
+
+On a GPU the limit is the *free* memory of the visible GPU with the most of it (what other
+processes leave; :mod:`stability.core.gpus`, read through ``nvidia-smi`` so that this process
+starts no CUDA context of its own), less :data:`CUDA_CONTEXT_BYTES` for the worker's own context.
+Where the GPUs' memory cannot be read (no ``nvidia-smi``), only the machine's memory is checked.
+Elsewhere the limit is the machine's physical memory; the model is built on the CPU before it
+moves, so its parameters must fit there too.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
+from .. import tasks
 from ..config import ConfigError, RunConfig
+from ..core import gpus as gpu_facts
 
 # Cells whose recurrent weights are dense parameters, with their number of hidden x hidden blocks.
 # Every other cell (structured or registered from outside) counts one materialised W and its gradient.
 DENSE_BLOCKS = {"rnn": 1, "irnn": 1, "fastrnn": 1, "exponential": 1, "lstm": 4, "gru": 3}
 OPTIMIZER_SLOTS = {"adam": 2, "sgd": 0, "rmsprop": 1, "rmsprop_tf": 1, "rmsprop_keras": 1}
 DTYPE_BYTES = {"float32": 4, "float64": 8}
+EVAL_BATCH = 256  # stability.training.evaluation.EVAL_BATCH_SIZE (that room is above this one)
+CUDA_CONTEXT_BYTES = 300 * 2**20  # a CUDA context of the worker's own: 300-600 MB by GPU and driver
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes a run holds, by what holds them (the module docstring says what each counts)."""
+
+    parameters: int
+    probe: int
+    step: int
+    evaluation: int
+    probe_pass: int
+
+    @property
+    def peak(self) -> int:
+        """What is held at once at the worst moment: the persistent part and the largest turn."""
+        return self.parameters + self.probe + max(self.step, self.evaluation, self.probe_pass)
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    inputs: int
+    outputs: int
+    steps: int
+    output_steps: int
+    classes: bool  # a classification loss: cross-entropy materialises the log-probabilities
+
+
+def _sizes(config: RunConfig, task) -> _Sizes:
+    """The task's sizes: from the built task, else from its class and the config's options."""
+    source = task
+    if source is None:
+        try:
+            source = tasks.get_class(config.task.name)
+        except ValueError:
+            source = None
+    steps = getattr(task, "seq_len", None)
+    if steps is None:
+        steps = config.task.options.get("seq_len")
+        if steps is None and source is not None:
+            steps = tasks.options(config.task.name).get("seq_len")
+    steps = steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else 1
+    every = getattr(source, "target_mode", "last") == "every"
+    return _Sizes(inputs=_positive(getattr(source, "input_size", None)),
+                  outputs=_positive(getattr(source, "output_size", None)),
+                  steps=steps, output_steps=steps if every else 1,
+                  classes=getattr(source, "metric", "mse") != "mse")
+
+
+def _positive(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def footprint(config: RunConfig, task=None) -> Footprint:
+    """The bytes ``config`` holds on its device, by part (a lower bound; the module docstring)."""
+    size = _sizes(config, task)
+    hidden, train = config.cell.hidden_size, config.train
+    width = DTYPE_BYTES.get(train.dtype, 4)
+    blocks = DENSE_BLOCKS.get(config.cell.name)
+    copies = 2 + OPTIMIZER_SLOTS.get(train.optimizer, 0)  # value, gradient, optimizer state
+    outer = blocks or 1
+    layer_weights = outer * hidden * (size.inputs + 1) + (hidden + 1) * size.outputs
+    if blocks is None:  # W built from fewer parameters, and its gradient
+        weights, recurrent = layer_weights, 2 * hidden * hidden
+    else:
+        weights, recurrent = layer_weights + blocks * hidden * hidden, copies * blocks * hidden * hidden
+    parameters = (recurrent + copies * layer_weights) * width
+    logits = size.output_steps * size.outputs * (2 if size.classes else 1)  # outputs (+ log-probabilities)
+    step = train.batch_size * (size.steps * (size.inputs + outer * hidden) + logits) * width
+    evaluation = min(EVAL_BATCH, train.eval_examples) * (size.steps * (size.inputs + hidden) + logits) * width
+    probe = (weights + train.probe_examples * size.steps * size.inputs) * 8  # float64 copy of the model, input
+    probe_pass = train.probe_examples * (size.steps * outer * hidden + logits) * 8
+    return Footprint(parameters, probe, step, evaluation, probe_pass)
 
 
 def estimate(config: RunConfig, task=None) -> tuple[int, int]:
-    """Bytes of (parameters with gradients and optimizer state, activations of one training step).
-
-    ``task`` is the built task (sizes and length) or None where they are not known before the data
-    is loaded; then one input, one output and one step stand in for them (still a lower bound).
-    """
-    hidden = config.cell.hidden_size
-    width = DTYPE_BYTES.get(config.train.dtype, 4)
-    inputs = getattr(task, "input_size", None) or 1
-    outputs = getattr(task, "output_size", None) or 1
-    steps = getattr(task, "seq_len", None) or 1
-    output_steps = steps if getattr(task, "target_mode", "last") == "every" else 1
-
-    blocks = DENSE_BLOCKS.get(config.cell.name)
-    copies = 2 + OPTIMIZER_SLOTS.get(config.train.optimizer, 0)  # value, gradient, optimizer state
-    if blocks is None:
-        blocks, layers = 1, 2 * hidden * hidden  # W built from fewer parameters, and its gradient
-    else:
-        layers = copies * blocks * hidden * hidden
-    layers += copies * (blocks * hidden * (inputs + 1) + (hidden + 1) * outputs)
-    parameters = layers * width
-
-    batch = config.train.batch_size
-    per_example = steps * (inputs + blocks * hidden) + output_steps * outputs
-    probe = config.train.probe_examples * steps * blocks * hidden * 8  # float64
-    activations = batch * per_example * width + probe
-    return parameters, activations
-
-
-def memory_bytes(device) -> int:
-    """The memory a run on ``device`` (a torch.device) can use at most: the GPU's for cuda, else the machine's."""
-    if getattr(device, "type", str(device)) == "cuda":
-        import torch
-
-        return int(torch.cuda.get_device_properties(device).total_memory)
-    return physical_memory()
+    """Bytes of (parameters with gradients and optimizer state, activations of one training step
+    and the probe's float64 states): the training step's share of :func:`footprint`."""
+    used = footprint(config, task)
+    states = config.train.probe_examples * _sizes(config, task).steps * (DENSE_BLOCKS.get(config.cell.name) or 1) \
+        * config.cell.hidden_size * 8
+    return used.parameters, used.step + states
 
 
 def physical_memory() -> int:
@@ -75,28 +143,63 @@ def physical_memory() -> int:
         return 2**63
 
 
-def check(config: RunConfig, task, device) -> None:
-    """ConfigError (one line, with the estimate) when the run cannot fit in ``device``'s memory.
+def device_limit(device, gpus: list[gpu_facts.GpuMemory] | None = None) -> tuple[int, str] | None:
+    """``(bytes, what has them)`` a run on ``device`` can use at most: on cuda the visible GPU with
+    the most free memory, less a CUDA context (``gpus``: the facts, default read with
+    ``nvidia-smi``; None when they cannot be read), else this machine's physical memory."""
+    if getattr(device, "type", str(device)) != "cuda":
+        return physical_memory(), "this machine"
+    gpus = gpu_facts.gpu_memory() if gpus is None else gpus
+    if not gpus:
+        return None
+    roomiest = max(gpus, key=lambda gpu: gpu.free)
+    usable = max(0, roomiest.free - CUDA_CONTEXT_BYTES)
+    return usable, (f"GPU {roomiest.id} ({roomiest.name}: {_bytes(roomiest.free)} free of "
+                    f"{_bytes(roomiest.total)}, less {_bytes(CUDA_CONTEXT_BYTES)} for a CUDA context)")
 
-    The model is built on the CPU before it moves, so its parameters must also fit in the
-    machine's memory.
-    """
-    parameters, activations = estimate(config, task)
-    limit = memory_bytes(device)
+
+def check(config: RunConfig, task, device, gpus: list[gpu_facts.GpuMemory] | None = None) -> None:
+    """ConfigError (one line, with the estimate) when the run cannot fit in ``device``'s memory
+    (``gpus``: the GPUs' memory facts, default read with ``nvidia-smi``)."""
+    used = footprint(config, task)
     host = physical_memory()
-    where = "this GPU" if limit != host else "this machine"
-    if parameters > host or parameters > limit:
-        limit, where = (host, "this machine") if parameters > host else (limit, where)
+    limit = device_limit(device, gpus)
+    if used.parameters > host or (limit is not None and used.parameters > limit[0]):
+        size, where = (host, "this machine") if limit is None or used.parameters > host else limit
         raise ConfigError(f"hidden_size {config.cell.hidden_size} of cell {config.cell.name!r} needs "
-                          f"~{_bytes(parameters)} of parameters, gradients and optimizer state; "
-                          f"{where} has {_bytes(limit)}: choose a smaller hidden_size")
-    if parameters + activations > limit:
-        steps = getattr(task, "seq_len", None)
-        length = f"{steps} steps x " if steps else ""
-        raise ConfigError(f"one training step needs ~{_bytes(parameters + activations)} "
-                          f"(~{_bytes(activations)} of activations for batch_size {config.train.batch_size} x "
-                          f"{length}hidden_size {config.cell.hidden_size}); {where} has {_bytes(limit)}: "
-                          "lower batch_size, seq_len or hidden_size")
+                          f"~{_bytes(used.parameters)} of parameters, gradients and optimizer state; "
+                          f"{where} has {_bytes(size)}: choose a smaller hidden_size")
+    if limit is not None and used.peak > limit[0]:
+        raise ConfigError(f"the run needs ~{_bytes(used.peak)} at once ({_parts(config, task, used)}); "
+                          f"{limit[1]} has {_bytes(limit[0])}: {_remedy(used)}")
+
+
+def _turns(used: Footprint) -> dict[str, int]:
+    """What takes turns on the device: a training step, an evaluation batch, the probe (with its batch)."""
+    return {"step": used.step, "evaluation": used.evaluation, "probe": used.probe + used.probe_pass}
+
+
+def _parts(config: RunConfig, task, used: Footprint) -> str:
+    """The training step's activations, and the largest turn where that is another."""
+    size, train = _sizes(config, task), config.train
+    length = f"{size.steps} steps x " if size.steps > 1 else ""
+    text = (f"~{_bytes(used.step)} of activations for batch_size {train.batch_size} x {length}"
+            f"hidden_size {config.cell.hidden_size}")
+    turns = _turns(used)
+    largest = max(turns, key=turns.get)
+    if largest == "evaluation":
+        text += (f"; ~{_bytes(used.evaluation)} to evaluate {min(EVAL_BATCH, train.eval_examples)} examples "
+                 f"a batch" + (f" x {size.outputs} outputs" if size.outputs > 1 else ""))
+    elif largest == "probe":
+        text += f"; ~{_bytes(turns['probe'])} for the float64 probe batch of probe_examples {train.probe_examples}"
+    return text
+
+
+def _remedy(used: Footprint) -> str:
+    turns = _turns(used)
+    return {"step": "lower batch_size, seq_len or hidden_size",
+            "evaluation": "lower eval_examples or seq_len",
+            "probe": "lower probe_examples or seq_len"}[max(turns, key=turns.get)]
 
 
 def _bytes(count: int) -> str:

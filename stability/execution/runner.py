@@ -49,7 +49,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import threads
+from . import gpu_slots, threads
 from ..config import RunConfig
 from ..runs.records import RunRecord
 from ..runs.status import ACTIVE_STATUSES, TERMINAL
@@ -324,7 +324,8 @@ def _heartbeat_age(run: RunRecord) -> float:
 
 def _launch(store: RunStore, run_id: int, limit: int) -> None:
     """Start a detached worker for ``run_id`` and record its pid (the claim) and identity."""
-    process, claim = _spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit)
+    process, claim = _spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit,
+                            gpu_slots.run_environment(store, run_id, limit))  # its slot's GPU
     _write_claim(store, run_id, claim)
     store.update_run(run_id, pid=process.pid, host=socket.gethostname())
 
@@ -436,12 +437,12 @@ def _read_claim(store: RunStore, run_id: int) -> dict | None:
 def launch_sweep_workers(store: RunStore, sweep_id: int, workers: int,
                          gpus: list[str] | None = None) -> list[subprocess.Popen]:
     """Start ``workers`` detached sweep workers (:func:`stability.sweeps.workers.run_sweep_worker`) on this machine, sharing
-    its cores by the thread policy of ``workers`` concurrent runs; with ``gpus``, worker ``i``
-    sees only GPU ``gpus[i]`` (``CUDA_VISIBLE_DEVICES``). Their claims (pid, token, start time)
+    its cores by the thread policy of ``workers`` concurrent runs; worker ``i`` sees only GPU
+    ``gpu_slots.gpu_for(i, gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the visible ones,
+    none without a GPU). Their claims (pid, token, start time)
     go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals only them."""
     started = []
-    for index in range(workers):
-        extra = {"CUDA_VISIBLE_DEVICES": str(gpus[index])} if gpus else None
+    for extra in gpu_slots.sweep_worker_environments(workers, gpus):
         process, claim = _spawn(store, ["--sweep", str(int(sweep_id))], f"sweep-{int(sweep_id)}", workers, extra)
         started.append(process)
         with open(_sweep_claims_path(store, sweep_id), "a") as handle:

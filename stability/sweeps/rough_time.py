@@ -8,8 +8,9 @@ from typing import Any
 
 from .. import tasks
 from ..config import RunConfig
+from ..core.gpus import visible_gpus
 from ..execution.threads import available_cores
-from ..training.batches import to_device
+from ..training.batches import batch_on, compact_batches
 from ..training.build import build_model, build_optimizer
 from .spec import SweepSpec, apply
 from .workers import check_workers
@@ -22,6 +23,13 @@ from .workers import check_workers
 #     times :data:`STEP_OVERHEAD` for what those steps leave out.  ``workers`` runs share the
 #     machine's cores (stability.execution.threads), so K workers finish about min(K, cores) times sooner.
 #     Rough, and said so: the first steps of a model are slower than its average, a GPU is not a CPU.
+#
+#     Shapes are timed on this process's CPU, always: the estimate runs in the Streamlit server,
+#     which must never start CUDA (a context there holds GPU memory for the server's whole life,
+#     taken from the workers).  When the runs will train on a GPU (device cuda, or auto with a GPU
+#     visible: stability.core.gpus, which asks nvidia-smi, not CUDA) the basis line says that the
+#     CPU timing is an upper bound; a GPU-trained shape the store has completed runs of is timed
+#     from them instead, which is the estimate to trust.
 STEP_OVERHEAD = 1.3     # evaluation, probes, store writes on top of bare training steps (benchmarks/training.py)
 TIMED_STEPS = 3
 MAX_TIMED_SHAPES = 6    # shapes timed by training; the rest take the mean of those
@@ -75,9 +83,16 @@ def estimate(spec: SweepSpec, store, workers: int = 1) -> dict[str, Any] | None:
     if remembered:
         basis.append(f"{remembered} shape{'s' * (remembered > 1)} from completed runs in the store")
     if timed:
-        basis.append(f"{timed} timed by {TIMED_STEPS} training steps here")
+        basis.append(f"{timed} timed by {TIMED_STEPS} training steps on this machine's CPU"
+                     + (" (the runs train on a GPU: likely faster)" if _on_gpu(spec.base) else ""))
     return {"seconds": total / parallel,
             "basis": f"{' and '.join(basis)}; {parallel} run{'s' * (parallel > 1)} at a time"}
+
+
+def _on_gpu(config: RunConfig) -> bool:
+    """Whether ``config``'s runs will train on a GPU, judged without starting CUDA here."""
+    device = config.train.device
+    return device == "cuda" or (device == "auto" and bool(visible_gpus()))
 
 
 def _history_seconds_per_step(store) -> dict[str, float]:
@@ -91,29 +106,26 @@ def _history_seconds_per_step(store) -> dict[str, float]:
 
 
 def _time_steps(config: RunConfig) -> float | None:
-    """Seconds one training step of ``config``'s model takes here (the median of a few, after one
-    warm-up step); None when the model or task cannot be built."""
+    """Seconds one training step of ``config``'s model takes on this process's CPU (the median of a
+    few, after one warm-up step; never on a GPU: Note [Rough time]); None when the model or task
+    cannot be built."""
     import torch
 
-    from ..core.devices import resolve_device
-
     try:
-        device = resolve_device(config.train.device)
+        device = torch.device("cpu")
         dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
         task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
         model = build_model(config, task).to(device=device, dtype=dtype)
         optimizer = build_optimizer(model, config)
-        batches = task.batches("train", config.train.batch_size)
+        batches = compact_batches(task, "train", config.train.batch_size)
         seconds = []
         for _ in range(TIMED_STEPS + 1):
-            x, y = to_device(*next(batches), device, dtype)
+            x, y = batch_on(task, next(batches), device, dtype)
             started = time.perf_counter()
             optimizer.zero_grad()
             pred, _ = model(x)
             task.loss(pred, y).backward()
             optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
             seconds.append(time.perf_counter() - started)
     except Exception:  # noqa: BLE001 - an estimate is optional; the sweep's own checks say what is wrong
         return None

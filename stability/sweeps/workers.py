@@ -2,7 +2,7 @@
 
     sweep_id = start_sweep(spec, store, workers=2)   # stored, then detached workers start
     stop_sweep(sweep_id); resume_sweep(sweep_id)     # runs keep their rows and checkpoints
-    join_sweep(sweep_id, store_url, gpus=["0", "1"]) # more workers, on another machine
+    join_sweep(sweep_id, store_url, workers=4)      # more workers, on another machine, over its GPUs
     work(store, sweep_id)                            # one worker's loop, in this process
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import traceback
 from dataclasses import dataclass
 
 from ..config import RunConfig
+from ..core.determinism import fix_cublas_workspace
 from ..execution import runner, threads
 from ..execution.runner import describe_error, is_alive
 from ..runs.status import ACTIVE_STATUSES
@@ -148,8 +149,10 @@ def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int
 
 
 def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: list[str] | None = None) -> list:
-    """Add ``workers`` workers on this machine to a running sweep (one per GPU of ``gpus``, each
-    seeing only its own through ``CUDA_VISIBLE_DEVICES``). Returns the worker processes."""
+    """Add ``workers`` workers on this machine to a running sweep, spread round robin over ``gpus``
+    (default: the GPUs this process sees; several workers may share one), each seeing only its
+    own through ``CUDA_VISIBLE_DEVICES`` (:mod:`stability.execution.gpu_slots`). Returns the
+    worker processes."""
 
     with RunStore(store_location) as store:
         sweep = store.sweep(sweep_id)
@@ -157,8 +160,6 @@ def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: li
             verb = f"resume it with `python -m stability sweeps resume {sweep_id}`" if sweep["status"] == "stopped" \
                 else "there is nothing left to run"
             raise SweepError(f"sweep {sweep_id} is {sweep['status']}; {verb}")
-        if gpus:
-            workers = len(gpus)
         return runner.launch_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
 
 
@@ -317,7 +318,10 @@ def _settle(store, study, spec: SweepSpec, sweep_id: int) -> None:
 
 def run_sweep_worker(sweep_id: int, store_location) -> int:
     """A sweep worker process's work (``python -m stability.cli.worker --sweep ID``): :func:`work` in
-    this process under the worker thread policy; returns the number of runs it trained."""
+    this process under the worker thread policy; returns the number of runs it trained.  It trains
+    several runs in one process, and cuBLAS reads its workspace setting once, when it first runs,
+    so a ``deterministic`` run after others needs it set from the start (stability.core.determinism)."""
+    fix_cublas_workspace()
     threads.apply_worker_threads(threads.worker_threads(runner.max_concurrent_runs()))
     store = RunStore(store_location)
     try:

@@ -16,8 +16,13 @@ becomes its tokens followed by ``<eos>``.
 
 Inputs are one-hot vectors over the vocabulary (``input_size =
 output_size = vocab size``), targets the next token ids. For word level one-hot
-batches are large (B × T × 10000 floats); :meth:`LanguageModelTask.token_batches`
-yields the same windows as int64 ids for a model with its own embedding.
+batches are large (B × T × 10000 floats: 768 MB at B = 64, T = 300);
+:meth:`LanguageModelTask.token_batches` yields the same windows as int64 ids,
+for a model with its own embedding and for the trainer, which builds the
+one-hot vectors where the model trains (:meth:`~LanguageModelTask.compact_batches`
+and :meth:`~LanguageModelTask.expand_batch`, the contract of
+:mod:`stability.training.batches`): 150 KB of ids cross to the GPU each step
+instead of 768 MB of floats.
 
 Stateful truncated BPTT (the "successive mini-batches" of spectral §7.3): a
 split's N tokens are cut into ``batch_size`` rows of ``N // batch_size``
@@ -53,6 +58,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
+from ..core.transfer import host_to
 from .base import Batch, Task, check_count, check_split, one_hot
 from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
@@ -134,6 +140,18 @@ class LanguageModelTask(Task):
         """One-hot float x (B, T, vocab) and int64 next-token targets y (B, T); see the module docstring."""
         return ((one_hot(x, self.input_size), y) for x, y in self.token_batches(split, batch_size))
 
+    def compact_batches(self, split: str, batch_size: int) -> Iterator[Batch]:
+        """The batches as :meth:`token_batches`: what :meth:`expand_batch` makes model-ready on a device."""
+        return self.token_batches(split, batch_size)
+
+    def expand_batch(self, x: torch.Tensor, y: torch.Tensor, device: torch.device,
+                     dtype: torch.dtype) -> Batch:
+        """A batch of :meth:`compact_batches` as :meth:`batches` yields it, built on ``device`` in
+        ``dtype``: the ids cross to the device, the one-hot vectors are written there."""
+        ids = host_to(x, device)
+        inputs = torch.zeros(*ids.shape, self.input_size, dtype=dtype, device=device)
+        return inputs.scatter_(-1, ids.unsqueeze(-1), 1.0), host_to(y, device)
+
     def token_batches(self, split: str, batch_size: int) -> Iterator[Batch]:
         """The windows of :meth:`batches` as int64 token ids: x (B, T) and y (B, T)."""
         check_split(split)
@@ -161,6 +179,9 @@ class LanguageModelTask(Task):
 
 class PtbWordTask(LanguageModelTask):
     name = "ptb_word"
+    # Mikolov's vocabulary: the sizes before the files are read (the memory budget's estimate);
+    # a built task has its own files' (stability.execution.budget)
+    input_size = output_size = 10_000
     summary = "Penn Treebank word-level language modelling (10k words)"
     option_help = {"seq_len": "truncated-BPTT window; the state carries over between windows"}
     paper = "Zhang et al. 2018 (Spectral-RNN) §7.3, Table 3; SGORNN §3.3, Table 3"
@@ -192,6 +213,7 @@ class PtbWordTask(LanguageModelTask):
 
 class PtbCharTask(LanguageModelTask):
     name = "ptb_char"
+    input_size = output_size = 50  # 49 characters and <eos> (KRU §4.4), as PtbWordTask's
     summary = "Penn Treebank character-level language modelling (50 symbols)"
     option_help = {"seq_len": "truncated-BPTT window; the state carries over between windows"}
     paper = "KRU §4.4, Table 3"

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import asdict
 from typing import Iterable
 
 import torch
+
+from ..config import TrainConfig
 
 CHECKPOINT_FORMAT = 3
 RESUMABLE_FORMATS = (2, 3)  # what this version continues exactly (2: hook states keyed by position)
@@ -73,9 +76,18 @@ def read_for_resume(path, label: str, config: dict) -> dict:
     if not is_resumable(state):
         raise ResumeError(f"{label}'s checkpoint was written by a version that cannot be "
                           "resumed exactly; start a new run with the same config instead")
-    if state["config"] != config:
+    if _with_new_fields(state["config"]) != _with_new_fields(config):
         raise ResumeError(f"{label}'s checkpoint belongs to a different config")
     return state
+
+
+def _with_new_fields(config: dict) -> dict:
+    """``config`` with the train fields added since it was written (``deterministic``) at their
+    defaults, which keep the old behaviour: a checkpoint of an older version still matches its run."""
+    train = config.get("train") if isinstance(config, dict) else None
+    if not isinstance(train, dict):
+        return config
+    return {**config, "train": {**asdict(TrainConfig()), **train}}
 
 
 def hook_states(state: dict, hooks: Iterable) -> dict[str, dict]:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ..config import TrainConfig
-from .batches import take, to_device
+from .batches import batch_on, compact_batches, take, to_device
+from .window import scoring
 
 EVAL_BATCH_SIZE = 256
 
@@ -27,7 +28,7 @@ class Evaluator:
     def _fixed_training_batches(self, seed: int) -> list:
         task, count = self.task, self.examples
         if getattr(task, "stateful", False):
-            return list(take(task.batches("train", self.batch_size), math.ceil(count / self.batch_size)))
+            return list(take(compact_batches(task, "train", self.batch_size), math.ceil(count / self.batch_size)))
         try:
             arrays = task.fixed_split("train")
         except ValueError:  # an endless stream of fresh examples: draw a fixed sample of it
@@ -39,25 +40,41 @@ class Evaluator:
 
     def split(self, model: nn.Module, split: str, whole: bool = False) -> dict[str, float]:
         if split == "train":
-            batches = self.train_batches
-        else:
-            batches = self.task.batches(split, self.batch_size)
-            if not whole:
-                batches = take(batches, math.ceil(self.examples / self.batch_size))
+            return self._evaluate(model, self.train_batches, encoded=not getattr(self.task, "stateful", False))
+        batches = compact_batches(self.task, split, self.batch_size)
+        if not whole:
+            batches = take(batches, math.ceil(self.examples / self.batch_size))
         return self._evaluate(model, batches)
 
-    def _evaluate(self, model: nn.Module, batches) -> dict[str, float]:
+    def _evaluate(self, model: nn.Module, batches, encoded: bool = False) -> dict[str, float]:
+        """The split's ``{"loss", metric}`` over ``batches`` (``encoded``: made by ``task.encode``, else
+        by :func:`compact_batches`), every batch's loss and score read from the device at once at the end."""
         stateful = getattr(self.task, "stateful", False)
-        results, state = [], None
+        mode = scoring(self.task)
+        losses, scores, counts, state = [], [], [], None
         was_training = model.training
         model.eval()
         with torch.inference_mode():
-            for x, y in batches:
-                x, y = to_device(x, y, self.device, self.dtype)
+            for batch in batches:
+                x, y = to_device(*batch, self.device, self.dtype) if encoded else \
+                    batch_on(self.task, batch, self.device, self.dtype)
                 if state is not None and state.shape[0] != x.shape[0]:
                     state = None
                 pred, h_last = model(x, state)
                 state = h_last if stateful else None
-                results.append((self.task.loss(pred, y).item(), self.task.score(pred, y), y.numel()))
+                losses.append(self.task.loss(pred, y).to(torch.float64).reshape(1))
+                if mode == "device":  # the task's accuracy, as Task.score computes it
+                    scores.append((pred.argmax(dim=-1) == y).float().mean().to(torch.float64).reshape(1))
+                elif mode == "own":
+                    scores.append(float(self.task.score(pred, y)))
+                counts.append(y.numel())
         model.train(was_training)
-        return self.task.summarize(results)
+        if not counts:
+            return self.task.summarize([])  # ValueError: nothing to evaluate
+        values = torch.cat(losses + (scores if mode == "device" else [])).tolist()  # the one read
+        losses, device_scores = values[:len(counts)], values[len(counts):]
+        if mode == "loss":  # the metric follows from each batch's loss (Task.score does the same)
+            scores = [self.task.metric_from_loss(loss) for loss in losses]
+        elif mode == "device":
+            scores = device_scores
+        return self.task.summarize(zip(losses, scores, counts))

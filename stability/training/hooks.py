@@ -9,7 +9,10 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
     ``resumed`` (the rows of that step are already stored; record nothing).
 ``on_step(trainer, result)``
     after every optimizer step, with the :class:`StepResult`.  Keep it cheap:
-    it runs thousands of times a second for a small cell.  May call
+    it runs thousands of times a second for a small cell, and read nothing
+    from the device (no ``.item()``, ``float(tensor)``, ``if tensor:``): on a
+    GPU each read stalls the step (Note [One read per log step] in
+    :mod:`stability.training.window`).  May call
     ``trainer.stop(status, error)``; the run ends after this step.
 ``on_log(trainer, result)``
     at log steps, after ``on_step``, in the order the hooks were given.
@@ -48,6 +51,7 @@ import torch
 
 from ..core import metric_names as names
 from .probes import ProbeBatch, stable_norm
+from .window import StepWindow, WindowReading
 
 # The float64 grad/h0_norm reading costs about one training step of a small cell (a forward and
 # backward pass of the probe batch); between probe steps it is taken at a log step only while the
@@ -60,19 +64,23 @@ CHECKPOINT_EVERY_S = 300.0
 class StepResult:
     """One training step, as the hooks see it (after the optimizer step).
 
-    ``loss`` is the task loss as a float and ``penalty`` the cell's soft
-    constraint (a 0-d tensor, read at log steps only); ``h0_grad`` is ∂L/∂h0 on the training batch in the training dtype;
-    ``total_norm`` the stable gradient norm over every parameter before any
-    clipping, computed at log steps only (None otherwise).
+    ``loss`` is the task loss and ``penalty`` the cell's soft constraint, both 0-d tensors on the
+    training device: reading one (``float``, ``.item()``) makes the host wait for the device, so
+    read them at log steps only, or better take what the log step read already: ``window``, the
+    :class:`~stability.training.window.WindowReading` of the steps since the last log (means of
+    loss and score, and the penalty among its ``extras``), None between log steps.  ``h0_grad``
+    is ∂L/∂h0 on the training batch in the training dtype; ``total_norm`` the stable gradient norm
+    over every parameter before any clipping, at log steps only (None otherwise).
     """
 
     step: int
-    loss: float
+    loss: torch.Tensor
     penalty: torch.Tensor
     pred: torch.Tensor
     y: torch.Tensor
     h0_grad: torch.Tensor | None
     total_norm: float | None
+    window: WindowReading | None = None
 
 
 class TrainerView(Protocol):
@@ -153,39 +161,39 @@ class TimeBudget:
         self.spent += time.perf_counter() - self._entered
 
 
+def stacked_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`):
+    a 0-d float64 tensor where the tensors are (nothing read from the device)."""
+    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors]))
+
+
 def norm_of_norms(tensors: list[torch.Tensor]) -> float:
-    """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`)."""
-    return stable_norm(torch.stack([stable_norm(t).to(torch.float64) for t in tensors])).item()
+    """:func:`stacked_norm` as a number (a host-device synchronisation)."""
+    return stacked_norm(tensors).item()
 
 
 class TrainingWindow(Hook):
     """``train/loss``, ``train/<metric>`` (means over the steps since the last log), ``train/lr``,
-    ``train/penalty`` (when non-zero)."""
+    ``train/penalty`` (when non-zero), from the trainer's window of steps, which the log step has
+    read already (:mod:`stability.training.window`); its state in a checkpoint is that window's."""
 
-    def __init__(self):
-        self.loss = self.score = 0.0
-        self.steps = 0
-
-    def on_step(self, trainer, result):
-        self.loss += result.loss
-        self.score += trainer.task.score(result.pred, result.y)
-        self.steps += 1
+    def __init__(self, window: StepWindow):
+        self.window = window
 
     def on_log(self, trainer, result):
-        trainer.record(names.TRAIN_LOSS, self.loss / self.steps)
-        trainer.record(names.split_name("train", trainer.task.metric), self.score / self.steps)
+        reading = result.window
+        trainer.record(names.TRAIN_LOSS, reading.loss)
+        trainer.record(names.split_name("train", trainer.task.metric), reading.score)
         trainer.record(names.TRAIN_LR, trainer.schedule.value())
-        penalty = float(result.penalty)
+        penalty = reading.extras.get("penalty", 0.0)
         if penalty != 0.0:
             trainer.record(names.TRAIN_PENALTY, penalty)
-        self.loss = self.score = 0.0
-        self.steps = 0
 
     def state_dict(self):
-        return {"loss": self.loss, "score": self.score, "steps": self.steps}
+        return self.window.state_dict()
 
     def load_state_dict(self, state):
-        self.loss, self.score, self.steps = state["loss"], state["score"], state["steps"]
+        self.window.load_state_dict(state)
 
 
 class GradientReadings(Hook):
@@ -204,10 +212,12 @@ class GradientReadings(Hook):
             with self.h0_reading:
                 self.probe.sync()
                 trainer.record(names.H0_NORM, self.probe.h0_norm())
-        trainer.record(names.H0_NORM_TRAIN, stable_norm(result.h0_grad).item())
+        norms = {names.H0_NORM_TRAIN: stable_norm(result.h0_grad).to(torch.float64)}
         recurrent_grads = [p.grad for p in trainer.recurrent if p.grad is not None]
         if recurrent_grads:  # none while W is frozen
-            trainer.record(names.RECURRENT_NORM, norm_of_norms(recurrent_grads))
+            norms[names.RECURRENT_NORM] = stacked_norm(recurrent_grads)
+        for name, value in zip(norms, torch.stack(list(norms.values())).tolist()):  # one read for both
+            trainer.record(name, value)
         trainer.record(names.TOTAL_NORM, result.total_norm)
         spectrum, _ = trainer.spectrum(with_radius=cadence.eval)
         for name, value in spectrum.items():
@@ -368,10 +378,12 @@ class Pruning(Hook):
                                    "the median of earlier trials at this step")
 
 
-def default_hooks(probe: ProbeBatch, progress: Callable[[dict], None] | None = None) -> list[Hook]:
+def default_hooks(probe: ProbeBatch, progress: Callable[[dict], None] | None = None, *,
+                  window: StepWindow) -> list[Hook]:
     """The measurements every run takes, in the order their rows are recorded at a log step
-    (``progress``, the CLI's progress line, after them)."""
-    hooks = [TrainingWindow(), GradientReadings(probe), Speed(), Evaluation(), ProbeThroughTime(probe),
+    (``progress``, the CLI's progress line, after them); ``window``: the trainer's window of steps
+    (:class:`TrainingWindow` records it)."""
+    hooks = [TrainingWindow(window), GradientReadings(probe), Speed(), Evaluation(), ProbeThroughTime(probe),
              Checkpoints()]
     if progress is not None:
         hooks.append(ProgressCallback(progress))

@@ -38,7 +38,16 @@ trainer calls ``cell.after_optimizer_step()`` (e.g. the Householder cells
 renormalise their reflectors there, as their authors' code does).
 
 A NaN or infinite loss or gradient ends the run as ``diverged`` at that
-step; every row logged before it is kept.
+step; every row logged before it is kept.  A step reads nothing from the
+device: its loss, score and finiteness wait on the device until the next log
+step reads them in one transfer (:mod:`stability.training.window`), which
+is where a divergence is found (and recorded at the step it happened).
+
+Every process that trains goes through the :class:`Trainer`, which sets
+the float32 precision of every backend to full IEEE float32
+(:mod:`stability.core.precision`: cuDNN cells and scan cells alike) and
+``train.deterministic`` (:mod:`stability.core.determinism`) before the
+model reaches the device; the run's ``device`` column says both.
 
 The loop (:class:`Trainer`) only trains; every reading above, evaluation,
 checkpoints and progress are hooks (:mod:`stability.training.hooks`, whose
@@ -52,7 +61,6 @@ continues a stopped or interrupted run from it exactly
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -63,16 +71,19 @@ from torch import nn
 
 from ..config import RunConfig, TrainConfig
 from ..core import metric_names as names
+from ..core.determinism import CUBLAS_WORKSPACE_ENV, deterministic_settings, use_deterministic_algorithms
 from ..core.devices import describe_device, resolve_device
+from ..core.precision import apply_fp32_precision, describe_precision
 from . import checkpoints
-from .batches import to_device
+from .batches import batch_on, compact_batches
 from .build import build_optimizer
 from .checkpoints import ResumeError
 from .evaluation import Evaluator
-from .hooks import Hook, StepResult, default_hooks, norm_of_norms, overrides
+from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm
 from .probes import ProbeBatch, spectrum_metrics
 from .schedule import LearningRate
 from .sinks import MemorySink, Sink, TrainResult
+from .window import StepWindow
 
 
 @dataclass
@@ -138,6 +149,8 @@ class Trainer:
         self.device = resolve_device(train.device)
         self.dtype = torch.float64 if train.dtype == "float64" else torch.float32
         self.train = train.with_epochs_as_steps(task.split_size("train"))
+        apply_fp32_precision()  # before anything runs on the device: core/precision.py, core/determinism.py
+        use_deterministic_algorithms(train.deterministic)
         self.model = model.to(device=self.device, dtype=self.dtype)
         self.recurrent = self.model.cell.recurrent_parameters()
         if self.train.freeze_recurrent:
@@ -146,9 +159,10 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, train)
         self.schedule = LearningRate(self.optimizer, self.train)
         self.evaluator = Evaluator(task, train, self.device, self.dtype)
-        probe_x, probe_y = next(iter(task.batches("val", self.train.probe_examples)))
-        probe = ProbeBatch(self.model, task.loss, *to_device(probe_x, probe_y, self.device, self.dtype))
-        self.hooks, self.sink = _with_one_sink([*default_hooks(probe, progress), *hooks])
+        probe_batch = next(iter(compact_batches(task, "val", self.train.probe_examples)))
+        probe = ProbeBatch(self.model, task.loss, *batch_on(task, probe_batch, self.device, self.dtype))
+        self.window = StepWindow(task, self.train.resolved_log_every())  # loss, score, finiteness between logs
+        self.hooks, self.sink = _with_one_sink([*default_hooks(probe, progress, window=self.window), *hooks])
         self.step, self.status, self.error = 0, "completed", None
         self.cadence = Cadence()
         self._every = (self.train.resolved_log_every(), self.train.resolved_eval_every(),
@@ -203,7 +217,7 @@ class Trainer:
         model, task, cell = self.model, self.task, self.model.cell
         counter = getattr(cell, "recurrent_parameter_count", None)
         recurrent = counter() if counter is not None else _real_numbers(cell.recurrent_parameters())
-        return dict(device=describe_device(self.device), total_params=_real_numbers(model.parameters()),
+        return dict(device=_device_text(self.device), total_params=_real_numbers(model.parameters()),
                     recurrent_params=recurrent, baseline=getattr(task, "baseline", None),
                     baseline_label=getattr(task, "baseline_label", None), metric=task.metric,
                     total_steps=self.train.steps)
@@ -226,7 +240,7 @@ class Trainer:
 
     def _run(self, resumed: bool) -> None:
         self.sink.begin(self, resumed)
-        batches = self.task.batches("train", self.train.batch_size)
+        batches = compact_batches(self.task, "train", self.train.batch_size)
         for _ in range(self.step):  # the same data stream position as when the checkpoint was taken
             next(batches)
         on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
@@ -236,16 +250,22 @@ class Trainer:
         self.model.train()
         while self.step < self.train.steps and not self._stopping:
             self.step += 1
-            result = self._train_step(next(batches))
-            if result is None:
-                break
-            for hook in on_step:
-                hook.on_step(self, result)
-            if self.cadence.log:
-                for hook in on_log:
-                    hook.on_log(self, result)
-                self._advance_cadence()
-                self.flush()
+            try:
+                result = self._train_step(next(batches))
+                if result is None:
+                    break
+                for hook in on_step:
+                    hook.on_step(self, result)
+                if self.cadence.log:
+                    for hook in on_log:
+                        hook.on_log(self, result)
+                    self._advance_cadence()
+                    self.flush()
+            except Exception:
+                if self._diverged_earlier():  # this step failed on the NaNs of a divergence not yet read
+                    break
+                raise
+        self._diverged_earlier()  # the steps since the last log step (a stop between log steps)
         self.flush()  # the rows of a diverged step
         for hook in self._hooks_with("on_end"):
             hook.on_end(self)
@@ -270,9 +290,11 @@ class Trainer:
         return [hook for hook in self.hooks if overrides(hook, method)]
 
     def _train_step(self, batch) -> StepResult | None:
-        """One optimizer step; None when the loss or the gradient is not finite (run diverged)."""
+        """One optimizer step; None when the run diverged.  Nothing is read from the device but at a
+        log step, once (Note [One read per log step] in :mod:`stability.training.window`): a loss or
+        gradient that is not finite is found there and recorded at the step it happened."""
         model, dtype, device = self.model, self.dtype, self.device
-        x, y = to_device(*batch, device, dtype)
+        x, y = batch_on(self.task, batch, device, dtype)
         h0 = model.cell.initial_state(x.shape[0], dtype=dtype, device=device)
         if self._carried is not None and self._carried.shape == h0.shape:
             h0 = self._carried
@@ -282,17 +304,14 @@ class Trainer:
         loss = self.task.loss(pred, y)
         penalty = model.cell.penalty()
         objective = loss + penalty
+        self.window.add(self.step, loss, objective, pred.detach(), y)
         self.optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(objective):
-            return self._diverged((names.TRAIN_LOSS, objective.item()))
         objective.backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         # Every step: one fused norm, enough to see a non-finite gradient; logged values use stable_norm.
-        fused_norm = torch.nn.utils.get_total_norm(grads).item()
-        if not math.isfinite(fused_norm):
-            return self._diverged((names.TRAIN_LOSS, loss.item()), (names.TOTAL_NORM, fused_norm))
+        self.window.add_norm(torch.nn.utils.get_total_norm(grads))
         self.cadence = self._cadence()
-        total_norm = norm_of_norms(grads) if self.cadence.log else None  # before any clipping
+        total_norm = stacked_norm(grads) if self.cadence.log else None  # before any clipping
         if self.train.clip_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.train.clip_grad_norm)
         self.optimizer.step()
@@ -300,13 +319,33 @@ class Trainer:
             model.cell.after_optimizer_step()
         self.schedule.after_step(self.step)
         penalty = penalty.detach() if torch.is_tensor(penalty) else penalty
-        return StepResult(self.step, loss.item(), penalty, pred.detach(), y, h0_probe.grad, total_norm)
+        window = None
+        if self.cadence.log:  # the one read of this window: its rows, the norm before clipping, the penalty
+            window = self.window.read({"total_norm": total_norm, "penalty": penalty})
+            self.window.reset()
+            if window.diverged is not None:
+                return self._diverged(*window.diverged)
+        return StepResult(self.step, loss.detach(), penalty, pred.detach(), y, h0_probe.grad,
+                          None if window is None else window.extras["total_norm"], window)
 
-    def _diverged(self, *rows) -> None:
+    def _diverged(self, step: int, rows: list[tuple[str, float]]) -> None:
+        """End the run as diverged at ``step`` (the one whose loss or gradient was not finite), with ``rows``."""
+        self.step = step
         for name, value in rows:
             self.record(name, value)
-        self.stop("diverged", f"loss or gradient became non-finite at step {self.step}")
+        self.stop("diverged", f"loss or gradient became non-finite at step {step}")
         return None
+
+    def _diverged_earlier(self) -> bool:
+        """Whether a step of the window not read yet diverged; if so the run ends there (one read)."""
+        if not len(self.window) or self.status == "diverged":
+            return False
+        window = self.window.read()
+        if window.diverged is None:
+            return False
+        self.window.reset()
+        self._diverged(*window.diverged)
+        return True
 
     def _cadence(self) -> Cadence:
         step, steps = self.step, self.train.steps
@@ -332,7 +371,7 @@ class Trainer:
         """Everything :meth:`fit` needs to continue exactly from this step, written atomically where
         the sink keeps checkpoints; returns that path (None, writing nothing, where it keeps none)."""
         path = self.sink.checkpoint_path()
-        if path is None:
+        if path is None or self.window.read().diverged is not None:  # no checkpoint of a diverged model
             return None
         rng = {"torch": torch.get_rng_state()}
         if self.device.type == "cuda":
@@ -383,6 +422,21 @@ def _with_one_sink(hooks: list[Hook]) -> tuple[list[Hook], Sink]:
                              "their states apart (give one its own state_key)")
         seen.add(hook.state_key)
     return hooks, sinks[0]
+
+
+def _device_text(device: torch.device) -> str:
+    """The device a run trains on, as its run row keeps it: ``describe_device``, then on a GPU the
+    float32 precision (core/precision.py), and ``deterministic`` where torch is switched to
+    deterministic algorithms: read from torch's settings, so it says what this process runs."""
+    parts = [describe_device(device)]
+    if device.type == "cuda":
+        parts.append(describe_precision())
+    settings = deterministic_settings()
+    if settings["algorithms"]:  # all three of the switch, or what of it is missing
+        missing = [name for name, ok in (("cudnn.deterministic", settings["cudnn"]),
+                                         (CUBLAS_WORKSPACE_ENV, settings["cublas_workspace"])) if not ok]
+        parts.append("deterministic" + (f" (without {', '.join(missing)})" if missing else ""))
+    return "; ".join(parts)
 
 
 def _real_numbers(parameters) -> int:
