@@ -11,6 +11,7 @@ import pwd
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,71 @@ def test_a_password_with_slashes_and_ats_is_never_printed_by_the_cli(postgres_cl
         assert f"{PASSWORD_USER}:***@127.0.0.1" in line, line
         for piece in ("s3", "cr", "et@", "x@", secret):
             assert piece not in line.replace(PASSWORD_USER, "").replace("127.0.0.1", ""), line
+
+
+# ---------------------------------------------------------------------------------------------- workers
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_a_worker_gets_the_store_password_outside_its_command_line(postgres_cluster, tmp_path, monkeypatch):
+    """``ps`` shows every user every command line: a worker of a PostgreSQL store must not carry the URL
+    (its password) there. The worker still trains its run: the URL reached it through its environment."""
+    from postgres import PASSWORD, PASSWORD_USER
+
+    from stability.execution import runner
+
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
+    database = postgres_cluster.new_database().rsplit("/", 1)[1]
+    postgres_cluster.execute(f"GRANT ALL ON SCHEMA public TO {PASSWORD_USER}", database=database)
+    location = f"postgresql://{PASSWORD_USER}:{PASSWORD}@127.0.0.1:{postgres_cluster.port}/{database}"
+    try:
+        run_id = runner.start_run(tiny(steps=60), location, max_concurrent=1)
+        [worker] = runner.launched_workers()
+        shown = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(worker.pid)], capture_output=True,
+                               text=True, check=True).stdout
+        assert "stability.cli.worker --worker" in shown, shown
+        assert PASSWORD not in shown and "postgresql" not in shown, shown
+        assert PASSWORD.encode() not in Path(f"/proc/{worker.pid}/cmdline").read_bytes()
+        assert worker.wait(timeout=180) == 0
+        with RunStore(location) as store:
+            assert store.record(run_id).status == "completed"
+            logs = store.home / "logs"
+        assert PASSWORD not in (logs / f"run-{run_id}.log").read_text()
+    finally:
+        postgres_cluster.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+def test_the_worker_logs_folder_is_made_private(tmp_path):
+    from stability.execution import runner
+
+    old_mask = os.umask(0o022)
+    try:
+        run_id = runner.start_run(tiny(), tmp_path / "runs.db", max_concurrent=1)
+    finally:
+        os.umask(old_mask)
+    [worker] = [process for process in runner.launched_workers()]
+    assert worker.wait(timeout=180) == 0
+    assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700
+    assert (tmp_path / "logs" / f"run-{run_id}.log").is_file()
+
+
+def test_a_logs_folder_another_user_made_is_refused_in_one_line(tmp_path):
+    other = someone_else()
+    (tmp_path / "logs").mkdir(mode=0o777)
+    os.chown(tmp_path / "logs", other.pw_uid, other.pw_gid)
+    result = cli("train", "--cell", "rnn", "--hidden-size", "8", "--task", "adding", "--steps", "5",
+                 "--background", store=tmp_path / "runs.db")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    [line] = result.stderr.strip().splitlines()
+    assert "belongs to another user" in line and str(tmp_path / "logs") in line
+    assert list((tmp_path / "logs").iterdir()) == []
 
 
 # ---------------------------------------------------------------------------------------------- export -o

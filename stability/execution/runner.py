@@ -53,7 +53,7 @@ from . import gpu_slots, threads
 from ..config import RunConfig
 from ..runs.records import RunRecord
 from ..runs.status import ACTIVE_STATUSES, TERMINAL
-from ..runs.store import RunStore
+from ..runs.store import ENV_VAR as STORE_ENV, RunStore
 from .preflight import check_buildable
 
 try:
@@ -332,18 +332,21 @@ def _launch(store: RunStore, run_id: int, limit: int) -> None:
 
 def _spawn(store: RunStore, arguments: list[str], name: str, limit: int,
            extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
-    """A detached ``python -m stability.cli.worker ARGUMENTS --store URL`` with its output in
-    ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
-    the process and its claim (pid, token, start time)."""
-    logs = store.home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    """A detached ``python -m stability.cli.worker ARGUMENTS`` with its output in ``logs/NAME.log``
+    (a folder only this user may use: ``RunStore.private_subfolder``), a fresh token and the thread
+    policy of ``limit`` concurrent workers; returns the process and its claim (pid, token, start
+    time). The store's URL, a server's password included, goes in the worker's environment
+    (``STABILITY_STORE``, which only this user can read), never on its command line, which ``ps``
+    shows every user (stability/cli/worker.py)."""
+    logs = store.private_subfolder("logs")
     token = secrets.token_hex(16)
     env = threads.worker_environment(os.environ, threads.worker_threads(limit))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env[MAX_RUNS_ENV] = str(limit)
     env[TOKEN_ENV] = token
     env.update(extra_env or {})
-    command = [sys.executable, "-m", WORKER_MODULE, *arguments, "--store", store.url]
+    env[STORE_ENV] = store.url
+    command = [sys.executable, "-m", WORKER_MODULE, *arguments]
     with open(logs / f"{name}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -320,18 +320,23 @@ class RunStore(SweepRows):
                 conn.execute(latest_from_metrics(_METRICS.run_id == run_id))
 
     def checkpoint_path(self, run_id: int) -> Path:
-        """``<store home>/checkpoints/run-<id>.pt`` (Note [locations]). The folder is created 0700 and
-        must be this user's: a store in a shared folder (``--store /tmp/runs.db``) must not write its
-        checkpoints into, or read them from, a ``checkpoints/`` another user made (StoreError, one line).
+        """``<store home>/checkpoints/run-<id>.pt`` (Note [locations]), in :meth:`private_subfolder`.
         The files are opened without following links (:mod:`stability.training.checkpoints`)."""
-        folder = self.home / "checkpoints"
+        return self.private_subfolder("checkpoints") / f"run-{int(run_id)}.pt"
+
+    def private_subfolder(self, name: str) -> Path:
+        """``<store home>/NAME`` (``checkpoints``, ``logs``), created 0700, and refused (StoreError, one
+        line) unless it is this user's: a store in a shared folder (``--store /tmp/runs.db``) must not
+        write its checkpoints and worker logs into, or read them from, a folder another user made,
+        where that user could swap a file or plant a link (:func:`location.private_folder`)."""
+        folder = self.home / name
         try:
             folder.mkdir(mode=0o700, exist_ok=True)
             private_folder(folder)
         except OSError as error:
-            raise StoreError(f"cannot use the checkpoint folder {folder} of run store {self.location}: "
+            raise StoreError(f"cannot use the folder {folder} of run store {self.location}: "
                              f"{error.strerror or error}") from None
-        return folder / f"run-{int(run_id)}.pt"
+        return folder
 
     # --------------------------------------------------------------------- writes
     def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:
