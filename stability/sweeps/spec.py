@@ -51,7 +51,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ConfigError, RunConfig
@@ -404,9 +404,7 @@ def built_as(config: RunConfig, base: RunConfig) -> RunConfig:
     read of it is unchanged, and configs differing only in those fields build alike."""
     if all(getattr(config.train, name) == getattr(base.train, name) for name in TRAINING_ONLY):
         return config
-    data = config.to_dict()
-    data["train"].update({name: getattr(base.train, name) for name in TRAINING_ONLY})
-    return RunConfig.from_dict(data)
+    return replace(config, train=replace(config.train, **{name: getattr(base.train, name) for name in TRAINING_ONLY}))
 
 
 def _with_cell_for(base: RunConfig, vary: Vary, cells_varied: list[str]) -> dict[str, Any]:
