@@ -44,14 +44,14 @@ def runs_in_progress() -> None:
     training in the pages' store (``store.sweeps()`` and ``store.active_runs()``: four indexed queries);
     dead workers are marked interrupted now and then (at most every 10 s per server, however many pages
     poll)."""
-    try:
+    try:  # every read: a store whose later pages are damaged fails here, not at opening
         store = open_store_quietly()
         reconcile_now_and_then(store.url)
         active = store.active_runs()
+        running_sweeps = [sweep for sweep in store.sweeps() if sweep["status"] == "running"]
     except (*STORE_ERRORS, OSError) as error:
         st.caption(f"Run store unavailable: {store_problem(error)}")
         return
-    running_sweeps = [sweep for sweep in store.sweeps() if sweep["status"] == "running"]
     if not active and not running_sweeps:
         st.caption("No runs in progress.")
         return

@@ -19,6 +19,7 @@ import streamlit as st
 from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_switch, explained, explanation,
                                 projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
+from pages.ui.links import QueryReader
 from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
@@ -30,7 +31,7 @@ from stability.execution import runner
 from stability import sweeps
 from stability.config import ConfigError
 from stability.runs.status import ACTIVE_STATUSES
-from stability.runs.store import SweepNotFound
+from stability.runs.store import RunNotFound, SweepNotFound
 
 require_router(__file__)
 
@@ -47,19 +48,29 @@ def start(preset, scale: str) -> dict:
     return {"runs": ",".join(map(str, started))}
 
 
-def preset_runs(store, preset) -> list[int]:
-    """The run ids the link names: ``?runs=`` or the runs of ``?sweep=``."""
+def preset_runs(store, query: QueryReader) -> tuple[dict, int | None]:
+    """The runs the link names that are in the store, by id (their records), and the sweep's id: ``?runs=``,
+    or the runs of ``?sweep=``. Ids are read as every page reads them (``QueryReader.ids``); one that is
+    malformed, out of range or not in the store is noted on ``query``, for its one warning line."""
     if "sweep" in st.query_params:
+        sweep_id = next(iter(query.ids("sweep")), None)
+        if sweep_id is None:
+            return {}, None
         try:
-            return sorted(run.id for run in store.records(sweep_id=int(st.query_params["sweep"])))
-        except (ValueError, SweepNotFound):
-            st.warning(f"No sweep {st.query_params['sweep']!r} in the store.")
-            return []
-    ids = []
-    for text in st.query_params.get("runs", "").split(","):
-        if text.strip().isdigit():
-            ids.append(int(text))
-    return ids
+            store.sweep(sweep_id)
+        except SweepNotFound:
+            query.note(f"sweep={sweep_id} (no such sweep in this store)")
+            return {}, None
+        return {run.id: run for run in sorted(store.records(sweep_id=sweep_id), key=lambda run: run.id)}, sweep_id
+    records, missing = {}, []
+    for run_id in query.ids("runs"):
+        try:
+            records[run_id] = store.record(run_id)
+        except RunNotFound:
+            missing.append(str(run_id))
+    if missing:
+        query.note(f"runs: {', '.join(missing)} (no such run in this store)")
+    return records, None
 
 
 def verdict_table(verdicts) -> pd.DataFrame:
@@ -200,8 +211,11 @@ else:
             st.write(preset.notes)
     scale_names = list(preset.scales)
     default_scale = st.query_params.get("scale", "classroom")
-    run_ids = preset_runs(store, preset)
-    active = [run_id for run_id in run_ids if store.record(run_id).status in ACTIVE_STATUSES] if run_ids else []
+    query = QueryReader()
+    records, sweep_id = preset_runs(store, query)
+    query.warn()
+    run_ids = list(records)
+    active = [run_id for run_id, run in records.items() if run.status in ACTIVE_STATUSES]
     if classroom_on():  # for the projector: no controls; the link names the runs
         scale = default_scale if default_scale in scale_names else scale_names[0]
     else:
@@ -223,8 +237,8 @@ else:
                 st.query_params.pop(key, None)
             st.rerun()
         if run_ids and right.button("Stop", key="reproduce_stop", disabled=not active):
-            if "sweep" in st.query_params:
-                sweeps.stop_sweep(int(st.query_params["sweep"]), store_path())
+            if sweep_id is not None:
+                sweeps.stop_sweep(sweep_id, store_path())
             for run_id in active:
                 runner.stop_run(run_id, store_path())
             active = []

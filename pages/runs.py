@@ -13,6 +13,7 @@ from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
+from stability.config import ConfigError
 from stability.execution import runner
 from stability.execution.runner import RESUMABLE
 from stability.training.checkpoints import ResumeError
@@ -105,8 +106,9 @@ def resume_runs(store, selected):
         try:
             runner.resume_run(run_id, store.url)
             outcome.append(f"#{run_id} resumed")
-        except (ResumeError, RunNotFound) as error:
-            outcome.append(str(error))
+        except (ResumeError, RunNotFound, ConfigError) as error:  # ConfigError: a stored config this version refuses
+            outcome.append(f"#{run_id} not resumed: {' '.join(str(error).split())}"
+                           if isinstance(error, ConfigError) else str(error))
     st.session_state["runs_notice"] = "; ".join(outcome)
 
 

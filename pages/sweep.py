@@ -42,6 +42,7 @@ from stability.analysis import groups
 from stability.config import RunConfig
 from stability.runs.status import ACTIVE_STATUSES, TERMINAL
 from stability.runs.store import SweepNotFound
+from stability.sweeps.spec import Offered
 
 require_router(__file__)
 
@@ -57,6 +58,11 @@ FIELD_HINTS = {                    # field -> an example of its values, in the -
     "cell.h0": "zero,learned,noisy", "cell.h0_noise_std": "0.1,0.5", "steps": "500,1000",
     "batch_size": "32,64", "weight_decay": "0,1e-4",
 }
+# What the Vary rows may name: the fields the config form shows, nothing it hides (stability/sweeps/spec.py,
+# Note [Offered fields]). The train fields are those of pages/ui/form.py's "Training" section.
+OFFERED = Offered(train=frozenset({"optimizer", "lr", "lr_schedule", "lr_step_size", "lr_gamma", "batch_size",
+                                   "steps", "clip_grad_norm", "weight_decay", "dtype", "device",
+                                   "freeze_recurrent"}))
 CURVE_METRICS = ("val/loss", "train/loss", "grad/h0_norm", "sv/min", "sv/max", "sv/margin", "gap/loss")
 STATUS_ORDER = ("completed", "running", "queued", "pruned", "diverged", "stopped", "failed", "interrupted")
 CHART_HEIGHT = 360  # px, a chart with its title, legend and axes: room for a wrapped legend above its plot
@@ -82,7 +88,8 @@ def vary_editor(base: RunConfig) -> list[str]:
             "Field" if row == 0 else f"Field {row + 1}", choices, key=f"sweep_vary_field_{row}",
             index=choices.index(default_field) if default_field in choices else None, accept_new_options=True,
             placeholder="a config path", label_visibility="visible" if row == 0 else "collapsed",
-            help="What to vary: a name from the list or any config path (cell.OPTION, task.OPTION, a train field).")
+            help="What to vary: a name from the list, or any setting the form shows (cell.OPTION, "
+                 "task.OPTION, a training setting).")
         values = values_column.text_input(
             "Values" if row == 0 else f"Values {row + 1}", value=default_values, key=f"sweep_vary_values_{row}",
             placeholder=FIELD_HINTS.get(field or "", "V1,V2,... or LOW:HIGH:COUNT[:log]"),
@@ -113,10 +120,11 @@ def without_default_options(config: RunConfig) -> RunConfig:
 def checked_spec(base_json: str, texts: tuple, seeds: int, sampler: str, trials: int | None,
                  prune: bool) -> tuple[dict | None, str | None]:
     """(the checked spec as a dict, None) or (None, the SweepError's line); each sweep is checked, its
-    configs built, once per server process."""
+    configs built, once per server process, and only over the fields the form offers (:data:`OFFERED`),
+    every size refused before it is listed or built (stability/sweeps/spec.py, Note [Bounded checks])."""
     try:
         spec = sweeps.build_spec(RunConfig.from_json(base_json), list(texts), seeds=seeds, sampler=sampler,
-                                 trials=trials, prune=prune)
+                                 trials=trials, prune=prune, offered=OFFERED)
     except sweeps.SweepError as error:
         return None, str(error)
     return spec.to_dict(), None
@@ -211,10 +219,9 @@ def in_spec_order(results: pd.DataFrame, spec: sweeps.SweepSpec) -> pd.DataFrame
     then by seed: the order the charts give names and lines (they keep the order values first appear in)."""
     keys = {}
     for vary in spec.vary:
-        listed = [json.dumps(value, default=str) for value in vary.values]
+        listed = {json.dumps(value, default=str): index for index, value in enumerate(vary.values)}
         keys[vary.field] = results[vary.field].map(
-            lambda value, listed=listed: listed.index(json.dumps(value, default=str))
-            if json.dumps(value, default=str) in listed else len(listed))
+            lambda value, listed=listed: listed.get(json.dumps(value, default=str), len(listed)))
     if not keys:
         return results
     order = pd.DataFrame(keys).assign(seed=results["seed"], run_id=results["run_id"])

@@ -5,6 +5,7 @@ Without them a test skips and says why; with STABILITY_REQUIRE_BROWSER=1 (set by
 browser fails.  Each module gets its own server (`streamlit run app.py` on 127.0.0.1 and a free port)
 over its own store: ``STORES[url]`` is the store file a server serves.
 """
+import contextlib
 import os
 import shutil
 import socket
@@ -35,11 +36,12 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@contextlib.contextmanager
+def streamlit_server(store, log: Path, env: dict | None = None):
+    """``streamlit run app.py`` serving ``store`` (a path or URL, through $STABILITY_STORE) on 127.0.0.1
+    and a free port, its output in ``log``; yields ``(url, process)`` once it answers its health check."""
     port = free_port()
-    log = tmp_path_factory.mktemp("streamlit") / "server.log"
-    env = dict(os.environ, STABILITY_STORE=str(log.parent / "runs.db"), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), STABILITY_STORE=str(store), PYTHONUNBUFFERED="1")
     with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -47,25 +49,35 @@ def server(tmp_path_factory):
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    STORES[url] = log.parent / "runs.db"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    break
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"streamlit did not start:\n{log.read_text()[-2000:]}")
-        time.sleep(0.5)
-    yield url
-    process.terminate()
+    STORES[url] = store
     try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"streamlit did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("streamlit")
+    with streamlit_server(folder / "runs.db", folder / "server.log") as (url, _process):
+        yield url
 
 
 @pytest.fixture(scope="module")

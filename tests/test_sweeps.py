@@ -4,6 +4,7 @@ import collections
 import itertools
 import math
 import json
+import re
 import subprocess
 import sys
 import time
@@ -164,6 +165,138 @@ def test_a_large_grid_runs_with_allow_large_and_a_good_sweep_builds_each_distinc
     # m1=16 and cell=spectral are the base's own values: the same configs as the base and as each other
     build_spec(tiny(), ["cell=spectral,orthogonal", "lr=1e-3,1e-2", "cell.renormalize=true,false"], seeds=2)
     assert built and max(built.values()) == 1
+
+
+# ------------------------------------------------------------------------------ bounded work (Note [Bounded checks])
+@pytest.fixture
+def spied(monkeypatch):
+    """Counts of what a check costs: values spaced by a range, configs built (each delegated to the real
+    function, so nothing changes but the count); building more than 20 models is stopped at once."""
+    counts = collections.Counter()
+    spaced, check_buildable = spec_module.spaced, spec_module.check_buildable
+
+    def spacing(low, high, count, log):
+        counts["spaced"] += count
+        return spaced(low, high, count, log)
+
+    def building(config):
+        counts["built"] += 1
+        assert counts["built"] <= 20, "built models before refusing the sweep's size"
+        return check_buildable(config)
+
+    monkeypatch.setattr(spec_module, "spaced", spacing)
+    monkeypatch.setattr(spec_module, "check_buildable", building)
+    return counts
+
+
+@pytest.mark.parametrize("vary, message", [
+    (["lr=1e-4:1e-1:1000000:log"], "vary train.lr: 1,000,000 values, over the 10,000 runs a sweep may have"),
+    (["lr=1e-4:1e-1:1000000000000:log"], "vary train.lr: 1,000,000,000,000 values, over the 10,000"),
+    (["steps=1:100000:50000"], "vary train.steps: 50,000 values, over the 10,000"),
+    (["lr=" + ",".join(f"{i + 1}e-6" for i in range(10_001))], "vary train.lr: 10,001 values, over the 10,000"),
+    (["lr=" + "1e-3," * 60_000 + "1e-2"], "characters, over 200,000"),
+])
+def test_a_field_with_more_values_than_runs_is_refused_before_a_value_is_made(spied, vary, message):
+    with pytest.raises(SweepError, match=re.escape(message)):
+        build_spec(tiny(), vary)
+    assert spied == {}  # no value spaced, no model built
+
+
+def test_with_allow_large_a_field_may_list_more_values_up_to_the_hard_limit(spied):
+    with pytest.raises(SweepError, match="20,000 values, over the 10,000"):
+        parse_varies(["lr=1e-4:1e-1:20000:log"], tiny())
+    (vary,) = parse_varies(["lr=1e-4:1e-1:20000:log"], tiny(), max_values=spec_module.MAX_LARGE_RUNS)
+    assert len(vary.values) == 20_000
+    with pytest.raises(SweepError, match="2,000,000 values, over the 1,000,000 runs a sweep may have"):
+        build_spec(tiny(), ["lr=1e-4:1e-1:2000000:log"], allow_large=True)
+    assert spied["spaced"] == 20_000
+
+
+def test_a_grid_whose_check_builds_too_many_models_is_refused_before_one_is_built(spied):
+    vary = ["cell.hidden_size=8:1024:100", "task.seq_len=10:1000:33"]
+    with pytest.raises(SweepError) as raised:
+        build_spec(tiny(), vary)
+    assert str(raised.value) == ("checking this sweep would build up to 3,434 models (every combination of "
+                                 "cell.hidden_size, task.seq_len), over 512; vary fewer of their values at "
+                                 "once, or pass --yes to check them all")
+    assert spied["built"] == 0
+
+
+def test_training_only_values_are_checked_but_built_once(spied):
+    spec = build_spec(tiny(), ["lr=1e-4:1e-1:5000:log", "steps=1,2"])
+    assert spec.size() == 10_000
+    assert spied["built"] == 1  # lr and steps change nothing a builder reads: the base's one build
+    with pytest.raises(SweepError, match="vary train.lr=-1: lr must be a positive number"):
+        build_spec(tiny(), ["lr=1e-3,-1"])
+
+
+class Counted:
+    """A value that counts the comparisons made between values like it."""
+    comparisons = 0
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        Counted.comparisons += 1
+        return self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+
+def test_listed_values_are_told_apart_in_linear_time():
+    from stability.config.fields import Field
+
+    Counted.comparisons = 0
+    values = tuple(Counted(i) for i in range(3000))
+    assert spec_module._listed(Field("cell.option", "any"), values).values == values
+    assert Counted.comparisons < 3000  # pairwise: 4.5 million
+    with pytest.raises(SweepError, match="listed twice"):
+        spec_module._listed(Field("cell.option", "any"), values + (Counted(17),))
+    lists = parse_varies(["cell.factor_sizes=[2,2],[4,4],[2,4]"], tiny("kru"))[0]
+    assert lists.values == ([2, 2], [4, 4], [2, 4])
+    with pytest.raises(SweepError, match=r"\[2, 2\] is listed twice"):
+        parse_varies(["cell.factor_sizes=[2,2],[4,4],[2,2]"], tiny("kru"))
+
+
+# ------------------------------------------------------------------------------ what a page offers (Note [Offered fields])
+def offered():
+    """What a page whose form shows these train fields offers."""
+    return spec_module.Offered(train=frozenset({"lr", "steps", "optimizer", "batch_size"}))
+
+
+@pytest.mark.parametrize("vary, message", [
+    (["cell=rnn,harden_marker_module:Cell"], "vary cell: 'harden_marker_module:Cell' is not a registered cell"),
+    (["task=adding,harden_marker_module:Task"], "vary task: 'harden_marker_module:Task' is not a registered task"),
+    (["cell=nope"], "vary cell: 'nope' is not a registered cell"),
+    (["eval_examples=16,32"], "vary train.eval_examples: not a field this page offers"),
+    (["train.probe_examples=4,8"], "vary train.probe_examples: not a field this page offers"),
+    (["task.data_dir=/tmp/anywhere"], "vary task.data_dir: not an option this page offers"),
+    (["task.download=true"], "vary task.download: not an option this page offers"),
+    (["task.progress=none"], "vary task.progress: not an option this page offers"),
+])
+def test_a_page_varies_only_what_its_form_offers(tmp_path, monkeypatch, spied, vary, message):
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "harden_marker_module.py").write_text(
+        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('imported')\nclass Cell: pass\nclass Task: pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = tiny() if "task." not in vary[0] else RunConfig(task=TaskConfig("ptb_char", {"seq_len": 20}))
+    with pytest.raises(SweepError) as raised:
+        build_spec(base, vary, offered=offered())
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert not marker.exists()
+    assert spied["built"] == 0
+
+
+def test_a_page_varies_registered_names_and_the_options_its_form_asks_for():
+    spec = build_spec(tiny(), ["cell=rnn,spectral", "cell.h0=zero,learned", "optimizer=adam,sgd",
+                               "task.seq_len=10,20", "hidden_size=8,16"], offered=offered())
+    assert [vary.field for vary in spec.vary] == ["cell", "cell.h0", "train.optimizer", "task.seq_len",
+                                                  "cell.hidden_size"]
+    assert build_spec(tiny(), ["task=adding,copy"], offered=offered()).size() == 2
+    # the CLI (no offered) keeps every field
+    assert build_spec(tiny(), ["eval_examples=16,32"]).size() == 2
 
 
 # ------------------------------------------------------------------------------ the grid and its study

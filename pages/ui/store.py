@@ -21,6 +21,8 @@ from pathlib import Path
 import streamlit as st
 
 from stability.execution import runner
+from stability.runs.errors import not_readable
+from stability.runs.location import masked
 from stability.runs.store import ENV_VAR, RunStore, StoreError, default_path
 
 RECONCILE_EVERY_S = 10.0
@@ -55,7 +57,15 @@ def _store_option() -> str | None:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _open_store(path: str) -> RunStore:
-    return RunStore(path)  # one connection per store and server process; RunStore is thread-safe
+    """One connection per store and server process (RunStore is thread-safe). What else opening a damaged
+    store raises (a ``schema_version`` of ``'abc'`` is a ValueError of ``int()``) is a StoreError here,
+    so every page, the sidebar included, answers it in one line."""
+    try:
+        return RunStore(path)
+    except StoreError:
+        raise
+    except (ValueError, TypeError, LookupError) as error:
+        raise not_readable(shown_location(path), " ".join(f"{type(error).__name__}: {error}".split())) from None
 
 STORE_ERRORS = (StoreError, sqlite3.DatabaseError)
 
@@ -71,16 +81,9 @@ def store_problem(error: Exception) -> str:
 
 
 def shown_location(location: str) -> str:
-    """A store path as it is, a URL with its password masked (what a page may show)."""
-    if "://" not in location:
-        return location
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(location).render_as_string(hide_password=True)
-    except ArgumentError:
-        return location.split("://", 1)[0] + "://…"
+    """A store path as it is, a URL with everything between ``://`` and the last ``@`` but the user
+    masked (:func:`stability.runs.location.masked`; what a page may show)."""
+    return masked(location) if "://" in location else location
 
 
 def open_store() -> RunStore:

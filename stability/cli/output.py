@@ -17,13 +17,27 @@ from ..runs.store import RunStore
 PROG = "stability"
 
 
+def printable(text) -> str:
+    """``text`` with every character a terminal would act on written as its Python escape: escape
+    sequences (``\\x1b``), carriage returns and backspaces, bidirectional overrides (``\\u202e``), any
+    character that is not printable.  Names come from whoever made a run or a sweep (the Sweep page's
+    name field included), so a name printed here must not rewrite the terminal of whoever lists it."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in text)
+
+
 def print_error(message) -> None:
-    """``stability: error: MESSAGE`` on stderr, the message's whitespace folded into one line."""
-    print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    """``stability: error: MESSAGE`` on stderr, the message's whitespace folded into one line and
+    what is not printable escaped (:func:`printable`)."""
+    print(f"{PROG}: error: {printable(' '.join(str(message).split()))}", file=sys.stderr)
 
 
 def print_rows(rows: list[tuple]) -> None:
-    """A table of strings, the first row its header; each column as wide as its widest cell."""
+    """A table of strings, the first row its header; each column as wide as its widest cell; every cell
+    through :func:`printable`."""
+    rows = [tuple(printable(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -91,11 +105,11 @@ def print_summary(store: RunStore, run_id: int) -> None:
     print(f"run {run_id} {run['status']} at step {or_blank(run['step'])}/{or_blank(run['total_steps'])} "
           f"in {duration(took)}")
     if run["error"]:
-        print(f"  {run['error']}")
+        print(f"  {printable(run['error'])}")
     finals = {name: value for name, value in sorted(latest.items()) if name.startswith("test/")}
     for name, value in finals.items():
-        line = f"  {name} {value:.4g}"
+        line = f"  {printable(name)} {value:.4g}"
         if run["baseline"] is not None and name == f"test/{run['metric']}":
-            line += f"  (baseline {run['baseline']:.4g}: {run['baseline_label'] or 'memoryless'})"
+            line += f"  (baseline {run['baseline']:.4g}: {printable(run['baseline_label'] or 'memoryless')})"
         print(line)
-    print(f"  store: {store}  (python -m stability show {run_id})")
+    print(f"  store: {printable(store)}  (python -m stability show {run_id})")

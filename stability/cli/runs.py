@@ -23,7 +23,7 @@ from ..execution.signals import Terminated, signals_deferred
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore, StoreBusy
 from .arguments import add_config_flags, config_from_args
-from .output import ProgressLine, or_blank, print_error, print_rows, print_summary
+from .output import ProgressLine, or_blank, print_error, print_rows, print_summary, printable
 
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
 
@@ -57,6 +57,8 @@ def add_commands(commands, store) -> None:
     where.add_argument("--output", "-o", metavar="FILE", help="the CSV file (default: stdout)")
     where.add_argument("--tensorboard", metavar="DIR",
                        help="write TensorBoard event files, DIR/run-<id> a run (then: tensorboard --logdir DIR)")
+    export.add_argument("--force", action="store_true",
+                        help="overwrite FILE, or replace a run's earlier event files in DIR (never the store)")
     export.set_defaults(handler=cmd_export)
 
 
@@ -163,7 +165,7 @@ def cmd_runs(args) -> int:
     with RunStore(args.store) as store:
         records = store.records()  # newest first, latest values included: two queries in all
         if not records:
-            print(f"no runs in {store}")
+            print(f"no runs in {printable(store)}")
             return 0
         header = ("id", "name", "status", "cell", "task", "step", "final", "sweep", "created")
         rows = [header]
@@ -190,36 +192,41 @@ def cmd_show(args) -> int:
     with RunStore(args.store) as store:
         run = store.run(args.run_id)
         latest = store.latest(args.run_id)
-    print(f"run {run['id']}{' ' + repr(run['name']) if run['name'] else ''}: {run['status']}")
+    print(f"run {run['id']}{' ' + repr(run['name']) if run['name'] else ''}: {printable(run['status'])}")
     for label in ("error", "device", "pid", "step", "total_steps", "total_params", "recurrent_params"):
         if run[label] is not None:
-            print(f"{label}: {run[label]}")
+            print(f"{label}: {printable(run[label])}")
     if run["baseline"] is not None:
-        print(f"baseline: {run['metric']} {run['baseline']:.4g} ({run['baseline_label'] or 'memoryless'})")
+        print(f"baseline: {printable(run['metric'])} {run['baseline']:.4g} "
+              f"({printable(run['baseline_label'] or 'memoryless')})")
     print("config:")
     print(json.dumps(run["config"], indent=2, sort_keys=True))
     if latest:
         print("latest metrics:")
-        width = max(map(len, latest))
+        width = max(len(printable(name)) for name in latest)
         for name in sorted(latest):
-            print(f"  {name.ljust(width)}  {latest[name]:.6g}")
+            print(f"  {printable(name).ljust(width)}  {latest[name]:.6g}")
     return 0
 
 
 def cmd_export(args) -> int:
+    """CSV on stdout or into ``--output`` (refused where it exists, unless ``--force``; never the store),
+    or TensorBoard event files (runs/export.py, Note [Exporting over files])."""
+    from ..runs.export import csv_output, to_tensorboard
+
     with RunStore(args.store) as store:
         if args.tensorboard is not None:
-            from ..runs.export import to_tensorboard
-
-            for folder in to_tensorboard(store, args.run_id, args.tensorboard):
-                print(folder)
+            for folder in to_tensorboard(store, args.run_id, args.tensorboard, replace=args.force):
+                print(printable(folder))
             return 0
         if len(args.run_id) > 1:
             raise ValueError("CSV export takes one run id; give several with --tensorboard DIR")
         if args.output is None:
             store.export_csv(args.run_id[0], sys.stdout)
         else:
-            store.export_csv(args.run_id[0], args.output)
+            store.record(args.run_id[0])  # RunNotFound before the file is made
+            with csv_output(args.output, store, force=args.force) as file:
+                store.export_csv(args.run_id[0], file)
     return 0
 
 

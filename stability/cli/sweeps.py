@@ -25,7 +25,7 @@ from ..execution.signals import signals_deferred
 from ..runs.store import RunStore
 from ..sweeps.spec import MAX_RUNS, SAMPLERS
 from .arguments import add_config_flags, config_from_args, store_parent
-from .output import print_error, print_rows
+from .output import print_error, print_rows, printable
 
 DONE_STATUSES = ("completed", "diverged", "pruned", "failed")
 
@@ -92,10 +92,10 @@ def cmd_sweep(args) -> int:
     sweep_id = sweeps.start_sweep(spec, args.store, workers=args.workers, name=args.name)
     if args.background:
         print(sweep_id)
-        print(f"sweep {sweep_id} started: {spec.describe()}; watch it with "
+        print(f"sweep {sweep_id} started: {printable(spec.describe())}; watch it with "
               f"`python -m stability sweeps show {sweep_id}` or on the Sweep page", file=sys.stderr)
         return 0
-    print(f"sweep {sweep_id}: {spec.describe()}", file=sys.stderr)
+    print(f"sweep {sweep_id}: {printable(spec.describe())}", file=sys.stderr)
     return _follow_sweep(args.store, sweep_id, spec, args.json)
 
 
@@ -126,7 +126,7 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
 def _print_run_ended(run, count: int, spec) -> None:
     """``[count/size] run ID SETTING seed=S: STATUS  OBJECTIVE VALUE`` on stderr."""
     value = "" if math.isnan(run.objective) else f"  {sweeps.objective_name(spec)} {run.objective:.4g}"
-    print(f"[{count}/{spec.size()}] run {run.run_id} {run.setting} seed={run.seed}: {run.status}{value}",
+    print(f"[{count}/{spec.size()}] run {run.run_id} {printable(run.setting)} seed={run.seed}: {run.status}{value}",
           file=sys.stderr, flush=True)
 
 
@@ -134,7 +134,7 @@ def cmd_sweeps(args) -> int:
     with RunStore(args.store) as store:
         listed = store.sweeps()
         if not listed:
-            print(f"no sweeps in {store}")
+            print(f"no sweeps in {printable(store)}")
             return 0
         rows = [("id", "name", "status", "runs", "done", "sweep")]
         for sweep in listed:
@@ -163,7 +163,7 @@ def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
             print(json.dumps({"sweep_id": sweep_id, **row}))
         return
     objective = sweeps.objective_name(spec)
-    print(f"sweep {sweep_id} {sweep['status']}: {spec.describe()}")
+    print(f"sweep {sweep_id} {sweep['status']}: {printable(spec.describe())}")
     fields_ = [vary.field for vary in spec.vary]
     header = (*fields_, f"mean {objective}", "min", "max", "seeds", "diverged", "pruned", "runs")
     sign = -1 if sweeps.direction(spec) == "maximize" else 1

@@ -1,18 +1,24 @@
 """The entry point of a background worker process: ``python -m stability.cli.worker``.
 
-    python -m stability.cli.worker --worker RUN_ID --store URL     # train one run
-    python -m stability.cli.worker --sweep SWEEP_ID --store URL    # work on a sweep until it is done
+    STABILITY_STORE=URL python -m stability.cli.worker --worker RUN_ID     # train one run
+    STABILITY_STORE=URL python -m stability.cli.worker --sweep SWEEP_ID    # work on a sweep until it is done
 
-:mod:`stability.execution.scheduler` and :mod:`stability.sweeps` start these (never forks), one
-per run or sweep worker, in their own session; :mod:`stability.execution.processes` recognises
-its own workers by this module's name on their command line. A run of a sweep handed to a
-``--worker`` (one resumed on its own) tells its trial how it ended. SIGTERM ends the run in
-training 'stopped' (stability.execution.lifecycle, Note [Interrupts]) and the worker with it.
+This module is started by :mod:`stability.execution.scheduler` and :mod:`stability.sweeps` (never
+forks), one per run or sweep worker, in their own session; :mod:`stability.execution.processes`
+recognises its own workers by this module's name on their command line. A run of a sweep handed to a
+``--worker`` (one resumed on its own) tells its trial how it ended. SIGTERM ends the run in training
+'stopped' (stability.execution.lifecycle, Note [Interrupts]) and the worker with it. The store comes
+in the environment (``STABILITY_STORE``), not on the command line: a server's URL holds its password,
+and ``ps`` shows every user every command line, while a process's environment is its own user's to
+read. ``--store`` still overrides it, for running a worker by hand.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from ..runs.location import ENV_VAR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,8 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--worker", type=int, metavar="RUN_ID")
     which.add_argument("--sweep", type=int, metavar="SWEEP_ID")
-    parser.add_argument("--store", required=True, metavar="PATH_OR_URL")
+    parser.add_argument("--store", metavar="PATH_OR_URL", default=os.environ.get(ENV_VAR) or None,
+                        help=f"the run store (default: ${ENV_VAR}, where the runner puts it)")
     args = parser.parse_args(argv)
+    if args.store is None:
+        parser.error(f"no run store: set {ENV_VAR} or pass --store")
     from ..execution.signals import Terminated
 
     try:

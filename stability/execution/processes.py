@@ -4,8 +4,8 @@
     write_identity(store, 7, identity)        # logs/run-7.worker: pid, token, start time
     is_alive(pid); terminate(pid, identity)   # SIGTERM, then SIGKILL, only if it is provably ours
 
-A worker is a fresh interpreter (``python -m stability.cli.worker --worker ID | --sweep ID
---store URL``), never a fork, so it is safe for CUDA; it runs in its own session, so it outlives
+A worker is a fresh interpreter (``python -m stability.cli.worker --worker ID | --sweep ID``,
+the store's URL in its environment), never a fork, so it is safe for CUDA; it runs in its own session, so it outlives
 the Streamlit script, server or shell that started it. Its output goes to ``<store
 home>/logs/<name>.log``. It runs from the package's folder with that folder on ``PYTHONPATH``,
 so it starts whatever the caller's working directory. Its torch threads follow
@@ -38,6 +38,7 @@ from pathlib import Path
 import psutil
 
 from . import gpu_slots, threads
+from ..runs.store import ENV_VAR as STORE_ENV
 
 MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
 TOKEN_ENV = "STABILITY_WORKER_TOKEN"  # Note [Identity]
@@ -72,18 +73,21 @@ def process_start_time(pid: int) -> float | None:
 
 def spawn(store, arguments: list[str], name: str, limit: int,
           extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
-    """A detached ``python -m stability.cli.worker ARGUMENTS --store URL`` with its output in
-    ``logs/NAME.log``, a fresh token and the thread policy of ``limit`` concurrent workers; returns
-    the process and its identity (pid, token, start time; Note [Identity])."""
-    logs = store.home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    """A detached ``python -m stability.cli.worker ARGUMENTS`` with its output in ``logs/NAME.log``
+    (a folder only this user may use: ``RunStore.private_subfolder``), a fresh token and the thread
+    policy of ``limit`` concurrent workers; returns the process and its identity (pid, token, start
+    time; Note [Identity]). The store's URL, a server's password included, goes in the worker's
+    environment (``STABILITY_STORE``, which only this user can read), never on its command line,
+    which ``ps`` shows every user (stability/cli/worker.py)."""
+    logs = store.private_subfolder("logs")
     token = secrets.token_hex(16)
     env = threads.worker_environment(os.environ, threads.worker_threads(limit))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env[MAX_RUNS_ENV] = str(limit)
     env[TOKEN_ENV] = token
     env.update(extra_env or {})
-    command = [sys.executable, "-m", WORKER_MODULE, *arguments, "--store", store.url]
+    env[STORE_ENV] = store.url
+    command = [sys.executable, "-m", WORKER_MODULE, *arguments]
     with open(logs / f"{name}.log", "ab") as log:
         process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -63,7 +65,7 @@ def parse_location(location: str | os.PathLike | None = None) -> URL:
 
 def _parse_url(location: str) -> URL:
     try:
-        url = make_url(location)
+        url = make_url(_password_encoded(location))
     except (ArgumentError, ValueError):
         raise StoreError(f"cannot read the run store URL {masked(location)!r}; give {ACCEPTED}") from None
     backend, _, driver = url.drivername.partition("+")
@@ -78,16 +80,42 @@ def _parse_url(location: str) -> URL:
     raise StoreError(f"unsupported run store URL {masked(location)!r}; give {ACCEPTED}")
 
 
+def _password_encoded(location: str) -> str:
+    """``location`` with its password percent-encoded, the password being everything between the user's
+    ``:`` and the last ``@`` (as :func:`masked` reads it): SQLAlchemy ends it at the first ``@``, and
+    ``postgresql://lab:pa@ss@host`` would reach ``ss@host`` as the host, in whose error line the rest of
+    the password shows. An encoded password (``pa%40ss``) stays as it is."""
+    scheme, sep, rest = location.partition("://")
+    if not sep or "@" not in rest:
+        return location
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if not colon:
+        return location
+    return f"{scheme}://{user}:{quote(unquote(password), safe='')}@{host}"
+
+
 def masked(text: str) -> str:
-    """A URL as typed, its password (if any) replaced by ***."""
-    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", text)
+    """A URL as typed, everything between ``://`` and the last ``@`` but the user name replaced by
+    ``***``: a password typed unencoded may hold ``/``, ``:`` or ``@``, so nothing short of the last
+    ``@`` is sure to end it (``postgresql://lab:pa/ss@host`` -> ``postgresql://lab:***@host``). A user
+    name is kept only when it is one (letters, digits, ``._%+-``); a text without ``@`` has no password."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if not re.fullmatch(r"[\w.%+-]*", user):
+        return f"{scheme}://***@{host}"
+    return f"{scheme}://{user}:***@{host}" if colon else text
 
 
 def described(url: URL) -> str:
-    """What messages call the store: an SQLite file's path, a server's URL with its password masked."""
+    """What messages call the store: an SQLite file's path, a server's URL with its password masked
+    (also where SQLAlchemy read part of an unencoded password as the host: :func:`masked`)."""
     if url.get_backend_name() == "sqlite":
         return str(Path(url.database))
-    return url.render_as_string(hide_password=True)
+    return masked(url.render_as_string(hide_password=True))
 
 
 def store_home(url: URL) -> Path:
@@ -104,3 +132,18 @@ def store_home(url: URL) -> Path:
         raise StoreError(f"cannot create the folder {folder} for run store {described(url)}: "
                          f"{error.strerror or error}") from None
     return folder
+
+
+def private_folder(folder: Path) -> None:
+    """Check that ``folder`` (and a link to it, if it is one) is a directory of this user's, and leave
+    nobody else a way to write in it; StoreError (one line) when another user owns it. For the folders
+    beside a store (``checkpoints/``) in a folder others may write: they must not choose its files."""
+    status = os.stat(folder)
+    others = {os.lstat(folder).st_uid, status.st_uid} - {os.geteuid()}
+    if others:
+        raise StoreError(f"{folder} belongs to another user (uid {others.pop()}); it is not used: remove it, "
+                         "or keep the store in a folder of your own")
+    if not stat.S_ISDIR(status.st_mode):
+        raise StoreError(f"{folder} is not a folder; it is not used: move it aside")
+    if status.st_mode & 0o022:  # writable by others: someone could swap a checkpoint or plant a link
+        os.chmod(folder, stat.S_IMODE(status.st_mode) & 0o700)

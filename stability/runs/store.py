@@ -52,7 +52,7 @@ from sqlalchemy.sql.expression import Executable
 from .bulk_rows import driver_statements, execute_rows, fetch_tuples
 from .engine import WRITE, driver_errors, store_error
 from .errors import RunNotFound, StoreBusy, StoreError, SweepNotFound
-from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, store_home
+from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, private_folder, store_home
 from .opening import open_engine
 from .queries import (CONTROL, LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, SET_STATUS, STOP_REQUESTED,
                       latest_from_metrics, latest_many_query, metrics_query, runs_query, series_query, update_by_id)
@@ -364,10 +364,23 @@ class RunStore(SweepRows):
                 conn.execute(latest_from_metrics(_METRICS.run_id == run_id))
 
     def checkpoint_path(self, run_id: int) -> Path:
-        """``<store home>/checkpoints/run-<id>.pt`` (the folder is created; Note [locations])."""
-        folder = self.home / "checkpoints"
-        folder.mkdir(exist_ok=True)
-        return folder / f"run-{int(run_id)}.pt"
+        """``<store home>/checkpoints/run-<id>.pt`` (Note [locations]), in :meth:`private_subfolder`.
+        The files are opened without following links (:mod:`stability.training.checkpoints`)."""
+        return self.private_subfolder("checkpoints") / f"run-{int(run_id)}.pt"
+
+    def private_subfolder(self, name: str) -> Path:
+        """``<store home>/NAME`` (``checkpoints``, ``logs``), created 0700, and refused (StoreError, one
+        line) unless it is this user's: a store in a shared folder (``--store /tmp/runs.db``) must not
+        write its checkpoints and worker logs into, or read them from, a folder another user made,
+        where that user could swap a file or plant a link (:func:`location.private_folder`)."""
+        folder = self.home / name
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+            private_folder(folder)
+        except OSError as error:
+            raise StoreError(f"cannot use the folder {folder} of run store {self.location}: "
+                             f"{error.strerror or error}") from None
+        return folder
 
     # --------------------------------------------------------------------- writes
     def log(self, run_id: int, rows: Iterable[tuple[int, float, str, float]]) -> None:

@@ -31,6 +31,16 @@ checked by ``RunConfig.validate()`` and ``check_buildable()`` applied to the bas
 every combination of the varied values that a builder reads (the cell, the task, and the train
 fields that size a run: every field but :data:`TRAINING_ONLY`); each distinct config is checked once.
 
+Sizes are refused before anything is listed or built (Note [Bounded checks]): a ``--vary`` text of
+more than :data:`MAX_VARY_CHARS` characters, a list or a range's COUNT of more values than the sweep
+may have runs (:data:`MAX_RUNS`, or :data:`MAX_LARGE_RUNS` with ``allow_large``), a grid over more
+runs, and (without ``allow_large``) a sweep whose checks would build more than :data:`MAX_BUILDS`
+distinct models.
+
+What a page may vary is narrower than what the CLI may (Note [Offered fields]): ``offered``, an
+:class:`Offered`, names the train fields its form shows; cell and task options must be ones a form
+asks for (``in_form``), and ``cell``/``task`` values registered names, never ``package.module:Class``.
+
 Seeds: a sweep runs each setting with seeds ``base.train.seed + i`` for ``i < seeds``. In a grid
 study the seed is a grid parameter (``train.seed``); with random and TPE sampling each sampled
 setting is asked once and the study enqueues the same setting for the other seeds. The objective is
@@ -41,7 +51,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import ConfigError, RunConfig
@@ -54,10 +64,14 @@ from ..execution.preflight import check_buildable
 
 SAMPLERS = ("grid", "random", "tpe")
 MAX_RUNS = 10_000  # a grid over more runs needs allow_large=True (the CLI's --yes)
+MAX_LARGE_RUNS = 1_000_000  # the most runs a sweep may have even with allow_large
+MAX_BUILDS = 512  # distinct models SweepSpec.check may build without allow_large (Note [Bounded checks])
+MAX_VARY_CHARS = 200_000  # the longest --vary text read
 SEED_PARAM = config_fields.SEED  # the seed's name among a grid trial's params
 SWEEP_ATTR = "sweep"  # the study's user attribute holding SweepSpec.to_dict()
-# Train fields that no builder reads: a combination of their values needs no check beyond each value's.
-TRAINING_ONLY = frozenset({"optimizer", "lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
+# Train fields that no builder reads: a combination of their values needs no check beyond each value's,
+# and a value of one is built as the base is (the optimizer is not one: the memory budget counts its state).
+TRAINING_ONLY = frozenset({"lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
                            "clip_grad_norm", "weight_decay", "log_every", "eval_every", "probe_every",
                            "freeze_recurrent"})
 _NUMERIC = ("int", "float")
@@ -67,6 +81,65 @@ _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
 class SweepError(ValueError):
     """A sweep cannot be run as given; the one-line message names the field and the problem."""
+
+
+# ---------------------------------------------------------------------------------- what a page offers
+@dataclass(frozen=True)
+class Offered:
+    """The fields a page's form offers to vary, and so the only ones its Vary may name.
+
+    Note [Offered fields]
+    ---------------------
+    The CLI may vary any config path and name any cell or task, a ``package.module:Class`` included
+    (importing it is the choice of whoever runs the command). A page is used by whoever can reach the
+    server, so its Vary accepts what its form shows and nothing else: ``cell`` and ``task`` with
+    registered names (``cells.available()`` / ``tasks.available()``, plugins being the server
+    owner's choice, made through the environment), ``cell.hidden_size``, the cell and task options a
+    form asks for (``OptionInfo.in_form``: not ``task.data_dir``, ``task.download``), and the train
+    fields in :attr:`train`. A ``cell`` value is checked before any other field is looked up on it,
+    so nothing is imported for a name the page refuses.
+    """
+
+    train: frozenset  # train field names (no ``train.`` prefix) the form shows
+
+    def check_field(self, spec: Field, base: RunConfig, cells_varied: list[str] | None) -> None:
+        """SweepError unless the form offers the field ``spec`` (resolved on ``base`` and the varied cells)."""
+        section, _, rest = spec.path.partition(".")
+        if section == "train":
+            if rest not in self.train:
+                raise SweepError(f"vary {spec.path}: not a field this page offers; it varies "
+                                 f"cell, cell.hidden_size, cell.OPTION, task, task.OPTION, or "
+                                 f"{', '.join(sorted(self.train))}")
+        elif rest and rest != "hidden_size":
+            names = (cells_varied or [base.cell.name]) if section == "cell" else [base.task.name]
+            if any(not option.in_form for option in _declared_options(section, names, rest)):
+                raise SweepError(f"vary {spec.path}: not an option this page offers (its form does not ask for it)")
+
+    def check_names(self, vary: Vary) -> None:
+        """SweepError unless every value of a ``cell`` or ``task`` vary is a registered name."""
+        from .. import cells, tasks
+
+        if vary.field not in ("cell", "task"):
+            return
+        known = set((cells if vary.field == "cell" else tasks).available())
+        for value in vary.values:
+            if not isinstance(value, str) or ":" in value or value not in known:
+                raise SweepError(f"vary {vary.field}: {shown(value)!r} is not a registered {vary.field}; "
+                                 f"this page offers {', '.join(sorted(known))}")
+
+
+def _declared_options(section: str, names: list[str], option: str) -> list:
+    """The option infos of ``option`` on each of the cells (tasks) ``names`` that declares it."""
+    from .. import cells, tasks
+
+    registry = cells if section == "cell" else tasks
+    found = []
+    for name in names:
+        try:
+            found.append(registry.describe(name).option(option))
+        except ValueError:
+            continue
+    return found
 
 
 # ---------------------------------------------------------------------------------- fields
@@ -216,9 +289,14 @@ class Vary:
                    optional=spec.optional)
 
     @classmethod
-    def parse(cls, text: str, base: RunConfig, cells_varied: list[str] | None = None) -> Vary:
+    def parse(cls, text: str, base: RunConfig, cells_varied: list[str] | None = None, *,
+              max_values: int = MAX_RUNS) -> Vary:
         """``FIELD=V1,V2,...`` or ``FIELD=LOW:HIGH[:COUNT][:log]`` (module docstring); the values
-        are typed, not yet checked against the config (:func:`parse_varies` does that)."""
+        are typed, not yet checked against the config (:func:`parse_varies` does that). More than
+        ``max_values`` values (listed, or a range's COUNT) is refused before any is made."""
+        if len(text) > MAX_VARY_CHARS:
+            raise SweepError(f"vary {shown(text[:40])}...: {len(text):,} characters, over {MAX_VARY_CHARS:,}; "
+                             f"give a range LOW:HIGH:COUNT instead of a long list")
         name, sep, rest = text.partition("=")
         if not sep or not name.strip():
             raise SweepError(f"vary {text!r}: expected FIELD=V1,V2,... or FIELD=LOW:HIGH:COUNT[:log]")
@@ -226,21 +304,40 @@ class Vary:
         if not rest.strip():
             raise SweepError(f"vary {spec.path}: no values")
         if spec.kind in _NUMERIC and ":" in rest:
-            return _parse_range(spec, rest)
-        values = tuple(convert(item, spec) for item in _split(rest))
-        return _listed(spec, values)
+            return _parse_range(spec, rest, max_values)
+        items = _split(rest)
+        _check_count(spec, len(items), max_values)
+        return _listed(spec, tuple(convert(item, spec) for item in items))
+
+
+def _check_count(spec: Field, count: int, max_values: int) -> None:
+    """SweepError when a field would list more values than the sweep may have runs (each is a run at least)."""
+    if count > max_values:
+        more = " without --yes" if max_values == MAX_RUNS else ""
+        raise SweepError(f"vary {spec.path}: {count:,} values, over the {max_values:,} runs a sweep may have{more}")
 
 
 def _listed(spec: Field, values: tuple) -> Vary:
-    seen = []
+    """The Vary of listed ``values``; SweepError for a value listed twice (found in linear time)."""
+    seen = set()
     for value in values:
-        if value in seen:
+        key = _identity(value)
+        if key in seen:
             raise SweepError(f"vary {spec.path}: {value!r} is listed twice")
-        seen.append(value)
+        seen.add(key)
     return Vary(spec.path, spec.kind, values, optional=spec.optional)
 
 
-def _parse_range(spec: Field, text: str) -> Vary:
+def _identity(value: Any) -> Any:
+    """What two equal values share: the value itself where it hashes (1e-3 and 0.001 alike), else its JSON."""
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return ("json", json.dumps(value, sort_keys=True, default=str))
+
+
+def _parse_range(spec: Field, text: str, max_values: int = MAX_RUNS) -> Vary:
     parts = [part.strip() for part in text.split(":")]
     log = parts[-1].lower() == "log"
     parts = parts[:-1] if log else parts
@@ -257,6 +354,7 @@ def _parse_range(spec: Field, text: str) -> Vary:
     count = convert(parts[2], Field(f"{spec.path} COUNT", "int"))
     if count < 2:
         raise SweepError(f"vary {spec.path}: a range's COUNT must be at least 2; got {count}")
+    _check_count(spec, count, max_values)  # before a single value is made
     values = [float(f"{value:.12g}") for value in spaced(float(low), float(high), count, log)]
     if spec.kind == "int":
         values = list(dict.fromkeys(round(value) for value in values))
@@ -269,21 +367,44 @@ def _jsonable(value: Any) -> Any:
 
 # ---------------------------------------------------------------------------------- configs
 class _Checks:
-    """``validate()`` and ``check_buildable()`` of each distinct config, once (keyed by its JSON)."""
+    """``validate()`` of each distinct config and ``check_buildable()`` of each distinct model, once.
 
-    def __init__(self):
+    A config is built as :func:`built_as` makes it: its :data:`TRAINING_ONLY` fields at the base's
+    values, so the values of a learning rate share the base's build."""
+
+    def __init__(self, base: RunConfig):
+        self.base = base
         self.problems: dict[str, str | None] = {}
+        self.builds: dict[str, str | None] = {}
 
     def problem(self, config: RunConfig) -> str | None:
         key = config.to_json()
         if key not in self.problems:
-            try:
-                config.validate()
-                check_buildable(config)
-                self.problems[key] = None
-            except ValueError as error:
-                self.problems[key] = " ".join(str(error).split())
+            self.problems[key] = self._problem(config)
         return self.problems[key]
+
+    def _problem(self, config: RunConfig) -> str | None:
+        try:
+            config.validate()
+        except ValueError as error:
+            return " ".join(str(error).split())
+        built = built_as(config, self.base)
+        key = built.to_json()
+        if key not in self.builds:
+            try:
+                check_buildable(built)
+                self.builds[key] = None
+            except ValueError as error:
+                self.builds[key] = " ".join(str(error).split())
+        return self.builds[key]
+
+
+def built_as(config: RunConfig, base: RunConfig) -> RunConfig:
+    """``config`` with its :data:`TRAINING_ONLY` train fields at ``base``'s values: what the builders
+    read of it is unchanged, and configs differing only in those fields build alike."""
+    if all(getattr(config.train, name) == getattr(base.train, name) for name in TRAINING_ONLY):
+        return config
+    return replace(config, train=replace(config.train, **{name: getattr(base.train, name) for name in TRAINING_ONLY}))
 
 
 def _with_cell_for(base: RunConfig, vary: Vary, cells_varied: list[str]) -> dict[str, Any]:
@@ -299,21 +420,31 @@ def _with_cell_for(base: RunConfig, vary: Vary, cells_varied: list[str]) -> dict
     return {}
 
 
-def parse_varies(texts: list[str], base: RunConfig) -> list[Vary]:
+def parse_varies(texts: list[str], base: RunConfig, *, offered: Offered | None = None,
+                 max_values: int = MAX_RUNS) -> list[Vary]:
     """Each ``--vary`` text as a :class:`Vary`, typed (``cell`` first, so a cell option is looked
-    up on the varied cells); SweepError for a field named twice. Values are checked by
-    :meth:`SweepSpec.check`."""
+    up on the varied cells); SweepError for a field named twice, more than ``max_values`` values of
+    one field, or (with ``offered``, a page's) a field or a name its form does not offer: the
+    ``cell`` values are checked before any option is looked up on them (Note [Offered fields]).
+    Values are checked by :meth:`SweepSpec.check`."""
     texts = list(texts)
     is_cell = [text.partition("=")[0].strip() in ("cell", "cell.name") for text in texts]
-    cell_varies = [Vary.parse(text, base) for text, cell in zip(texts, is_cell) if cell]
+    cell_varies = [Vary.parse(text, base, max_values=max_values) for text, cell in zip(texts, is_cell) if cell]
+    if offered is not None:
+        for vary in cell_varies:
+            offered.check_names(vary)
     cells_varied = list(cell_varies[0].values) if cell_varies else None
     parsed = iter(cell_varies)
-    varies = [next(parsed) if cell else Vary.parse(text, base, cells_varied) for text, cell in zip(texts, is_cell)]
+    varies = [next(parsed) if cell else Vary.parse(text, base, cells_varied, max_values=max_values)
+              for text, cell in zip(texts, is_cell)]
     counts = {}
     for vary in varies:
         counts[vary.field] = counts.get(vary.field, 0) + 1
         if counts[vary.field] > 1:
             raise SweepError(f"vary {vary.field}: named twice; give all its values in one --vary")
+        if offered is not None:
+            offered.check_field(Field(vary.field, vary.kind, vary.optional), base, cells_varied)
+            offered.check_names(vary)
     return varies
 
 
@@ -360,14 +491,34 @@ class SweepSpec:
             raise SweepError("a field is varied twice; give all its values in one --vary")
         if self.size() > MAX_RUNS and not allow_large:
             raise SweepError(f"this sweep is {self.size():,} runs, over {MAX_RUNS:,}; pass --yes to run it anyway")
+        if self.size() > MAX_LARGE_RUNS:
+            raise SweepError(f"this sweep is {self.size():,} runs, over the {MAX_LARGE_RUNS:,} any sweep may have")
         return self
 
     def check(self, allow_large: bool = False) -> SweepSpec:
         """:meth:`validate`, then the base config, every varied value applied to it, and every
         combination of the values that builders read (not :data:`TRAINING_ONLY`), each distinct
-        config checked once by ``validate()`` and ``check_buildable()``. Returns self."""
+        config checked once by ``validate()`` and each distinct model once by ``check_buildable()``.
+        Returns self.
+
+        Note [Bounded checks]
+        ---------------------
+        A page hands this whatever its form holds, and the server does the work, so every size is
+        refused before the work it would cost: a ``--vary`` text's length and its number of values
+        (:meth:`Vary.parse`, before a value is made: ``lr=1e-4:1e-1:1000000:log`` is one line, not
+        a million floats), the runs (:meth:`validate`, a product of counts), and the models built
+        here (:meth:`builds_needed`, counted from the counts: a check builds a cell, 1 to 80 ms
+        each, so :data:`MAX_BUILDS` bounds it to seconds). Listed values are told apart in linear
+        time. ``allow_large`` (the CLI's ``--yes``, in the user's own process) lifts the runs to
+        :data:`MAX_LARGE_RUNS` and the builds to every combination."""
         self.validate(allow_large)
-        checks = _Checks()
+        builds = self.builds_needed()
+        if builds > MAX_BUILDS and not allow_large:
+            fields_ = ", ".join(vary.field for vary in self._built()) or "no field"
+            raise SweepError(f"checking this sweep would build up to {builds:,} models (every combination of "
+                             f"{fields_}), over {MAX_BUILDS:,}; vary fewer of their values at once, or pass "
+                             f"--yes to check them all")
+        checks = _Checks(self.base)
         problem = checks.problem(self.base)
         if problem:
             raise SweepError(f"the base config: {problem}")
@@ -378,7 +529,7 @@ class SweepSpec:
                 problem = checks.problem(apply(self.base, {**context, vary.field: value}))
                 if problem:
                     raise SweepError(f"vary {vary.field}={shown(value)}: {problem}")
-        built = [vary for vary in self.vary if vary.field.removeprefix("train.") not in TRAINING_ONLY]
+        built = self._built()
         for values in itertools.product(*(vary.points() for vary in built)):
             combination = dict(zip((vary.field for vary in built), values))
             problem = checks.problem(apply(self.base, combination))
@@ -386,6 +537,16 @@ class SweepSpec:
                 described = ", ".join(f"{path}={shown(value)}" for path, value in combination.items())
                 raise SweepError(f"vary {described}: {problem}")
         return self
+
+    def _built(self) -> list[Vary]:
+        """The varied fields a builder reads (every one but :data:`TRAINING_ONLY`)."""
+        return [vary for vary in self.vary if vary.field.removeprefix("train.") not in TRAINING_ONLY]
+
+    def builds_needed(self) -> int:
+        """At most how many distinct models :meth:`check` builds, counted without building or listing
+        any: the base, each value of a field a builder reads, and every combination of them."""
+        counts = [len(vary.points()) for vary in self._built()]
+        return 1 + sum(counts) + (math.prod(counts) if counts else 0)
 
     def seed_values(self) -> list[int]:
         return [self.base.train.seed + index for index in range(self.seeds)]
@@ -436,10 +597,13 @@ class SweepSpec:
 
 
 def build_spec(base: RunConfig, vary: list[str], *, seeds: int = 1, sampler: str = "grid",
-               trials: int | None = None, prune: bool = False, allow_large: bool = False) -> SweepSpec:
+               trials: int | None = None, prune: bool = False, allow_large: bool = False,
+               offered: Offered | None = None) -> SweepSpec:
     """The checked sweep of the CLI's flags (``--vary`` texts, ``--seeds``, ...); SweepError (one
-    line) on the first problem, before anything is stored or trained."""
-    return SweepSpec(base, parse_varies(vary, base), seeds=seeds, sampler=sampler, trials=trials,
-                     prune=prune).check(allow_large)
+    line) on the first problem, before anything is stored or trained. ``offered``: a page's
+    :class:`Offered` fields (Note [Offered fields]); None for the CLI, which may vary any field."""
+    max_values = MAX_LARGE_RUNS if allow_large else MAX_RUNS
+    return SweepSpec(base, parse_varies(vary, base, offered=offered, max_values=max_values), seeds=seeds,
+                     sampler=sampler, trials=trials, prune=prune).check(allow_large)
 
 

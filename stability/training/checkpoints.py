@@ -14,6 +14,7 @@ order, so a run checkpointed by the previous version still resumes exactly.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import asdict
 from typing import Iterable
@@ -24,6 +25,7 @@ from ..config import TrainConfig
 
 CHECKPOINT_FORMAT = 3
 RESUMABLE_FORMATS = (2, 3)  # what this version continues exactly (2: hook states keyed by position)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; elsewhere (Windows) there are no such links to follow
 
 
 class ResumeError(ValueError):
@@ -31,14 +33,29 @@ class ResumeError(ValueError):
 
 
 def load_checkpoint(path) -> dict:
-    """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU); the file is opened without
+    following a link (OSError for one: Note [No links])."""
+    with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as file:
+        return torch.load(file, map_location="cpu", weights_only=True)
 
 
 def save_checkpoint(state: dict, path) -> None:
-    """Write ``state`` to ``path`` atomically: a reader sees the old checkpoint or the new one, whole."""
+    """Write ``state`` to ``path`` atomically: a reader sees the old checkpoint or the new one, whole.
+
+    Note [No links]
+    ---------------
+    A store may live in a folder others can write (``--store /tmp/runs.db``), and a link planted where
+    a checkpoint goes would have the run write its weights over any file the user can write, or read
+    weights from anywhere. So the temporary file is created afresh (a leftover one removed, a link
+    refused: ``O_EXCL | O_NOFOLLOW``, mode 0600) and renamed over ``path``, which replaces a link
+    rather than writing through it; :func:`load_checkpoint` refuses a link. The folder itself is
+    checked by whoever names it (``RunStore.checkpoint_path``: 0700, this user's)."""
     temporary = f"{path}.partial"
-    torch.save({"format": CHECKPOINT_FORMAT, **state}, temporary)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)  # a crash's leftover, or a planted link: unlink removes the link itself
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        torch.save({"format": CHECKPOINT_FORMAT, **state}, file)
     os.replace(temporary, path)
 
 
@@ -49,14 +66,16 @@ def is_resumable(state: dict) -> bool:
 
 def read_for_resume(path, label: str, config: dict) -> dict:
     """The checkpoint at ``path`` of ``label`` (``"run 7"``), checked to continue a run of ``config``;
-    :class:`ResumeError` (one line) when there is none, it cannot be read, it is of an older format
-    or another config.  The one check of a checkpoint before a resume: the trainer's, the run
-    queue's and a sweep's (stability.execution.lifecycle)."""
-    if not os.path.exists(path):
+    :class:`ResumeError` (one line) when there is none, it cannot be read (a link: Note [No links]), it
+    is of an older format or another config.  The one check of a checkpoint before a resume: the
+    trainer's, the run queue's and a sweep's (stability.execution.lifecycle)."""
+    if not os.path.lexists(path):
         raise ResumeError(f"{label} has no checkpoint to resume from (one is written every 5 minutes and "
                           "when a run ends)")
     try:
         state = load_checkpoint(path)
+    except OSError as error:  # a link (Note [No links]) or a file that cannot be opened
+        raise ResumeError(f"{label}'s checkpoint {path} cannot be read ({error.strerror or error})") from None
     except Exception as error:  # a truncated or foreign file
         message = str(error).strip().splitlines()
         raise ResumeError(f"{label}'s checkpoint {path} cannot be read ({type(error).__name__}"

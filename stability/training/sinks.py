@@ -41,6 +41,8 @@ from .hooks import Hook
 
 STOP_POLL_S = 0.5
 HEARTBEAT_EVERY_S = 30.0  # a store's run shows life at least this often, between its log steps too
+STORE_PATIENCE_S = 300.0  # how long a run rides out a store it cannot write before it fails (Note [A busy store])
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0  # the backoff between tries: doubling from the first to the max
 SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
 
@@ -118,54 +120,120 @@ class StoreSink(Sink):
     (stability.execution.lifecycle) hands it ``claim``, the claim's token, and ``begin_run``, which
     writes the columns of the start (a dict) with the status 'running' and returns whether the
     run was still this claim's.  With a ``claim`` the sink raises :class:`ClaimLost` once the run
-    is another claim's.  Without ``begin_run`` it writes those columns alone."""
+    is another claim's.  Without ``begin_run`` it writes those columns alone.
+
+    Note [A busy store]
+    -------------------
+    Another process may hold the store's write lock past the store's busy timeout (a long
+    transaction, a backup, a migration), or a server may be briefly unreachable: the store then
+    raises a StoreError (a RuntimeError: StoreBusy, an unreachable server, a full disk).  A run
+    rides that out instead of ending ``failed``: the rows of a flush that could not be written
+    stay in memory, training goes on, and they are written with the next rows once a retry
+    succeeds, the tries spaced by a backoff doubling from :data:`RETRY_FIRST_S` to
+    :data:`RETRY_MAX_S` (each try itself waits the store's busy timeout).  The start and the end
+    (the last rows; the status is the lifecycle's, which waits the same way) wait and retry in
+    place, as nothing else is left to do.  Only when the store has stayed unwritable for
+    ``patience_s`` (:data:`STORE_PATIENCE_S`, 5 minutes: under the 10 minutes after which another
+    machine takes a silent run of a shared store for dead) is the last error raised, and the run
+    fails as before.  A run that was deleted (RunNotFound, a ValueError) is not waited for.  A
+    stop request or claim that cannot be read is looked for again at the next poll."""
 
     def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None,
-                 begin_run: Callable[[dict], bool] | None = None):
+                 begin_run: Callable[[dict], bool] | None = None, patience_s: float | None = None):
         self.store, self.run_id, self.every_s = store, run_id, every_s
         self.claim, self.begin_run, self.lost = claim, begin_run, False
+        self.patience_s = STORE_PATIENCE_S if patience_s is None else patience_s
         self.label = f"run {run_id}"
         self.last_poll = self.last_beat = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
+        self._scalars: list[tuple] = []  # rows not written yet (Note [A busy store])
+        self._series: list[tuple] = []
+        self._step: int | None = None
+        self._failing_since: float | None = None
+        self._next_try = 0.0
+        self._delay = RETRY_FIRST_S
 
     def _lost(self) -> ClaimLost:
         self.lost = True  # nothing more is written (the trainer flushes what it recorded when it fails)
         return ClaimLost(f"run {self.run_id} was claimed by another process")
 
     def begin(self, trainer, resumed):
-        if self.claim is not None and self.store.control(self.run_id)["claim"] != self.claim:
+        if self.claim is not None and self._patiently(lambda: self.store.control(self.run_id))["claim"] != self.claim:
             raise self._lost()
         if resumed:
-            self.store.discard_after(self.run_id, trainer.step)
+            self._patiently(lambda: self.store.discard_after(self.run_id, trainer.step))
         fields = dict(**trainer.describe(), step=trainer.step)
         if trainer.step == 0:
             fields["started_at"] = time.time()
         else:
             fields["error"] = None
         if self.begin_run is None:
-            self.store.update_run(self.run_id, **fields)
-        elif not self.begin_run(fields):
+            self._patiently(lambda: self.store.update_run(self.run_id, **fields))
+        elif not self._patiently(lambda: self.begin_run(fields)):
             raise self._lost()
 
     def on_step(self, trainer, result):
         now = time.time()
         if now - self.last_poll >= self.every_s:
             self.last_poll = now
-            control = self.store.control(self.run_id)
-            if self.claim is not None and control["claim"] != self.claim:
+            try:
+                control = self.store.control(self.run_id)
+            except RuntimeError:  # the store cannot be read just now: look again at the next poll
+                control = None
+            if control is not None and self.claim is not None and control["claim"] != self.claim:
                 raise self._lost()
-            if control["stop_requested"]:
+            if control is not None and control["stop_requested"]:
                 trainer.stop("stopped")
-        if now - self.last_beat >= HEARTBEAT_EVERY_S:  # the heartbeat alone: the step is a flush's
-            self.store.flush(self.run_id, [], [], heartbeat_step=None)
+        if now - self.last_beat >= HEARTBEAT_EVERY_S and not self.lost:  # the heartbeat alone
             self.last_beat = now
+            self._try(lambda: self.store.flush(self.run_id, [], [], heartbeat_step=None))
 
     def write(self, step, scalars, series):
         if self.lost:
             return
-        self.store.flush(self.run_id, scalars, series, heartbeat_step=step)
-        self.last_beat = time.time()
+        self._scalars.extend(scalars)
+        self._series.extend(series)
+        self._step = step
         self._series_names.update(row[2] for row in series)
+        if time.monotonic() >= self._next_try and self._try(self._write_pending):
+            self.last_beat = time.time()
+
+    def finish(self, status, error):
+        """The rows still in memory, written before the lifecycle writes the status."""
+        if not self.lost:
+            self._patiently(self._write_pending)
+
+    def pending_rows(self) -> int:
+        """Rows kept in memory because the store could not take them yet."""
+        return len(self._scalars) + len(self._series)
+
+    def _write_pending(self) -> None:
+        if self._scalars or self._series or self._step is not None:
+            self.store.flush(self.run_id, self._scalars, self._series, heartbeat_step=self._step)
+        self._scalars, self._series, self._step = [], [], None
+
+    def _try(self, call) -> bool:
+        """``call()``; False when the store could not take it (the next try is scheduled), its error
+        raised once the store has been failing for ``patience_s``."""
+        try:
+            self._value = call()
+        except RuntimeError:  # a StoreError: busy, unreachable, full (Note [A busy store])
+            now = time.monotonic()
+            if self._failing_since is None:
+                self._failing_since, self._delay = now, RETRY_FIRST_S
+            if now - self._failing_since >= self.patience_s:
+                raise
+            self._next_try = now + self._delay
+            self._delay = min(2 * self._delay, RETRY_MAX_S)
+            return False
+        self._failing_since, self._next_try, self._delay = None, 0.0, RETRY_FIRST_S
+        return True
+
+    def _patiently(self, call):
+        """``call()``'s value, tried again after each backoff until it lands (or :meth:`_try` gives up)."""
+        while not self._try(call):
+            time.sleep(max(0.0, self._next_try - time.monotonic()))
+        return self._value
 
     def checkpoint_path(self):
         return self.store.checkpoint_path(self.run_id)
