@@ -11,6 +11,7 @@ import streamlit as st
 
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
+from stability.core import gpus
 from stability.core.devices import describe_device, resolve_device
 from stability.core.errors import ConfigError
 from stability.runs.status import TERMINAL
@@ -65,12 +66,19 @@ def runs_in_progress() -> None:
         st.progress(run.progress, text=f"#{run.id} {run.cell} on {run.task} · {run.status}")
 
 
+@st.cache_data(ttl=300, show_spinner=False)
 def device_line() -> str:
-    """Where a run with device auto trains: "**cuda (NVIDIA H100)**", "**mps (Apple GPU)**", "**cpu (4 threads)**"."""
+    """Where a run with device auto trains: "**cuda (NVIDIA H100)**", "**mps (Apple GPU)**", "**cpu (4 threads)**".
+    A GPU's name comes from nvidia-smi (stability.core.gpus), not from torch.cuda, which would make
+    this server hold a CUDA context of its own for its whole life (hundreds of MB of the GPU)."""
     try:
-        return f"**{describe_device(resolve_device('auto'))}**"
+        device = resolve_device("auto")
     except ConfigError as error:  # a mistyped $STABILITY_DEVICE
         return str(error)
+    if device.type == "cuda":
+        listed = gpus.gpu_memory()
+        return f"**cuda ({listed[0].name if listed else 'a CUDA GPU'})**"
+    return f"**{describe_device(device)}**"
 
 
 def any_run_in_progress() -> bool:
