@@ -49,7 +49,7 @@ def runs_in_progress() -> None:
         store = open_store_quietly()
         reconcile_now_and_then(store.url)
         active = store.active_runs()
-        running_sweeps = [sweep for sweep in store.sweeps() if sweep["status"] == "running"]
+        running_sweeps = [sweep for sweep in store.sweeps() if sweep.status == "running"]
     except (*STORE_ERRORS, OSError) as error:
         st.caption(f"Run store unavailable: {store_problem(error)}")
         return
@@ -57,9 +57,9 @@ def runs_in_progress() -> None:
         st.caption("No runs in progress.")
         return
     for sweep in running_sweeps:  # the runs it has not asked for yet are not in the store: count from its spec
-        done = sum(count for status, count in sweep["counts"].items() if status in TERMINAL)
-        total = max(SweepSpec.from_dict(sweep["spec"]).size(), sum(sweep["counts"].values()), 1)
-        st.progress(done / total, text=f"[Sweep #{sweep['id']}](sweep?sweep={sweep['id']}) · {done}/{total} runs")
+        done = sum(count for status, count in sweep.counts.items() if status in TERMINAL)
+        total = max(SweepSpec.from_dict(sweep.spec).size(), sum(sweep.counts.values()), 1)
+        st.progress(done / total, text=f"[Sweep #{sweep.id}](sweep?sweep={sweep.id}) · {done}/{total} runs")
     if active:
         st.caption(f"**{len(active)}** run{'s' if len(active) > 1 else ''} in progress")
     for run in active:
@@ -84,7 +84,7 @@ def device_line() -> str:
 def any_run_in_progress() -> bool:
     try:
         store = open_store_quietly()
-        return bool(store.active_runs()) or any(sweep["status"] == "running" for sweep in store.sweeps())
+        return bool(store.active_runs()) or any(sweep.status == "running" for sweep in store.sweeps())
     except (*STORE_ERRORS, OSError):
         return False
 

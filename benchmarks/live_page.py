@@ -172,11 +172,11 @@ def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, sett
     with RunStore(store_path) as store:
         deadline = time.monotonic() + 180
         while store.metrics(run_id, names=[SPEED]).empty:
-            if store.run(run_id)["status"] in TERMINAL or time.monotonic() > deadline:
-                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.run(run_id)}")
+            if store.record(run_id).status in TERMINAL or time.monotonic() > deadline:
+                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.record(run_id)}")
             time.sleep(0.2)
-        worker = store.run(run_id)["pid"]
-        device = store.run(run_id)["device"]
+        worker = store.record(run_id).pid
+        device = store.record(run_id).device
         try:
             neighbour.begin(run_id)
             time.sleep(settle_s)

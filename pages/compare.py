@@ -98,7 +98,7 @@ def draw_charts(selected, names, smoothing, log_y, x, by=None, ignore_outliers=T
     rows = {}
     for run_id in labels:
         try:
-            rows[run_id] = run_rows(store, store.run(run_id))
+            rows[run_id] = run_rows(store, store.record(run_id))
         except RunNotFound:  # deleted meanwhile, e.g. from the Runs page
             pass
     groups = None if by is None else run_groups(store, list(rows), by)

@@ -23,6 +23,7 @@ sweep ends the page reruns once, to stop polling and update its buttons.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -40,6 +41,7 @@ from stability import cells, sweeps
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
+from stability.runs.records import SweepRecord
 from stability.runs.status import ACTIVE_STATUSES, TERMINAL
 from stability.runs.store import SweepNotFound
 from stability.sweeps.spec import Offered
@@ -194,16 +196,16 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
 
 
 # ------------------------------------------------------------------------------------ watch
-def sweep_label(sweep: dict) -> str:
+def sweep_label(sweep: SweepRecord) -> str:
     """``#3 lr x cell · running · 5/12 runs``: the runs done of the spec's total (trials not asked yet
     have no run in the store)."""
-    done = sum(count for status, count in sweep["counts"].items() if status in TERMINAL)
-    total = max(sweeps.SweepSpec.from_dict(sweep["spec"]).size(), sum(sweep["counts"].values()))
-    return f"#{sweep['id']}{' ' + sweep['name'] if sweep['name'] else ''} · {sweep['status']} · {done}/{total} runs"
+    done = sum(count for status, count in sweep.counts.items() if status in TERMINAL)
+    total = max(sweeps.SweepSpec.from_dict(sweep.spec).size(), sum(sweep.counts.values()))
+    return f"#{sweep.id}{' ' + sweep.name if sweep.name else ''} · {sweep.status} · {done}/{total} runs"
 
 
-def sweep_active(sweep: dict) -> bool:
-    return sweep["status"] == "running" or any(sweep["counts"].get(status) for status in ACTIVE_STATUSES)
+def sweep_active(sweep: SweepRecord) -> bool:
+    return sweep.status == "running" or any(sweep.counts.get(status) for status in ACTIVE_STATUSES)
 
 
 def progress(spec: sweeps.SweepSpec, counts: dict) -> None:
@@ -376,11 +378,11 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         return
     counts = results["status"].value_counts().to_dict()
     was_active = st.session_state.get("_sweep_active", {}).get(sweep_id)
-    active = sweep_active({**sweep, "counts": counts})
+    active = sweep_active(dataclasses.replace(sweep, counts=counts))
     st.session_state.setdefault("_sweep_active", {})[sweep_id] = active
     if was_active and not active:  # once: a full rerun stops the polling and updates the buttons
         st.rerun()
-    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+    spec = sweeps.SweepSpec.from_dict(sweep.spec)
     progress(spec, counts)
     results = in_spec_order(results, spec)
     if results.empty:
@@ -427,7 +429,7 @@ if started is not None:
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
     known = store.sweeps()[:SWEEP_CHOICES]
 
-labels = {sweep["id"]: sweep_label(sweep) for sweep in known}
+labels = {sweep.id: sweep_label(sweep) for sweep in known}
 if requested is not None and requested not in labels:
     query.note(f"sweep={requested} (no such sweep in this store)")
 if not known:
@@ -436,15 +438,14 @@ if not known:
             "**Start**.")
     st.stop()
 if st.session_state.get("sweep_watch") not in labels:
-    st.session_state["sweep_watch"] = requested if requested in labels else known[0]["id"]
+    st.session_state["sweep_watch"] = requested if requested in labels else known[0].id
 pick, buttons, cadence = st.columns([2.6, 1.4, 1.3], vertical_alignment="bottom")
 watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="sweep_watch")
 refresh = refresh_control(cadence, linked_refresh, key="sweep_refresh")
 query.warn()
 st.query_params["sweep"] = str(watched)
-sweep = store.sweep(watched)
-counts = next(s["counts"] for s in known if s["id"] == watched)
-active = sweep_active({**sweep, "counts": counts})
+sweep = store.sweep(watched)  # its counts read with it, now
+active = sweep_active(sweep)
 stop, resume = buttons.columns(2)
 if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
                help="Stop the sweep: its running runs stop, no new trial starts."):
@@ -453,14 +454,14 @@ if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
 if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
                  help="Start workers again for the runs this sweep has not finished."):
     try:
-        sweeps.resume_sweep(watched, store_path(), workers=int(sweep.get("workers") or 1))
+        sweeps.resume_sweep(watched, store_path(), workers=int(sweep.workers or 1))
         st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
     except (sweeps.SweepError, SweepNotFound) as error:
         st.session_state["sweep_notice"] = str(error)
     st.rerun()
 if "sweep_notice" in st.session_state:
     st.info(st.session_state.pop("sweep_notice"))
-spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+spec = sweeps.SweepSpec.from_dict(sweep.spec)
 st.caption(f"Sweep #{watched}: {spec.describe()}")
 controls = chart_controls(spec)
 every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))

@@ -34,6 +34,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Hook": ("stability.training.hooks", "Hook"),
     "RunStore": ("stability.runs.store", "RunStore"),
     "RunRecord": ("stability.runs.records", "RunRecord"),
+    "SweepRecord": ("stability.runs.records", "SweepRecord"),
     "diagnose": ("stability.analysis.diagnosis", "diagnose"),
 }
 

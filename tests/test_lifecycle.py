@@ -207,12 +207,12 @@ def test_sigterm_stops_a_foreground_run_and_keeps_its_rows(tmp_path, processes_t
 def tiny_sweep(store, settings: str = "lr=1e-3,1e-2", steps: int = 8):
     spec = sweeps.build_spec(tiny(steps, log_every=2, eval_every=2), [settings], seeds=1)
     sweep_id = sweeps.store_sweep(store, spec)
-    study = sweeps.create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"], load_if_exists=True)
+    study = sweeps.create_study(spec, sweeps.storage(store), store.sweep(sweep_id).study, load_if_exists=True)
     return spec, sweep_id, study
 
 
 def trial_states(store, sweep_id):
-    study = optuna.load_study(study_name=store.sweep(sweep_id)["study"], storage=sweeps.storage(store))
+    study = optuna.load_study(study_name=store.sweep(sweep_id).study, storage=sweeps.storage(store))
     return {trial.number: trial.state for trial in study.get_trials()}
 
 
@@ -222,7 +222,7 @@ def test_a_trial_asked_without_its_run_is_given_one_and_the_sweep_completes(stor
     spec, sweep_id, study = tiny_sweep(store)
     trial, _ = sweeps.next_trial(study, spec)  # what the killed worker left behind
     assert sweeps.work(store, sweep_id) == 2
-    assert store.sweep(sweep_id)["status"] == "completed"
+    assert store.sweep(sweep_id).status == "completed"
     frame = sweeps.results(store, sweep_id)
     assert sorted(frame["train.lr"]) == [1e-3, 1e-2] and (frame["status"] == "completed").all()
     assert trial.number in set(frame["trial"])
@@ -259,7 +259,7 @@ def test_resuming_a_sweeps_run_holds_the_sweeps_lock_and_tells_its_trial(store):
     with sweeps.sweep_lock(store, sweep_id):
         assert sweeps.claim(store, study, spec, sweep_id) is None  # its one run is done
     sweeps.work(store, sweep_id)
-    assert store.sweep(sweep_id)["status"] == "completed"
+    assert store.sweep(sweep_id).status == "completed"
 
 
 # ------------------------------------------------------------------------------ hosts

@@ -276,14 +276,14 @@ def test_start_stores_the_sweep_its_workers_run_and_the_page_watches_it(store):
     assert not app.exception and not app.error
     [started] = store.sweeps()
     try:
-        spec = sweeps.SweepSpec.from_dict(started["spec"])
+        spec = sweeps.SweepSpec.from_dict(started.spec)
         assert [(vary.field, vary.values) for vary in spec.vary] == [("train.lr", (1e-3, 1e-2))]
         assert (spec.base.cell.name, spec.base.cell.hidden_size, spec.base.train.steps) == ("rnn", 8, 20)
-        assert spec.seeds == 1 and started["workers"] == 1
-        assert param(app, "sweep") == str(started["id"]) and app.selectbox(key="sweep_watch").value == started["id"]
+        assert spec.seeds == 1 and started.workers == 1
+        assert param(app, "sweep") == str(started.id) and app.selectbox(key="sweep_watch").value == started.id
     finally:
-        sweeps.stop_sweep(started["id"], store.url)
-    assert store.sweep(started["id"])["status"] in ("stopped", "completed")
+        sweeps.stop_sweep(started.id, store.url)
+    assert store.sweep(started.id).status in ("stopped", "completed")
     app.run()
     assert not app.exception and app.button(key="sweep_stop").disabled
 
@@ -293,7 +293,7 @@ def test_stop_stops_a_running_sweep_and_offers_resume(store):
     app = run(sweep=str(sweep_id))
     app.button(key="sweep_stop").click().run()  # no worker is alive to answer: the runs are marked stopped
     assert not app.exception
-    assert store.sweep(sweep_id)["status"] == "stopped"
+    assert store.sweep(sweep_id).status == "stopped"
     assert {run.status for run in store.records(sweep_id=sweep_id)} == {"completed", "stopped"}
     assert any(f"Sweep #{sweep_id}: stopped" in info.value for info in app.info)
     assert app.button(key="sweep_stop").disabled and not app.button(key="sweep_resume").disabled
@@ -306,7 +306,7 @@ def test_resume_of_a_completed_sweep_says_there_is_nothing_to_resume(store):
     app.button(key="sweep_resume").click().run()
     assert not app.exception
     assert any("nothing to resume" in info.value for info in app.info)
-    assert store.sweep(sweep_id)["status"] == "completed"
+    assert store.sweep(sweep_id).status == "completed"
 
 
 def chart_elements(app):

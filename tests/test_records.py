@@ -150,3 +150,50 @@ def test_the_store_module_alone_does_not_import_torch():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           cwd=Path(__file__).resolve().parent.parent).stdout.strip() == "False"
 
+
+
+# -------------------------------------------------------------------------- sweeps
+def test_a_sweep_record_types_its_columns_parses_its_spec_and_counts_its_runs(store):
+    from collections import Counter
+
+    import numpy as np
+
+    from stability.runs.records import SweepRecord
+    from stability.sweeps.spec import SweepSpec, build_spec
+
+    spec = build_spec(CONFIG, ["train.lr=0.1,0.01"], seeds=2)
+    sweep_id = store.create_sweep(spec.to_dict(), name="lr check")
+    empty = store.sweep(sweep_id)  # a sweep with no run yet
+    assert isinstance(empty, SweepRecord) and type(empty.id) is int and empty.id == sweep_id
+    assert (empty.name, empty.study, empty.status) == ("lr check", f"stability-sweep-{sweep_id}", "running")
+    assert type(empty.created_at) is float and abs(empty.created_at - time.time()) < 60
+    assert (empty.finished_at, empty.workers, empty.stop_requested, dict(empty.counts), empty.runs) == (
+        None, None, False, {}, 0)
+    assert dict(empty.spec) == spec.to_dict() and SweepSpec.from_dict(empty.spec).to_dict() == spec.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        empty.status = "stopped"
+    with pytest.raises(TypeError):
+        empty.spec["seeds"] = 3  # read-only, as a RunRecord's raw_config
+
+    for trial, status in enumerate(["completed", "failed", "queued", "completed", "pruned"]):
+        run_id = store.create_run(CONFIG.to_dict(), sweep_id=sweep_id, trial=trial, params={"train.lr": 0.1})
+        store.set_status(run_id, status)
+    store.create_run(CONFIG.to_dict())  # no sweep's: counted nowhere
+    store.update_sweep(sweep_id, status="stopped", workers=np.int64(3), stop_requested=True, finished_at=5)
+    sweep = store.sweep(sweep_id)
+    assert sweep.counts == Counter(record.status for record in store.records(sweep_id=sweep_id))
+    assert dict(sweep.counts) == {"completed": 2, "failed": 1, "queued": 1, "pruned": 1} and sweep.runs == 5
+    assert (sweep.status, sweep.workers, sweep.stop_requested, sweep.finished_at) == ("stopped", 3, True, 5.0)
+    assert type(sweep.workers) is int and type(sweep.stop_requested) is bool and type(sweep.finished_at) is float
+    other = store.create_sweep(spec.to_dict())
+    assert store.sweeps() == [store.sweep(other), sweep]  # newest first, each as sweep() reads it
+
+
+@pytest.mark.parametrize("sweep_id", [2, 0, -1, "abc", 2**70])
+def test_an_unknown_sweep_record_is_the_stores_one_line(store, sweep_id):
+    from stability.runs.store import SweepNotFound
+
+    store.create_sweep({"base": CONFIG.to_dict(), "vary": [], "seeds": 1, "sampler": "grid"})
+    with pytest.raises(SweepNotFound) as info:
+        store.sweep(sweep_id)
+    assert str(info.value) == f"no sweep with id {sweep_id} in {store.location}" and "\n" not in str(info.value)

@@ -381,7 +381,7 @@ def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
     (record,) = store.records()
     assert record.status == "stopped" and "keyboard" in record.error
     if record.sweep_id is not None:
-        assert store.sweep(record.sweep_id)["status"] == "stopped"
+        assert store.sweep(record.sweep_id).status == "stopped"
 
 
 def test_trainable_params_leave_out_a_frozen_recurrent_matrix(store, tmp_path):

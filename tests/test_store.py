@@ -178,26 +178,26 @@ def test_sweeps_are_created_read_listed_and_updated(store):
     first = store.create_sweep(SPEC, name="lr check")
     second = store.create_sweep({**SPEC, "seeds": 3}, study="my-study")
     sweep = store.sweep(first)
-    assert sweep["spec"] == SPEC and sweep["name"] == "lr check" and sweep["study"] == f"stability-sweep-{first}"
-    assert sweep["status"] == "running" and sweep["status"] in SWEEP_STATUSES
-    assert abs(sweep["created_at"] - time.time()) < 60 and sweep["finished_at"] is None
-    assert sweep["workers"] is None and sweep["stop_requested"] is False
-    assert store.sweep(second)["study"] == "my-study" and store.sweep(second)["name"] == ""
+    assert sweep.spec == SPEC and sweep.name == "lr check" and sweep.study == f"stability-sweep-{first}"
+    assert sweep.status == "running" and sweep.status in SWEEP_STATUSES
+    assert abs(sweep.created_at - time.time()) < 60 and sweep.finished_at is None
+    assert sweep.workers is None and sweep.stop_requested is False
+    assert store.sweep(second).study == "my-study" and store.sweep(second).name == ""
     store.update_sweep(first, status="stopped", workers=np.int64(2), stop_requested=True, finished_at=12.5,
                        name="renamed")
     sweep = store.sweep(first)
-    assert (sweep["status"], sweep["workers"], sweep["stop_requested"], sweep["finished_at"], sweep["name"]) == (
+    assert (sweep.status, sweep.workers, sweep.stop_requested, sweep.finished_at, sweep.name) == (
         "stopped", 2, True, 12.5, "renamed")
-    assert type(sweep["workers"]) is int
+    assert type(sweep.workers) is int
     store.update_sweep(first, stop_requested=False, finished_at=None)
-    assert store.sweep(first)["stop_requested"] is False and store.sweep(first)["finished_at"] is None
+    assert store.sweep(first).stop_requested is False and store.sweep(first).finished_at is None
     with pytest.raises(ValueError, match="unknown sweep field.*colour.*valid: name"):
         store.update_sweep(first, colour="red")
     with pytest.raises(ValueError, match="unknown sweep status 'done'; valid: running, stopped, completed"):
         store.update_sweep(first, status="done")
     with pytest.raises(ValueError, match="spec must be a dict"):
         store.create_sweep(["not", "a", "dict"])
-    assert [sweep["id"] for sweep in store.sweeps()] == [second, first]
+    assert [sweep.id for sweep in store.sweeps()] == [second, first]
 
 
 def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
@@ -210,13 +210,13 @@ def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
     frame = store.runs()
     expected = frame.dropna(subset=["sweep_id"]).groupby(["sweep_id", "status"]).size()
     listed = store.sweeps()
-    assert [sweep["id"] for sweep in listed] == sorted(sweep_ids, reverse=True)
+    assert [sweep.id for sweep in listed] == sorted(sweep_ids, reverse=True)
     for sweep in listed:
-        counts = expected.loc[sweep["id"]].to_dict() if sweep["id"] in expected.index.get_level_values(0) else {}
-        assert sweep["counts"] == counts
-        assert {key: value for key, value in sweep.items() if key != "counts"} == store.sweep(sweep["id"])
+        counts = expected.loc[sweep.id].to_dict() if sweep.id in expected.index.get_level_values(0) else {}
+        assert sweep.counts == counts
+        assert sweep == store.sweep(sweep.id)  # one sweep read alone: the same record, its counts too
     empty = store.create_sweep(SPEC)
-    assert store.sweeps()[0]["id"] == empty and store.sweeps()[0]["counts"] == {}
+    assert store.sweeps()[0].id == empty and store.sweeps()[0].counts == {}
 
 
 @pytest.mark.parametrize("sweep_id", [99, -1, "abc", 2**70])
@@ -792,7 +792,7 @@ def test_a_version_3_store_gains_the_sweep_columns_and_table(tmp_path):
         assert store.latest(1) == {"val/loss": 0.4} and store.sweeps() == []
         sweep_id = store.create_sweep(SPEC)
         trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
-        assert trial == 2 and store.sweeps()[0]["counts"] == {"queued": 1}
+        assert trial == 2 and store.sweeps()[0].counts == {"queued": 1}
         assert [record.id for record in store.records(sweep_id=sweep_id)] == [trial]
     with sqlite3.connect(path) as conn:  # (version 5 since: a fifth new column, runs.claim)
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

@@ -438,11 +438,11 @@ def wait_for(condition, what, timeout=WAIT_S):
 
 
 def sweep_done(store, sweep_id):
-    return lambda: store.sweep(sweep_id)["status"] != "running" and not sweeps.workers_alive(store, sweep_id)
+    return lambda: store.sweep(sweep_id).status != "running" and not sweeps.workers_alive(store, sweep_id)
 
 
 def trials_by_number(store, sweep_id):
-    study = optuna.load_study(study_name=store.sweep(sweep_id)["study"], storage=sweeps.storage(store))
+    study = optuna.load_study(study_name=store.sweep(sweep_id).study, storage=sweeps.storage(store))
     return {t.number: t for t in study.get_trials()}
 
 
@@ -460,7 +460,7 @@ def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_e
                       seeds=2)
     sweep_id = sweeps.start_sweep(spec, store.path, workers=2)
     wait_for(sweep_done(store, sweep_id), "the sweep to end")
-    assert store.sweep(sweep_id)["status"] == "completed"
+    assert store.sweep(sweep_id).status == "completed"
     frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
     assert (frame["status"] == "completed").all() and len(frame) == 12
     trials = trials_by_number(store, sweep_id)
@@ -482,14 +482,14 @@ def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if
     assert sweeps.stop_sweep(sweep_id, store.path) == "stopped"
     (stopped,) = store.records(sweep_id=sweep_id)
     assert stopped.status == "stopped" and stopped.step < 400
-    assert store.sweep(sweep_id)["stop_requested"]
+    assert store.sweep(sweep_id).stop_requested
     assert trials_by_number(store, sweep_id)[stopped.trial].state == optuna.trial.TrialState.RUNNING
     with pytest.raises(SweepError, match=f"is stopped; resume it with `python -m stability sweeps resume {sweep_id}`"):
         sweeps.join_sweep(sweep_id, store.path)
 
     assert sweeps.resume_sweep(sweep_id, store.path, workers=1) == 1
     wait_for(sweep_done(store, sweep_id), "the resumed sweep to end")
-    assert store.sweep(sweep_id)["status"] == "completed"
+    assert store.sweep(sweep_id).status == "completed"
     frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
     assert (frame["status"] == "completed").all()
     resumed = store.record(stopped.id)
@@ -509,7 +509,7 @@ def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if
 def test_an_orphaned_run_is_taken_over_from_step_zero_and_counted_once(store):
     spec = build_spec(tiny("rnn", steps=4, log_every=2, eval_every=2), ["lr=1e-3,1e-2"], seeds=1)
     sweep_id = store.create_sweep(spec.to_dict())
-    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id).study)
     with sweeps.sweep_lock(store, sweep_id):
         job = sweeps.claim(store, study, spec, sweep_id)
     store.flush(job.run_id, [(2, 0.0, "train/loss", 9.0)], heartbeat_step=2)
@@ -517,7 +517,7 @@ def test_an_orphaned_run_is_taken_over_from_step_zero_and_counted_once(store):
     store.update_run(job.run_id, status="running", pid=int(dead.stdout))  # its worker has died
     assert sweeps.work(store, sweep_id) == 2
     frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
-    assert (frame["status"] == "completed").all() and store.sweep(sweep_id)["status"] == "completed"
+    assert (frame["status"] == "completed").all() and store.sweep(sweep_id).status == "completed"
     losses = store.metrics(job.run_id, names=["train/loss"])
     assert losses["step"].tolist() == [2, 4] and 9.0 not in losses["value"].tolist()
 
@@ -526,7 +526,7 @@ def test_a_hopeless_trial_is_pruned_at_an_evaluation_step_with_its_rows_kept(sto
     spec = build_spec(tiny("rnn", steps=40, log_every=5, eval_every=5), ["lr=1e-7:1e-6:log"], sampler="random",
                       trials=1, prune=True)
     sweep_id = store.create_sweep(spec.to_dict())
-    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    study = create_study(spec, sweeps.storage(store), store.sweep(sweep_id).study)
     distribution = {"train.lr": spec.vary[0].distribution()}
     for value in (1e-7, 2e-7, 3e-7, 4e-7, 5e-7):  # five finished trials that reached a loss of 0 everywhere
         study.add_trial(optuna.trial.create_trial(params={"train.lr": value}, distributions=distribution, value=0.0,
@@ -548,7 +548,7 @@ def test_a_diverged_trial_fails_its_trial_and_is_counted_in_its_setting(store):
     base.cell.options["nonlinearity"] = "relu"
     spec = build_spec(base, ["lr=1e-2,1e6"], seeds=1)
     sweep_id = store.create_sweep(spec.to_dict())
-    create_study(spec, sweeps.storage(store), store.sweep(sweep_id)["study"])
+    create_study(spec, sweeps.storage(store), store.sweep(sweep_id).study)
     assert sweeps.work(store, sweep_id) == 2
     frame = sweeps.results(store, sweep_id)
     assert sorted(frame["status"]) == ["completed", "diverged"]
@@ -649,7 +649,7 @@ def test_two_machines_share_one_sweep_through_postgresql(postgres_url, tmp_path,
     assert len(joined) == 1
     with RunStore(postgres_url) as store:
         wait_for(sweep_done(store, sweep_id), "the shared sweep to end")
-        assert store.sweep(sweep_id)["status"] == "completed"
+        assert store.sweep(sweep_id).status == "completed"
         frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
         assert (frame["status"] == "completed").all()
         trials = trials_by_number(store, sweep_id)  # the study lives in the same database

@@ -99,17 +99,16 @@ class ProgressLine:
 
 def print_summary(store: RunStore, run_id: int) -> None:
     """A run's status, step and time, its error if any, its test metrics (against the baseline) and its store."""
-    run = store.run(run_id)
-    latest = store.latest(run_id)
-    took = (run["finished_at"] or time.time()) - (run["started_at"] or run["created_at"])
-    print(f"run {run_id} {run['status']} at step {or_blank(run['step'])}/{or_blank(run['total_steps'])} "
+    run = store.record(run_id)
+    took = (run.finished_at or time.time()) - (run.started_at or run.created_at)
+    print(f"run {run_id} {run.status} at step {or_blank(run.step)}/{or_blank(run.total_steps)} "
           f"in {duration(took)}")
-    if run["error"]:
-        print(f"  {printable(run['error'])}")
-    finals = {name: value for name, value in sorted(latest.items()) if name.startswith("test/")}
+    if run.error:
+        print(f"  {printable(run.error)}")
+    finals = {name: value for name, value in sorted(run.latest.items()) if name.startswith("test/")}
     for name, value in finals.items():
         line = f"  {printable(name)} {value:.4g}"
-        if run["baseline"] is not None and name == f"test/{run['metric']}":
-            line += f"  (baseline {run['baseline']:.4g}: {printable(run['baseline_label'] or 'memoryless')})"
+        if run.baseline is not None and name == f"test/{run.metric}":
+            line += f"  (baseline {run.baseline:.4g}: {printable(run.baseline_label or 'memoryless')})"
         print(line)
     print(f"  store: {printable(store)}  (python -m stability show {run_id})")

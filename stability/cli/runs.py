@@ -73,7 +73,7 @@ def cmd_train(args) -> int:
         run_id = runner.start_run(config, args.store)
         if args.json:
             with RunStore(args.store) as store:
-                print(json.dumps({"run_id": run_id, "status": store.run(run_id)["status"], "final": {}}))
+                print(json.dumps({"run_id": run_id, "status": store.record(run_id).status, "final": {}}))
         else:
             print(run_id)
         print(f"run {run_id} handed to a background worker; watch it with `python -m stability show {run_id}`",
@@ -147,7 +147,7 @@ def _report(store: RunStore, run_id: int, status: str, args) -> int:
     else:
         print_summary(store, run_id)
     if status == "failed":
-        print_error(f"run {run_id} failed: {store.run(run_id)['error']}")
+        print_error(f"run {run_id} failed: {store.record(run_id).error}")
     return EXIT_CODES.get(status, 1)
 
 
@@ -190,17 +190,16 @@ def _final_metric(run) -> str:
 def cmd_show(args) -> int:
     _reconcile(args.store)
     with RunStore(args.store) as store:
-        run = store.run(args.run_id)
-        latest = store.latest(args.run_id)
-    print(f"run {run['id']}{' ' + repr(run['name']) if run['name'] else ''}: {printable(run['status'])}")
+        run = store.record(args.run_id)
+    latest = run.latest
+    print(f"run {run.id}{' ' + repr(run.name) if run.name else ''}: {printable(run.status)}")
     for label in ("error", "device", "pid", "step", "total_steps", "total_params", "recurrent_params"):
-        if run[label] is not None:
-            print(f"{label}: {printable(run[label])}")
-    if run["baseline"] is not None:
-        print(f"baseline: {printable(run['metric'])} {run['baseline']:.4g} "
-              f"({printable(run['baseline_label'] or 'memoryless')})")
+        if getattr(run, label) is not None:
+            print(f"{label}: {printable(getattr(run, label))}")
+    if run.baseline is not None:
+        print(f"baseline: {printable(run.metric)} {run.baseline:.4g} ({printable(run.baseline_label or 'memoryless')})")
     print("config:")
-    print(json.dumps(run["config"], indent=2, sort_keys=True))
+    print(json.dumps(dict(run.raw_config), indent=2, sort_keys=True))
     if latest:
         print("latest metrics:")
         width = max(len(printable(name)) for name in latest)

@@ -106,7 +106,7 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
         with RunStore(store_location) as store:
             finished = False
             while not finished:
-                finished = store.sweep(sweep_id)["status"] != "running" or not runner.launched_workers()
+                finished = store.sweep(sweep_id).status != "running" or not runner.launched_workers()
                 for run in sweeps.results(store, sweep_id).itertuples():
                     if run.run_id not in reported and run.status in DONE_STATUSES:
                         reported.add(run.run_id)
@@ -138,10 +138,10 @@ def cmd_sweeps(args) -> int:
             return 0
         rows = [("id", "name", "status", "runs", "done", "sweep")]
         for sweep in listed:
-            spec = sweeps.SweepSpec.from_dict(sweep["spec"])
-            counts = sweep["counts"]
+            spec = sweeps.SweepSpec.from_dict(sweep.spec)
+            counts = sweep.counts
             done = sum(n for status, n in counts.items() if status not in ("queued", "running"))
-            rows.append((str(sweep["id"]), sweep["name"] or "", sweep["status"], str(spec.size()), str(done),
+            rows.append((str(sweep.id), sweep.name or "", sweep.status, str(spec.size()), str(done),
                          spec.describe()))
     print_rows(rows)
     return 0
@@ -156,14 +156,14 @@ def cmd_sweeps_show(args) -> int:
 def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
     """The sweep's settings: a table (best first), or one JSON object per setting."""
     sweep = store.sweep(sweep_id)
-    spec = sweeps.SweepSpec.from_dict(sweep["spec"])
+    spec = sweeps.SweepSpec.from_dict(sweep.spec)
     settings = sweeps.setting_rows(sweeps.results(store, sweep_id), spec)
     if as_json:
         for row in settings:
             print(json.dumps({"sweep_id": sweep_id, **row}))
         return
     objective = sweeps.objective_name(spec)
-    print(f"sweep {sweep_id} {sweep['status']}: {printable(spec.describe())}")
+    print(f"sweep {sweep_id} {sweep.status}: {printable(spec.describe())}")
     fields_ = [vary.field for vary in spec.vary]
     header = (*fields_, f"mean {objective}", "min", "max", "seeds", "diverged", "pruned", "runs")
     sign = -1 if sweeps.direction(spec) == "maximize" else 1

@@ -202,11 +202,11 @@ def check_resumable(store, run_id: int, *, checkpoint: bool = True) -> RunConfig
     """The config of ``run_id`` if it can be resumed: stopped, interrupted or failed, and (with
     ``checkpoint``) with a checkpoint this version continues exactly. ResumeError (one line) if not;
     nothing is changed."""
-    run = store.run(run_id)
-    if run["status"] not in RESUMABLE:
-        raise ResumeError(f"run {run_id} is {run['status']}; only a stopped, interrupted or failed run "
+    run = store.record(run_id)
+    if run.status not in RESUMABLE:
+        raise ResumeError(f"run {run_id} is {run.status}; only a stopped, interrupted or failed run "
                           "can be resumed")
-    config = RunConfig.from_dict(run["config"])
+    config = RunConfig.from_dict(dict(run.raw_config))  # a config that no longer parses: its ConfigError
     config.validate()
     if checkpoint:
         read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
@@ -223,8 +223,7 @@ def resumable_here(store, run_id: int, config: RunConfig) -> bool:
 
 
 def _resume_fields(store, run_id: int) -> dict:
-    resumes = store.run(run_id).get("resumes") or 0
-    return {"resumes": resumes + 1, "stop_requested": False, "error": None}
+    return {"resumes": store.record(run_id).resumes + 1, "stop_requested": False, "error": None}
 
 
 def claim_resume(store, run_id: int, *, checkpoint: bool = True) -> tuple[Claim, RunConfig]:
@@ -378,6 +377,6 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     else:
         claim = claim_queued(store, run_id)
         if claim is None:
-            raise ValueError(f"run {run_id} is {store.run(run_id)['status']}; only a queued run that no "
+            raise ValueError(f"run {run_id} is {store.record(run_id).status}; only a queued run that no "
                              "process has claimed can be trained (resume=True continues a stopped one)")
     return train_claimed(store, claim, config, resume=resume, hooks=hooks, progress=progress)

@@ -83,7 +83,7 @@ def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
         if lifecycle.stop_unclaimed(store, run_id):
             return "stopped"
         deadline = time.monotonic() + timeout
-        while store.run(run_id)["status"] not in TERMINAL and time.monotonic() < deadline:
+        while store.record(run_id).status not in TERMINAL and time.monotonic() < deadline:
             time.sleep(0.1)
         run = store.record(run_id)
         if run.status in TERMINAL:
@@ -101,10 +101,10 @@ def _end_lingering(store: RunStore, run: RunRecord, timeout: float) -> str:
     if run.pid is None or not processes.terminate(run.pid, processes.read_identity(store, run.id)):
         return (f"{left} its process {run.pid} was not signalled, as it is not provably this run's worker; "
                 "its stop stays requested")
-    status = store.run(run.id)["status"]  # a worker ended by SIGTERM settles the run itself
+    status = store.record(run.id).status  # a worker ended by SIGTERM settles the run itself
     if status not in TERMINAL:
         lifecycle.mark_stopped(store, run, f"terminated after not stopping within {timeout:g} s")
-        status = store.run(run.id)["status"]
+        status = store.record(run.id).status
     return status
 
 
@@ -171,7 +171,7 @@ def run_worker(run_id: int, store_path) -> str:
         finally:
             with scheduling_lock(store):
                 _schedule(store, limit)
-        return store.run(run_id)["status"]
+        return store.record(run_id).status
 
 
 # ------------------------------------------------------------------ scheduling

@@ -1,10 +1,12 @@
-"""A stored run as one typed value: what the store returns to pages, the CLI and the runner.
+"""A stored run, and a stored sweep, as one typed value each: what the store returns to pages, the
+CLI, the runner and the sweeps' workers (the one way to read them).
 
     record = store.record(run_id)          # RunRecord
     record.config.cell.hidden_size         # a RunConfig, parsed once here
     record.latest["val/loss"]              # the value at the run's highest step of every metric
     record.sweep_id, record.params         # a sweep's trial: its sweep and varied values
     [r.id for r in store.active_runs()]    # queued or running
+    sweep = store.sweep(sweep_id)          # SweepRecord: sweep.status, sweep.spec["vary"], sweep.counts
 
 A config the current code no longer parses (a renamed option, a field a later
 version dropped) does not make the run unreadable: ``config`` is None,
@@ -78,6 +80,38 @@ class RunRecord:
     def progress(self) -> float:
         """``step / total_steps`` in [0, 1]; 0 before the first report or without a budget."""
         return min(1.0, (self.step or 0) / self.total_steps) if self.total_steps else 0.0
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """One sweep (store Note [sweeps]): its stored columns, ``spec`` parsed from its JSON (the
+    :class:`~stability.sweeps.spec.SweepSpec` as a dict: ``SweepSpec.from_dict(sweep.spec)``), and
+    ``counts``: run status -> how many of its runs are in it ({} for a sweep with no run yet)."""
+
+    id: int
+    name: str
+    spec: Mapping[str, Any]
+    study: str                           # its Optuna study's name
+    status: str                          # one of SWEEP_STATUSES
+    created_at: float
+    finished_at: float | None
+    workers: int | None                  # how many workers its last start asked for
+    stop_requested: bool
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> int:
+        """How many runs the sweep has in the store (trials not asked for yet have none)."""
+        return sum(self.counts.values())
+
+
+def sweep_from_row(row: Mapping[str, Any], counts: Mapping[str, int]) -> SweepRecord:
+    """The :class:`SweepRecord` of a ``sweeps`` row (column name -> value, ``spec`` as stored JSON)."""
+    return SweepRecord(
+        id=int(row["id"]), name=row["name"] or "", spec=MappingProxyType(json.loads(row["spec"])),
+        study=row["study"], status=row["status"], created_at=row["created_at"], finished_at=row["finished_at"],
+        workers=None if row["workers"] is None else int(row["workers"]),
+        stop_requested=bool(row["stop_requested"]), counts=MappingProxyType(dict(counts)))
 
 
 def parse_params(text: str | None) -> dict[str, Any]:

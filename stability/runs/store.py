@@ -289,8 +289,10 @@ class RunStore(SweepRows):
         return {"stop_requested": bool(rows[0][0]), "claim": rows[0][1], "status": rows[0][2]}
 
     def run(self, run_id: int) -> dict[str, Any]:
-        """Every column of the run, ``config`` and ``params`` parsed back to dicts (:meth:`record`
-        types it all)."""
+        """Deprecated: read a run with :meth:`record` (a typed RunRecord). Every column of the run,
+        ``config`` and ``params`` parsed back to dicts; kept only for pages/train.py and
+        pages/ui/live.py until their rewrite moves them to :meth:`record` (nothing else in
+        stability/, pages/ or benchmarks/ reads a run this way), then to go."""
         rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
@@ -328,8 +330,10 @@ class RunStore(SweepRows):
         return self.records(ACTIVE_STATUSES)[::-1]
 
     def runs(self) -> pd.DataFrame:
-        """One row per run, newest first; ``cell`` and ``task`` are the config's cell and task names,
-        ``sweep_id`` and ``trial`` empty (``<NA>``) for a run of no sweep."""
+        """Deprecated: the pages' table of runs is :func:`stability.runs.table.run_table` (built from
+        :meth:`records`). One row per run of the stored columns, newest first; ``cell`` and ``task``
+        are the config's cell and task names, ``sweep_id`` and ``trial`` empty (``<NA>``) for a run
+        of no sweep. Kept only for pages/train.py until its rewrite, then to go."""
         rows = self._query(select(*(_RUNS[name] for name in RUNS_COLUMNS), _RUNS.config).order_by(_RUNS.id.desc()))
         frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
         configs = [json.loads(row[-1]) for row in rows]

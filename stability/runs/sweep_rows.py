@@ -3,7 +3,8 @@
 
     sweep_id = store.create_sweep(spec.to_dict(), name="lr check")   # study stability-sweep-<id>
     store.create_run(config, sweep_id=sweep_id, trial=3, params={"train.lr": 0.001})
-    store.sweeps()          # newest first, each with counts: run status -> how many of its runs
+    store.sweep(sweep_id)   # a SweepRecord (stability.runs.records): .status, .spec, .counts
+    store.sweeps()          # every SweepRecord, newest first
 
 Note [sweeps]
     A sweep is an Optuna study whose trials are ordinary runs
@@ -20,7 +21,6 @@ Note [sweeps]
 """
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -32,6 +32,7 @@ from sqlalchemy.sql.expression import ColumnElement
 
 from .errors import RunNotFound, SweepNotFound
 from .queries import update_by_id
+from .records import SweepRecord, sweep_from_row
 from .schema import as_flag, json_object, runs_table, sweeps_table
 from .status import SWEEP_STATUSES
 
@@ -64,24 +65,20 @@ class SweepRows:
                              .values(study=f"stability-sweep-{sweep_id}"))
             return sweep_id
 
-    def sweep(self, sweep_id: int) -> dict[str, Any]:
-        """Every column of the sweep, ``spec`` parsed back to a dict."""
-        rows = self._sweep_rows(_SWEEPS.id == self._sweep_id(sweep_id))
+    def sweep(self, sweep_id: int) -> SweepRecord:
+        """The sweep as a :class:`~stability.runs.records.SweepRecord`, with the counts of its runs'
+        statuses; SweepNotFound (one line) for an id that names none."""
+        row_id = self._sweep_id(sweep_id)
+        rows = self._dicts(select(sweeps_table).where(_SWEEPS.id == row_id))
         if not rows:
             raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}")
-        return rows[0]
+        return sweep_from_row(rows[0], self._counts(_RUNS.sweep_id == row_id).get(row_id, {}))
 
-    def sweeps(self) -> list[dict[str, Any]]:
-        """Every sweep, newest first, as :meth:`sweep` gives it plus ``counts``: run status -> how
-        many of the sweep's runs are in it (two queries however many sweeps)."""
-        sweeps = self._sweep_rows()
-        counts: dict[int, dict[str, int]] = {sweep["id"]: {} for sweep in sweeps}
-        statement = (select(_RUNS.sweep_id, _RUNS.status, func.count()).where(_RUNS.sweep_id.is_not(None))
-                     .group_by(_RUNS.sweep_id, _RUNS.status).order_by(_RUNS.sweep_id, _RUNS.status))
-        for sweep_id, status, count in self._query(statement):
-            if sweep_id in counts:
-                counts[sweep_id][status] = int(count)
-        return [{**sweep, "counts": counts[sweep["id"]]} for sweep in sweeps]
+    def sweeps(self) -> list[SweepRecord]:
+        """Every sweep as :meth:`sweep` gives it, newest first (two queries however many sweeps)."""
+        rows = self._dicts(select(sweeps_table).order_by(_SWEEPS.id.desc()))
+        counts = self._counts(_RUNS.sweep_id.is_not(None))
+        return [sweep_from_row(row, counts.get(row["id"], {})) for row in rows]
 
     def update_sweep(self, sweep_id: int, **fields: Any) -> None:
         """Set any of ``name``, ``status``, ``finished_at``, ``workers``, ``stop_requested``;
@@ -100,12 +97,14 @@ class SweepRows:
             if conn.execute(update_by_id(sweeps_table, tuple(sorted(fields))), values).rowcount == 0:
                 raise SweepNotFound(f"no sweep with id {sweep_id} in {self.location}")
 
-    def _sweep_rows(self, *where: ColumnElement) -> list[dict]:
-        sweeps = self._dicts(select(sweeps_table).where(*where).order_by(_SWEEPS.id.desc()))
-        for sweep in sweeps:
-            sweep["spec"] = json.loads(sweep["spec"])
-            sweep["stop_requested"] = bool(sweep["stop_requested"])
-        return sweeps
+    def _counts(self, where: ColumnElement) -> dict[int, dict[str, int]]:
+        """sweep id -> run status -> how many of the sweep's runs (those ``where`` selects) have it."""
+        counts: dict[int, dict[str, int]] = {}
+        statement = (select(_RUNS.sweep_id, _RUNS.status, func.count()).where(where)
+                     .group_by(_RUNS.sweep_id, _RUNS.status).order_by(_RUNS.sweep_id, _RUNS.status))
+        for sweep_id, status, count in self._query(statement):
+            counts.setdefault(sweep_id, {})[status] = int(count)
+        return counts
 
     def _sweep_id(self, sweep_id) -> int:
         try:

@@ -1,8 +1,8 @@
 """One row per stored run: its config summary, progress and final metrics.
 
-    table = run_table(RunStore())          # newest first, like RunStore.runs()
+    table = run_table(RunStore())          # newest first, like RunStore.records()
 
-The table the Compare and Runs pages show and select from, read in two
+The one table of runs: what the Compare and Runs pages show and select from, read in two
 queries however many runs there are (:meth:`RunStore.records`: the runs, then
 every run's latest values from the store's latest-metrics table). Columns:
 

@@ -28,7 +28,7 @@ def results(store, sweep_id: int) -> pd.DataFrame:
     the same for runs that differ only in seed), then one column per varied field (``spec.vary``'s
     order), named by its path."""
 
-    spec = SweepSpec.from_dict(store.sweep(sweep_id)["spec"])
+    spec = SweepSpec.from_dict(store.sweep(sweep_id).spec)
     objective = objective_name(spec)
     fields_ = [vary.field for vary in spec.vary]
     rows = []

@@ -98,7 +98,7 @@ def store_sweep(store, spec: SweepSpec, *, workers: int = 1, name: str = "") -> 
     :func:`start_sweep` launches workers on, and what a process that runs :func:`work` itself (a
     preset, stability.presets.running) starts from. Returns the sweep's id."""
     sweep_id = store.create_sweep(spec.to_dict(), name=name or spec.base.name)
-    create_study(spec, storage(store), store.sweep(sweep_id)["study"])
+    create_study(spec, storage(store), store.sweep(sweep_id).study)
     store.update_sweep(sweep_id, workers=workers)
     return sweep_id
 
@@ -116,7 +116,7 @@ def stop_sweep(sweep_id: int, store_location=None, timeout: float = 10.0) -> str
     marked stopped (stability.execution.lifecycle, Note [Stop and resume])."""
 
     with RunStore(store_location) as store:
-        if store.sweep(sweep_id)["status"] == "completed":
+        if store.sweep(sweep_id).status == "completed":
             return "completed"
         with sweep_lock(store, sweep_id):  # no worker asks a trial after this
             store.update_sweep(sweep_id, stop_requested=True)
@@ -148,9 +148,9 @@ def _stopped_if_gone(store, run, timeout: float) -> bool:
 
 def _mark_stopped(store, sweep_id: int) -> str:
     """The sweep 'stopped' (unless it completed meanwhile); returns its status."""
-    if store.sweep(sweep_id)["status"] != "completed":
+    if store.sweep(sweep_id).status != "completed":
         store.update_sweep(sweep_id, status="stopped", finished_at=time.time())
-    return store.sweep(sweep_id)["status"]
+    return store.sweep(sweep_id).status
 
 
 def stop_after_interrupt(store, sweep_id: int) -> None:
@@ -169,13 +169,13 @@ def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int
     workers = check_workers(workers)
     with RunStore(store_location) as store:
         sweep = store.sweep(sweep_id)
-        spec = SweepSpec.from_dict(sweep["spec"])
-        if sweep["status"] == "completed":
+        spec = SweepSpec.from_dict(sweep.spec)
+        if sweep.status == "completed":
             raise SweepError(f"sweep {sweep_id} is completed; there is nothing to resume")
-        if sweep["status"] == "running" and workers_alive(store, sweep_id):
+        if sweep.status == "running" and workers_alive(store, sweep_id):
             raise SweepError(f"sweep {sweep_id} is running; add workers with `python -m stability sweeps join "
                              f"{sweep_id}`")
-        study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+        study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
         with sweep_lock(store, sweep_id):
             _give_runless_trials_a_run(store, study, spec, sweep_id)
             requeued = _requeue(store, study, sweep_id)
@@ -195,10 +195,10 @@ def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: li
 
     with RunStore(store_location) as store:
         sweep = store.sweep(sweep_id)
-        if sweep["status"] != "running":
-            verb = f"resume it with `python -m stability sweeps resume {sweep_id}`" if sweep["status"] == "stopped" \
+        if sweep.status != "running":
+            verb = f"resume it with `python -m stability sweeps resume {sweep_id}`" if sweep.status == "stopped" \
                 else "there is nothing left to run"
-            raise SweepError(f"sweep {sweep_id} is {sweep['status']}; {verb}")
+            raise SweepError(f"sweep {sweep_id} is {sweep.status}; {verb}")
         return processes.launch_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
 
 
@@ -213,8 +213,8 @@ def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
     left, the sweep is stopped, or ``max_runs`` runs were trained. Returns the number trained.
     Ctrl-C and SIGTERM end the run in training 'stopped' and are raised again."""
     sweep = store.sweep(sweep_id)
-    spec = SweepSpec.from_dict(sweep["spec"])
-    study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+    spec = SweepSpec.from_dict(sweep.spec)
+    study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
     trained = 0
     while max_runs is None or trained < max_runs:
         with signals_deferred() as caught:  # never a trial asked without its run (Note [Claiming trials])
@@ -234,7 +234,7 @@ def claim(store, study, spec: SweepSpec, sweep_id: int) -> Job | None:
     """Under the sweep's lock: a requeued run, else an orphaned one, else a new trial's new run,
     claimed by this process (stability.execution.lifecycle); None when the sweep is stopped or has
     nothing left to start."""
-    if store.sweep(sweep_id)["stop_requested"]:
+    if store.sweep(sweep_id).stop_requested:
         return None
     _give_runless_trials_a_run(store, study, spec, sweep_id)
     open_trials = _open_trials(study)
@@ -269,7 +269,7 @@ def train_trial(store, study, spec: SweepSpec, job: Job, *, progress=None, caugh
     stays its trial's (not told). Ctrl-C and SIGTERM stop the run and are raised again."""
     claimed = job.claim or lifecycle.claim_queued(store, job.run_id)
     if claimed is None:
-        raise SweepError(f"run {job.run_id} is {store.run(job.run_id)['status']}; another process has it")
+        raise SweepError(f"run {job.run_id} is {store.record(job.run_id).status}; another process has it")
     try:
         with lifecycle.settled_on_error(store, claimed):
             resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
@@ -366,7 +366,7 @@ def _settle(store, study, spec: SweepSpec, sweep_id: int) -> None:
     its stop was requested and none of its runs is in progress."""
     if _asked(study) >= spec.size() and not _open_trials(study):
         store.update_sweep(sweep_id, status="completed", finished_at=time.time())
-    elif store.sweep(sweep_id)["stop_requested"] and not store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
+    elif store.sweep(sweep_id).stop_requested and not store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
         _mark_stopped(store, sweep_id)
 
 
@@ -376,8 +376,8 @@ def claim_resumed_trial(store, run_id: int):
     when it cannot be resumed."""
     run = store.record(run_id)
     sweep = store.sweep(run.sweep_id)
-    spec = SweepSpec.from_dict(sweep["spec"])
-    study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+    spec = SweepSpec.from_dict(sweep.spec)
+    study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
     with sweep_lock(store, run.sweep_id):
         taken, config = lifecycle.claim_resume(store, run_id, checkpoint=False)
     return study, spec, Job(run_id, run.trial, config, resume=True, claim=taken, counted=True)
@@ -394,15 +394,15 @@ def run_trial_worker(run_id: int, store_location) -> str:
         if taken is not None:
             run = store.record(run_id)
             sweep = store.sweep(run.sweep_id)
-            spec = SweepSpec.from_dict(sweep["spec"])
-            study = create_study(spec, storage(store), sweep["study"], load_if_exists=True)
+            spec = SweepSpec.from_dict(sweep.spec)
+            study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
             job = Job(run_id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken,
                       counted=True)
             try:
                 train_trial(store, study, spec, job)
             except Terminated:
                 pass  # the run is settled 'stopped'
-        return store.run(run_id)["status"]
+        return store.record(run_id).status
 
 
 def run_sweep_worker(sweep_id: int, store_location) -> int:
