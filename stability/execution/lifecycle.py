@@ -261,8 +261,10 @@ def settle(store, claim: Claim, status: str, error: str | None = None) -> bool:
 
 
 def stop_unclaimed(store, run_id: int) -> bool:
-    """Stop a queued run nobody has claimed; False when it is claimed or no longer queued."""
-    return store.compare_and_set(run_id, statuses=["queued"], unclaimed=True, fields={"status": "stopped"})
+    """Stop a run nobody has claimed (no pid, no claim: queued, or 'running' with no process named, as
+    a store written by hand or by an old version may hold); False when it is claimed or ended."""
+    return store.compare_and_set(run_id, statuses=ACTIVE_STATUSES, unclaimed=True, claim=None,
+                                 fields={"status": "stopped"})
 
 
 def mark_stopped(store, run: RunRecord, error: str) -> bool:
