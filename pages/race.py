@@ -3,7 +3,8 @@
 The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200, where the plain RNN's
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
-slots as cells -> a fragment that reads every run's new rows once a second, and says in one line a run what
+slots as cells -> a fragment that reads every run's new rows once a second (four times a second until each
+run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
 its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
 view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
@@ -17,7 +18,8 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import charts_built_together, live_chart_specs, watched_runs
+from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
+                           leave_first_point_pace, live_chart_specs, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -31,6 +33,8 @@ from stability.core.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN,
 from stability.runs.records import RunRecord
 
 require_router(__file__)
+
+RACE_EVERY_S = 1.0  # the panel's rhythm once every run has drawn its first point (pages/ui/live.py)
 
 
 def labels_for(runs: dict[int, RunRecord]) -> dict[int, str]:
@@ -55,12 +59,31 @@ def standings(runs: dict[int, RunRecord], labels: dict[int, str]) -> pd.DataFram
     return frame if frame["error"].any() else frame.drop(columns="error")
 
 
+def race_every(store, active: list[RunRecord]) -> float | None:
+    """Seconds between the panel's looks: none once every run has ended, :data:`FIRST_POINT_EVERY_S` while
+    a run awaits its first point (Note [The first point] in pages/ui/live.py), else :data:`RACE_EVERY_S`."""
+    if not active:
+        return None
+    # a run not read yet in this session is read now: a page opened on a race with rows awaits none of them
+    if any(awaiting_first_point(run, cached_rows(store, run.id) or run_rows(store, run)) for run in active):
+        return FIRST_POINT_EVERY_S
+    return RACE_EVERY_S
+
+
 @store_guard
-def race_panel(run_ids: list[int], smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> None:
+def race_panel(run_ids: list[int], smoothing: float, log_loss: bool, ignore_outliers: bool = True,
+               every: float | None = None) -> None:
     store = open_store()
     runs, rows = watched_runs(store, run_ids)
     if not runs:
         return
+    race_board(store, runs, rows, smoothing, log_loss)
+    # drawn: back to the usual rhythm, once (a run that ended or waits long in the queue no longer holds it)
+    leave_first_point_pace(every, any(awaiting_first_point(run, rows[run_id]) for run_id, run in runs.items()))
+
+
+def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, log_loss: bool) -> None:
+    """The standings, the errors, what is happening and the overlaid charts of the race's runs."""
     labels = labels_for(runs)
     st.dataframe(standings(runs, labels), hide_index=True, width="stretch", column_config={
         "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
@@ -178,12 +201,13 @@ else:
             st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                     "seed and budget, and their curves appear here.")
 
-running = [run.id for run in store.active_runs() if run.id in race]
-if not classroom and stop_column.button("Stop race", disabled=not running, key="race_stop", width="stretch"):
-    for run_id in running:
-        runner.stop_run(run_id, store_path())
-    running = []
+active = [run for run in store.active_runs() if run.id in race]
+if not classroom and stop_column.button("Stop race", disabled=not active, key="race_stop", width="stretch"):
+    for run in active:
+        runner.stop_run(run.id, store_path())
+    active = []
 
 if race:
+    every = race_every(store, active)
     with live:
-        st.fragment(race_panel, run_every=1.0 if running else None)(race, smoothing, log_loss, ignore_outliers)
+        st.fragment(race_panel, run_every=every)(race, smoothing, log_loss, ignore_outliers, every)

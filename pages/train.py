@@ -28,8 +28,10 @@ from pages.ui.live import (
     LIVE_POINTS,
     REFRESH_CHOICES,
     LiveChart,
+    awaiting_first_point,
     latest_value,
     cached_rows,
+    leave_first_point_pace,
     describe_refresh,
     live_chart_specs,
     live_every,
@@ -176,6 +178,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
+        leave_first_point_pace(every, awaiting_first_point(run, rows))  # ended or queued long: the usual rhythm
         return
     summary(run, rows.metrics)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
@@ -186,6 +189,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         draw_explained(specs, live_charts, run["config"]["cell"]["name"])
     else:
         draw_grid(specs, wide_panels(rows))
+    leave_first_point_pace(every, awaiting_first_point(run, rows))  # drawn: back to the usual rhythm, once
 
 
 def watched_in_class(store, requested: int | None, query: QueryReader) -> int | None:
@@ -279,6 +283,9 @@ if not classroom and stop_column.button("Stop", disabled=status is None or statu
 if watched is not None:
     if status != record["status"]:  # stopped just now
         record = store.run(watched)
-    every = live_every(refresh, record, cached_rows(store, watched))
+    rows = cached_rows(store, watched)
+    if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
+        rows = run_rows(store, record, flow=True)
+    every = live_every(refresh, record, rows)
     with live:
         st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every, ignore_outliers)

@@ -174,3 +174,48 @@ def test_a_specs_datasets_read_back_as_the_rows_the_chart_draws(kind):
         back = pa.ipc.open_stream(spec["datasets"][f"rows_{index}"]).read_pandas()
         pd.testing.assert_frame_equal(back, frame, check_dtype=False)
         assert back.index.equals(frame.index)
+
+
+# --------------------------------------------------------------------------- the first point (Start)
+def just_created(status="queued", age=1.0):
+    return {**run_record(status), "created_at": time.time() - age}
+
+
+def empty_rows():
+    return live.LiveRows(pd.DataFrame({"run_id": [], "step": [], "wall_time": [], "name": [], "value": []}))
+
+
+@pytest.mark.parametrize("refresh", ["auto", "2", "10", "30"])
+def test_a_run_awaiting_its_first_point_is_looked_at_four_times_a_second_whatever_the_setting(refresh):
+    fast = live.FIRST_POINT_EVERY_S
+    assert live.live_every(refresh, just_created("queued")) == fast
+    assert live.live_every(refresh, just_created("running")) == fast               # no rows read yet
+    assert live.live_every(refresh, just_created("running"), empty_rows()) == fast  # none stored yet
+    assert live.live_every(refresh, just_created("running"), rows_with_speed(100.0)) != fast
+    assert live.live_every("off", just_created("queued")) is None  # paused means paused
+    assert live.live_every(refresh, just_created("failed")) is None
+
+
+def test_a_run_still_queued_long_after_start_is_looked_at_in_the_usual_rhythm():
+    queued_long = just_created("queued", age=live.FIRST_POINT_FOR_S + 1)
+    assert live.live_every("auto", queued_long) == live.AUTO_EVERY_S[0]
+    assert live.live_every("10", queued_long) == 10.0
+    assert not live.awaiting_first_point(run_record("queued"), None)  # of unknown age: never the fast pace
+
+
+def test_the_first_point_pace_ends_with_one_full_rerun_and_auto_does_not_retime_it(monkeypatch):
+    reruns = []
+    monkeypatch.setattr(live, "st", SimpleNamespace(session_state={}, rerun=lambda: reruns.append("rerun")))
+    fast, run = live.FIRST_POINT_EVERY_S, just_created("running")
+    live.retime_if_needed("auto", fast, run, rows_with_speed(10.0))
+    live.leave_first_point_pace(fast, live.awaiting_first_point(run, empty_rows()))
+    assert reruns == []  # still waiting: the fast timer stays, no rerun
+    live.leave_first_point_pace(fast, live.awaiting_first_point(run, rows_with_speed(10.0)))
+    assert reruns == ["rerun"]  # drawn: the page sets its usual timer
+    live.leave_first_point_pace(5.0, False)
+    assert reruns == ["rerun"]  # at the usual pace nothing is rerun
+
+
+def test_the_refresh_line_says_the_panel_waits_for_the_first_point():
+    text = live.describe_refresh("auto", live.FIRST_POINT_EVERY_S, just_created(), None)
+    assert "first point" in text and f"{live.FIRST_POINT_EVERY_S:g} s" in text

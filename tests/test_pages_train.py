@@ -494,3 +494,21 @@ def test_the_spectrum_over_training_is_a_heatmap_read_incrementally(store):
     spec = charts(app)[-1]
     drawn = b"".join(dataset.data.data for dataset in spec.proto.datasets)
     assert b"sv/spectrum" in drawn and "log10" in spec.proto.spec
+
+
+def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_usual_pace(store, fake_runner):
+    """pages/ui/live.py, Note [The first point]: a started run is looked at every quarter second while it is
+    queued and has no rows; the look that finds its first rows draws them, and the page goes back to Auto."""
+    app = run()
+    button(app, "Start").click().run()
+    assert not app.exception
+    run_id = max(store.runs()["id"])
+    assert any("first point" in caption.value for caption in app.caption)
+    assert len(charts(app)) == 0
+    store.set_status(run_id, "running")
+    log(store, run_id, (0,))
+    app.run()
+    assert not app.exception
+    assert not any("first point" in caption.value for caption in app.caption)
+    assert any("every 5 s (Auto" in caption.value for caption in app.caption)
+    assert len(charts(app)) > 0

@@ -346,7 +346,7 @@ def test_a_stopped_run_resumes_in_a_worker_and_appends_to_its_rows(store_path, s
     run = store.run(run_id)
     assert run["resumes"] == 1 and run["error"] is None and not run["stop_requested"]
     losses = store.metrics(run_id, ["train/loss"])
-    assert sorted(losses.step) == list(range(5, 601, 5))  # every log step once: nothing lost, nothing twice
+    assert sorted(losses.step) == list(range(0, 601, 5))  # step 0 (step_zero.py) and every log step once: nothing lost, nothing twice
 
 
 def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(store_path, store):

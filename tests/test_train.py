@@ -52,7 +52,7 @@ def test_completed_run_logs_every_diagnostic(store):
                 "progress/examples", "progress/elapsed_s", "progress/eta_s", "train/lr"}
     assert expected <= names
     metrics = store.metrics(run_id)
-    assert sorted(metrics[metrics.name == "train/loss"].step) == [5, 10, 15, 20, 25, 30]
+    assert sorted(metrics[metrics.name == "train/loss"].step) == [0, 5, 10, 15, 20, 25, 30]  # step 0: step_zero.py
     assert sorted(metrics[metrics.name == "val/loss"].step) == [0, 10, 20, 30]
     gates = store.latest(run_id)
     assert gates["gate/beta"] <= 1 - 2 * gates["gate/alpha"] + 1e-6  # SGORNN eq. 3, as logged
@@ -246,7 +246,7 @@ def test_h0_reading_between_probes_keeps_to_its_time_budget(store, monkeypatch):
     monkeypatch.setattr(hooks_module, "H0_READING_SHARE", 0.0)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 15, 30]
-    assert sorted(store.metrics(run_id, ["grad/h0_norm_train"]).step) == [5, 10, 15, 20, 25, 30]
+    assert sorted(store.metrics(run_id, ["grad/h0_norm_train"]).step) == [0, 5, 10, 15, 20, 25, 30]
     monkeypatch.setattr(hooks_module, "H0_READING_SHARE", math.inf)
     run_id, _ = run(store, config)
     assert sorted(store.metrics(run_id, ["grad/h0_norm"]).step) == [0, 5, 10, 15, 20, 25, 30]
@@ -321,7 +321,7 @@ def test_the_configured_rmsprop_semantics_reach_the_model(name, first_step):
 def test_total_norm_is_logged_before_clipping(store):
     run_id, _ = run(store, tiny(cell="rnn", steps=10, log_every=5, clip_grad_norm=1e-6))
     logged = store.metrics(run_id, ["grad/total_norm"])["value"]
-    assert len(logged) == 2 and (logged > 1e-3).all()  # the raw norm, not the clipped 1e-6
+    assert len(logged) == 3 and (logged > 1e-3).all()  # steps 0 (step_zero.py), 5 and 10  # the raw norm, not the clipped 1e-6
 
 
 # ------------------------------------------------------------------ hooks and resume

@@ -130,7 +130,7 @@ def test_train_run_without_a_store_returns_its_rows_in_a_plain_process():
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["status"] == "completed" and answer["run_id"] is None
     assert {"step", "name", "value"} <= set(answer["columns"])
-    assert answer["steps"]["train/loss"] == [5, 10, 15, 20]
+    assert answer["steps"]["train/loss"] == [0, 5, 10, 15, 20]  # step 0: training/step_zero.py
     assert answer["steps"]["sv/min"] == [0, 5, 10, 15, 20]
     assert 0 in answer["steps"]["grad/h0_norm"] and 20 in answer["steps"]["grad/h0_norm"]
 
@@ -163,7 +163,7 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
     failed = max(store.records(), key=lambda run: run.id)
     assert failed.id > result.run_id and failed.status == "failed"  # nobody else knows its id to settle it
     assert failed.error == "RuntimeError: hook failed at step 4"
-    assert store.metrics(failed.id, ["train/loss"]).step.tolist() == [4]
+    assert store.metrics(failed.id, ["train/loss"]).step.tolist() == [0, 4]
 
 
 # ------------------------------------------------------------------ hook state across resumes
@@ -334,16 +334,17 @@ def test_a_failure_in_the_middle_of_a_log_step_keeps_its_rows_in_memory():
     rows = sink.metrics()
     assert isinstance(rows, pd.DataFrame)
     logged = rows[rows.name == "train/loss"]
-    assert logged.step.tolist() == [4, 8, 12, 16, 20, 24]  # step 24's rows, recorded before the failure
+    assert logged.step.tolist() == [0, 4, 8, 12, 16, 20, 24]  # step 24's rows, recorded before the failure
     assert 24 in set(rows[rows.name == "val/loss"].step)
 
 
 class FailingLoss:
     """A task whose training loss raises at the given step (a step, not a hook, fails); the loss of
-    the evaluation (32 examples) and probe (8) batches is left alone."""
+    the evaluation (32 examples) and probe (8) batches is left alone.  The step-0 reading
+    (stability.training.step_zero) computes the first training-batch loss, at step 0."""
 
     def __init__(self, task, step, batch_size):
-        self.task, self.step, self.batch_size, self.steps = task, step, batch_size, 0
+        self.task, self.step, self.batch_size, self.steps = task, step, batch_size, -1
 
     def __getattr__(self, name):
         return getattr(self.task, name)
@@ -368,4 +369,4 @@ def test_a_failing_step_reaches_every_hook_once():
     assert len(first.seen) == 1 and trainer.step == 14
     rows = sink.metrics()
     assert rows[rows.name == "custom/first_saw_failure_at"].value.tolist() == [14.0]
-    assert rows[rows.name == "train/loss"].step.tolist() == [4, 8, 12]
+    assert rows[rows.name == "train/loss"].step.tolist() == [0, 4, 8, 12]

@@ -21,7 +21,8 @@ benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the rend
   renderer's main thread busy for a second at every redraw.
 
 So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
-interval, 5 to 30 s, like TensorBoard's reload timer), or the user's choice, or never ("Paused"); each
+interval, 5 to 30 s, like TensorBoard's reload timer), or the user's choice, or never ("Paused"), and
+every quarter second from Start to the run's first point (Note [The first point]); each
 rerun reads one row of the runs table and reads metric rows only when the run's step or heartbeat moved
 (:func:`run_rows`); each chart is rebuilt only when the rows it draws or its controls changed
 (:func:`live_chart_specs`), otherwise the identical spec goes out again; and the charts are drawn light
@@ -52,6 +53,8 @@ REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Eve
                    "30": "Every 30 s", "off": "Paused"}
 DEFAULT_REFRESH = "auto"
 AUTO_EVERY_S = (5.0, 30.0)  # Auto: the run's logging interval, within these bounds
+FIRST_POINT_EVERY_S = 0.25  # from Start to a run's first rows (Note [The first point]), for at most
+FIRST_POINT_FOR_S = 60.0    # this long after the run was created (a run queued behind others waits slower)
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
 LIVE_POINTS = 800           # per line: min and max of each pixel column of a chart up to 400 px wide (the grid's)
@@ -93,11 +96,39 @@ def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
     return log_every / speed if math.isfinite(speed) and speed > 0 else None
 
 
+# Note [The first point]
+# ----------------------
+# A run's first rows are stored before its first update (stability.training.step_zero), so from Start the
+# wait is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued
+# and while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table, and
+# it lasts a few seconds.  The first look that finds rows draws them and then reruns the page once
+# (leave_first_point_pace), which sets the panel's timer to its usual rhythm: one full rerun a run, never a
+# loop, since a run with rows is never awaited again.  A run still waiting FIRST_POINT_FOR_S after it was
+# created (queued behind others) is watched at the usual rhythm.
+def awaiting_first_point(run, rows: LiveRows | None, now: float | None = None) -> bool:
+    """Whether ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``) is active, created within
+    :data:`FIRST_POINT_FOR_S` (a run of unknown age is not), and queued or without a row read yet (``rows``:
+    this session's, or None)."""
+    status, _, _ = _position(run)
+    created = run.get("created_at") if isinstance(run, dict) else run.created_at
+    recent = created is not None and (time.time() if now is None else now) - created < FIRST_POINT_FOR_S
+    return status not in TERMINAL and recent and (status == "queued" or rows is None or rows.metrics.empty)
+
+
+def leave_first_point_pace(every: float | None, waiting: bool) -> None:
+    """Rerun the page once when a panel polling at :data:`FIRST_POINT_EVERY_S` has nothing left to wait for
+    (Note [The first point]); call it after the panel has drawn what it read."""
+    if every == FIRST_POINT_EVERY_S and not waiting:
+        st.rerun()
+
+
 def live_every(refresh: str, run: dict, rows: LiveRows | None = None) -> float | None:
     """Seconds between the panel's reruns for the setting ``refresh``; None (no polling) when paused or
-    when the run has ended."""
+    when the run has ended; :data:`FIRST_POINT_EVERY_S` while the run awaits its first point."""
     if run["status"] in TERMINAL or refresh == "off":
         return None
+    if awaiting_first_point(run, rows):
+        return FIRST_POINT_EVERY_S
     if refresh != "auto":
         return float(refresh)
     low, high = AUTO_EVERY_S
@@ -111,6 +142,8 @@ def describe_refresh(refresh: str, every: float | None, run: dict, rows: LiveRow
         return "The run has ended: nothing more to poll."
     if every is None:
         return "Live updates paused: the panel shows the rows read so far."
+    if every == FIRST_POINT_EVERY_S:
+        return f"Waiting for the run's first point: looks every {every:g} s until it is drawn."
     text = f"Live: looks for new rows every {every:g} s"
     interval = log_interval(run, rows)
     if refresh == "auto" and interval is not None:
@@ -121,7 +154,7 @@ def describe_refresh(refresh: str, every: float | None, run: dict, rows: LiveRow
 def retime_if_needed(refresh: str, every: float | None, run: dict, rows: LiveRows) -> None:
     """With Auto, rerun the whole page (which sets the panel's timer again) when the run's logging interval
     has moved :data:`RETIME_FACTOR` away from the panel's timer; at most every :data:`RETIME_EVERY_S`."""
-    if refresh != "auto" or every is None:
+    if refresh != "auto" or every is None or every == FIRST_POINT_EVERY_S:  # that pace ends by itself
         return
     wanted = live_every(refresh, run, rows)
     if wanted is None or max(wanted, every) / min(wanted, every) < RETIME_FACTOR:
@@ -439,15 +472,18 @@ def _name_datasets(chart, frames: dict) -> None:
 
 __all__ = [
     "DEFAULT_REFRESH",
+    "FIRST_POINT_EVERY_S",
     "HOVER_POINTS",
     "LIVE_POINTS",
     "REFRESH_CHOICES",
     "LiveRows",
     "LiveChart",
+    "awaiting_first_point",
     "cached_rows",
     "charts_built_together",
     "describe_refresh",
     "live_chart_specs",
+    "leave_first_point_pace",
     "live_every",
     "log_interval",
     "refresh_control",

@@ -126,4 +126,5 @@ def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> Non
             return
         _reconciled[path] = now
     runner.reconcile(path)
+    runner.keep_warm(path)  # an idle worker with torch imported takes the next Start at once (execution/warm.py)
 

@@ -2,6 +2,7 @@
 
     STABILITY_STORE=URL python -m stability.cli.worker --worker RUN_ID     # train one run
     STABILITY_STORE=URL python -m stability.cli.worker --sweep SWEEP_ID    # work on a sweep until it is done
+    STABILITY_STORE=URL python -m stability.cli.worker --warm              # wait for a run on stdin (execution/warm.py)
 
 This module is started by :mod:`stability.execution.scheduler` and :mod:`stability.sweeps` (never
 forks), one per run or sweep worker, in their own session; :mod:`stability.execution.processes`
@@ -27,14 +28,18 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--worker", type=int, metavar="RUN_ID")
     which.add_argument("--sweep", type=int, metavar="SWEEP_ID")
+    which.add_argument("--warm", action="store_true",
+                       help="wait, with torch imported, for the run the queue hands over stdin ($STABILITY_STORE)")
     parser.add_argument("--store", metavar="PATH_OR_URL", default=os.environ.get(ENV_VAR) or None,
                         help=f"the run store (default: ${ENV_VAR}, where the runner puts it)")
     args = parser.parse_args(argv)
-    if args.store is None:
+    if args.store is None and not args.warm:
         parser.error(f"no run store: set {ENV_VAR} or pass --store")
     from ..execution.signals import Terminated
 
     try:
+        if args.warm:
+            return _warm_worker()
         if args.sweep is not None:
             return _sweep_worker(args.sweep, args.store)
         return _run_worker(args.worker, args.store)
@@ -65,6 +70,34 @@ def _run_worker(run_id: int, store: str) -> int:
         status = run_worker(run_id, store)
     print(f"run {run_id}: {status}", flush=True)
     return 0
+
+
+def _warm_worker() -> int:
+    """A warm worker (stability.execution.warm, Note [Warm workers]): import what training needs, then
+    block on stdin until the queue hands a run, and train it as a fresh worker would."""
+    import importlib
+    import os
+
+    # The point of a warm worker: what a run's start imports, imported before the run exists (none of it
+    # calls CUDA): torch, torch._dynamo (torch.optim's first optimizer imports it: seconds on 2 cores), the
+    # trainer with the cells and tasks it builds from.
+    for module in ("torch", "torch._dynamo", "torch.optim", "stability.training.run", "stability.cells",
+                   "stability.tasks"):
+        importlib.import_module(module)
+    from ..execution import threads
+    from ..execution.processes import CLAIM_ENV
+    from ..execution.scheduler import max_concurrent_runs
+    from ..execution.warm import STORE_ENV, read_order
+
+    threads.apply_worker_threads(threads.worker_threads(max_concurrent_runs()))
+    print(f"warm worker {os.getpid()}: ready", flush=True)
+    order = read_order(sys.stdin)
+    if order is None:
+        print("warm worker: its server closed the pipe; no run", flush=True)
+        return 0
+    os.environ.update(order.environment)  # the slot's GPU and STABILITY_MAX_RUNS, before any CUDA call
+    os.environ[CLAIM_ENV] = order.token
+    return _run_worker(order.run_id, os.environ[STORE_ENV])
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def use_deterministic_algorithms(deterministic: bool) -> None:
     if deterministic:
         os.environ.setdefault(CUBLAS_WORKSPACE_ENV, CUBLAS_WORKSPACE)
         torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(bool(deterministic))
+    if deterministic or torch.are_deterministic_algorithms_enabled():  # else already so: the call would
+        torch.use_deterministic_algorithms(bool(deterministic))       # import torch._inductor (1-10 s), for nothing
     torch.backends.cudnn.deterministic = bool(deterministic)
 
 

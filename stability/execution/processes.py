@@ -45,7 +45,8 @@ TOKEN_ENV = "STABILITY_WORKER_TOKEN"  # Note [Identity]
 CLAIM_ENV = "STABILITY_RUN_CLAIM"  # the run's claim token, which the worker takes over (lifecycle.adopt)
 TERMINATE_GRACE_S = 3.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds stability/
-WORKER_MODULE = "stability.cli.worker"  # python -m WORKER_MODULE --worker RUN_ID | --sweep SWEEP_ID
+WORKER_MODULE = "stability.cli.worker"  # python -m WORKER_MODULE --worker RUN_ID | --sweep SWEEP_ID | --warm
+WORKER_FLAGS = ("--worker", "--sweep", "--warm")  # a warm worker: stability.execution.warm
 
 _launched: list[subprocess.Popen] = []  # workers this process started, reaped when they end
 
@@ -72,13 +73,14 @@ def process_start_time(pid: int) -> float | None:
 
 
 def spawn(store, arguments: list[str], name: str, limit: int,
-          extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
+          extra_env: dict[str, str] | None = None, *, waiting: bool = False) -> tuple[subprocess.Popen, dict]:
     """A detached ``python -m stability.cli.worker ARGUMENTS`` with its output in ``logs/NAME.log``
     (a folder only this user may use: ``RunStore.private_subfolder``), a fresh token and the thread
     policy of ``limit`` concurrent workers; returns the process and its identity (pid, token, start
     time; Note [Identity]). The store's URL, a server's password included, goes in the worker's
     environment (``STABILITY_STORE``, which only this user can read), never on its command line,
-    which ``ps`` shows every user (stability/cli/worker.py)."""
+    which ``ps`` shows every user (stability/cli/worker.py). ``waiting``: a warm worker
+    (stability.execution.warm), its stdin a pipe from this process."""
     logs = store.private_subfolder("logs")
     token = secrets.token_hex(16)
     env = threads.worker_environment(os.environ, threads.worker_threads(limit))
@@ -89,7 +91,8 @@ def spawn(store, arguments: list[str], name: str, limit: int,
     env[STORE_ENV] = store.url
     command = [sys.executable, "-m", WORKER_MODULE, *arguments]
     with open(logs / f"{name}.log", "ab") as log:
-        process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env,
+                                   stdin=subprocess.PIPE if waiting else subprocess.DEVNULL,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _launched.append(process)
     return process, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)}
@@ -142,7 +145,7 @@ def is_identified_worker(pid: int, identity: dict | None) -> bool:
     except psutil.Error:  # gone, or a zombie
         return False
     return (start == identity.get("start") and environ.get(TOKEN_ENV) == identity["token"]
-            and WORKER_MODULE in command and ("--worker" in command or "--sweep" in command))
+            and WORKER_MODULE in command and any(flag in command for flag in WORKER_FLAGS))
 
 
 # ------------------------------------------------------------------ identity files

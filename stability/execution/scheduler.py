@@ -28,7 +28,7 @@ from ..runs.records import RunRecord
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
-from . import gpu_slots, lifecycle, processes, threads
+from . import gpu_slots, lifecycle, processes, threads, warm
 from .locks import scheduling_lock
 from .preflight import check_buildable
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
@@ -144,6 +144,16 @@ def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
         return _schedule(store, limit)
 
 
+def keep_warm(store_path=None, max_concurrent: int | None = None) -> int | None:
+    """Keep an idle warm worker for the store in this process (the server's; Note [Warm workers] in
+    :mod:`stability.execution.warm`); its pid, None where ``STABILITY_WARM_WORKERS=0``."""
+    if not warm.warm_workers_on():
+        return None
+    limit = max_concurrent_runs(max_concurrent)
+    with RunStore(store_path) as store:
+        return warm.keep_warm(store, limit)
+
+
 def run_worker(run_id: int, store_path) -> str:
     """Train run ``run_id`` in this process (the worker's entry point); return its final status.
 
@@ -196,14 +206,18 @@ def _schedule(store: RunStore, limit: int) -> list[int]:
 
 
 def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> bool:
-    """Claim ``run_id`` for a worker, start the worker and hand it the claim; False when another
-    process claimed the run first (nothing is started then)."""
+    """Claim ``run_id`` for a worker, start the worker (or hand the run to this process's idle warm
+    worker: :mod:`stability.execution.warm`) and hand it the claim; False when another process claimed
+    the run first (nothing is started then)."""
     claim = lifecycle.claim_for_worker(store, run_id, resumed=resumed)
     if claim is None:
         return False
     try:
-        environment = {CLAIM_ENV: claim.token, **gpu_slots.run_environment(store, run_id, limit)}  # its slot's GPU
-        process, identity = processes.spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit, environment)
+        slot = gpu_slots.run_environment(store, run_id, limit)  # its slot's GPU
+        handed = None if resumed else warm.hand_run(store, run_id, claim.token, {**slot, MAX_RUNS_ENV: str(limit)},
+                                                    limit)  # an idle warm worker of this process, if any
+        process, identity = handed or processes.spawn(store, ["--worker", str(run_id)], f"run-{run_id}", limit,
+                                                      {CLAIM_ENV: claim.token, **slot})
     except BaseException:
         lifecycle.release(store, claim)
         raise

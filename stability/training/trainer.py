@@ -5,7 +5,10 @@ the cell contract (``recurrent_matrix()``, ``gate_values()``, ``penalty()``,
 ``state_probe``).  What is logged, and from which paper:
 
 =====================  =========================================================
-``train/loss``, ``train/<metric>``   mean over the steps since the last log
+``train/loss``, ``train/<metric>``   mean over the steps since the last log; at step 0 the
+                        first batch's at the initial weights (:mod:`stability.training.step_zero`,
+                        with ``grad/h0_norm_train``, ``grad/total_norm``: a run's first point
+                        exists before its first update)
 ``val/*``, ``test/*``   fixed, seeded held-out sets (``test/*`` once, at the end)
 ``gap/loss``, ``gap/<metric>``   held-out minus training, both on fixed sets,
                         evaluated the same way (SGORNN paper Fig. 4)
@@ -61,6 +64,7 @@ continues a stopped or interrupted run from it exactly
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -84,6 +88,7 @@ from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm
 from .probes import ProbeBatch, spectrum_metrics
 from .schedule import LearningRate
 from .sinks import MemorySink, Sink, TrainResult
+from .step_zero import step_zero_readings
 from .window import StepWindow
 
 
@@ -248,8 +253,14 @@ class Trainer:
         on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
         for hook in self._hooks_with("on_start"):
             hook.on_start(self, resumed)
-        self.flush()
         self.model.train()
+        if not resumed and self.step < self.train.steps:  # step 0's rows, in the same flush as the hooks'
+            first = next(batches)
+            batches = itertools.chain([first], batches)
+            for name, value in step_zero_readings(self.model, self.task, first, self.device, self.dtype,
+                                                  self.recurrent).items():
+                self.record(name, value)
+        self.flush()
         while self.step < self.train.steps and not self._stopping:
             self.step += 1
             try:

@@ -1,0 +1,205 @@
+"""From Start to the first point drawn: a real server, a real Chromium, with and without a warm worker.
+
+    python benchmarks/first_point.py                  # 5 tries of each, Train and Race, warm worker off and on
+    python benchmarks/first_point.py --tries 3 --cli  # and `stability train --background` to its first row
+
+For each condition (``STABILITY_WARM_WORKERS=0`` and ``1``) a real ``streamlit run app.py`` server on its
+own temporary store, and one headless Chromium (Playwright on /usr/bin/chromium; never ``playwright
+install``). A try empties the store (the page then has no chart at all), opens a fresh page, waits until
+the page is idle (and, with warm workers, until one has imported torch: its ``ready`` line in
+``logs/warm.log``), clicks Start (Train, at the form's defaults) or Start race (the Race's defaults: four
+cells), and times from the click to the first chart canvas in the main area: a panel draws no chart before
+a run has rows (pages/train.py, pages/race.py), so the first canvas is the first point drawn. For the Race
+it also times until every run of the race has a stored row (read from the store by this script). Then the
+runs are stopped and the next try starts. ``--cli``: ``python -m stability train --background`` (which
+starts a fresh worker: no warm worker outside the server, stability/execution/warm.py), from the command's
+start to the first stored ``train/loss`` row. Medians of the tries; the load average is printed with
+them (the machine may be shared).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stability.execution import runner  # noqa: E402
+from stability.runs.status import TERMINAL  # noqa: E402
+from stability.runs.store import RunStore  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+FIRST_CANVAS = "document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] canvas').length > 0"
+TIMEOUT_S = 120
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(folder: Path, warm: bool):
+    """A `streamlit run app.py` on ``folder/runs.db`` with warm workers on or off; yields (url, store path)."""
+    port, store = free_port(), folder / "runs.db"
+    env = dict(os.environ, STABILITY_STORE=str(store), STABILITY_WARM_WORKERS="1" if warm else "0",
+               PYTHONUNBUFFERED="1")
+    with open(folder / "server.log", "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                                    "--server.address", "127.0.0.1", "--server.headless", "true",
+                                    "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start: {(folder / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield url, store
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def empty_store(store: Path) -> None:
+    """Stop every active run (its worker ends) and delete every run: the next page has no chart."""
+    with RunStore(store) as opened:
+        for run in opened.active_runs():
+            runner.stop_run(run.id, store, timeout=10)
+        deadline = time.monotonic() + 30
+        while any(run.status not in TERMINAL for run in opened.records()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for run in opened.records():
+            opened.delete_run(run.id)
+
+
+def wait_warm(store: Path) -> None:
+    """Until an idle warm worker of this store has imported torch: a pid of a 'ready' line in
+    ``logs/warm.log`` that is alive and trains no run (a used one exits with its run)."""
+    import psutil
+
+    log = store.parent / "logs" / "warm.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready = re.findall(r"warm worker (\d+): ready", log.read_text()) if log.exists() else []
+        with RunStore(store) as opened:
+            training = {run.pid for run in opened.active_runs()}
+        for pid in map(int, ready):
+            with contextlib.suppress(psutil.Error):
+                if pid not in training and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    return
+        time.sleep(0.1)
+    raise RuntimeError("no idle warm worker became ready within 60 s")
+
+
+def every_run_has_rows(store: Path) -> bool:
+    with RunStore(store) as opened:
+        runs = opened.records()
+        return bool(runs) and all(len(opened.metrics(run.id)) > 0 for run in runs)
+
+
+def one_try(browser, url: str, store: Path, page_name: str, warm: bool) -> tuple[float, float | None]:
+    """Seconds from the click to the first canvas; for the Race also to every run's first stored row."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{url}/{'race' if page_name == 'race' else ''}")
+        label = "Start race" if page_name == "race" else "Start"
+        button = page.get_by_role("button", name=label, exact=True)
+        button.wait_for(timeout=TIMEOUT_S * 1000)
+        page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=TIMEOUT_S * 1000)
+        if warm:
+            wait_warm(store)  # the page's sidebar (app.py) keeps one; a used one was replaced at once
+        time.sleep(1.0)
+        clicked = time.monotonic()
+        button.click()
+        every = None
+        if page_name == "race":
+            while not every_run_has_rows(store) and time.monotonic() - clicked < TIMEOUT_S:
+                time.sleep(0.05)
+            every = time.monotonic() - clicked
+        page.wait_for_function(FIRST_CANVAS, timeout=TIMEOUT_S * 1000, polling=50)
+        return time.monotonic() - clicked, every
+    finally:
+        page.close()
+
+
+def cli_first_row(folder: Path) -> float:
+    """`stability train --background` from the command's start to its first stored train/loss row."""
+    store = folder / "cli.db"
+    env = dict(os.environ, STABILITY_STORE=str(store))
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "stability", "train", "--background"], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    try:
+        while time.monotonic() - started < TIMEOUT_S:
+            with RunStore(store) as opened:
+                runs = opened.active_runs()
+                if runs and len(opened.metrics(runs[-1].id, ["train/loss"])):
+                    return time.monotonic() - started
+            time.sleep(0.02)
+        raise RuntimeError("no train/loss row within the timeout")
+    finally:
+        empty_store(store)  # the run is stopped: the next try's run is not queued behind it
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tries", type=int, default=5)
+    parser.add_argument("--cli", action="store_true", help="also time `stability train --background`")
+    parser.add_argument("--no-pages", action="store_true", help="no server and browser (with --cli: the CLI alone)")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    results: dict[tuple[str, str], list] = {}
+    with tempfile.TemporaryDirectory() as temporary, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for warm in () if args.no_pages else (False, True):
+            folder = Path(temporary) / ("warm" if warm else "cold")
+            folder.mkdir()
+            with server(folder, warm) as (url, store):
+                for attempt in range(args.tries):
+                    for page_name in ("train", "race"):
+                        empty_store(store)
+                        first, every = one_try(browser, url, store, page_name, warm)
+                        results.setdefault((page_name, "on" if warm else "off"), []).append((first, every))
+                        print(f"warm {'on ' if warm else 'off'} {page_name:5} try {attempt + 1}: first point "
+                              f"{first:.2f} s" + (f", every run's first row {every:.2f} s" if every else "")
+                              + f" (load {os.getloadavg()[0]:.1f})", flush=True)
+                empty_store(store)
+        browser.close()
+        cli = [cli_first_row(Path(temporary)) for _ in range(args.tries)] if args.cli else []
+    print(f"\nmedian of {args.tries}; load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| page | warm worker | Start -> first point drawn (s) | Start -> every run's first row (s) |")
+    print("|---|---|---|---|")
+    for (page_name, warm), tries in results.items():
+        every = [e for _, e in tries if e is not None]
+        print(f"| {page_name} | {warm} | {statistics.median(f for f, _ in tries):.2f} | "
+              f"{statistics.median(every):.2f} |" if every else
+              f"| {page_name} | {warm} | {statistics.median(f for f, _ in tries):.2f} | |")
+    if cli:
+        print(f"| `stability train --background` | (none) | first train/loss row {statistics.median(cli):.2f} | |")
+
+
+if __name__ == "__main__":
+    main()

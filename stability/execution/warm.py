@@ -1,0 +1,140 @@
+"""Warm workers: a worker process started before the run it will train, waiting idle with torch imported.
+
+    keep_warm(store)                                   # the server: an idle warm worker for this store
+    handed = hand_run(store, run_id, token, env, limit)  # the queue: (process, identity), or None
+    order = read_order(sys.stdin)                      # the warm worker: blocks until it is handed a run
+
+Note [Warm workers]
+    Starting a worker costs an interpreter and the import of torch and the training code: seconds on 2
+    cores between Start and a run's first point. A warm worker pays them before the run exists. It is
+    ``python -m stability.cli.worker --warm``, started by :func:`stability.execution.processes.spawn`
+    like every worker: in its own session, with the project's token in its environment (so ``stop_run``
+    and ``terminate`` recognise it: Note [Identity]), the thread policy of
+    :mod:`stability.execution.threads`, and the store's URL in ``$STABILITY_STORE``, never on its
+    command line. Its stdin is a pipe from the process that started it; idle, it blocks in one read of
+    that pipe: no CPU, no polling.
+
+    The queue hands it a run where it would start a fresh worker (``scheduler._launch``), along the same
+    path: the run is claimed for a worker by the lifecycle's compare-and-set (``claim_for_worker``), the
+    order goes down the pipe as one line (the run id, the claim's token, and the slot's environment:
+    ``STABILITY_MAX_RUNS`` and the GPU of :func:`stability.execution.gpu_slots.run_environment`), the
+    worker's identity is written and the claim handed over to its pid. The warm worker puts that
+    environment into its own, adopts the claim (:func:`stability.execution.lifecycle.adopt`) and trains
+    the run through ``scheduler.run_worker`` (``train_claimed``), exactly as a fresh worker would, then
+    exits; a fresh warm worker takes its place at once. A warm worker counts as a slot only while it
+    trains: the queue counts claimed runs, and an idle warm worker has none.
+
+    On a GPU machine an idle warm worker holds no CUDA context (a context is hundreds of MB of GPU
+    memory): it imports torch and the training code, which call nothing of ``torch.cuda``, and sets
+    ``CUDA_VISIBLE_DEVICES`` (its run's slot) before the trainer's first CUDA call.
+
+    Only a process that calls :func:`keep_warm` has warm workers: the Streamlit server
+    (``pages/ui/store.py``), one per store it serves; the CLI, a worker and a sweep never start one, so
+    ``stability train --background`` starts a fresh worker (its process ends before it could hand a run
+    to a warm one). ``STABILITY_WARM_WORKERS=0`` turns them off. When the server ends, its end of the pipe
+    closes and an idle warm worker's read returns: it exits without touching the store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import IO
+
+from . import processes
+
+WARM_ENV = "STABILITY_WARM_WORKERS"  # "0": no warm workers; "1" (default): one per store and server
+WARM_FLAG = "--warm"
+STORE_ENV = "STABILITY_STORE"  # stability.runs.location.ENV_VAR: the warm worker's store
+
+
+@dataclass(frozen=True)
+class Order:
+    """What the queue hands a warm worker: the run, the claim's token, the slot's environment."""
+
+    run_id: int
+    token: str
+    environment: dict
+
+
+@dataclass
+class _Warm:
+    process: subprocess.Popen
+    identity: dict
+
+
+_idle: dict[str, _Warm] = {}  # store URL -> this process's idle warm worker
+_lock = threading.Lock()
+
+
+def warm_workers_on() -> bool:
+    """Whether this process keeps warm workers: ``$STABILITY_WARM_WORKERS`` is ``1`` (default) or ``0``."""
+    text = os.environ.get(WARM_ENV, "1").strip()
+    if text not in ("0", "1"):
+        raise ValueError(f"{WARM_ENV} must be 0 (no warm worker) or 1; got {text!r}")
+    return text == "1"
+
+
+def keep_warm(store, limit: int) -> int | None:
+    """Start an idle warm worker for ``store`` unless this process has one alive (or they are off);
+    return its pid (None when off). ``limit``: the slots, for its thread policy."""
+    if not warm_workers_on():
+        return None
+    with _lock:
+        warm = _idle.get(store.url)
+        if warm is None or warm.process.poll() is not None:
+            process, identity = processes.spawn(store, [WARM_FLAG], "warm", limit, {STORE_ENV: store.url},
+                                                waiting=True)
+            _idle[store.url] = warm = _Warm(process, identity)
+        return warm.process.pid
+
+
+def idle_pid(store) -> int | None:
+    """The pid of this process's idle warm worker for ``store``, if one is alive."""
+    with _lock:
+        warm = _idle.get(store.url)
+        return warm.process.pid if warm is not None and warm.process.poll() is None else None
+
+
+def hand_run(store, run_id: int, token: str, environment: dict, limit: int) -> tuple[subprocess.Popen, dict] | None:
+    """Hand the run claimed with ``token`` to this process's idle warm worker for ``store`` (Note [Warm
+    workers]) and start its replacement; None, handing nothing, when there is no live one."""
+    with _lock:
+        warm = _idle.pop(store.url, None)
+    if warm is None or warm.process.poll() is not None:
+        return None
+    order = json.dumps({"run": int(run_id), "claim": token, "environment": environment}) + "\n"
+    try:
+        warm.process.stdin.write(order.encode())
+        warm.process.stdin.close()  # one run a warm worker
+    except OSError:  # it died between the check and the write
+        return None
+    keep_warm(store, limit)
+    return warm.process, warm.identity
+
+
+def close_warm() -> int:
+    """End this process's idle warm workers (their pipe closes: each exits untouched); return how many."""
+    with _lock:
+        idle = list(_idle.values())
+        _idle.clear()
+    for warm in idle:
+        if warm.process.stdin is not None and not warm.process.stdin.closed:
+            warm.process.stdin.close()
+        try:
+            warm.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            processes.terminate(warm.process.pid, warm.identity)
+    return len(idle)
+
+
+def read_order(stream: IO[str]) -> Order | None:
+    """In the warm worker: block until the queue writes an order (no CPU while waiting); None when the
+    pipe closes first (the server ended)."""
+    line = stream.readline()
+    if not line.strip():
+        return None
+    order = json.loads(line)
+    return Order(int(order["run"]), str(order["claim"]), {str(k): str(v) for k, v in order["environment"].items()})

@@ -1,0 +1,71 @@
+"""Warm workers (stability/execution/warm.py): a real worker process waiting idle with torch imported takes
+the next queued run itself (no new process), through the queue's claim; its run stops as any other does."""
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from stability.execution import processes, runner, warm
+from stability.runs.status import TERMINAL
+from stability.runs.store import RunStore
+
+from test_runner import LONG, tiny, wait_until
+
+
+@pytest.fixture
+def warm_on(monkeypatch, tmp_path):
+    """Warm workers on (conftest turns them off), a fresh store; every warm worker of this process and
+    every run's worker ended at teardown."""
+    monkeypatch.setenv(warm.WARM_ENV, "1")
+    path = tmp_path / "runs.db"
+    yield path
+    warm.close_warm()
+    with RunStore(path) as store:
+        for run in store.records():
+            if run.status not in TERMINAL and run.pid is not None:
+                processes.terminate(run.pid, processes.read_identity(store, run.id))
+
+
+def test_a_queued_run_is_taken_by_the_idle_warm_worker_and_stops_when_asked(warm_on):
+    pid = runner.keep_warm(warm_on, max_concurrent=1)
+    assert pid is not None and runner.keep_warm(warm_on, max_concurrent=1) == pid  # one per store
+    worker = psutil.Process(pid)
+    command = worker.cmdline()
+    assert "--warm" in command and "--store" not in command  # the store comes from its environment
+    wait_until(lambda: "ready" in (warm_on.parent / "logs" / "warm.log").read_text(), what="the warm import")
+    assert worker.cpu_times().user + worker.cpu_times().system == pytest.approx(_cpu(worker), abs=0.05)
+
+    run_id = runner.start_run(tiny(LONG), warm_on, max_concurrent=1)
+    with RunStore(warm_on) as store:
+        wait_until(lambda: store.run(run_id)["status"] == "running", what="the run to train")
+        assert store.run(run_id)["pid"] == pid  # the warm worker's own process: none was started for it
+        replacement = warm.idle_pid(store)
+        assert replacement not in (None, pid)  # a fresh warm worker waits for the next Start
+        assert runner.stop_run(run_id, warm_on) == "stopped"
+        assert store.run(run_id)["status"] == "stopped"
+    worker.wait(timeout=30)  # one run a warm worker: it exits after its run
+
+
+def test_with_warm_workers_off_a_run_gets_a_fresh_worker(warm_on, monkeypatch):
+    monkeypatch.setenv(warm.WARM_ENV, "0")
+    assert runner.keep_warm(warm_on) is None
+    run_id = runner.start_run(tiny(10), warm_on, max_concurrent=1)
+    with RunStore(warm_on) as store:
+        wait_until(lambda: store.run(run_id)["status"] in TERMINAL, what="the run to end")
+        assert store.run(run_id)["status"] == "completed" and warm.idle_pid(store) is None
+
+
+def test_a_bad_setting_is_one_line():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(warm.WARM_ENV, "lots")
+        with pytest.raises(ValueError, match="STABILITY_WARM_WORKERS must be 0"):
+            warm.warm_workers_on()
+
+
+def _cpu(process: psutil.Process, wait_s: float = 1.0) -> float:
+    """The process's CPU seconds after ``wait_s`` more seconds idle (the same as before: it blocks)."""
+    time.sleep(wait_s)
+    times = process.cpu_times()
+    return times.user + times.system
