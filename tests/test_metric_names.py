@@ -26,7 +26,9 @@ def stored_names(store, cell, options=None):
 def test_every_defined_name_is_one_a_run_stores(store):
     scalars, series, metric = stored_names(store, "sgornn")
     penalised, _, _ = stored_names(store, "kru", {"penalty_strength": 0.1})  # the one name a penalty adds
-    assert NAMES <= scalars | series | penalised
+    _, deep, _ = stored_names(store, "mlp", {"layers": 3})  # the one series a cell of layers adds
+    assert deep == {metric_names.H_T_NORM, metric_names.SPECTRUM, metric_names.LAYER_NORM}
+    assert NAMES <= scalars | series | penalised | deep
     assert series == {metric_names.H_T_NORM, metric_names.SPECTRUM}
     assert not series & scalars
     for split in ("train", "val", "test", "gap"):

@@ -207,12 +207,13 @@ class ProbeBatch:
         cell = self.shadow.cell
         if not hasattr(cell, "probing_layers"):
             return None
-        h0 = self._initial_state()
-        probe = torch.zeros(cell.layers + 1, *h0.shape, dtype=h0.dtype, device=h0.device, requires_grad=True)
-        with cell.probing_layers(probe):
-            loss = self.loss(self.shadow(self.x, h0)[0], self.y)
-        (grad,) = torch.autograd.grad(loss, probe)
-        return stable_norm(grad, dim=(1, 2)).cpu().numpy()
+        with on_host():  # float64 on the reading device, as every probe (a Mac's GPU has none)
+            h0 = self._initial_state()
+            probe = torch.zeros(cell.layers + 1, *h0.shape, dtype=h0.dtype, device=h0.device, requires_grad=True)
+            with cell.probing_layers(probe):
+                loss = self.loss(self.shadow(self.x, h0)[0], self.y)
+            (grad,) = torch.autograd.grad(loss, probe)
+            return stable_norm(grad, dim=(1, 2)).cpu().numpy()
 
     def output_h0_norm(self, seed: int = 0) -> float:
         """RMS over the batch of ‖∂z/∂h0‖_F (see the class docstring).
