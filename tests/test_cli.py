@@ -434,7 +434,7 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     with RunStore(path) as opened:
         assert opened.run(run_id)["resumes"] == 1
         steps = opened.metrics(run_id, ["train/loss"]).step
-        assert sorted(steps) == list(range(50, 8001, 50))  # nothing lost, nothing twice
+        assert sorted(steps) == [0, *range(50, 8001, 50)]  # step 0's reading, then nothing lost, nothing twice
     for args, message in ((["resume", str(done)], f"run {done} is completed; only a stopped"),
                           (["resume", "999"], "no run with id 999")):
         result = cli(*args, store=path)
