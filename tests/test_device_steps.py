@@ -199,7 +199,7 @@ def test_a_divergence_between_log_steps_is_recorded_at_its_step_with_the_rows_be
     result = nan_run(tmp_path, saver)
     assert result.status == "diverged" and result.error == "loss or gradient became non-finite at step 13"
     losses = result.metrics[result.metrics.name == "train/loss"]
-    assert losses.step.tolist() == [5, 10, 13] and math.isnan(losses.value.iloc[-1])
+    assert losses.step.tolist() == [0, 5, 10, 13] and math.isnan(losses.value.iloc[-1])  # step 0: before any update
     assert losses.value.iloc[:2].map(math.isfinite).all()
     assert result.metrics.step.max() == 13  # nothing of the steps trained after it
     assert saver.saved is None  # no checkpoint of the diverged weights at step 14

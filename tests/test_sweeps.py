@@ -475,13 +475,14 @@ def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_e
 
 
 def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if_never_stopped(store):
-    spec = build_spec(tiny("rnn", steps=400, log_every=10, eval_every=50), ["lr=1e-3,1e-2"], seeds=1)
+    # long enough that the stop lands before the run ends on a fast machine (400 steps sometimes did not)
+    spec = build_spec(tiny("rnn", steps=2000, log_every=50, eval_every=250), ["lr=1e-3,1e-2"], seeds=1)
     sweep_id = sweeps.start_sweep(spec, store.path, workers=1)
     wait_for(lambda: any(r.step and r.step >= 30 for r in store.records(sweep_id=sweep_id)),
              "the first run to pass step 30")
     assert sweeps.stop_sweep(sweep_id, store.path) == "stopped"
     (stopped,) = store.records(sweep_id=sweep_id)
-    assert stopped.status == "stopped" and stopped.step < 400
+    assert stopped.status == "stopped" and stopped.step < 2000
     assert store.sweep(sweep_id).stop_requested
     assert trials_by_number(store, sweep_id)[stopped.trial].state == optuna.trial.TrialState.RUNNING
     with pytest.raises(SweepError, match=f"is stopped; resume it with `python -m stability sweeps resume {sweep_id}`"):
@@ -495,7 +496,7 @@ def test_a_stopped_sweep_resumes_where_it_stopped_and_its_resumed_run_ends_as_if
     resumed = store.record(stopped.id)
     assert resumed.resumes == 1
     steps = store.metrics(stopped.id, names=["train/loss"])["step"].tolist()
-    assert steps == list(range(10, 401, 10))  # every log step exactly once across the stop
+    assert steps == [0, *range(50, 2001, 50)]  # step 0, then every log step exactly once across the stop
     # the same config trained in one go, in this process, ends with the same objective
     with RunStore(store.path.parent / "alone.db") as alone:
         config = RunConfig.from_dict(dict(resumed.raw_config))
@@ -519,7 +520,7 @@ def test_an_orphaned_run_is_taken_over_from_step_zero_and_counted_once(store):
     frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
     assert (frame["status"] == "completed").all() and store.sweep(sweep_id).status == "completed"
     losses = store.metrics(job.run_id, names=["train/loss"])
-    assert losses["step"].tolist() == [2, 4] and 9.0 not in losses["value"].tolist()
+    assert losses["step"].tolist() == [0, 2, 4] and 9.0 not in losses["value"].tolist()  # step 0's reading, then 2, 4
 
 
 def test_a_hopeless_trial_is_pruned_at_an_evaluation_step_with_its_rows_kept(store):
