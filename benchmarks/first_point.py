@@ -22,13 +22,11 @@ import argparse
 import contextlib
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,48 +36,18 @@ from stability.execution import runner  # noqa: E402
 from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update"]
+from live_page import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402  (beside this file)
+
 FIRST_CANVAS = "document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] canvas').length > 0"
 TIMEOUT_S = 120
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager
 def server(folder: Path, warm: bool):
     """A `streamlit run app.py` on ``folder/runs.db`` with warm workers on or off; yields (url, store path)."""
-    port, store = free_port(), folder / "runs.db"
-    env = dict(os.environ, STABILITY_STORE=str(store), STABILITY_WARM_WORKERS="1" if warm else "0",
-               PYTHONUNBUFFERED="1")
-    with open(folder / "server.log", "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                    "--server.address", "127.0.0.1", "--server.headless", "true",
-                                    "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=log,
-                                   stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.read().strip() == b"ok":
-                        break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start: {(folder / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.3)
+    store = folder / "runs.db"
+    with streamlit_server(store, {"STABILITY_WARM_WORKERS": "1" if warm else "0"}) as (_, url):
         yield url, store
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def empty_store(store: Path) -> None:

@@ -238,9 +238,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(store_path: Path):
+def streamlit_server(store_path: Path, extra_env: dict[str, str] | None = None):
+    """A real ``streamlit run app.py`` on ``store_path`` (with ``extra_env``), once its health check
+    answers; yields (process, url) and ends it afterwards (benchmarks/first_point.py and sweep.py too)."""
     port = free_port()
-    env = dict(os.environ, STABILITY_STORE=str(store_path), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, STABILITY_STORE=str(store_path), PYTHONUNBUFFERED="1", **(extra_env or {}))
     log = open(store_path.parent / "server.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
