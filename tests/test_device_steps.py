@@ -29,6 +29,7 @@ from stability.training.run import train_run
 from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
 from stability.training.window import StepWindow
+from stopping import StopAt
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -175,15 +176,6 @@ class SaveAt(hooks_module.Hook):
     def on_step(self, trainer, result):
         if result.step == self.step:
             self.saved = trainer.save_checkpoint()
-
-
-class StopAt(hooks_module.Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step(self, trainer, result):
-        if result.step == self.step:
-            trainer.stop("stopped")
 
 
 def nan_run(tmp_path, *hooks, poison_after=12, **train):

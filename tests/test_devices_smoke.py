@@ -21,6 +21,7 @@ from stability.runs.store import RunStore
 from stability.training import hooks
 from stability.training.checkpoints import load_checkpoint
 from stability.execution.lifecycle import train_run
+from stopping import StopAt
 
 HAS_MPS = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
 SIMULATED = "cpu-without-float64"
@@ -66,15 +67,6 @@ class DeviceSeen(hooks.Hook):
 
     def on_step(self, trainer, result):
         self.pred = result.pred.device.type
-
-
-class StopAt(hooks.Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step(self, trainer, result):
-        if result.step == self.step:
-            trainer.stop("stopped")
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from stability.training import hooks as hooks_module
 from stability.training.build import build_model
 from stability.training.checkpoints import load_checkpoint
 from stability.execution.lifecycle import train_run
+from stopping import StopAt
 
 from reference_gradients import log10_state_gradient_norms
 
@@ -325,17 +326,6 @@ def test_total_norm_is_logged_before_clipping(store):
 
 
 # ------------------------------------------------------------------ hooks and resume
-class StopAt(hooks_module.Hook):
-    """Ends the run as 'stopped' after ``step``, as a stop request would, but at a known step."""
-
-    def __init__(self, step):
-        self.step = step
-
-    def on_step(self, trainer, result):
-        if result.step == self.step:
-            trainer.stop("stopped")
-
-
 class CrashAfter(hooks_module.Hook):
     """Saves a checkpoint after step ``checkpoint`` and then dies at step ``crash``, as a killed
     worker would: rows logged between the two are in the store, the checkpoint is older."""

@@ -22,6 +22,7 @@ from stability.training.checkpoints import ResumeError, load_checkpoint
 from stability.execution.lifecycle import train_run
 from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
+from stopping import StopAt
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,15 +168,6 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
 
 
 # ------------------------------------------------------------------ hook state across resumes
-class StopAt(hooks.Hook):
-    def __init__(self, step):
-        self.step = step
-
-    def on_step(self, trainer, result):
-        if result.step == self.step:
-            trainer.stop("stopped")
-
-
 class StepsSeen(hooks.Hook):
     """A hook with state: counts the steps it has seen, and records the count at log steps."""
 
