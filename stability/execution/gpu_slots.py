@@ -54,8 +54,8 @@ def run_environment(store, run_id: int, limit: int, visible: list[str] | None = 
         return {}
     slot = free_slot(_held_slots(store, run_id), limit)
     gpu = gpu_for(slot, visible)
+    store.private_subfolder("logs")  # made 0700 and this user's, as the worker's log beside it
     path = _slot_path(store, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"slot": slot, "gpu": gpu}))
     return {VISIBLE_ENV: gpu}
 

@@ -155,8 +155,8 @@ def identity_path(store, run_id: int) -> Path:
 
 def write_identity(store, run_id: int, identity: dict) -> None:
     """``logs/run-<id>.worker``: the identity of the worker launched for the run (0600: the token is a secret)."""
+    store.private_subfolder("logs")  # made 0700 and this user's (RunStore.private_subfolder)
     path = identity_path(store, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with open(descriptor, "w") as handle:
         json.dump(identity, handle)
