@@ -87,7 +87,7 @@ def _warm_worker() -> int:
     from ..execution import threads
     from ..execution.processes import CLAIM_ENV
     from ..execution.scheduler import max_concurrent_runs
-    from ..execution.warm import STORE_ENV, read_order
+    from ..execution.warm import read_order
 
     threads.apply_worker_threads(threads.worker_threads(max_concurrent_runs()))
     print(f"warm worker {os.getpid()}: ready", flush=True)
@@ -97,7 +97,7 @@ def _warm_worker() -> int:
         return 0
     os.environ.update(order.environment)  # the slot's GPU and STABILITY_MAX_RUNS, before any CUDA call
     os.environ[CLAIM_ENV] = order.token
-    return _run_worker(order.run_id, os.environ[STORE_ENV])
+    return _run_worker(order.run_id, os.environ[ENV_VAR])
 
 
 if __name__ == "__main__":

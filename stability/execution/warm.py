@@ -47,7 +47,6 @@ from . import processes
 
 WARM_ENV = "STABILITY_WARM_WORKERS"  # "0": no warm workers; "1" (default): one per store and server
 WARM_FLAG = "--warm"
-STORE_ENV = "STABILITY_STORE"  # stability.runs.location.ENV_VAR: the warm worker's store
 
 
 @dataclass(frozen=True)
@@ -85,8 +84,7 @@ def keep_warm(store, limit: int) -> int | None:
     with _lock:
         warm = _idle.get(store.url)
         if warm is None or warm.process.poll() is not None:
-            process, identity = processes.spawn(store, [WARM_FLAG], "warm", limit, {STORE_ENV: store.url},
-                                                waiting=True)
+            process, identity = processes.spawn(store, [WARM_FLAG], "warm", limit, waiting=True)  # store URL: spawn's
             _idle[store.url] = warm = _Warm(process, identity)
         return warm.process.pid
 
