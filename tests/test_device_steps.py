@@ -223,7 +223,7 @@ def test_the_window_sums_in_step_order_as_the_host_did():
     resumed.add(6, torch.tensor(1.0), torch.tensor(math.inf), None, None)
     resumed.add_norm(torch.tensor(1.0))
     reading = resumed.read()
-    assert reading.diverged == (6, [("train/loss", math.inf)]) and reading.steps == 5
+    assert reading.diverged == (6, [("train/loss", math.inf)], []) and reading.steps == 5
 
 
 # ------------------------------------------------------------------ the scan's gates
@@ -375,3 +375,13 @@ def test_a_training_step_of_every_cell_runs_no_op_whose_size_the_gpu_must_report
     trainer._train_step = watched_step
     assert trainer.fit().status == "completed"
     assert not waiting.seen, dict(waiting.seen)
+
+
+@pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e20, 1e30])
+def test_the_step_norm_of_float32_gradients_neither_overflows_nor_underflows(magnitude):
+    from stability.training.hooks import step_norm
+    grads = [torch.randn(7, 5) * magnitude, torch.randn(5) * magnitude]
+    exact = math.sqrt(sum(float(v) ** 2 for g in grads for v in g.double().flatten()))  # Python floats
+    assert step_norm(grads).item() == pytest.approx(exact, rel=1e-12)
+    grads[1][2] = math.inf
+    assert step_norm(grads).item() == math.inf

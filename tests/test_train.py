@@ -482,3 +482,31 @@ def test_the_singular_values_are_read_at_step_0_before_any_update(store, cell, o
     assert first["sv/margin"] < 1e-6
     later = sv[(sv["step"] == 4) & (sv["name"] == "sv/margin")]["value"].item()
     assert later > first["sv/margin"]
+
+
+class BlowsUpAfter(NaNAfter):
+    """The task's loss times 1e12 ** (calls - after): finite, then a gradient that grows by 1e12 a step
+    until its float32 norm overflows to inf."""
+
+    def loss(self, pred, y):
+        self.calls += 1
+        value = self.task.loss(pred, y)
+        return value * 1e12 ** max(0, self.calls - self.after)
+
+
+def test_a_divergence_between_log_steps_keeps_the_growing_gradient_norms(store, monkeypatch):
+    """SGORNN paper Table 1's FastRNN explodes between two log steps: the window's per-step gradient
+    norms since the last log are recorded, each at its step, the overflowed one as inf."""
+    real_build = tasks.build
+    monkeypatch.setattr(tasks, "build", lambda *a, **k: BlowsUpAfter(real_build(*a, **k), after=20))
+    run_id, status = run(store, tiny(steps=1000, log_every=10, eval_every=1000, probe_every=1000))
+    assert status == "diverged"
+    norms = store.metrics(run_id, ["grad/total_norm"]).sort_values("step")
+    late = norms[norms.step > 10]  # the steps after the log step 10, up to the last finite one
+    assert late.step.tolist() == list(range(11, 11 + len(late))) and len(late) >= 4
+    values = late.value.tolist()
+    assert values[-1] > 1e30 and math.isfinite(values[-1])  # float32 squares would read inf past ~1e19
+    assert values[-1] > 1e10 * values[-2] > 1e20 * values[-3]  # the growth that ended it, step by step
+    diverged_at = store.run(run_id)["step"]
+    assert diverged_at == late.step.iloc[-1] + 1
+    assert not math.isfinite(store.metrics(run_id, ["train/loss"]).sort_values("step").value.iloc[-1])

@@ -164,6 +164,17 @@ class TimeShare:
         self.spent += time.perf_counter() - self._entered
 
 
+def step_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """‖(t_1, ..., t_n)‖₂ for every training step, on the device, nothing read: each tensor's norm
+    accumulated in float64 where the device has it, so a float32 gradient's norm neither overflows
+    (entries past ~1e19 square past float32's range: ``get_total_norm`` reads inf, a false
+    divergence) nor underflows (entries below ~1e-23: a false 0); it is infinite or NaN exactly when
+    an entry is.  A device without float64 (a Mac's GPU) keeps PyTorch's fused float32 norm."""
+    if not device_facts(tensors[0].device).has(torch.float64):
+        return torch.nn.utils.get_total_norm(tensors)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(t, dtype=torch.float64) for t in tensors]))
+
+
 def stacked_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
     """‖(t_1, ..., t_n)‖₂ over all entries of all tensors, without underflow (:func:`stable_norm`):
     each tensor's norm in its own dtype where it is, the norm of those n norms in float64, a 0-d

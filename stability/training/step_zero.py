@@ -31,7 +31,7 @@ from torch import nn
 
 from ..core import metric_names as names
 from .batches import batch_on
-from .hooks import stacked_norm
+from .hooks import stacked_norm, step_norm
 from .probes import stable_norm
 from .window import StepWindow
 
@@ -56,7 +56,7 @@ def step_zero_readings(model: nn.Module, task, batch, device: torch.device, dtyp
     extras = {names.H0_NORM_TRAIN: stable_norm(h0_grad) if h0_grad is not None else math.nan}
     if parameter_grads:
         every = [g for _, g in parameter_grads]
-        window.add_norm(torch.nn.utils.get_total_norm(every))
+        window.add_norm(step_norm(every))
         extras[names.TOTAL_NORM] = stacked_norm(every)
         of_w = [g for p, g in parameter_grads if id(p) in recurrent_ids]
         if of_w:

@@ -84,7 +84,7 @@ from .batches import batch_on, compact_batches
 from .build import build_optimizer
 from .checkpoints import ResumeError
 from .evaluation import Evaluator
-from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm
+from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm, step_norm
 from .probes import ProbeBatch, spectrum_metrics
 from .schedule import LearningRate
 from .sinks import MemorySink, Sink, TrainResult
@@ -321,8 +321,8 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         objective.backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
-        # Every step: one fused norm, enough to see a non-finite gradient; logged values use stable_norm.
-        self.window.add_norm(torch.nn.utils.get_total_norm(grads))
+        # Every step: a norm that is not finite only when the gradient is not; logged values use stable_norm.
+        self.window.add_norm(step_norm(grads))
         self.cadence = self._cadence()
         total_norm = stacked_norm(grads) if self.cadence.log else None  # before any clipping
         if self.train.clip_grad_norm is not None:
@@ -341,8 +341,13 @@ class Trainer:
         return StepResult(self.step, loss.detach(), penalty, pred.detach(), y, h0_probe.grad,
                           None if window is None else window.extras["total_norm"], window)
 
-    def _diverged(self, step: int, rows: list[tuple[str, float]]) -> None:
-        """End the run as diverged at ``step`` (the one whose loss or gradient was not finite), with ``rows``."""
+    def _diverged(self, step: int, rows: list[tuple[str, float]],
+                  before: list[tuple[int, tuple[str, float]]] = ()) -> None:
+        """End the run as diverged at ``step`` (the one whose loss or gradient was not finite), with
+        ``rows``; ``before``: rows of the window's earlier steps (their gradient norms), each at its step."""
+        for earlier, (name, value) in before:
+            self.step = earlier
+            self.record(name, value)
         self.step = step
         for name, value in rows:
             self.record(name, value)

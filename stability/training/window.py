@@ -21,8 +21,14 @@ and at a log step the trainer reads the window's rows (plus the few values the l
 ``extras``) in one transfer.  On the host, in step order, exactly as the per-step reads did:
 
 * the first row whose objective or gradient norm is not finite is the step the run diverged at
-  (its rows: ``train/loss`` = the objective, or the loss and ``grad/total_norm`` when only the
-  gradient was not finite); the rows logged before it stay, the steps after it are dropped;
+  (its rows: ``train/loss`` = the objective, and ``grad/total_norm`` when the gradient's norm is
+  infinite — an explosion, where a NaN tells nothing and is left out; or the loss and the norm when
+  only the gradient was not finite); the rows logged before it stay, the steps after it are dropped;
+* the steps of the window before that one are the explosion's evidence: each one's gradient norm
+  (the fused one every step writes, taken before any clipping) is recorded as ``grad/total_norm``
+  at its step, so a run that blows up between two log steps still shows the growth that ended it
+  (SGORNN paper §3.1, Table 1: FastRNN's exploding gradient at T = 1000).  A norm of 0 is left out:
+  a float32 sum of squares can underflow to it, and a false 0 is never recorded;
 * ``train/loss`` is Σ loss_k / n and ``train/<metric>`` Σ score_k / n, summed in float64 in step
   order (the same numbers as adding up ``loss.item()`` step by step).
 
@@ -60,13 +66,14 @@ LOSS, OBJECTIVE, NORM, SCORE = range(4)
 class WindowReading:
     """What a read of the window found: the sums over its steps (``steps`` of them, carried ones
     included) and their means, the ``extras`` asked for by name, and where it diverged: None, or
-    the step and the rows to record there."""
+    the step, the rows to record there, and ``(step, row)`` of the window's earlier steps' gradient
+    norms (Note [One read per log step])."""
 
     loss_sum: float
     score_sum: float
     steps: int
     extras: dict[str, float] = field(default_factory=dict)
-    diverged: tuple[int, list[tuple[str, float]]] | None = None
+    diverged: tuple[int, list[tuple[str, float]], list[tuple[int, tuple[str, float]]]] | None = None
 
     @property
     def loss(self) -> float:
@@ -181,7 +188,7 @@ class StepWindow:
         loss_sum, score_sum, steps = self._carried["loss"], self._carried["score"], self._carried["steps"]
         for k, (loss, objective, norm, score) in enumerate(rows):
             if not math.isfinite(objective):
-                bad = [(names.TRAIN_LOSS, objective)]
+                bad = [(names.TRAIN_LOSS, objective)] + ([(names.TOTAL_NORM, norm)] if math.isinf(norm) else [])
             elif not math.isfinite(norm):
                 bad = [(names.TRAIN_LOSS, loss), (names.TOTAL_NORM, norm)]
             else:
@@ -189,7 +196,8 @@ class StepWindow:
                 score_sum += self._score(k, loss, score)
                 steps += 1
                 continue
-            return WindowReading(loss_sum, score_sum, steps, diverged=(self._steps[k], bad))
+            before = [(self._steps[j], (names.TOTAL_NORM, rows[j][NORM])) for j in range(k) if rows[j][NORM] > 0]
+            return WindowReading(loss_sum, score_sum, steps, diverged=(self._steps[k], bad, before))
         return WindowReading(loss_sum, score_sum, steps)
 
     def _score(self, k: int, loss: float, device_score: float) -> float:
