@@ -4,6 +4,7 @@ STABILITY_SCREENSHOT_DIR set, 1600x1000 screenshots of it on Train and Compare g
 (watch-train.png, watch-compare.png; docs/ holds the ones of the closing note).
 """
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,9 @@ def test_an_external_run_shows_live_on_train_and_on_compare(server, browser):  #
                                timeout=60_000)
         assert page.get_by_text("What is happening").first.is_visible()
         assert page.locator("button", has_text="Stop").count() == 0
-        loop.steps(60)  # the loop goes on (its rows written once a second): the panel follows
+        loop.steps(60)  # the loop goes on: the panel follows (Note [Whole steps]: step 72's rows are
+        time.sleep(1.1)  # written once a second has passed and the loop has moved on to step 73)
+        loop.steps(1)
         page.get_by_text("step 72").first.wait_for(timeout=60_000)
         if os.environ.get("STABILITY_SCREENSHOT_DIR"):
             page.screenshot(path=str(Path(os.environ["STABILITY_SCREENSHOT_DIR"]) / "watch-train.png"), full_page=True)

@@ -95,7 +95,7 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         head.badge(quiet, color="gray")
     if run.sweep_id is not None:
         st.markdown(sweep_tag(run))
-    parts = [f"step {step:,} / {total:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
+    parts = [f"step {step:,} / {total:,}" if total else f"step {step:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
              run.device or ""]
     st.progress(run.progress, text=" · ".join(part for part in parts if part))
     _explain(store, run, step)
