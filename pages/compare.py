@@ -16,6 +16,7 @@ import streamlit as st
 import pandas as pd
 
 from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
+from pages.ui.status import EXTERNAL
 from pages.ui.live import charts_built_together, live_chart_specs, run_rows
 from pages.ui.links import QueryReader
 from pages.ui.classroom import classroom_style, classroom_switch
@@ -174,6 +175,8 @@ selected = run_selection(
     default_ids=query.ids("runs") if "runs" in st.query_params else ids[:DEFAULT_RUNS],
     column_config={"lr": st.column_config.NumberColumn("lr", format="%.0e")})
 st.query_params["runs"] = ",".join(map(str, selected["id"]))
+if selected["external"].any():  # logged from someone's own loop: compared like ours, nothing to re-run
+    st.caption(" · ".join(f"#{run_id}: {EXTERNAL}" for run_id in selected.loc[selected["external"], "id"]))
 if selected.empty:
     query.warn()
     st.info("Select one or more runs in the table to draw their curves.")

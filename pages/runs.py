@@ -12,6 +12,7 @@ import streamlit as st
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
+from pages.ui.status import EXTERNAL
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability.config import ConfigError
 from stability.execution import runner
@@ -93,7 +94,7 @@ def confirm_delete(store, selected):
 
 
 def stop_runs(store, selected):
-    active = selected.loc[selected["status"].isin(ACTIVE_STATUSES), "id"].tolist()
+    active = selected.loc[selected["status"].isin(ACTIVE_STATUSES) & ~selected["external"], "id"].tolist()
     with st.spinner(f"Stopping {id_list(active)}…"):
         outcome = {run_id: runner.stop_run(run_id, store.url) for run_id in active}
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
@@ -102,7 +103,7 @@ def stop_runs(store, selected):
 def resume_runs(store, selected):
     """Queue the selected stopped, interrupted or failed runs to continue from their checkpoints."""
     outcome = []
-    for run_id in selected.loc[selected["status"].isin(RESUMABLE), "id"].tolist():
+    for run_id in selected.loc[selected["status"].isin(RESUMABLE) & ~selected["external"], "id"].tolist():
         try:
             runner.resume_run(run_id, store.url)
             outcome.append(f"#{run_id} resumed")
@@ -115,8 +116,12 @@ def resume_runs(store, selected):
 def actions(store, selected):
     """Open in Compare, Stop, Resume, Delete (with a confirm step), Export CSV: on the selected runs."""
     ids = selected["id"].tolist()
-    training = selected["status"].isin(ACTIVE_STATUSES).any()
-    resumable = selected["status"].isin(RESUMABLE).any()
+    ours = selected[~selected["external"]]  # an external run is its own loop's to stop or run again
+    training = ours["status"].isin(ACTIVE_STATUSES).any()
+    resumable = ours["status"].isin(RESUMABLE).any()
+    if selected["external"].any():
+        st.caption(f"{id_list(selected.loc[selected['external'], 'id'].tolist())}: {EXTERNAL}; "
+                   "Stop and Resume are your loop's.")
     row = st.container(horizontal=True)
     if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
         st.switch_page("pages/compare.py", query_params={"runs": ",".join(map(str, ids))})

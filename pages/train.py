@@ -20,7 +20,7 @@ from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
-from pages.ui.status import run_status_panel
+from pages.ui.status import EXTERNAL, run_status_panel
 from pages.ui.store import open_store, store_guard, store_path
 from pages.ui.live import (
     DEFAULT_REFRESH,
@@ -276,8 +276,10 @@ else:
 
 record = store.run(watched) if watched is not None else None
 status = record["status"] if record is not None else None
-if not classroom and stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop",
-                                        width="stretch"):
+if not classroom and record is not None and record.get("external"):  # not ours to stop (pages/ui/status.py)
+    stop_column.caption(EXTERNAL)
+elif not classroom and stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop",
+                                          width="stretch"):
     status = runner.stop_run(watched, store_path())
 
 if watched is not None:

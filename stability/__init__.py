@@ -23,6 +23,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "metric_names": ("stability.core.metric_names", None),
     "hooks": ("stability.training.hooks", None),
     "sweeps": ("stability.sweeps", None),
+    "watch": ("stability.watch", None),
     "ConfigError": ("stability.core.errors", "ConfigError"),
     "RunConfig": ("stability.config", "RunConfig"),
     "CellConfig": ("stability.config", "CellConfig"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -13,6 +14,9 @@ from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound, RunStore
 
 
+
+EXTERNAL = "external run — logged from your own loop"  # what the pages say instead of offering Start/Stop/Resume
+QUIET_AFTER_S = 120.0  # an external run silent this long is "no word for N min" (never failed for it)
 
 STATUS_COLOURS = {"queued": "gray", "running": "blue", "completed": "green", "stopped": "orange",
                   "diverged": "red", "failed": "red", "interrupted": "orange", "pruned": "violet"}
@@ -37,6 +41,26 @@ def describe_config(config: dict) -> str:
     return (f"{cell.get('name')} ({cell.get('hidden_size')}) on {task.get('name')}"
             f"{f' T={length}' if length else ''} · {train.get('optimizer')} lr {train.get('lr'):g} · "
             f"{train.get('steps')} steps · seed {train.get('seed')}")
+
+
+def describe_run(run: RunRecord) -> str:
+    """The config in one line (:func:`describe_config`); for an external run (stability.watch) what it
+    is and the model it watches."""
+    if not run.external:
+        return describe_config(dict(run.raw_config))
+    cell = (run.raw_config.get("cell") or {}).get("name")
+    return f"{EXTERNAL}" + (f" · {cell}" if cell and cell != "your model" else "")
+
+
+def quiet_for(run: RunRecord, now: float | None = None) -> str | None:
+    """``"no word for 12 min"`` for a running external run whose last sign of life (its heartbeat, written
+    with its rows) is older than :data:`QUIET_AFTER_S`; None otherwise (Note [External runs] in
+    stability.execution.lifecycle: silence never fails it)."""
+    last = run.heartbeat or run.started_at or run.created_at
+    silent = (time.time() if now is None else now) - last if last else 0.0
+    if not (run.external and run.status == "running" and silent > QUIET_AFTER_S):
+        return None
+    return f"no word for {int(silent // 60)} min"
 
 
 def sweep_tag(run: RunRecord) -> str:
@@ -66,10 +90,12 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         timing = f"ETA {format_duration(run.latest.get(ETA_S))}" if status == "running" else ""
     head = st.container(horizontal=True, vertical_alignment="center")
     head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
-    head.markdown(f"**Run {run.id}** · {describe_config(dict(run.raw_config))}")
+    head.markdown(f"**Run {run.id}** · {describe_run(run)}")
+    if (quiet := quiet_for(run)) is not None:
+        head.badge(quiet, color="gray")
     if run.sweep_id is not None:
         st.markdown(sweep_tag(run))
-    parts = [f"step {step:,} / {total:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
+    parts = [f"step {step:,} / {total:,}" if total else f"step {step:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",
              run.device or ""]
     st.progress(run.progress, text=" · ".join(part for part in parts if part))
     _explain(store, run, step)
@@ -81,6 +107,8 @@ def _explain(store: RunStore, run: RunRecord, step: int) -> None:
     if run.status == "diverged":
         st.error(f"Run {run.id} diverged: {error}. Try a lower learning rate, gradient clipping, "
                  "or a cell that bounds its spectrum.")
+    elif run.status == "failed" and run.external:
+        st.error(f"Run {run.id} failed: {error} (raised in the loop that logged it)")
     elif run.status == "failed":
         st.error(f"Run {run.id} failed: {error} (log: {Path(store.home) / 'logs' / f'run-{run.id}.log'})")
     elif run.status == "interrupted":

@@ -30,6 +30,7 @@ A_H_NORM = "grad/A_h_norm"               # MASO §5.1, Thm. 3, Fig. 4: ‖A_h‖
 RECURRENT_NORM = "grad/recurrent_norm"   # over cell.recurrent_parameters()
 TOTAL_NORM = "grad/total_norm"           # every parameter, before clipping
 H_T_NORM = "grad/h_t_norm"               # series: ‖∂L/∂h_t‖ for t = 0..T
+H_T_NORM_TRAIN = "grad/h_t_norm_train"   # series: the same on the training batch, in the training dtype (watch)
 LAYER_NORM = "grad/layer_norm"           # series: ‖∂L/∂a_l‖ for l = 0..L, a deep step's layers (mlp; spectral Fig. 5)
 
 # -------------------------------------------------------------- the recurrent matrix's spectrum
@@ -45,6 +46,25 @@ STEPS_PER_S = "speed/steps_per_s"
 EXAMPLES = "progress/examples"
 ELAPSED_S = "progress/elapsed_s"
 ETA_S = "progress/eta_s"
+
+# ------------------------------------------------------ one block of a watched model (stability.watch)
+# A model watched from someone's own loop may have many recurrent matrices (each layer, direction and
+# gate block of an nn.LSTM): each block's readings are the names above with the block's place after
+# them, sv/min/<place> (block_name); the names alone are read on the model's first recurrent unit, on
+# the block our own cell of that kind calls its recurrent matrix (an LSTM's g block, a GRU's n).
+
+
+def block_name(name: str, place: str) -> str:
+    """``"sv/min/lstm.l1_reverse.f"``: the reading ``name`` of the recurrent block at ``place``."""
+    return f"{name}/{place}"
+
+
+def base_name(name: str) -> str:
+    """The reading a row's name is of: ``sv/min`` for ``sv/min/lstm.l1.f`` (:func:`block_name`), the name
+    itself for every other."""
+    group, _, rest = name.partition("/")
+    return f"{group}/{rest.partition('/')[0]}" if rest else name
+
 
 HELD_OUT = ("val", "test")               # splits whose last values are a run's final results
 FINAL_PREFIXES = tuple(f"{split}/" for split in HELD_OUT)
@@ -82,4 +102,4 @@ def is_loss_metric(metric: str | None) -> bool:
 def is_log_metric(name: str) -> bool:
     """Whether a metric spans decades and is drawn on a log axis: gradient norms and the singular values
     (:data:`LOG_PREFIXES`), but not the margin |σ − 1| (:data:`LINEAR_SV`)."""
-    return name.startswith(LOG_PREFIXES) and name not in LINEAR_SV
+    return name.startswith(LOG_PREFIXES) and base_name(name) not in LINEAR_SV

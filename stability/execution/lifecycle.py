@@ -56,6 +56,16 @@ Note [Stop and resume]
     0 instead), so a resume never reaches a run some process may still be training. A sweep's run
     resumes under the sweep's lock (:func:`resume_lock`), where its sweep's workers claim.
 
+Note [External runs]
+    A run logged from someone's own training loop (:mod:`stability.watch`) is ``external``: its
+    config is theirs (no RunConfig: nothing to resume or re-run, :func:`check_resumable` says so),
+    and its process is not ours. It is created 'running', claimed at birth by the logging process
+    (:func:`create_external`), which writes its rows (a heartbeat at every write) and settles it
+    with :func:`settle` as any claimant. No silence makes it gone: a loop may think for an hour
+    between two logged steps, so the pages say "no word for N min" instead; only a dead pid on this
+    host ends it ``interrupted``. Its process is never signalled (``stop_run`` proves a process is
+    its worker first, and an external run has none), and it holds no worker slot.
+
 Note [Interrupts]
     While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
     (:class:`~stability.execution.signals.Terminated`) end it ``stopped`` ("interrupted from the
@@ -90,6 +100,7 @@ from .signals import Terminated, as_exception, describe_interrupt, interrupts_ra
 
 RESUMABLE = ("stopped", "interrupted", "failed")
 INTERRUPTED_ERROR = "worker process ended without a final status"
+EXTERNAL_INTERRUPTED_ERROR = "the process logging it ended without finishing the run"
 STALE_HEARTBEAT_S = 60.0  # a run of this host with no pid and no heartbeat for this long is gone
 SHARED_STALE_S = 600.0  # a run of another host with no heartbeat for this long is gone
 
@@ -133,6 +144,15 @@ def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_i
     claim = _new_claim(None)
     run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
                               params=params, claimed=_claimed(claim))
+    return Claim(run_id, claim.token, claim.pid, claim.host)
+
+
+def create_external(store, config: dict, name: str | None = None) -> Claim:
+    """A new external run (:mod:`stability.watch`: logged from someone's own loop, ``config`` their
+    dict), 'running' at once and claimed by this process in the INSERT that makes it: its rows and
+    final status are this claim's (Note [External runs])."""
+    claim = _new_claim(None)
+    run_id = store.create_run(config, name, claimed={**_claimed(claim), "status": "running"}, external=True)
     return Claim(run_id, claim.token, claim.pid, claim.host)
 
 
@@ -203,6 +223,9 @@ def check_resumable(store, run_id: int, *, checkpoint: bool = True) -> RunConfig
     ``checkpoint``) with a checkpoint this version continues exactly. ResumeError (one line) if not;
     nothing is changed."""
     run = store.record(run_id)
+    if run.external:
+        raise ResumeError(f"run {run_id} is an external run, logged from its own loop: it has no config to "
+                          "resume or re-run; run that loop again")
     if run.status not in RESUMABLE:
         raise ResumeError(f"run {run_id} is {run.status}; only a stopped, interrupted or failed run "
                           "can be resumed")
@@ -276,8 +299,9 @@ def mark_stopped(store, run: RunRecord, error: str) -> bool:
 def mark_interrupted(store, run: RunRecord) -> bool:
     """Mark an active run whose claimant is gone (:func:`claimant_gone`) 'interrupted', if it is
     still as read; False when it changed meanwhile (its process settled it, another took it over)."""
+    error = EXTERNAL_INTERRUPTED_ERROR if run.external else INTERRUPTED_ERROR
     return store.compare_and_set(run.id, statuses=ACTIVE_STATUSES, claim=run.claim, pid=run.pid,
-                                 fields={"status": "interrupted", "error": INTERRUPTED_ERROR})
+                                 fields={"status": "interrupted", "error": error})
 
 
 # ------------------------------------------------------------------ staleness
@@ -291,7 +315,10 @@ def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
     """Whether the process that claimed an active ``run`` is gone (the one rule, for the queue's
     reconcile and a sweep's orphans): on this host (or no host recorded) its pid is dead, or without
     a pid it has shown no life for :data:`STALE_HEARTBEAT_S`; on another host (a shared store: a pid
-    means nothing here) it has shown no life for :data:`SHARED_STALE_S`."""
+    means nothing here) it has shown no life for :data:`SHARED_STALE_S`. An external run is gone only
+    when its process, on this host, is dead (Note [External runs])."""
+    if run.external:
+        return run.host in (None, here or this_host()) and run.pid is not None and not is_alive(run.pid)
     if run.host not in (None, here or this_host()):
         return heartbeat_age(run) > SHARED_STALE_S
     if run.pid is not None:
@@ -302,7 +329,17 @@ def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
 # ------------------------------------------------------------------ training
 def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
                   progress: Callable[[dict], None] | None = None, caught=()) -> TrainResult:
-    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
+    """Train the run of ``claim`` in this process and settle its status (Note [External runs]
+    A run logged from someone's own training loop (:mod:`stability.watch`) is ``external``: its
+    config is theirs (no RunConfig: nothing to resume or re-run, :func:`check_resumable` says so),
+    and its process is not ours. It is created 'running', claimed at birth by the logging process
+    (:func:`create_external`), which writes its rows (a heartbeat at every write) and settles it
+    with :func:`settle` as any claimant. No silence makes it gone: a loop may think for an hour
+    between two logged steps, so the pages say "no word for N min" instead; only a dead pid on this
+    host ends it ``interrupted``. Its process is never signalled (``stop_run`` proves a process is
+    its worker first, and an external run has none), and it holds no worker slot.
+
+Note [Interrupts]): 'running'
     once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
     ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
     the status is written. ``caught``: the signals that arrived while the run was claimed (the run

@@ -197,7 +197,7 @@ def _schedule(store: RunStore, limit: int) -> list[int]:
             if run.sweep_id is None and (run.host == here or not store.shared):
                 unclaimed.append(run.id)
         elif not lifecycle.claimant_gone(run, here):
-            busy += run.host in (None, here)  # the slots are this machine's
+            busy += run.host in (None, here) and not run.external  # the slots are this machine's workers'
         elif lifecycle.mark_interrupted(store, run):
             interrupted.append(run.id)
     for run_id in sorted(unclaimed)[:max(0, limit - busy)]:

@@ -13,15 +13,17 @@ Note [schema versions]
     the stored rows (Note [latest] in stability.runs.schema); 4 adds the ``sweeps`` table
     and the runs' ``sweep_id``, ``trial``, ``params`` and ``host`` (Note [sweeps] in
     stability.runs.sweep_rows); 5 adds ``runs.claim``, the token of the process that claimed a
-    run (Note [claims] in stability.execution.lifecycle). PostgreSQL stores start at version 4.
+    run (Note [claims] in stability.execution.lifecycle); 6 adds ``runs.external``, the flag of a run
+    logged from someone's own training loop (stability.watch), 0 for every run stored before.
+    PostgreSQL stores start at version 4.
 
 Note [frozen steps]
     A step is the SQL that made its version, kept as written then, like an Alembic revision
     file: it must go on making the tables of *its* version after the metadata has moved on
     (a step 3 -> 4 that created ``sweeps`` from the metadata of a later version would create
     that version's table, and the later step would then fail). Only SQLite stores were ever
-    older than version 4, so the steps before it are SQLite statements; step 4 -> 5 runs on
-    PostgreSQL stores too, in SQL both dialects take. tests/test_store.py checks that a version-1
+    older than version 4, so the steps before it are SQLite statements; steps 4 -> 5 and 5 -> 6 run
+    on PostgreSQL stores too, in SQL both dialects take. tests/test_store.py checks that a version-1
     store and a version-4 store (of either dialect) brought up to date have the tables a new store gets.
 """
 from __future__ import annotations
@@ -68,7 +70,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 )""",
         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id)"),
     4: ("ALTER TABLE runs ADD COLUMN claim TEXT",),
+    5: ("ALTER TABLE runs ADD COLUMN external {integer} NOT NULL DEFAULT 0",),
 }
+# The dialect's words a step's statement names in braces (SQLite INTEGER, PostgreSQL BIGINT: schema.INTEGER).
+_WORDS = {"sqlite": {"integer": "INTEGER"}, "postgresql": {"integer": "BIGINT"}}
 
 
 def schema_version(conn: Connection) -> tuple[int | None, set[str]]:
@@ -99,7 +104,8 @@ def create_or_migrate(conn: Connection) -> int | None:
             return None
         for step in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS.get(step, ()):
-                conn.exec_driver_sql(statement)
+                conn.exec_driver_sql(statement.format_map(_WORDS[dialect]) if "{integer}" in statement
+                                     else statement)
     if version is None or version <= SCHEMA_VERSION:
         write = upsert(dialect, meta_table).values(key="schema_version", value=str(SCHEMA_VERSION))
         conn.execute(write.on_conflict_do_update(index_elements=[meta_table.c.key],

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class RunRecord:
     """One run: its stored columns, its config as a :class:`~stability.config.RunConfig`, and the
-    latest value of every scalar metric (``latest``: name -> value at the highest step)."""
+    latest value of every scalar metric (``latest``: name -> value at the highest step). An
+    ``external`` run (logged by :mod:`stability.watch` from someone's own loop) has no RunConfig:
+    ``config`` is None, ``raw_config`` the dict its logger gave, ``config_problem`` None."""
 
     id: int
     name: str
@@ -59,6 +61,7 @@ class RunRecord:
     params: Mapping[str, Any] = field(default_factory=dict)  # the sweep's varied values: {"train.lr": 0.001}
     host: str | None = None              # the host of the process that claimed it (pid means something there)
     claim: str | None = None             # the claim's token (execution.lifecycle, Note [claims]); None: unclaimed
+    external: bool = False               # logged from someone's own loop (stability.watch): no RunConfig
     latest: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -133,7 +136,8 @@ def section_name(config: dict, section: str) -> str | None:
 
 def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunRecord:
     """The :class:`RunRecord` of a ``runs`` row (column name -> value, ``config`` as stored JSON)."""
-    raw, config, problem = parse_config(row["config"])
+    external = bool(row.get("external"))
+    raw, config, problem = parse_config(row["config"], external)
     budget = row["total_steps"]
     if budget is None and config is not None:
         budget = config.train.steps
@@ -147,17 +151,20 @@ def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunR
         step=row["step"], total_steps=budget, error=row["error"],
         resumes=int(row["resumes"] or 0), stop_requested=bool(row["stop_requested"]),
         sweep_id=row["sweep_id"], trial=row["trial"], params=MappingProxyType(parse_params(row["params"])),
-        host=row["host"], claim=row.get("claim"), latest=MappingProxyType(dict(latest)))
+        host=row["host"], claim=row.get("claim"), external=external, latest=MappingProxyType(dict(latest)))
 
 
-def parse_config(text: str) -> tuple[dict, RunConfig | None, str | None]:
-    """``(stored dict, RunConfig or None, one-line problem or None)`` of a stored config."""
+def parse_config(text: str, external: bool = False) -> tuple[dict, RunConfig | None, str | None]:
+    """``(stored dict, RunConfig or None, one-line problem or None)`` of a stored config; an external
+    run's (stability.watch) is its logger's own dict, no RunConfig and no problem."""
     from ..config import ConfigError, RunConfig  # config imports torch; the store alone does not need it
 
     try:
         raw = json.loads(text)
     except (TypeError, ValueError) as error:
         return {}, None, f"the stored config is not JSON ({error})"
+    if external:
+        return (raw if isinstance(raw, dict) else {}), None, None
     try:
         return raw, RunConfig.from_dict(raw), None
     except (ConfigError, TypeError) as error:

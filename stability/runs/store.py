@@ -77,6 +77,7 @@ _UPDATABLE = {
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
     "resumes": int, "stop_requested": as_flag, "host": str, "sweep_id": int, "trial": int,
     "params": lambda value: json_object(value, "params"), "claim": str,
+    "config": lambda value: json.dumps(dict(value)),  # an external run's: what its model turned out to be
 }
 ANY = object()  # compare_and_set: no condition on this column
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
@@ -191,11 +192,12 @@ class RunStore(SweepRows):
     # ------------------------------------------------------------------------ runs
     def create_run(self, config: dict, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None,
-                   claimed: Mapping[str, Any] | None = None) -> int:
+                   claimed: Mapping[str, Any] | None = None, external: bool = False) -> int:
         """A new run in status 'queued'; ``name`` defaults to ``config['name']``; a sweep's trial
         also gets its sweep, trial number and varied values (Note [sweeps]). ``claimed`` (``status``,
         ``pid``, ``host``, ``claim``: what :meth:`claim_run` sets) makes it a run claimed at birth,
-        in the same INSERT (stability.execution.lifecycle). Returns its id."""
+        in the same INSERT (stability.execution.lifecycle). ``external``: a run logged from someone's
+        own loop (stability.watch), whose ``config`` is theirs, no RunConfig. Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
         now = time.time()
@@ -203,7 +205,8 @@ class RunStore(SweepRows):
                   "config": json.dumps(config), "status": "queued", "created_at": now,
                   "sweep_id": None if sweep_id is None else int(sweep_id),
                   "trial": None if trial is None else int(trial),
-                  "params": None if params is None else json_object(params, "params")}
+                  "params": None if params is None else json_object(params, "params"),
+                  "external": as_flag(external)}
         if claimed:
             values.update(_coerced({key: claimed[key] for key in ("status", "pid", "host", "claim")}))
             _check_status(values["status"])

@@ -20,6 +20,7 @@ every run's latest values from the store's latest-metrics table). Columns:
 ``metric``, ``baseline``,   the task's metric name and its memoryless baseline,
 ``baseline_label``          known once a worker has built the task
 ``sweep_id``, ``trial``      the run's sweep and Optuna trial (``<NA>`` for a run of no sweep)
+``external``                whether it was logged from someone's own loop (stability.watch)
 ``varied``                  the sweep's values of the run (``cell=rnn lr=0.001``; "" for none)
 ``val/...``, ``test/...``   the last logged value of every held-out metric
 ==========================  ==================================================
@@ -38,7 +39,7 @@ from ..config.fields import setting_label
 
 SUMMARY_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", "steps", "lr", "seed",
                    "step", "total_steps", "progress", "created", "device", "error",
-                   "metric", "baseline", "baseline_label", "sweep_id", "trial", "varied"]
+                   "metric", "baseline", "baseline_label", "sweep_id", "trial", "external", "varied"]
 
 
 def run_table(store: RunStore) -> pd.DataFrame:
@@ -48,7 +49,7 @@ def run_table(store: RunStore) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + finals)
     return frame.astype({"id": "int64", "hidden": "Int64", "seq_len": "Int64", "steps": "Int64", "seed": "Int64",
                          "step": "Int64", "total_steps": "Int64", "progress": "float64", "lr": "float64",
-                         "sweep_id": "Int64", "trial": "Int64",
+                         "sweep_id": "Int64", "trial": "Int64", "external": "bool",
                          "baseline": "float64", **{name: "float64" for name in finals}})
 
 
@@ -71,7 +72,7 @@ def _summary(record: RunRecord) -> dict:
         "device": record.device or "", "error": record.error or record.config_problem or "",
         "metric": record.metric or "", "baseline": math.nan if record.baseline is None else record.baseline,
         "baseline_label": record.baseline_label or "",
-        "sweep_id": record.sweep_id, "trial": record.trial,
+        "sweep_id": record.sweep_id, "trial": record.trial, "external": record.external,
         "varied": setting_label(record.params) if record.params else "",
         **{name: value for name, value in record.latest.items() if is_final(name)},
     }

@@ -176,11 +176,7 @@ class ProbeBatch:
 
     def sync(self) -> None:
         """Copy the training model's current weights (and buffers) into the float64 copy."""
-        with torch.no_grad(), on_host():
-            for mine, theirs in zip(self.shadow.parameters(), self.model.parameters()):
-                mine.copy_(theirs.detach().to(mine.device))  # across in its own dtype, widened here
-            for mine, theirs in zip(self.shadow.buffers(), self.model.buffers()):
-                mine.copy_(theirs.detach().to(mine.device))
+        sync_copy(self.shadow, self.model)
 
     def _initial_state(self) -> torch.Tensor:
         h0 = self.shadow.cell.initial_state(self.x.shape[0], dtype=torch.float64, device=self.device)
@@ -241,6 +237,15 @@ class ProbeBatch:
                 rows.append(grad)  # (B, S): g^T A_h for each example
             per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
             return (stable_norm(per_example) / math.sqrt(len(per_example))).item()
+
+
+def sync_copy(shadow: nn.Module, model: nn.Module) -> None:
+    """Copy ``model``'s current weights and buffers into its float64 copy ``shadow`` (:func:`float64_copy`)."""
+    with torch.no_grad(), on_host():
+        for mine, theirs in zip(shadow.parameters(), model.parameters()):
+            mine.copy_(theirs.detach().to(mine.device))  # across in its own dtype, widened here
+        for mine, theirs in zip(shadow.buffers(), model.buffers()):
+            mine.copy_(theirs.detach().to(mine.device))
 
 
 def float64_copy(module: nn.Module, where: torch.device) -> nn.Module:
