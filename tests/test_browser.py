@@ -6,7 +6,10 @@ with STABILITY_REQUIRE_BROWSER=1 (set by .ci/run) a missing browser fails.
 Screenshots go to artifacts/ (ignored by git).
 """
 import math
+import os
 import re
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -253,3 +256,40 @@ def test_the_race_at_its_defaults_draws_whole_legends_a_range_the_curves_set_and
     decades = sorted(round(math.log10(float(text))) for text in texts[2] if re.fullmatch(r"1e-?[0-9]+|1|0\.0*1", text))
     assert decades[0] <= -33 and decades[-1] >= -3 and max(np.diff(decades)) <= 3, decades
     assert "1e-15" in texts[2]  # the LSTM's 2e-16 reads off the axis: a labelled decade next to it
+
+
+# ------------------------------------------------------------------ an external run (stability.watch)
+# Logged by this test's own loop into the server's store while the Train page watches it. With
+# STABILITY_SCREENSHOT_DIR set, 1600x1000 screenshots of it on Train and Compare go there
+# (watch-train.png, watch-compare.png; docs/ holds the ones of the closing note).
+def test_an_external_run_shows_live_on_train_and_on_compare(server, browser):  # noqa: F811
+    import stability.watch as sw
+    from test_pages_watch import Loop
+    from pages.ui.status import EXTERNAL
+    from stability.runs.store import RunStore
+
+    with RunStore(STORES[server]) as store:
+        run = sw.init("my own rnn", store=store, config={"lr": 1e-3})
+        loop = Loop(run)
+        loop.steps(12)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        page.goto(f"{server}/?run={run.id}")
+        page.get_by_text(EXTERNAL).first.wait_for(timeout=60_000)
+        page.wait_for_function("document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas').length >= 3",
+                               timeout=60_000)
+        assert page.get_by_text("What is happening").first.is_visible()
+        assert page.locator("button", has_text="Stop").count() == 0
+        loop.steps(60)  # the loop goes on: the panel follows (Note [Whole steps]: step 72's rows are
+        time.sleep(1.1)  # written once a second has passed and the loop has moved on to step 73)
+        loop.steps(1)
+        page.get_by_text("step 72").first.wait_for(timeout=60_000)
+        if os.environ.get("STABILITY_SCREENSHOT_DIR"):
+            page.screenshot(path=str(Path(os.environ["STABILITY_SCREENSHOT_DIR"]) / "watch-train.png"), full_page=True)
+        run.finish()
+        page.goto(f"{server}/compare?runs={run.id}")
+        page.get_by_text(EXTERNAL).first.wait_for(timeout=60_000)
+        page.wait_for_function("document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas').length >= 1",
+                               timeout=60_000)
+        if os.environ.get("STABILITY_SCREENSHOT_DIR"):
+            page.screenshot(path=str(Path(os.environ["STABILITY_SCREENSHOT_DIR"]) / "watch-compare.png"), full_page=True)
+        page.close()
