@@ -30,6 +30,7 @@ from stability.presets import measured
 from stability.execution import runner
 from stability import sweeps
 from stability.config import ConfigError
+from stability.core.metric_names import LAYER_NORM
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import RunNotFound, SweepNotFound
 
@@ -136,6 +137,20 @@ def measured_line(name: str) -> str:
     return f"measured at classroom scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _layer_series(_store, store_key: str, run_id: int, rows_seen: int) -> pd.DataFrame:
+    """A run's ``grad/layer_norm`` rows, read again only when its metric rows grew (``rows_seen``)."""
+    return _store.series(run_id, LAYER_NORM)
+
+
+def depth_rows(layout, metrics: dict) -> dict | None:
+    """Each run's series over depth, where the layout has a panel over layers (Note [Layout]); else None."""
+    if not any(panel.over_layers for panel in layout.panels):
+        return None
+    store = open_store()
+    return {run_id: _layer_series(store, str(store), run_id, len(frame)) for run_id, frame in metrics.items()}
+
+
 def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
     """The preset's layout (stability.charts.figures), a row of charts per panel, drawn live; in the classroom
     view each row has the explanation of its metric beside it."""
@@ -147,9 +162,10 @@ def draw_figure(preset, runs: dict, rows: dict, labels: dict) -> None:
     columns = figures.column_values(layout, runs)
     slots = figures.grid_slots(layout, columns)
     metrics = {run_id: rows[run_id].metrics for run_id in runs}
+    depth = depth_rows(layout, metrics)
     live_charts = charts_built_together(f"reproduce-{preset.name}", len(slots), tuple(runs),
                                         tuple(len(frame) for frame in metrics.values()),
-                                        lambda: figures.charts(layout, slots, runs, metrics, lines, columns))
+                                        lambda: figures.charts(layout, slots, runs, metrics, lines, columns, depth))
     specs = live_chart_specs(f"reproduce-{preset.name}", live_charts,
                              final=all(rows[run_id].final for run_id in runs))
     width = max(1, len({value for _, value in slots}))

@@ -155,6 +155,10 @@ def test_the_band_comes_from_sigma_star_and_r_with_the_cells_defaults():
     assert diagnosis.singular_value_band(broken) == pytest.approx((0.99, 1.01))
     unknown = dataclasses.replace(broken, raw_config=MappingProxyType({"cell": {"name": "no.such:Cell"}}))
     assert diagnosis.singular_value_band(unknown) is None
+    # the mlp takes sigma_star and r for its spectral layers only: a dense mlp has no band to leave
+    assert diagnosis.singular_value_band(record("mlp", {"layer": "spectral"})) == pytest.approx((0.99, 1.01))
+    assert diagnosis.singular_value_band(record("mlp", {"layer": "dense"})) is None
+    assert diagnosis.singular_value_band(record("mlp")) is None  # its default layer is dense
 
 
 def test_sigma_at_the_edge_of_its_band_and_within_float_error_of_it():

@@ -217,3 +217,66 @@ def test_long_or_many_line_names_wrap_the_legend_uncut_in_a_taller_panel():
                           "wall_time": [0.0, 1.0], "value": [1.0, 0.5]})
     legend = charts.metric_chart(frame, names=["val/loss"], legend="wrap").to_dict()["layer"][0]["encoding"]["color"]
     assert legend["legend"] == {"orient": "top", "columns": 2, "labelLimit": 400}
+
+
+DEPTH = """
+name = "deep"
+title = "t"
+paper = "p"
+figure = "Fig. 5"
+section = "§7.2"
+shows = "s"
+[base]
+task = { name = "adding", options = { seq_len = 6 } }
+[[runs]]
+name = "mlp"
+cell = { name = "mlp", hidden_size = 4, options = { layers = 3 } }
+[scales.classroom]
+note = "n"
+[scales.paper]
+note = "n"
+[[claims]]
+text = "c"
+run = "mlp"
+metric = "val/loss"
+than = 1
+[layout]
+[[layout.panels]]
+metric = "grad/layer_norm"
+x = "layer"
+stat = "STAT"
+log = true
+"""
+
+
+@pytest.mark.parametrize("stat", ["first", "final"])
+def test_a_panel_over_layers_draws_the_series_at_its_first_or_final_reading(store, tmp_path, stat):
+    path = tmp_path / "deep.toml"
+    path.write_text(DEPTH.replace("STAT", stat))
+    preset = presets.load(path)
+    layout = preset.drawn()
+    run_id = store.create_run(preset.configs("classroom")["mlp"].to_dict())
+    by_step = {0: [1e-3, 1e-6, 1e-9, 0.0], 7: [2.0, 3.0, 4.0, 5.0]}  # chosen ‖∂L/∂a_l‖, l = 0..3
+    store.flush(run_id, [(0, 0.0, "val/loss", 0.2)],
+                [(step, float(step), "grad/layer_norm", layer, value) for step, values in by_step.items()
+                 for layer, value in enumerate(values)])
+    runs, depth = {run_id: store.record(run_id)}, {run_id: store.series(run_id, "grad/layer_norm")}
+    (panel,) = layout.panels
+    points = figures.layer_points(panel, [run_id], depth, {run_id: "mlp"})
+    assert points["x"].tolist() == [0, 1, 2, 3]
+    assert points["value"].tolist() == by_step[0 if stat == "first" else 7]
+    chart = figures.charts(layout, [(panel, None)], runs, {run_id: store.metrics(run_id)}, {run_id: "mlp"},
+                           {run_id: None}, depth)[0]
+    drawn = next(frame for frame in _datasets(chart.to_dict()) if "value" in frame)
+    assert sorted(drawn["x"]) == [0, 1, 2, 3]
+    if stat == "first":  # the 0 at l = 3 stays on the log axis, marked at its edge
+        assert (drawn.loc[drawn["x"] == 3, "note"].str.len() > 0).all()
+
+
+def test_a_panel_over_layers_takes_only_a_series_over_depth_at_its_first_or_final_reading(tmp_path):
+    for wrong in ('metric = "grad/h0_norm"\nx = "layer"', 'metric = "grad/layer_norm"\nx = "layer"\nstat = "max"'):
+        path = tmp_path / "wrong.toml"
+        text = DEPTH.replace('metric = "grad/layer_norm"\nx = "layer"\nstat = "STAT"', wrong)
+        path.write_text(text)
+        with pytest.raises(presets.PresetError, match="series over depth"):
+            presets.load(path)

@@ -277,18 +277,22 @@ DRIFTED = 0.1            # max|σ − 1| now: ten times that band
 
 def singular_value_band(run: RunRecord | None) -> tuple[float, float] | None:
     """``(σ* − r, σ* + r)`` of the run's cell when it takes the options ``sigma_star`` and ``r`` (the
-    config's values, else the cell's defaults); None otherwise, or when the cell cannot be looked up."""
+    config's values, else the cell's defaults); None otherwise, or when the cell cannot be looked up, or
+    when its ``layer`` option says its layers are not spectral (the mlp's ``layer = "dense"``: σ*, r are
+    then options it does not use, and no band holds its W)."""
     if run is None or run.cell is None:
         return None
     cell = run.raw_config.get("cell") if isinstance(run.raw_config, Mapping) else None
     options = cell.get("options") if isinstance(cell, Mapping) else None
     options = dict(options) if isinstance(options, Mapping) else {}
-    if not {"sigma_star", "r"} <= set(options):
+    if not {"sigma_star", "r", "layer"} <= set(options):
         try:
             from .. import cells  # the defaults are the cell's own (its signature)
             options = {**cells.options(run.cell), **options}
         except (ImportError, AttributeError, TypeError, ValueError):
-            return None
+            pass  # a cell that cannot be looked up: the config's own values, if it has them
+    if options.get("layer", "spectral") != "spectral":
+        return None
     try:
         centre, radius = float(options["sigma_star"]), float(options["r"])
     except (KeyError, TypeError, ValueError):

@@ -3,10 +3,11 @@
     lines = figures.line_labels(layout, runs, names)      # run id -> the name of its line
     columns = figures.column_values(layout, runs)         # run id -> its column's value (None: one column)
     slots = figures.grid_slots(layout, columns)           # [(panel, column value)], row by row
-    drawn = figures.charts(layout, slots, runs, metrics, lines, columns)   # an Altair chart per slot
+    drawn = figures.charts(layout, slots, runs, metrics, lines, columns, depth)   # an Altair chart per slot
 
 ``runs`` maps run ids to stored records (``RunStore.record``), ``metrics`` run ids to their metric rows
-(the long frame of ``RunStore.metrics``). Plain functions of those, so a test checks them on
+(the long frame of ``RunStore.metrics``), ``depth`` (for panels over layers only) run ids to their
+``grad/layer_norm`` series rows (``RunStore.series``: step, index l, value). Plain functions of those, so a test checks them on
 hand-written rows; the Reproduce page draws their charts live.
 """
 from __future__ import annotations
@@ -56,10 +57,12 @@ def grid_slots(layout: Layout, columns: dict) -> list[tuple]:
     return [(panel, value) for panel in layout.panels for value in values]
 
 
-def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict) -> list:
+def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines: dict, columns: dict,
+           depth: dict | None = None) -> list:
     """The charts of the layout (Note [Layout] in stability/presets/layout.py): over training, every run of the
     column overlaid, its line named by ``lines`` (made distinct where two would share a name); against a
-    config field, each run's statistic of the metric, a line per name."""
+    config field, each run's statistic of the metric, a line per name; over layers, each run's series
+    (``depth``) at its first or final reading against l."""
     drawn = []
     for panel, value in slots:
         members = [run_id for run_id in runs if columns[run_id] == value]
@@ -77,6 +80,11 @@ def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines:
                               ignore_index=True)
             drawn.append(metric_chart(frame, names=[panel.metric], hover_points=60,
                                       **shared, **_legend(named.values())))
+        elif panel.over_layers:
+            drawn.append(field_chart(layer_points(panel, members, depth or {}, lines),
+                                     x_title="layer l (0: the first hidden layer's input)",
+                                     y_title=f"{panel.metric} at the {panel.stat} reading",
+                                     **shared, **_legend(lines[run_id] for run_id in members)))
         else:
             drawn.append(field_chart(field_points(panel, members, runs, metrics, lines),
                                      x_title=field_label(panel.x, short=True), y_title=f"{panel.stat} {panel.metric}",
@@ -94,6 +102,20 @@ def field_points(panel: Panel, members: list[int], runs: dict, metrics: dict, li
             points.append({"x": field_value(runs[run_id].config, panel.x), "run": lines[run_id],
                            "value": statistic(own, panel.stat, panel.last), "run_id": run_id})
     return pd.DataFrame(points, columns=["x", "run", "value", "run_id"])
+
+
+def layer_points(panel: Panel, members: list[int], depth: dict, lines: dict) -> pd.DataFrame:
+    """One point per layer l of each run's series at its first or final reading (``panel.stat``): x = l."""
+    frames = []
+    for run_id in members:
+        rows = depth.get(run_id)
+        if rows is None or rows.empty:
+            continue
+        step = rows["step"].min() if panel.stat == "first" else rows["step"].max()
+        at = rows[rows["step"] == step].sort_values("index", kind="stable")
+        frames.append(pd.DataFrame({"x": at["index"].astype(int).to_numpy(), "run": lines[run_id],
+                                    "value": at["value"].to_numpy(), "run_id": run_id}))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["x", "run", "value", "run_id"])
 
 
 def legend_at(names) -> str:

@@ -20,8 +20,11 @@ Note [Layout]
         title  = "Validation MSE"     # optional (default: the metric)
         log    = false                # optional: a log y axis (zeros and infinities marked, never dropped)
         x      = "step"               # optional: "step" (the metric over training) or a config field: each
-                                      # run's ``stat`` of the metric against that field (Fig. 5's depth L)
-        stat   = "final"              # with a field x only: as a claim's stat (mean_last with last = k)
+                                      # run's ``stat`` of the metric against that field (Fig. 5's depth L),
+                                      # or "layer": a series over depth (grad/layer_norm, ‖∂L/∂a_l‖ for
+                                      # l = 0..L), each run's line over l at its first or final reading
+        stat   = "final"              # with a field x: as a claim's stat (mean_last with last = k); with
+                                      # "layer": "first" or "final", the probe step whose reading is drawn
         marks  = ["baseline", { value = 0.01, label = "r" }]   # optional dashed reference lines: the
                                       # task's memoryless baseline, or a number (the paper's) with a label
         range  = [0, 0.25]            # optional: the y axis the paper's panel shows (what is outside is clipped)
@@ -38,12 +41,14 @@ from typing import Any
 
 from ..config import ConfigError, RunConfig
 from ..config.fields import resolve_field
-from ..core.metric_names import LOG_PREFIXES
+from ..core.metric_names import LAYER_NORM, LOG_PREFIXES
 from .vocabulary import RUN_FIELDS, Fail, check_stat, is_number, number, table, unknown_keys
 
 _LAYOUT_KEYS = {"columns", "color", "panels"}
 _PANEL_KEYS = {"metric", "title", "log", "x", "stat", "last", "marks", "range"}
 _MARKS = "\"baseline\" or { value = NUMBER, label = TEXT }"
+LAYER = "layer"            # a panel's x over depth: the layers l of a series metric (Note [Layout])
+OVER_LAYERS = (LAYER_NORM,)  # the series drawn over depth
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,10 @@ class Panel:
     @property
     def over_training(self) -> bool:
         return self.x == "step"
+
+    @property
+    def over_layers(self) -> bool:
+        return self.x == LAYER
 
 
 @dataclass(frozen=True)
@@ -126,10 +135,13 @@ def _panel(raw: Any, where: str, field, fail: Fail) -> Panel:
     if not isinstance(raw.get("title", ""), str) or not isinstance(raw.get("log", False), bool):
         fail(f"{where}: title is a text and log is true or false")
     x = raw.get("x", "step")
-    x = "step" if x == "step" else field(x, f"{where}.x")
+    x = x if x in ("step", LAYER) else field(x, f"{where}.x")
     stat, last = raw.get("stat", "final"), raw.get("last")
     if ("stat" in raw or "last" in raw) and x == "step":
         fail(f"{where}: stat and last go with a config field as x (a value per run); over steps every row is drawn")
+    if x == LAYER and (metric not in OVER_LAYERS or stat not in ("first", "final") or last is not None):
+        fail(f"{where}: x = \"layer\" draws a series over depth ({', '.join(OVER_LAYERS)}) at its "
+             f"\"first\" or \"final\" reading (stat)")
     check_stat(stat, last, where, fail)
     marks = _marks(raw.get("marks", []), where, fail)
     shown = raw.get("range")
