@@ -618,7 +618,35 @@ def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(sto
     assert estimate["seconds"] == pytest.approx(sum(50 * s * 2 * 3 for s in per_step.values()))
     assert "2 shapes from completed runs in the store" in estimate["basis"]
     timed = sweeps.estimate(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
-    assert timed["seconds"] > 0 and "1 timed by" in timed["basis"]
+    assert timed["seconds"] > 0 and "1 shape timed by" in timed["basis"] and not timed["pending"]
+
+
+def test_a_shape_timed_apart_is_timed_in_a_child_that_is_ended_at_its_time_limit(store):
+    """Issue 20 (Note [Timing apart]): the server hands unknown shapes to a child process and never waits;
+    a child past its limit is killed (our own, by its Popen) and its shape left to the operation count."""
+    import psutil
+
+    from stability.sweeps import shape_timing
+
+    config = tiny("gru", steps=50)
+    shape = shape_timing.shape_of(config)
+    try:
+        known, timing = shape_timing.timed_apart([config], limit_s=0.5)  # less than the child needs to start
+        assert known == {} and timing == {shape}
+        [child] = [child.process for child in shape_timing._children if shape in child.shapes]
+        estimate = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        assert estimate["pending"] and "1 shape from the operation count" in estimate["basis"]
+        for _ in range(100):
+            known, timing = shape_timing.timed_apart([config], limit_s=0.5)
+            if not timing:
+                break
+            time.sleep(0.1)
+        assert known == {shape: None} and child.returncode is not None and not psutil.pid_exists(child.pid)
+        settled = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        assert not settled["pending"] and "separate process" not in settled["basis"]
+    finally:
+        shape_timing.stop_children()
+        shape_timing._known.pop(shape, None)
 
 
 def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
