@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import pandas as pd
 import streamlit as st
@@ -39,6 +38,7 @@ from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells, sweeps
+from stability.execution import runner
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
@@ -178,9 +178,12 @@ def sweep_settings() -> dict:
     left, right = st.columns(2)
     seeds = int(left.number_input("Seeds", min_value=1, max_value=100, value=3, step=1, key="sweep_seeds",
                                   help="Each setting runs with the seeds base, base + 1, ..."))
-    workers = int(right.number_input("Workers", min_value=1, max_value=max(1, os.cpu_count() or 1),
-                                     value=min(2, os.cpu_count() or 1), step=1, key="sweep_workers",
-                                     help="Runs trained at once, each in its own process."))
+    slots = runner.max_concurrent_runs()  # the server's run slots, shared with every run (execution/slots.py)
+    workers = int(right.number_input("Workers", min_value=1, max_value=slots, value=min(2, slots), step=1,
+                                     key="sweep_workers",
+                                     help=f"Runs trained at once, each in its own process: at most this server's "
+                                          f"{slots} run slot{'s' * (slots > 1)} ({runner.MAX_RUNS_ENV}), shared with "
+                                          "every other run; workers without a free slot start as one frees."))
     sampler = left.selectbox("Sampler", sweeps.SAMPLERS, key="sweep_sampler",
                              help="grid: every setting; random and tpe: Optuna samples a trial budget of settings.")
     trials = int(right.number_input("Trials", min_value=1, max_value=10_000, value=8, step=1, key="sweep_trials",

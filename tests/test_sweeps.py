@@ -455,7 +455,8 @@ def assert_each_setting_and_seed_once(store, spec, sweep_id):
     return frame
 
 
-def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store):
+def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store, monkeypatch):
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "2")  # two run slots: both workers start (Note [Slots])
     spec = build_spec(tiny("rnn", steps=60, log_every=10, eval_every=20), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
                       seeds=2)
     sweep_id = sweeps.start_sweep(spec, store.path, workers=2)
@@ -695,3 +696,66 @@ def test_a_varied_cell_drops_the_base_cells_options_it_does_not_declare():
     built = {setting["cell"]: spec.config_for(setting, 0).cell.options for setting in spec.settings()}
     assert built["spectral"]["m1"] == 4 and "m1" not in built["rnn"]
     assert built["rnn"]["nonlinearity"] == built["spectral"]["nonlinearity"] == "relu"  # both declare it
+
+
+def live_sweep_workers(store_url):
+    """``(pid, sweep id)`` of the live sweep workers of the store at ``store_url`` (psutil: the worker module,
+    ``--sweep ID``, the store in the environment)."""
+    import psutil
+
+    from stability.execution.processes import WORKER_MODULE
+
+    pids = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if WORKER_MODULE in command and "--sweep" in command:
+            try:
+                if process.environ().get("STABILITY_STORE") == store_url and process.status() != psutil.STATUS_ZOMBIE:
+                    pids.append((process.pid, int(command[command.index("--sweep") + 1])))
+            except psutil.Error:
+                continue
+    return pids
+
+
+def test_a_sweep_asking_more_workers_than_the_run_slots_starts_at_most_the_slots(store, monkeypatch):
+    """Issue 20: every Sweep Start started its workers outside STABILITY_MAX_RUNS. With two slots, a sweep
+    asking four workers never has more than two alive (psutil, every 50 ms), and completes."""
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "2")
+    base = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}),
+                     TrainConfig(steps=5, batch_size=4, eval_examples=8, probe_examples=2))
+    sweep_id = sweeps.start_sweep(build_spec(base, ["lr=1e-3,1e-2"], seeds=2), store.url, workers=4)
+    most, deadline = 0, time.monotonic() + 180
+    try:
+        while store.sweep(sweep_id).status == "running" and time.monotonic() < deadline:
+            most = max(most, len(live_sweep_workers(store.url)))
+            time.sleep(0.05)
+    finally:
+        sweeps.stop_sweep(sweep_id, store.url, timeout=2.0)
+    assert most <= 2 and store.sweep(sweep_id).workers == 2
+    assert store.sweep(sweep_id).status == "completed"
+    assert sorted(run.status for run in store.records(sweep_id=sweep_id)) == ["completed"] * 4
+
+
+def test_a_sweep_waits_for_a_busy_slot_and_starts_when_it_frees(store, monkeypatch):
+    """Note [Slots]: with the one slot held by a live sweep worker, a second sweep's worker waits (none of
+    its processes starts) and starts once the first sweep's worker hands its slot on (having settled its
+    sweep: it exits right after, so only workers of running sweeps hold a slot)."""
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    base = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}),
+                     TrainConfig(steps=5, batch_size=4, eval_examples=8, probe_examples=2))
+    first = sweeps.start_sweep(build_spec(base, ["lr=1e-3"]), store.url, workers=1)
+    second = sweeps.start_sweep(build_spec(base, ["lr=1e-2"]), store.url, workers=1)
+    from stability.execution import slots
+
+    try:
+        assert slots.waiting(store, second) == 1 and [sweep for _, sweep in live_sweep_workers(store.url)] == [first]
+        deadline, seen = time.monotonic() + 180, set()
+        while store.sweep(second).status == "running" and time.monotonic() < deadline:
+            holding = [sweep for _, sweep in live_sweep_workers(store.url) if store.sweep(sweep).status == "running"]
+            assert len(holding) <= 1
+            seen.update(holding)
+            time.sleep(0.05)
+    finally:
+        sweeps.stop_sweep(first, store.url, timeout=2.0)
+        sweeps.stop_sweep(second, store.url, timeout=2.0)
+    assert store.sweep(first).status == store.sweep(second).status == "completed" and seen <= {first, second}
