@@ -4,8 +4,8 @@ The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run each, within the slots
 whoever started the server set (``STABILITY_MAX_RUNS``: the runs beyond them wait 'queued' and start as
-slots free, stability/execution/slots.py) -> a fragment that reads every run's new rows once a second (four times a second until each
-run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
+slots free, stability/execution/slots.py) -> a fragment that reads every run's new rows once a second
+(four times a second until each run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
 its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
 view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).

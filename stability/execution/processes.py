@@ -173,7 +173,8 @@ def read_identity(store, run_id: int) -> dict | None:
 
 # ------------------------------------------------------------------ sweep workers
 def launch_sweep_workers(store, sweep_id: int, workers: int, limit: int, gpus: list[str] | None = None,
-                         arguments: tuple[str, ...] = (), environments: list[dict] | None = None) -> list[subprocess.Popen]:
+                         arguments: tuple[str, ...] = (),
+                         environments: list[dict] | None = None) -> list[subprocess.Popen]:
     """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this machine
     now, whatever the slots (the scheduler decides when: stability.execution.slots, Note [Slots]), sharing
     its cores by the thread policy of ``limit`` slots; worker ``i`` sees only GPU ``gpu_slots.gpu_for(i,
