@@ -217,6 +217,29 @@ def sweep_identities(store, sweep_id: int | None = None) -> list[tuple[int, dict
     return found
 
 
+def forget_sweep_worker(store, sweep_id: int, pid: int) -> None:
+    """Strike worker ``pid`` off ``logs/sweep-<id>.workers``: it has handed its slot on and is ending
+    (stability.execution.slots, Note [Slots]); call under the scheduling lock."""
+    path = _sweep_identities_path(store, sweep_id)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    kept = [line for line in lines if _pid_of(line) != pid]
+    if len(kept) != len(lines):
+        descriptor = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        with open(descriptor, "w") as handle:
+            handle.write("".join(line + "\n" for line in kept))
+
+
+def _pid_of(line: str):
+    try:
+        identity = json.loads(line)
+    except ValueError:
+        return None
+    return identity.get("pid") if isinstance(identity, dict) else None
+
+
 def terminate_sweep_workers(store, sweep_id: int) -> int:
     """SIGTERM (then SIGKILL) the sweep workers this machine launched for ``sweep_id`` that are
     provably them (Note [Identity]); returns how many were ended."""

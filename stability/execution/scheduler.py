@@ -237,9 +237,13 @@ def start_sweep_workers(store: RunStore, sweep_id: int, workers: int, gpus: list
                 and list(process.args[3:5]) == ["--sweep", str(int(sweep_id))]]
 
 
-def hand_on_slot(store: RunStore, leaving: int) -> None:
-    """A worker at its end (``leaving``: its pid) hands its slot to what waits (Note [Slots])."""
+def hand_on_slot(store: RunStore, leaving: int, sweep_id: int | None = None) -> None:
+    """A worker at its end (``leaving``: its pid; a worker of ``sweep_id``, struck off its sweep's workers
+    and its sweep's waiting workers dropped) hands its slot to what waits (Note [Slots])."""
     with scheduling_lock(store):
+        if sweep_id is not None:
+            processes.forget_sweep_worker(store, sweep_id, leaving)
+            slots.drop_waiting(store, sweep_id)  # it ends when its sweep has nothing left to hand out
         _schedule(store, max_concurrent_runs(), leaving)
 
 

@@ -15,7 +15,8 @@ Note [Slots]
       foreground CLI run, a preset, a sweep worker training a trial (not an external run: a user's own
       loop logging through stability.watch is not the queue's to count);
     - a live sweep worker of this machine (its identity in ``logs/sweep-<id>.workers``, stability.execution
-      .processes, Note [Identity]), from its start, through the gaps between its trials, to its end;
+      .processes, Note [Identity]), from its start, through the gaps between its trials, to its end,
+      when it strikes itself off that list and hands its slot on (``scheduler.hand_on_slot``);
 
     one slot a process, however many of these say so (a sweep worker training a trial is counted once).
     What waits for a slot: the queued runs nobody has claimed (the run queue, in the store) and the sweep
@@ -84,20 +85,21 @@ def drop_waiting(store, sweep_id: int) -> None:
 
 def launch_waiting(store, free: int, limit: int) -> list:
     """Under the scheduling lock: start up to ``free`` waiting sweep workers, lowest sweep first, each in a
-    slot of ``limit``; a running sweep's only (the others' are dropped). Returns the processes started."""
+    slot of ``limit`` (taken off the waiting list first, then started); a running sweep's only (the others'
+    are dropped). Returns the processes started."""
     started = []
     for sweep_id, path in sorted(_waiting_files(store).items()):
         if not _wants_workers(store, sweep_id):
             drop_waiting(store, sweep_id)
             continue
         entries = _read(path)
-        taken, left = entries[:max(0, free - len(started))], entries[max(0, free - len(started)):]
-        for entry in taken:
-            started += launch_sweep_workers(store, sweep_id, 1, limit, environments=[entry.get("env") or {}])
-        if left:
-            path.write_text("".join(json.dumps(entry) + "\n" for entry in left))
+        count = max(0, free - len(started))
+        if entries[count:]:
+            path.write_text("".join(json.dumps(entry) + "\n" for entry in entries[count:]))
         else:
             drop_waiting(store, sweep_id)
+        for entry in entries[:count]:
+            started += launch_sweep_workers(store, sweep_id, 1, limit, environments=[entry.get("env") or {}])
     return started
 
 

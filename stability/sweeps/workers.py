@@ -421,8 +421,7 @@ def run_sweep_worker(sweep_id: int, store_location) -> int:
     try:
         return work(store, sweep_id)
     finally:
-        try:  # it ends when the sweep has nothing left to hand out: one more worker would find nothing
-            slots.drop_waiting(store, sweep_id)
-            scheduler.hand_on_slot(store, os.getpid())
+        try:
+            scheduler.hand_on_slot(store, os.getpid(), sweep_id)
         finally:
             store.close()
