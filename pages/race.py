@@ -2,9 +2,10 @@
 
 The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200, where the plain RNN's
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
-their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run with as many worker
-slots as cells -> a fragment that reads every run's new rows once a second (four times a second until each
-run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
+their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run each, within the slots
+whoever started the server set (``STABILITY_MAX_RUNS``: the runs beyond them wait 'queued' and start as
+slots free, stability/execution/slots.py) -> a fragment that reads every run's new rows once a second
+(four times a second until each run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
 its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
 view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
@@ -179,9 +180,13 @@ else:
             started = []
             try:
                 for config in configs:
-                    started.append(runner.start_run(config, store_path(), max_concurrent=len(configs)))
+                    started.append(runner.start_run(config, store_path()))  # the server's slots, queued beyond
             except ConfigError as error:
                 st.error(str(error))
+            slots = runner.max_concurrent_runs()
+            if len(started) > slots:
+                st.info(f"{len(started) - slots} of these runs wait 'queued': this server trains {slots} at a "
+                        f"time ({runner.MAX_RUNS_ENV}); each starts as a slot frees.")
             if started:
                 st.query_params["runs"] = ",".join(map(str, started))
                 race = started

@@ -2,7 +2,8 @@
 
 Start:  config form (as Train) -> Vary rows (``FIELD`` and values in the CLI's --vary syntax) -> seeds,
         sampler, pruning, workers -> sweeps.build_spec (SweepError: one line) -> its description, runs
-        and rough time (sweeps.estimate) -> Start -> sweeps.start_sweep -> ``?sweep=ID``.
+        and rough time (sweeps.estimate, its unknown shapes timed in a separate process: the line is redrawn
+        when their timings come) -> Start -> sweeps.start_sweep -> ``?sweep=ID``.
 Watch:  a sweep (the "Watching" box or ``?sweep=ID``) -> progress by status, Stop / Resume ->
         sweeps.results (one row per run) -> groups.setting_table -> the objective against a varied
         field, a heatmap over two, parallel coordinates, curves over seeds -> the settings table
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import pandas as pd
 import streamlit as st
@@ -38,6 +38,7 @@ from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
 from stability import cells, sweeps
+from stability.execution import runner
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
@@ -50,6 +51,7 @@ require_router(__file__)
 
 AUTO_EVERY_S = 5.0
 ESTIMATE_TTL_S = 120.0             # a rough time is timed again after this long (completed runs improve it)
+TIMING_EVERY_S = 1.0               # the rough time line looks again this often while its shapes are timed apart
 SWEEP_CHOICES = 100                # newest sweeps offered in the "Watching" box
 VARY_ROWS = 2                      # rows of the Vary editor at first
 MAX_VARY_ROWS = 8
@@ -132,11 +134,43 @@ def checked_spec(base_json: str, texts: tuple, seeds: int, sampler: str, trials:
     return spec.to_dict(), None
 
 
-@st.cache_data(show_spinner="Timing a few training steps…", ttl=ESTIMATE_TTL_S, max_entries=64)
+class TimingPending(Exception):
+    """A rough time whose shapes a separate process still times: not to be cached."""
+
+    def __init__(self, estimate: dict):
+        super().__init__("timing")
+        self.estimate = estimate
+
+
+@st.cache_data(show_spinner=False, ttl=ESTIMATE_TTL_S, max_entries=64)
+def settled_rough_time(spec_json: str, workers: int) -> dict | None:
+    """sweeps.estimate of a spec once no shape of it is being timed, kept for :data:`ESTIMATE_TTL_S`
+    (completed runs improve it); TimingPending, not kept, while one is."""
+    estimate = sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers, apart=True)
+    if estimate is not None and estimate["pending"]:
+        raise TimingPending(estimate)
+    return estimate
+
+
 def rough_time(spec_json: str, workers: int) -> dict | None:
-    """sweeps.estimate of a spec, kept for :data:`ESTIMATE_TTL_S`: it may time a few training steps of
-    each model shape, too slow for every rerun of the form."""
-    return sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers)
+    """The sweep's rough time (Note [Rough time] in stability/sweeps/rough_time.py): shapes the store has run
+    and shapes timed before, at once; the others from their operation count while a separate process times
+    them, under a time limit (``apart``: this server never builds or trains a model)."""
+    try:
+        return settled_rough_time(spec_json, workers)
+    except TimingPending as pending:
+        return pending.estimate
+
+
+def rough_time_line(spec_json: str, size: int, workers: int, polling: bool = False) -> None:
+    """``**N runs** · about T (basis)``; while shapes are being timed apart, redrawn every
+    :data:`TIMING_EVERY_S` s (a fragment), and the page once when their timings are in."""
+    estimate = rough_time(spec_json, workers)
+    timing = (f"about {format_duration(estimate['seconds'])} ({estimate['basis']})" if estimate
+              else "no time estimate: no model of this sweep could be timed")
+    st.markdown(f"**{size:,} runs** · {timing}")
+    if polling and not (estimate or {}).get("pending"):
+        st.rerun()  # the timings are in: the line stops polling
 
 
 def sweep_settings() -> dict:
@@ -144,9 +178,12 @@ def sweep_settings() -> dict:
     left, right = st.columns(2)
     seeds = int(left.number_input("Seeds", min_value=1, max_value=100, value=3, step=1, key="sweep_seeds",
                                   help="Each setting runs with the seeds base, base + 1, ..."))
-    workers = int(right.number_input("Workers", min_value=1, max_value=max(1, os.cpu_count() or 1),
-                                     value=min(2, os.cpu_count() or 1), step=1, key="sweep_workers",
-                                     help="Runs trained at once, each in its own process."))
+    slots = runner.max_concurrent_runs()  # the server's run slots, shared with every run (execution/slots.py)
+    workers = int(right.number_input("Workers", min_value=1, max_value=slots, value=min(2, slots), step=1,
+                                     key="sweep_workers",
+                                     help=f"Runs trained at once, each in its own process: at most this server's "
+                                          f"{slots} run slot{'s' * (slots > 1)} ({runner.MAX_RUNS_ENV}), shared with "
+                                          "every other run; workers without a free slot start as one frees."))
     sampler = left.selectbox("Sampler", sweeps.SAMPLERS, key="sweep_sampler",
                              help="grid: every setting; random and tpe: Optuna samples a trial budget of settings.")
     trials = int(right.number_input("Trials", min_value=1, max_value=10_000, value=8, step=1, key="sweep_trials",
@@ -183,10 +220,11 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
         return None
     spec = sweeps.SweepSpec.from_dict(spec_dict)
     st.caption(spec.describe())
-    estimate = rough_time(json.dumps(spec_dict, sort_keys=True), settings["workers"])
-    timing = (f"about {format_duration(estimate['seconds'])} ({estimate['basis']})" if estimate
-              else "no time estimate: no model of this sweep could be timed")
-    st.markdown(f"**{spec.size():,} runs** · {timing}")
+    spec_json = json.dumps(spec_dict, sort_keys=True)
+    if (rough_time(spec_json, settings["workers"]) or {}).get("pending"):
+        st.fragment(rough_time_line, run_every=TIMING_EVERY_S)(spec_json, spec.size(), settings["workers"], True)
+    else:
+        rough_time_line(spec_json, spec.size(), settings["workers"])
     if st.button("Start", type="primary", key="sweep_start", width="stretch"):
         try:
             return sweeps.start_sweep(spec, store_path(), workers=settings["workers"], name=settings["name"])

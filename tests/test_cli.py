@@ -465,7 +465,9 @@ def test_bad_sweep_input_exits_2_with_one_line_and_stores_nothing(tmp_path, vary
     assert not store.exists() or RunStore(store).sweeps() == []
 
 
-def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_gives_each_setting(tmp_path):
+def test_a_foreground_sweep_prints_progress_and_its_table_and_sweeps_show_json_gives_each_setting(tmp_path,
+                                                                                                   monkeypatch):
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "2")  # two run slots for its two workers (Note [Slots])
     store = tmp_path / "runs.db"
     result = cli("sweep", *SWEEP, "--vary", "lr=1e-3,1e-1", "--vary", "cell=rnn,lstm", "--seeds", "2",
                  "--workers", "2", store=store)
@@ -516,6 +518,35 @@ def test_a_background_sweep_prints_its_id_then_stops_and_resumes_from_the_cli(tm
     assert cli("sweeps", "stop", str(sweep_id), store=store).stdout.strip() == "stopped"
     missing = cli("sweeps", "show", "99", store=store)
     assert missing.returncode == 2 and missing.stderr.strip() == f"stability: error: no sweep with id 99 in {store}"
+
+
+def test_sweep_workers_past_the_run_slots_are_capped_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 20: ``--workers`` had no upper bound (10000 started 10000 processes). It is capped at the slots
+    whoever starts the CLI sets (STABILITY_MAX_RUNS), in one line; here the one slot is held by a run this
+    test claims (a live claimant on this host), so the sweep's one worker waits for it and none starts.
+    The command runs in this process (``main``), as its own interpreter would."""
+    from stability import sweeps
+    from stability.cli.main import main
+    from stability.config import CellConfig, RunConfig
+    from stability.execution import lifecycle, slots
+
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    store = tmp_path / "runs.db"
+    with RunStore(store) as opened:
+        holder = lifecycle.create_claimed(opened, RunConfig(CellConfig("rnn", 4)))  # holds the slot
+        code = main(["sweep", *SWEEP, "--vary", "lr=1e-3", "--workers", "10000", "--background", "--store", str(store)])
+        result = capsys.readouterr()
+        assert code == 0, result.err
+        sweep_id = int(result.out)
+        try:
+            assert result.err.splitlines()[0] == ("--workers 10000 is more than this machine's 1 run slot "
+                                                  "(STABILITY_MAX_RUNS=1): 1 worker")
+            assert opened.sweep(sweep_id).workers == 1 and slots.waiting(opened, sweep_id) == 1
+            assert not (opened.home / "logs" / f"sweep-{sweep_id}.workers").exists()  # no worker started
+        finally:
+            sweeps.stop_sweep(sweep_id, store, timeout=2.0)
+            lifecycle.settle(opened, holder, "stopped")
+        assert slots.waiting(opened, sweep_id) == 0
 
 
 # ------------------------------------------------------------------ reproduce

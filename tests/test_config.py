@@ -216,3 +216,41 @@ def test_depth_within_a_step_is_bounded_and_counted_before_anything_is_built(mon
         check_buildable(deep.validate())
     mlp = RunConfig(cell=CellConfig("mlp", 4096, {"layers": 1000}))
     assert budget.footprint(mlp).parameters > 1000 * 4096 * 4096 * 4
+
+
+def test_eval_examples_are_counted_and_a_sample_past_memory_is_refused_before_anything_is_built(monkeypatch):
+    """Issue 20: ``eval_examples`` (settable through Vary) was not in the budget: the evaluator keeps a fixed
+    training sample of that many examples for the whole run, and 10**9 of them reached the allocator."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from stability import cells, tasks
+    from stability.execution import budget
+    from stability.training.build import build_model
+    from stability.training.evaluation import Evaluator
+
+    for name, options, examples in (("adding", {"seq_len": 12}, 300), ("copy", {"seq_len": 5}, 700),
+                                    ("adding", {"seq_len": 12, "train_size": 100}, 300)):
+        config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig(name, options),
+                           train=TrainConfig(eval_examples=examples, batch_size=4))
+        task = tasks.check(name, **options)
+        held = Evaluator(tasks.build(name, **options), config.train, torch.device("cpu"), torch.float32)
+        assert budget.footprint(config, task).evaluation_set == sum(x.nbytes for x, _ in held.train_batches) > 0
+        model = build_model(config, tasks.build(name, **options))
+        with FlopCounterMode(display=False) as counted:  # an independent count of the forward's matrix products
+            model(torch.randn(1, task.seq_len, task.input_size))
+        operations = budget.work(config, task)
+        assert operations.step / (3 * 4) == counted.get_total_flops()
+        assert operations.evaluation == 2 * examples * operations.step / (3 * 4)  # the fixed sample and val
+
+    def never(*args, **kwargs):
+        raise AssertionError("the cell was built")
+
+    monkeypatch.setattr(cells, "build", never)
+    huge = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {"seq_len": 10}),
+                     train=TrainConfig(eval_examples=10**9)).validate()
+    with pytest.raises(ConfigError) as error:
+        check_buildable(huge)
+    message = str(error.value)
+    assert message.startswith("eval_examples 1000000000 keeps a fixed training sample of ~74.5 GiB")
+    assert message.endswith("lower eval_examples") and "\n" not in message

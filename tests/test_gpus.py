@@ -159,10 +159,11 @@ def test_two_run_slots_train_on_two_gpus(store_path, monkeypatch):
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a worker's environment in /proc")
-def test_sweep_workers_joining_share_two_gpus_round_robin(store_path):
+def test_sweep_workers_joining_share_two_gpus_round_robin(store_path, monkeypatch):
     """``sweeps join --workers 3 --gpus 0,1``: three real workers, GPUs 0, 1 and 0 again."""
     from stability import sweeps
 
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "3")  # a slot each (stability/execution/slots.py)
     base = RunConfig(CellConfig("rnn", 8), TaskConfig("adding", {"seq_len": 10}),
                      TrainConfig(steps=100_000, batch_size=8, log_every=50, eval_examples=16, probe_examples=4))
     with RunStore(store_path) as store:

@@ -81,7 +81,7 @@ def test_start_race_starts_every_cell_with_the_same_seed_and_budget_at_once(stor
     started = fake_runner["start"]
     assert [config.cell.name for config, _, _ in started] == ["rnn", "lstm", "spectral", "sgornn"]
     for config, path, max_concurrent in started:
-        assert max_concurrent == 4 and path == str(store.path)
+        assert max_concurrent is None and path == str(store.path)  # the server's slots (STABILITY_MAX_RUNS)
         assert config.cell.hidden_size == 32
         assert (config.task.name, config.task.options["seq_len"]) == ("adding", 200)
         assert (config.train.steps, config.train.seed, config.train.lr) == (400, 5, 0.002)
@@ -102,7 +102,7 @@ def test_the_chosen_cells_and_their_options_go_into_their_own_configs(store, fak
     configs = [config for config, _, _ in fake_runner["start"]]
     assert [config.cell.name for config in configs] == ["rnn", "spectral"]
     assert configs[1].cell.options["r"] == 0.1 and "r" not in configs[0].cell.options
-    assert {max_concurrent for _, _, max_concurrent in fake_runner["start"]} == {2}
+    assert {max_concurrent for _, _, max_concurrent in fake_runner["start"]} == {None}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -241,3 +241,49 @@ def test_an_early_outlier_does_not_set_the_loss_range_unless_the_link_asks_to_sh
     assert not shown.toggle(key="race_outliers").value and drawn_values(charts(shown)[0])["y"].max() == 20.0
     bad = run(runs=run_id, outliers="maybe")
     assert bad.toggle(key="race_outliers").value and "outliers=maybe" in bad.warning[0].value
+
+
+def slot_holding_workers(store):
+    """This store's live run workers whose run is still active: the processes holding a run slot (a worker
+    whose run has ended only hands its slot on and exits)."""
+    import psutil
+
+    from stability.execution.processes import WORKER_MODULE
+    from stability.runs.status import ACTIVE_STATUSES
+
+    holding = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if WORKER_MODULE not in command or "--worker" not in command:
+            continue
+        try:
+            if process.environ().get("STABILITY_STORE") != store.url or process.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        run_id = int(command[command.index("--worker") + 1])
+        if store.record(run_id).status in ACTIVE_STATUSES:
+            holding.append(run_id)
+    return holding
+
+
+def test_a_race_beyond_the_run_slots_queues_its_runs_and_trains_them_one_at_a_time(store, monkeypatch):
+    """Issue 20: Race passed max_concurrent=len(configs), overriding the operator's STABILITY_MAX_RUNS. With one
+    slot, three real runs are started, two wait 'queued', and never more than one worker holds a slot
+    (psutil, every 50 ms, of the workers of this store); all three complete."""
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    app = run(cells="rnn,lstm,gru")
+    app.number_input(key="race_hidden").set_value(4)
+    app.number_input(key="race_adding_seq_len").set_value(5)
+    app.number_input(key="race_steps").set_value(5)
+    button(app, "Start race").click().run()
+    assert not app.exception and not app.error
+    ids = sorted(store.runs()["id"])
+    assert len(ids) == 3
+    most, deadline = 0, time.monotonic() + 180
+    while time.monotonic() < deadline and any(store.record(run_id).status not in ("completed", "failed")
+                                              for run_id in ids):
+        most = max(most, len(slot_holding_workers(store)))
+        time.sleep(0.05)
+    assert most == 1 and [store.record(run_id).status for run_id in ids] == ["completed"] * 3
+    assert any("2 of these runs wait 'queued'" in info.value for info in app.info)

@@ -455,7 +455,8 @@ def assert_each_setting_and_seed_once(store, spec, sweep_id):
     return frame
 
 
-def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store):
+def test_two_worker_processes_run_every_setting_and_seed_exactly_once_and_tell_each_trial(store, monkeypatch):
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "2")  # two run slots: both workers start (Note [Slots])
     spec = build_spec(tiny("rnn", steps=60, log_every=10, eval_every=20), ["lr=1e-3,1e-2,1e-1", "cell=rnn,lstm"],
                       seeds=2)
     sweep_id = sweeps.start_sweep(spec, store.path, workers=2)
@@ -618,7 +619,35 @@ def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(sto
     assert estimate["seconds"] == pytest.approx(sum(50 * s * 2 * 3 for s in per_step.values()))
     assert "2 shapes from completed runs in the store" in estimate["basis"]
     timed = sweeps.estimate(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
-    assert timed["seconds"] > 0 and "1 timed by" in timed["basis"]
+    assert timed["seconds"] > 0 and "1 shape timed by" in timed["basis"] and not timed["pending"]
+
+
+def test_a_shape_timed_apart_is_timed_in_a_child_that_is_ended_at_its_time_limit(store):
+    """Issue 20 (Note [Timing apart]): the server hands unknown shapes to a child process and never waits;
+    a child past its limit is killed (our own, by its Popen) and its shape left to the operation count."""
+    import psutil
+
+    from stability.sweeps import shape_timing
+
+    config = tiny("gru", steps=50)
+    shape = shape_timing.shape_of(config)
+    try:
+        known, timing = shape_timing.timed_apart([config], limit_s=0.5)  # less than the child needs to start
+        assert known == {} and timing == {shape}
+        [child] = [child.process for child in shape_timing._children if shape in child.shapes]
+        estimate = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        assert estimate["pending"] and "1 shape from the operation count" in estimate["basis"]
+        for _ in range(100):
+            known, timing = shape_timing.timed_apart([config], limit_s=0.5)
+            if not timing:
+                break
+            time.sleep(0.1)
+        assert known == {shape: None} and child.returncode is not None and not psutil.pid_exists(child.pid)
+        settled = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        assert not settled["pending"] and "separate process" not in settled["basis"]
+    finally:
+        shape_timing.stop_children()
+        shape_timing._known.pop(shape, None)
 
 
 def test_every_sweep_command_in_the_readme_parses_and_builds_its_sweep():
@@ -667,3 +696,51 @@ def test_a_varied_cell_drops_the_base_cells_options_it_does_not_declare():
     built = {setting["cell"]: spec.config_for(setting, 0).cell.options for setting in spec.settings()}
     assert built["spectral"]["m1"] == 4 and "m1" not in built["rnn"]
     assert built["rnn"]["nonlinearity"] == built["spectral"]["nonlinearity"] == "relu"  # both declare it
+
+
+def live_sweep_workers(store_url):
+    """``(pid, sweep id)`` of the live sweep workers of the store at ``store_url`` (psutil: the worker module,
+    ``--sweep ID``, the store in the environment)."""
+    import psutil
+
+    from stability.execution.processes import WORKER_MODULE
+
+    pids = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if WORKER_MODULE in command and "--sweep" in command:
+            try:
+                if process.environ().get("STABILITY_STORE") == store_url and process.status() != psutil.STATUS_ZOMBIE:
+                    pids.append((process.pid, int(command[command.index("--sweep") + 1])))
+            except psutil.Error:
+                continue
+    return pids
+
+
+def test_sweeps_asking_more_workers_than_the_run_slots_start_at_most_the_slots_and_the_rest_wait(store, monkeypatch):
+    """Issue 20: every Sweep Start started its workers outside STABILITY_MAX_RUNS. With two slots, a sweep asking
+    four workers never has more than two alive (psutil, every 50 ms); a second sweep's worker waits while they
+    hold the slots (Note [Slots]: none of its processes lives while it waits), starts when one is handed on,
+    and both sweeps complete."""
+    from stability.execution import slots
+
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "2")
+    base = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}),
+                     TrainConfig(steps=5, batch_size=4, eval_examples=8, probe_examples=2))
+    first = sweeps.start_sweep(build_spec(base, ["lr=1e-3,1e-2"], seeds=2), store.url, workers=4)
+    second = sweeps.start_sweep(build_spec(base, ["lr=1e-1"]), store.url, workers=1)
+    most, seen, deadline = 0, set(), time.monotonic() + 240
+    try:
+        assert store.sweep(first).workers == 2 and slots.waiting(store, second) == 1
+        while "running" in (store.sweep(first).status, store.sweep(second).status) and time.monotonic() < deadline:
+            alive = [sweep for _, sweep in live_sweep_workers(store.url)]
+            waiting = slots.waiting(store, second)  # read after: a worker is taken off the list, then started
+            most, seen = max(most, alive.count(first)), seen | set(alive)
+            assert not (waiting and second in alive)
+            time.sleep(0.05)
+    finally:
+        sweeps.stop_sweep(first, store.url, timeout=2.0)
+        sweeps.stop_sweep(second, store.url, timeout=2.0)
+    assert most == 2 and seen == {first, second}
+    assert store.sweep(first).status == store.sweep(second).status == "completed"
+    assert sorted(run.status for run in store.records(sweep_id=first)) == ["completed"] * 4

@@ -19,7 +19,7 @@ import time
 from .. import sweeps
 from ..core import gpus as gpu_facts
 from ..core.formatting import shown
-from ..execution import runner
+from ..execution import runner, slots
 from ..execution.gpu_slots import gpu_for
 from ..execution.signals import signals_deferred
 from ..runs.store import RunStore
@@ -87,9 +87,9 @@ def cmd_sweep(args) -> int:
         raise sweeps.SweepError("give at least one --vary FIELD=V1,V2,... (or use `train` for one run)")
     spec = sweeps.build_spec(config, args.vary, seeds=args.seeds, sampler=args.sampler, trials=args.trials,
                              prune=args.prune, allow_large=args.yes)
-    sweeps.check_workers(args.workers)
+    workers = _capped_workers(args.workers)
     resolve_device(config.train.device)
-    sweep_id = sweeps.start_sweep(spec, args.store, workers=args.workers, name=args.name)
+    sweep_id = sweeps.start_sweep(spec, args.store, workers=workers, name=args.name)
     if args.background:
         print(sweep_id)
         print(f"sweep {sweep_id} started: {printable(spec.describe())}; watch it with "
@@ -106,7 +106,8 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
         with RunStore(store_location) as store:
             finished = False
             while not finished:
-                finished = store.sweep(sweep_id).status != "running" or not runner.launched_workers()
+                finished = store.sweep(sweep_id).status != "running" or not _workers_here(store_location, store,
+                                                                                          sweep_id)
                 for run in sweeps.results(store, sweep_id).itertuples():
                     if run.run_id not in reported and run.status in DONE_STATUSES:
                         reported.add(run.run_id)
@@ -121,6 +122,27 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
     with RunStore(store_location) as store:
         _print_sweep(store, sweep_id, as_json)
     return 0
+
+
+def _capped_workers(workers) -> int:
+    """``--workers``, at most this machine's run slots (``STABILITY_MAX_RUNS``, set by whoever starts the
+    CLI or the server: stability.execution.slots, Note [Slots]); one line on stderr when it is capped."""
+    workers = sweeps.check_workers(workers)
+    limit = runner.max_concurrent_runs()
+    if workers > limit:
+        print(f"--workers {workers} is more than this machine's {limit} run slot{'s' * (limit > 1)} "
+              f"({runner.MAX_RUNS_ENV}={limit}): {limit} worker{'s' * (limit > 1)}", file=sys.stderr)
+    return min(workers, limit)
+
+
+def _workers_here(store_location, store, sweep_id: int) -> bool:
+    """Whether a worker of the sweep lives on this machine or waits for a slot here (started by the
+    scheduler as one frees, from this process or from a worker handing its slot on)."""
+    runner.launched_workers()  # reaps the ones this process started
+    if slots.waiting(store, sweep_id):
+        runner.reconcile(store_location)
+        return True
+    return bool(slots.sweep_worker_pids(store, sweep_id))
 
 
 def _print_run_ended(run, count: int, spec) -> None:
@@ -185,30 +207,33 @@ def _statistic(value: float | None) -> str:
 
 def cmd_sweeps_join(args) -> int:
     gpus = gpu_facts.parse_gpu_list(args.gpus) if args.gpus is not None else gpu_facts.visible_gpus()
-    count = args.workers if args.workers is not None else max(1, len(gpus))
+    count = _capped_workers(args.workers if args.workers is not None else max(1, len(gpus)))
     workers = sweeps.join_sweep(args.sweep_id, args.store, workers=count, gpus=gpus)
     used = sorted({gpu_for(index, gpus) for index in range(len(workers))}, key=gpus.index) if gpus else []
+    waiting = count - len(workers)
     print(f"sweep {args.sweep_id}: {len(workers)} worker{'s' * (len(workers) != 1)} joined"
-          f"{' on GPUs ' + ','.join(used) if used else ''}", file=sys.stderr)
-    return _wait_for_workers(args, workers)
+          f"{' on GPUs ' + ','.join(used) if used else ''}"
+          + (f", {waiting} more when a run slot frees" if waiting > 0 else ""), file=sys.stderr)
+    return _wait_for_workers(args)
 
 
 def cmd_sweeps_resume(args) -> int:
-    requeued = sweeps.resume_sweep(args.sweep_id, args.store, workers=args.workers)
+    requeued = sweeps.resume_sweep(args.sweep_id, args.store, workers=_capped_workers(args.workers))
     print(f"sweep {args.sweep_id} resumed: {requeued} run{'s' * (requeued != 1)} continue from their checkpoints",
           file=sys.stderr)
-    return _wait_for_workers(args, runner.launched_workers())
+    return _wait_for_workers(args)
 
 
-def _wait_for_workers(args, workers: list) -> int:
-    """In the foreground, wait for this machine's workers (a SLURM job must outlive them), then
-    print the sweep's table; Ctrl-C stops the sweep."""
+def _wait_for_workers(args) -> int:
+    """In the foreground, wait for this machine's workers, those waiting for a slot included (a SLURM
+    job must outlive them), then print the sweep's table; Ctrl-C stops the sweep."""
     if args.background:
         print(args.sweep_id)
         return 0
     try:
-        for process in workers:
-            process.wait()
+        with RunStore(args.store) as store:
+            while _workers_here(args.store, store, args.sweep_id):
+                time.sleep(1.0)
     except KeyboardInterrupt:
         with signals_deferred():
             print(f"sweep {args.sweep_id} {sweeps.stop_sweep(args.sweep_id, args.store)}", file=sys.stderr)

@@ -24,13 +24,29 @@ kernels' own temporaries).  What it counts, in the training dtype unless said:
   (cross-entropy materialises them: B x T x vocab).
 - one evaluation batch (``min(256, eval_examples)`` examples, under inference mode): inputs,
   states, outputs and log-probabilities at once: 9 GB for PTB words at T = 300.
+- the evaluation's fixed training sample (``Footprint.evaluation_set``), held on the host for the
+  whole run: ``eval_examples`` examples (at most ``train_size`` where the task has a fixed training
+  set), encoded as float32 inputs, T x inputs each (stability.training.evaluation.Evaluator draws
+  it for the train/held-out gap). A real data set's is bounded by its files, unknown before they are
+  read, and not counted; nor is a stateful task's (PTB's windows are views of its corpus).
 - the probe's float64 forward and backward: its states and outputs.
 - depth within a step: the ``mlp`` cell's ``layers`` (each with its own weights and its own
   kept activations) and a VPRNN's or SGORNN's ``k`` rotation sublayers (each keeps its output for
   backward) multiply the states of a step (:func:`step_depth`).
 
 Training, evaluation and the probe's pass take turns, so the peak is the persistent part
-(parameters, probe) plus the largest of the three.
+(parameters, probe) plus the largest of the three; the evaluation's fixed sample is on the host
+beside them (on a GPU run it is checked against the machine's memory alone).
+
+Work (:func:`work`): the floating-point operations of a training step, of one evaluation and of one
+probe, counted from the same sizes, for a rough time when no step has been timed
+(stability.sweeps.rough_time, Note [Rough time]). A matrix-vector product with an m x n matrix is
+2mn operations; a backward pass costs twice its forward (it multiplies by each weight twice: for the
+input's gradient and for the weight's). Per example and time step a cell multiplies its state by W
+(``blocks`` x hidden x hidden, ``step_depth`` times) and its input by U; the output layer once per
+output step (the matrix products only: biases and nonlinearities are a lower order). An evaluation is a forward pass over ``eval_examples`` examples of the fixed training
+sample and as many of the validation set; a probe a float64 forward and backward over
+``probe_examples``, and the singular values of W (about 10 hidden³, Golub & Van Loan §8.6).
 
 On a GPU the limit is the *free* memory of the visible GPU with the most of it (what other
 processes leave; :mod:`stability.core.gpus`, read through ``nvidia-smi`` so that this process
@@ -56,6 +72,7 @@ DENSE_BLOCKS = {"rnn": 1, "irnn": 1, "fastrnn": 1, "exponential": 1, "lstm": 4, 
 OPTIMIZER_SLOTS = {"adam": 2, "sgd": 0, "rmsprop": 1, "rmsprop_tf": 1, "rmsprop_keras": 1}
 DTYPE_BYTES = {"float32": 4, "float64": 8}
 EVAL_BATCH = 256  # stability.training.evaluation.EVAL_BATCH_SIZE (that room is above this one)
+ENCODED_BYTES = 4  # an encoded example's inputs: float32 (every built-in task's encode)
 CUDA_CONTEXT_BYTES = 300 * 2**20  # a CUDA context of the worker's own: 300-600 MB by GPU and driver
 
 
@@ -68,6 +85,7 @@ class Footprint:
     step: int
     evaluation: int
     probe_pass: int
+    evaluation_set: int = 0  # on the host, for the whole run: the evaluation's fixed training sample
 
     @property
     def peak(self) -> int:
@@ -148,7 +166,48 @@ def footprint(config: RunConfig, task=None) -> Footprint:
     evaluation = min(EVAL_BATCH, train.eval_examples) * (size.steps * (size.inputs + hidden) + logits) * width
     probe = (weights + train.probe_examples * size.steps * size.inputs) * 8  # float64 copy of the model, input
     probe_pass = train.probe_examples * (size.steps * outer * hidden + logits) * 8
-    return Footprint(parameters, probe, step, evaluation, probe_pass)
+    evaluation_set = evaluation_sample(config, task) * size.steps * size.inputs * ENCODED_BYTES
+    return Footprint(parameters, probe, step, evaluation, probe_pass, evaluation_set)
+
+
+def evaluation_sample(config: RunConfig, task) -> int:
+    """Examples of the fixed training sample the evaluator keeps for the whole run
+    (stability.training.evaluation.Evaluator): ``eval_examples`` for a task that draws fresh training
+    data, at most its ``train_size`` for one with a fixed pool; 0 where only its files could tell (a
+    real data set, not built before the run: ``task`` None) and for a stateful task."""
+    if task is None or getattr(task, "stateful", False):
+        return 0
+    examples = config.train.eval_examples
+    if getattr(task, "fresh_training_data", False):
+        return examples
+    pool = getattr(task, "train_size", None)
+    return min(examples, pool) if isinstance(pool, int) and not isinstance(pool, bool) else 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """Floating-point operations of a training step, one evaluation and one probe (module docstring)."""
+
+    step: int
+    evaluation: int
+    probe: int
+
+    def per_step(self, config: RunConfig) -> float:
+        """A training step's operations with the evaluations and probes spread over the steps."""
+        train = config.train
+        return self.step + self.evaluation / train.resolved_eval_every() + self.probe / train.resolved_probe_every()
+
+
+def work(config: RunConfig, task=None) -> Work:
+    """The operations of ``config``'s training step, evaluation and probe (a count, not a timing)."""
+    size, train, hidden = _sizes(config, task), config.train, config.cell.hidden_size
+    blocks = DENSE_BLOCKS.get(config.cell.name) or 1
+    per_time_step = 2 * blocks * hidden * (hidden * step_depth(config) + size.inputs)
+    forward = size.steps * per_time_step + size.output_steps * 2 * hidden * size.outputs  # one example
+    evaluated = train.eval_examples + max(evaluation_sample(config, task), train.eval_examples)
+    singular_values = 10 * hidden ** 3
+    return Work(step=3 * train.batch_size * forward, evaluation=evaluated * forward,
+                probe=3 * train.probe_examples * forward + singular_values)
 
 
 def estimate(config: RunConfig, task=None) -> tuple[int, int]:
@@ -196,9 +255,21 @@ def check(config: RunConfig, task, device, gpus: list[gpu_facts.GpuMemory] | Non
                           f"~{_bytes(used.parameters)} of parameters, gradients and optimizer state; "
                           f"{where} has {_bytes(size)}: choose a smaller hidden_size"
                           + (f" or {DEPTH_OPTIONS[config.cell.name]}" if depth else ""))
+    beside = used.parameters if getattr(device, "type", str(device)) == "cuda" else used.peak  # on the host too
+    on_host = used.evaluation_set + beside
+    if beside <= host < on_host:
+        raise ConfigError(f"eval_examples {config.train.eval_examples} keeps a fixed training sample of "
+                          f"~{_bytes(used.evaluation_set)} for the whole run ({_sample_words(config, task)}); "
+                          f"with the rest of the run that is ~{_bytes(on_host)}, and this machine has "
+                          f"{_bytes(host)}: lower eval_examples")
     if limit is not None and used.peak > limit[0]:
         raise ConfigError(f"the run needs ~{_bytes(used.peak)} at once ({_parts(config, task, used)}); "
                           f"{limit[1]} has {_bytes(limit[0])}: {_remedy(used)}")
+
+
+def _sample_words(config: RunConfig, task) -> str:
+    size = _sizes(config, task)
+    return f"{evaluation_sample(config, task)} examples x {size.steps} steps x {size.inputs} inputs, float32"
 
 
 def _turns(used: Footprint) -> dict[str, int]:

@@ -172,18 +172,21 @@ def read_identity(store, run_id: int) -> dict | None:
 
 
 # ------------------------------------------------------------------ sweep workers
-def launch_sweep_workers(store, sweep_id: int, workers: int, gpus: list[str] | None = None,
-                         arguments: tuple[str, ...] = ()) -> list[subprocess.Popen]:
-    """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this
-    machine, sharing its cores by the thread policy of ``workers`` concurrent runs; worker ``i``
-    sees only GPU ``gpu_slots.gpu_for(i, gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the
-    visible ones, none without a GPU); ``arguments`` follow (e.g. ``--max-runs 1``). Their
-    identities go to ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals
-    only them."""
+def launch_sweep_workers(store, sweep_id: int, workers: int, limit: int, gpus: list[str] | None = None,
+                         arguments: tuple[str, ...] = (),
+                         environments: list[dict] | None = None) -> list[subprocess.Popen]:
+    """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this machine
+    now, whatever the slots (the scheduler decides when: stability.execution.slots, Note [Slots]), sharing
+    its cores by the thread policy of ``limit`` slots; worker ``i`` sees only GPU ``gpu_slots.gpu_for(i,
+    gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the visible ones, none without a GPU), or has
+    ``environments[i]`` where given; ``arguments`` follow (e.g. ``--max-runs 1``). Their identities go to
+    ``logs/sweep-<id>.workers`` so that :func:`terminate_sweep_workers` signals only them."""
     started = []
-    for extra in gpu_slots.sweep_worker_environments(workers, gpus):
+    if environments is None:
+        environments = gpu_slots.sweep_worker_environments(workers, gpus)
+    for extra in environments[:workers]:
         process, identity = spawn(store, ["--sweep", str(int(sweep_id)), *arguments], f"sweep-{int(sweep_id)}",
-                                  workers, extra)
+                                  limit, extra)
         started.append(process)
         with open(_sweep_identities_path(store, sweep_id), "a") as handle:
             os.chmod(handle.fileno(), 0o600)  # the tokens are secrets
@@ -191,20 +194,58 @@ def launch_sweep_workers(store, sweep_id: int, workers: int, gpus: list[str] | N
     return started
 
 
+def sweep_identities(store, sweep_id: int | None = None) -> list[tuple[int, dict]]:
+    """``(sweep id, identity)`` of every sweep worker this machine launched (for ``sweep_id``, else for every
+    sweep), as ``logs/sweep-<id>.workers`` lists them."""
+    folder = Path(store.home) / "logs"
+    paths = [_sweep_identities_path(store, sweep_id)] if sweep_id is not None else \
+        (sorted(folder.glob("sweep-*.workers")) if folder.is_dir() else [])
+    found = []
+    for path in paths:
+        number = path.name[len("sweep-"):-len(".workers")]
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                identity = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(identity, dict) and number.isascii() and number.isdigit():
+                found.append((int(number), identity))
+    return found
+
+
+def forget_sweep_worker(store, sweep_id: int, pid: int) -> None:
+    """Strike worker ``pid`` off ``logs/sweep-<id>.workers``: it has handed its slot on and is ending
+    (stability.execution.slots, Note [Slots]); call under the scheduling lock."""
+    path = _sweep_identities_path(store, sweep_id)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    kept = [line for line in lines if _pid_of(line) != pid]
+    if len(kept) != len(lines):
+        descriptor = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        with open(descriptor, "w") as handle:
+            handle.write("".join(line + "\n" for line in kept))
+
+
+def _pid_of(line: str):
+    try:
+        identity = json.loads(line)
+    except ValueError:
+        return None
+    return identity.get("pid") if isinstance(identity, dict) else None
+
+
 def terminate_sweep_workers(store, sweep_id: int) -> int:
     """SIGTERM (then SIGKILL) the sweep workers this machine launched for ``sweep_id`` that are
     provably them (Note [Identity]); returns how many were ended."""
     ended = 0
-    try:
-        lines = _sweep_identities_path(store, sweep_id).read_text().splitlines()
-    except OSError:
-        return 0
-    for line in lines:
-        try:
-            identity = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(identity, dict) and is_alive(identity.get("pid")) and terminate(identity.get("pid"), identity):
+    for _, identity in sweep_identities(store, sweep_id):
+        if is_alive(identity.get("pid")) and terminate(identity.get("pid"), identity):
             ended += 1
     return ended
 

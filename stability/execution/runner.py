@@ -11,6 +11,7 @@ The names the pages, the CLI and the sweeps use, from the modules that hold them
     warm.py        warm workers: started before their run, torch imported, idle on a pipe
     lifecycle.py   every status change; claiming a run and training it in this process
     processes.py   worker processes: spawn, is_alive, identity, terminate (Note [Identity])
+    slots.py       one slot count for runs and sweep workers, and the sweep workers waiting for one
     locks.py       the scheduling lock and a sweep's lock
     signals.py     Ctrl-C and SIGTERM around a run
 """
@@ -21,10 +22,11 @@ from .lifecycle import (INTERRUPTED_ERROR, RESUMABLE, SHARED_STALE_S, STALE_HEAR
 from .locks import scheduling_lock, sweep_lock
 from .processes import (CLAIM_ENV, MAX_RUNS_ENV, PACKAGE_ROOT, TOKEN_ENV, WORKER_MODULE, is_alive,
                         launch_sweep_workers, launched_workers, process_start_time, terminate_sweep_workers)
-from .scheduler import keep_warm, max_concurrent_runs, reconcile, resume_run, run_worker, start_run, stop_run
+from .scheduler import (free_slots, keep_warm, max_concurrent_runs, reconcile, resume_run, run_worker, start_run,
+                        start_sweep_workers, stop_run)
 
 __all__ = ["CLAIM_ENV", "INTERRUPTED_ERROR", "MAX_RUNS_ENV", "PACKAGE_ROOT", "RESUMABLE", "SHARED_STALE_S",
            "STALE_HEARTBEAT_S", "TOKEN_ENV", "WORKER_MODULE", "check_resumable", "claimant_gone", "describe_error",
-           "heartbeat_age", "is_alive", "keep_warm", "launch_sweep_workers", "launched_workers", "max_concurrent_runs",
-           "process_start_time", "reconcile", "resume_run", "run_worker", "scheduling_lock", "start_run", "stop_run",
+           "free_slots", "heartbeat_age", "is_alive", "keep_warm", "launch_sweep_workers", "launched_workers", "max_concurrent_runs",
+           "process_start_time", "reconcile", "resume_run", "run_worker", "scheduling_lock", "start_run", "start_sweep_workers", "stop_run",
            "sweep_lock", "terminate_sweep_workers"]

@@ -13,9 +13,10 @@ run itself is claimed by a compare-and-set (:mod:`stability.execution.lifecycle`
 so no run is ever launched twice. On a shared (PostgreSQL) store each machine launches only the
 runs it queued (``runs.host``); a run of another machine is judged by its heartbeat alone
 (:func:`~stability.execution.lifecycle.claimant_gone`), and a sweep's runs are claimed by its
-workers (:mod:`stability.sweeps`, Note [Claiming trials]). A slot is busy while a 'running' run,
-or a claimed 'queued' run whose worker is still starting, of this machine has a live claimant. At
-most ``STABILITY_MAX_RUNS`` (default 1) runs train at once.
+workers (:mod:`stability.sweeps`, Note [Claiming trials]). One slot count covers runs and sweep
+workers (:mod:`stability.execution.slots`, Note [Slots]): at most ``STABILITY_MAX_RUNS`` (default 1)
+processes of this machine train at once, a run's worker or a sweep's, and what waits (queued runs,
+sweep workers asked for) starts as slots free.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from ..runs.records import RunRecord
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
-from . import gpu_slots, lifecycle, processes, threads, warm
+from . import gpu_slots, lifecycle, processes, slots, threads, warm
 from .locks import scheduling_lock
 from .preflight import check_buildable
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
@@ -115,7 +116,8 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     (:meth:`stability.training.trainer.Trainer.fit` with ``resume=True``), discards the rows logged
     after the checkpoint's step and appends to the same run. A sweep's run is resumed under its
     sweep's lock and launched at once, by a worker that tells its trial how it ended (without a
-    checkpoint here it trains again from step 0, as its sweep's workers would). Raises
+    checkpoint here it trains again from step 0, as its sweep's workers would), if a slot is free
+    (Note [Slots] in :mod:`stability.execution.slots`). Raises
     :class:`stability.training.checkpoints.ResumeError` (one line, nothing changed) when the run
     cannot be resumed.
     """
@@ -129,9 +131,14 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
                     _schedule(store, limit)
                 return
             lifecycle.check_resumable(store, run_id, checkpoint=False)  # without one: from step 0
-            if not _launch(store, run_id, limit, resumed=True):
-                lifecycle.check_resumable(store, run_id, checkpoint=False)  # one line: what it is now
-                raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+            with scheduling_lock(store):
+                if free_slots(store, limit) <= 0:  # a sweep's run is launched at once or not at all
+                    raise ResumeError(f"run {run_id} cannot resume now: every one of this machine's {limit} "
+                                      f"run slot{'s' * (limit > 1)} ({MAX_RUNS_ENV}) is busy; resume it when "
+                                      "one frees")
+                if not _launch(store, run_id, limit, resumed=True):
+                    lifecycle.check_resumable(store, run_id, checkpoint=False)  # one line: what it is now
+                    raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
 
 
 def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
@@ -185,24 +192,59 @@ def run_worker(run_id: int, store_path) -> str:
 
 
 # ------------------------------------------------------------------ scheduling
-def _schedule(store: RunStore, limit: int) -> list[int]:
-    """Under the scheduling lock: mark runs whose claimant is gone, then fill free slots oldest first."""
+def _schedule(store: RunStore, limit: int, leaving: int | None = None) -> list[int]:
+    """Under the scheduling lock: mark runs whose claimant is gone, then fill the free slots (Note [Slots]):
+    queued runs oldest first, then waiting sweep workers; ``leaving``: a worker handing its slot on."""
     processes.reap_launched()
-    interrupted, busy, unclaimed = [], 0, []
+    interrupted, unclaimed = [], []
     here = lifecycle.this_host()
-    for run in store.active_runs():
+    active = store.active_runs()
+    for run in active:
         if run.status == "queued" and run.pid is None:
             # a sweep's requeued runs wait for the sweep's workers; on a shared store a run is
             # launched by the machine that queued it (start_run/resume_run set its host)
             if run.sweep_id is None and (run.host == here or not store.shared):
                 unclaimed.append(run.id)
-        elif not lifecycle.claimant_gone(run, here):
-            busy += run.host in (None, here) and not run.external  # the slots are this machine's workers'
-        elif lifecycle.mark_interrupted(store, run):
+        elif lifecycle.claimant_gone(run, here) and lifecycle.mark_interrupted(store, run):
             interrupted.append(run.id)
-    for run_id in sorted(unclaimed)[:max(0, limit - busy)]:
-        _launch(store, run_id, limit)
+    free = limit - len(slots.slot_holders(store, active, here, leaving))
+    for run_id in sorted(unclaimed):
+        if free <= 0:
+            break
+        free -= 1 if _launch(store, run_id, limit) else 0
+    if free > 0:
+        slots.launch_waiting(store, free, limit)
     return interrupted
+
+
+def free_slots(store: RunStore, limit: int) -> int:
+    """This machine's slots no process holds now (Note [Slots]); call under the scheduling lock."""
+    return limit - len(slots.slot_holders(store, store.active_runs(), lifecycle.this_host()))
+
+
+def start_sweep_workers(store: RunStore, sweep_id: int, workers: int, gpus: list[str] | None = None,
+                        max_concurrent: int | None = None) -> list:
+    """Ask for ``workers`` sweep workers of ``sweep_id`` on this machine (at most its slots): they start in
+    the free slots now and the rest as slots free (Note [Slots]); returns the processes started now."""
+    limit = max_concurrent_runs(max_concurrent)
+    environments = gpu_slots.sweep_worker_environments(min(workers, limit), gpus)
+    with scheduling_lock(store):
+        slots.drop_waiting(store, sweep_id)
+        slots.park(store, sweep_id, environments)
+        before = {process.pid for process in processes.launched_workers()}
+        _schedule(store, limit)
+        return [process for process in processes.launched_workers() if process.pid not in before
+                and list(process.args[3:5]) == ["--sweep", str(int(sweep_id))]]
+
+
+def hand_on_slot(store: RunStore, leaving: int, sweep_id: int | None = None) -> None:
+    """A worker at its end (``leaving``: its pid; a worker of ``sweep_id``, struck off its sweep's workers
+    and its sweep's waiting workers dropped) hands its slot to what waits (Note [Slots])."""
+    with scheduling_lock(store):
+        if sweep_id is not None:
+            processes.forget_sweep_worker(store, sweep_id, leaving)
+            slots.drop_waiting(store, sweep_id)  # it ends when its sweep has nothing left to hand out
+        _schedule(store, max_concurrent_runs(), leaving)
 
 
 def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> bool:

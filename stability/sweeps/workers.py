@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..config import RunConfig
 from ..core.determinism import fix_cublas_workspace
-from ..execution import lifecycle, processes, scheduler, threads
+from ..execution import lifecycle, processes, scheduler, slots, threads
 from ..execution.lifecycle import Claim
 from ..execution.locks import sweep_lock
 from ..execution.signals import Terminated, signals_deferred
@@ -82,14 +82,15 @@ class Job:
 
 
 def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name: str = "") -> int:
-    """Store the sweep and its Optuna study, launch ``workers`` background worker processes, return
-    the sweep's id (SweepError, one line, when it cannot start; nothing is stored then)."""
+    """Store the sweep and its Optuna study, ask for ``workers`` background worker processes (at most this
+    machine's run slots: they start as slots free, stability.execution.slots, Note [Slots]), return the
+    sweep's id (SweepError, one line, when it cannot start; nothing is stored then)."""
 
     spec.validate(allow_large=True)
-    workers = check_workers(workers)
+    workers = min(check_workers(workers), scheduler.max_concurrent_runs())
     with RunStore(store_location) as store:
         sweep_id = store_sweep(store, spec, workers=workers, name=name)
-        processes.launch_sweep_workers(store, sweep_id, workers)
+        scheduler.start_sweep_workers(store, sweep_id, workers)
     return sweep_id
 
 
@@ -118,6 +119,7 @@ def stop_sweep(sweep_id: int, store_location=None, timeout: float = 10.0) -> str
     with RunStore(store_location) as store:
         if store.sweep(sweep_id).status == "completed":
             return "completed"
+        slots.drop_waiting(store, sweep_id)  # none of its workers waiting for a slot starts now
         with sweep_lock(store, sweep_id):  # no worker asks a trial after this
             store.update_sweep(sweep_id, stop_requested=True)
         for run in store.records(ACTIVE_STATUSES, sweep_id=sweep_id):
@@ -163,10 +165,11 @@ def stop_after_interrupt(store, sweep_id: int) -> None:
 
 def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int:
     """Continue a stopped sweep (or one whose workers all died): its stopped and interrupted runs are
-    requeued to continue from their checkpoints and the trials it has not asked yet follow; launches
-    ``workers`` workers. Returns how many runs were requeued. SweepError when nothing is left."""
+    requeued to continue from their checkpoints and the trials it has not asked yet follow; asks for
+    ``workers`` workers (at most the slots: Note [Slots]). Returns how many runs were requeued. SweepError
+    when nothing is left."""
 
-    workers = check_workers(workers)
+    workers = min(check_workers(workers), scheduler.max_concurrent_runs())
     with RunStore(store_location) as store:
         sweep = store.sweep(sweep_id)
         spec = SweepSpec.from_dict(sweep.spec)
@@ -183,15 +186,16 @@ def resume_sweep(sweep_id: int, store_location=None, *, workers: int = 1) -> int
                 store.update_sweep(sweep_id, status="completed", stop_requested=False)
                 raise SweepError(f"sweep {sweep_id} has run all its {spec.size()} runs; there is nothing to resume")
             store.update_sweep(sweep_id, status="running", stop_requested=False, finished_at=None, workers=workers)
-        processes.launch_sweep_workers(store, sweep_id, workers)
+        scheduler.start_sweep_workers(store, sweep_id, workers)
         return requeued
 
 
 def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: list[str] | None = None) -> list:
-    """Add ``workers`` workers on this machine to a running sweep, spread round robin over ``gpus``
-    (default: the GPUs this process sees; several workers may share one), each seeing only its
-    own through ``CUDA_VISIBLE_DEVICES`` (:mod:`stability.execution.gpu_slots`). Returns the
-    worker processes."""
+    """Add ``workers`` workers on this machine to a running sweep (at most its slots; those without a free
+    slot start as one frees: Note [Slots]), spread round robin over ``gpus`` (default: the GPUs this
+    process sees; several workers may share one), each seeing only its own through
+    ``CUDA_VISIBLE_DEVICES`` (:mod:`stability.execution.gpu_slots`). Returns the worker processes started
+    now."""
 
     with RunStore(store_location) as store:
         sweep = store.sweep(sweep_id)
@@ -199,7 +203,7 @@ def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: li
             verb = f"resume it with `python -m stability sweeps resume {sweep_id}`" if sweep.status == "stopped" \
                 else "there is nothing left to run"
             raise SweepError(f"sweep {sweep_id} is {sweep.status}; {verb}")
-        return processes.launch_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
+        return scheduler.start_sweep_workers(store, sweep_id, check_workers(workers), gpus=gpus)
 
 
 def workers_alive(store, sweep_id: int) -> bool:
@@ -402,6 +406,7 @@ def run_trial_worker(run_id: int, store_location) -> str:
                 train_trial(store, study, spec, job)
             except Terminated:
                 pass  # the run is settled 'stopped'
+        scheduler.hand_on_slot(store, os.getpid())
         return store.record(run_id).status
 
 
@@ -416,4 +421,7 @@ def run_sweep_worker(sweep_id: int, store_location) -> int:
     try:
         return work(store, sweep_id)
     finally:
-        store.close()
+        try:
+            scheduler.hand_on_slot(store, os.getpid(), sweep_id)
+        finally:
+            store.close()
