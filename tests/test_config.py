@@ -254,3 +254,23 @@ def test_eval_examples_are_counted_and_a_sample_past_memory_is_refused_before_an
     message = str(error.value)
     assert message.startswith("eval_examples 1000000000 keeps a fixed training sample of ~74.5 GiB")
     assert message.endswith("lower eval_examples") and "\n" not in message
+
+
+
+@pytest.mark.parametrize("option", ["val_size", "test_size", "train_size"])
+def test_a_generated_tasks_fixed_sets_are_counted_before_one_is_drawn(option):
+    from stability import tasks
+    from stability.execution import budget
+
+    options = {"seq_len": 10, "val_size": 300, "test_size": 200, "train_size": 100}
+    config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", options)).validate()
+    task = tasks.check("adding", **options)
+    built = tasks.build("adding", **options)
+    drawn = sum(array.nbytes for split in ("train", "val", "test") for array in built.fixed_split(split).values())
+    assert budget.footprint(config, task).data_sets == drawn
+    huge = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", {**options, option: 2 * 10**9})).validate()
+    with pytest.raises(ConfigError) as error:
+        check_buildable(huge)
+    message = str(error.value)
+    assert message.startswith("task 'adding' draws fixed sets of ~") and f"{option} 2,000,000,000" in message
+    assert message.endswith("lower val_size, test_size or train_size") and "\n" not in message

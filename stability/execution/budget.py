@@ -29,6 +29,9 @@ kernels' own temporaries).  What it counts, in the training dtype unless said:
   set), encoded as float32 inputs, T x inputs each (stability.training.evaluation.Evaluator draws
   it for the train/held-out gap). A real data set's is bounded by its files, unknown before they are
   read, and not counted; nor is a stateful task's (PTB's windows are views of its corpus).
+- a generated task's fixed sets (``Footprint.data_sets``), drawn on first use and held on the host
+  for the whole run: ``val_size`` + ``test_size`` (+ ``train_size`` where it has a fixed training
+  pool) examples, in the compact arrays the task keeps (a real data set's are bounded by its files).
 - the probe's float64 forward and backward: its states and outputs.
 - depth within a step: the ``mlp`` cell's ``layers`` (each with its own weights and its own
   kept activations) and a VPRNN's or SGORNN's ``k`` rotation sublayers (each keeps its output for
@@ -57,10 +60,11 @@ moves, so its parameters must fit there too.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
-import math
+import numpy as np
 
 from .. import cells, tasks
 from ..config import ConfigError, RunConfig
@@ -86,6 +90,7 @@ class Footprint:
     evaluation: int
     probe_pass: int
     evaluation_set: int = 0  # on the host, for the whole run: the evaluation's fixed training sample
+    data_sets: int = 0       # on the host, for the whole run: a generated task's fixed val/test/train sets
 
     @property
     def peak(self) -> int:
@@ -167,7 +172,27 @@ def footprint(config: RunConfig, task=None) -> Footprint:
     probe = (weights + train.probe_examples * size.steps * size.inputs) * 8  # float64 copy of the model, input
     probe_pass = train.probe_examples * (size.steps * outer * hidden + logits) * 8
     evaluation_set = evaluation_sample(config, task) * size.steps * size.inputs * ENCODED_BYTES
-    return Footprint(parameters, probe, step, evaluation, probe_pass, evaluation_set)
+    encoded = size.steps * size.inputs * ENCODED_BYTES
+    return Footprint(parameters, probe, step, evaluation, probe_pass, evaluation_set, fixed_set_bytes(task, encoded))
+
+
+SAMPLED_EXAMPLE_BYTES = 1 << 20  # an example whose encoding is larger is not drawn to be measured
+
+
+def fixed_set_bytes(task, encoded: int) -> int:
+    """Bytes of a generated task's fixed sets (its ``sizes``: val, test, and train when it has a fixed
+    pool), all drawn by a run and held to its end, as the task keeps them: its compact arrays, whose
+    bytes one example drawn here tells; where an encoded example (``encoded`` bytes) is over
+    :data:`SAMPLED_EXAMPLE_BYTES`, nothing is drawn and ``encoded`` stands for it (a built-in task's
+    arrays are at most its encoding). 0 for a task without fixed sets (a real data set)."""
+    sizes = getattr(task, "sizes", None)
+    if not isinstance(sizes, dict) or not hasattr(task, "sample"):
+        return 0
+    examples = sum(value for value in sizes.values() if isinstance(value, int) and not isinstance(value, bool))
+    if encoded > SAMPLED_EXAMPLE_BYTES:
+        return examples * encoded
+    one = task.sample(np.random.default_rng(0), 1)
+    return examples * sum(int(getattr(array, "nbytes", 0)) for array in one.values())
 
 
 def evaluation_sample(config: RunConfig, task) -> int:
@@ -256,7 +281,13 @@ def check(config: RunConfig, task, device, gpus: list[gpu_facts.GpuMemory] | Non
                           f"{where} has {_bytes(size)}: choose a smaller hidden_size"
                           + (f" or {DEPTH_OPTIONS[config.cell.name]}" if depth else ""))
     beside = used.parameters if getattr(device, "type", str(device)) == "cuda" else used.peak  # on the host too
-    on_host = used.evaluation_set + beside
+    if beside <= host < beside + used.data_sets:
+        sizes = ", ".join(f"{split}_size {value:,}" for split, value in task.sizes.items() if value)
+        raise ConfigError(f"task {config.task.name!r} draws fixed sets of ~{_bytes(used.data_sets)} ({sizes}) "
+                          f"held for the whole run; with the rest of the run that is "
+                          f"~{_bytes(used.data_sets + beside)}, and this machine has {_bytes(host)}: "
+                          f"lower val_size, test_size or train_size")
+    on_host = used.evaluation_set + used.data_sets + beside
     if beside <= host < on_host:
         raise ConfigError(f"eval_examples {config.train.eval_examples} keeps a fixed training sample of "
                           f"~{_bytes(used.evaluation_set)} for the whole run ({_sample_words(config, task)}); "
