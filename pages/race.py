@@ -108,7 +108,8 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
         tuple(len(rows[run_id].metrics) for run_id in runs),
         lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
                                       ignore_index=True), first, smoothing, log_loss, ignore_outliers), metrics=drawn)
-    specs = live_chart_specs("race", live_charts, final=all(rows[run_id].final for run_id in runs))
+    specs = live_chart_specs(("race", store.location), live_charts, final=all(rows[run_id].final for run_id in runs),
+                             shared=True)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
         for spec, chart in zip(specs, live_charts):

@@ -39,6 +39,7 @@ from pages.ui.live import (
     retime_if_needed,
     run_rows,
     show_chart,
+    watch,
 )
 from stability import charts
 from stability.execution import runner
@@ -159,17 +160,16 @@ def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
                every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
-    try:
-        run = store.run(run_id)  # one row: the rows are read only when its step or heartbeat moved
+    try:  # the server's look at the run, read at most once a second for every session (pages/ui/shared.py)
+        look, rows = watch(store, run_id, flow=True)
     except RunNotFound:
         st.warning(f"Run {run_id} is not in the store {store.location}.")
         return
-    rows = run_rows(store, run, flow=True)
+    run, record = look.run, look.record
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    record = store.record(run_id)
     classroom = classroom_on()
     run_status_panel(store, record)  # with its latest values: speed and ETA
     if not classroom:
@@ -184,7 +184,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
-    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
+    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final, shared=True)
     if classroom:
         draw_explained(specs, live_charts, run["config"]["cell"]["name"])
     else:
