@@ -29,7 +29,6 @@ from pages.ui.live import (
     REFRESH_CHOICES,
     LiveChart,
     awaiting_first_point,
-    latest_value,
     cached_rows,
     leave_first_point_pace,
     describe_refresh,
@@ -72,12 +71,12 @@ def run_label(row) -> str:
     return f"#{row.id} · {row.cell} on {row.task}" + (f" · {row.name}" if row.name else "")
 
 
-def summary(run: dict, metrics) -> None:
+def summary(run: dict, rows) -> None:
     metric = run["metric"] or "loss"
-    values = [(f"val {metric}", latest_value(metrics, f"val/{metric}"), ".4g"),
-              ("‖∂L/∂h₀‖", latest_value(metrics, "grad/h0_norm"), ".2e"),
-              ("max |σ − 1|", latest_value(metrics, "sv/margin"), ".2e"),
-              (f"test {metric}", latest_value(metrics, f"test/{metric}"), ".4g")]
+    values = [(f"val {metric}", rows.last(f"val/{metric}"), ".4g"),
+              ("‖∂L/∂h₀‖", rows.last("grad/h0_norm"), ".2e"),
+              ("max |σ − 1|", rows.last("sv/margin"), ".2e"),
+              (f"test {metric}", rows.last(f"test/{metric}"), ".4g")]
     for column, (label, value, spec) in zip(st.columns(len(values)), values):
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
@@ -96,7 +95,8 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outli
         options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS, ignore_outliers=ignore_outliers)
         # a log axis's labels follow the decades its rows span: a new step is a new spec, built at once
         references = [options["baseline"]] if options.get("baseline") is not None else []
-        ticks = charts.metric_log_step(drawn_rows(drawn), drawn, references) if options.get("log_y") else None
+        ticks = rows.memo(("log step", tuple(drawn), tuple(references)), lambda: charts.metric_log_step(
+            drawn_rows(drawn), drawn, references)) if options.get("log_y") else None
         controls = (tuple(drawn), title, tuple(sorted(options.items(), key=str)), ticks)
         return LiveChart(key, controls, rows.version(drawn),
                          lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title,
@@ -180,7 +180,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.info("Waiting for the first rows from the worker…")
         leave_first_point_pace(every, awaiting_first_point(run, rows))  # ended or queued long: the usual rhythm
         return
-    summary(run, rows.metrics)
+    summary(run, rows)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)

@@ -33,8 +33,8 @@ _MARKDOWN = re.compile(r"([\\*_\[\]$~`<>#|])")
 def live_findings(slot, rows, record) -> list[Finding]:
     """The findings of a live panel's rows (``LiveRows``) and run record, kept under ``slot`` and
     recomputed only when either changed (Note [Findings cost nothing when nothing changed])."""
-    version = (id(rows.metrics), len(rows.metrics), record.status, record.step, record.error, record.baseline,
-               record.metric)
+    version = (id(rows.metrics) if rows.token is None else rows.token, len(rows.metrics), record.status, record.step,
+               record.error, record.baseline, record.metric)
     return shared_memo(FINDINGS_KEY).get((slot, version), lambda: diagnose(rows.metrics, record))
 
 

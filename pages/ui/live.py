@@ -69,7 +69,7 @@ HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apa
 REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
 KEPT_SLOTS = 4              # runs whose chart specs a session keeps
 SHARED_SPECS_PER_SLOT = 48  # chart specs (a chart and its controls) the server keeps a slot (Note [Shared specs])
-ROWS_KEY, SPECS_KEY, RETIMED_KEY = "_live_rows", "_live_specs", "_live_retimed"
+ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 
 
 # ---------------------------------------------------------------------------------------- refresh
@@ -96,7 +96,7 @@ def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
         log_every = RunConfig.from_dict(run["config"]).train.resolved_log_every()
     except (ConfigError, KeyError, TypeError, ValueError):
         return None
-    speed = latest_value(rows.metrics, "speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
+    speed = rows.last("speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
     if not (math.isfinite(speed) and speed > 0):
         started, heartbeat, step = run.get("started_at"), run.get("heartbeat"), run.get("step") or 0
         speed = step / (heartbeat - started) if started and heartbeat and heartbeat > started and step else math.nan
@@ -191,6 +191,18 @@ class LiveRows:
     just_finished: bool = False
     seen: tuple = ()
     counts: dict = field(default_factory=dict)
+    latest: dict | None = None  # per metric name, its last value (None: not known, read from ``metrics``)
+    token: object = None        # the server's shared rows these are (pages/ui/shared.py, Look.token)
+
+    def last(self, name: str) -> float:
+        """The last logged value of metric ``name``, NaN if there is none."""
+        if self.latest is None:
+            return latest_value(self.metrics, name)
+        return float(self.latest.get(name, math.nan))
+
+    def memo(self, key, compute: Callable[[], object]):
+        """``compute()``, done once for every session with these rows (by their ``token``) and ``key``."""
+        return compute() if self.token is None else shared_memo(ROWS_MEMO).get((self.token, key), compute)
 
     def version(self, names) -> tuple:
         """Changes whenever a row of one of ``names`` is added."""
@@ -229,7 +241,7 @@ def watch(store, run_id: int, *, flow: bool = False):
     before = cache.get(key)
     cache[key] = rows = LiveRows(look.metrics, look.flow, look.spectrum, final=look.final,
                                  just_finished=before is not None and not before.final and look.final,
-                                 seen=look.position, counts=look.counts)
+                                 seen=look.position, counts=look.counts, latest=look.latest, token=look.token)
     return look, rows
 
 

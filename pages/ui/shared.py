@@ -22,6 +22,7 @@ each); the :data:`KEPT_RUNS` runs looked at last are kept.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -39,6 +40,7 @@ KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looke
 KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
 SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM}  # Look attribute -> the vector series it holds
 clock = time.monotonic  # tests put a hand-moved clock here
+_tokens = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,9 @@ class Look:
     session asked for them, the ``grad/h_t_norm`` (``flow``) and ``sv/spectrum`` series.
 
     ``final``: the rows were read in full after the run ended. ``position``: (status, step, heartbeat) at
-    this read. ``counts``: per metric name, (rows, last step). ``version``: grows with every read that
-    changed the rows (what memos of this run's rows are keyed by)."""
+    this read. ``counts``: per metric name, (rows, last step); ``latest``: per metric name, its last value.
+    ``token``: new (unique in the process) with every read that changed the rows: what memos of the rows
+    are keyed by."""
 
     run: dict
     record: object
@@ -59,7 +62,8 @@ class Look:
     final: bool = False
     position: tuple = ()
     counts: dict = field(default_factory=dict)
-    version: int = 0
+    latest: dict = field(default_factory=dict)
+    token: int = 0
 
 
 @dataclass
@@ -113,22 +117,29 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
             and record.step < int(old.metrics["step"].iat[-1]):
         old = None  # its step went back (resumed from a checkpoint): read afresh
     if old is None or terminal != old.final:  # new, ended since (read in full once more), or resumed
-        look = Look(run, record, store.metrics(run_id), final=terminal, position=position,
-                    version=0 if old is None else old.version + 1)
-        look = replace(look, counts=_counts(look.metrics))
+        metrics = store.metrics(run_id)
+        look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
+                    latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
         look = replace(old, run=run, record=record, position=position)
     else:
         new = store.metrics(run_id, since_step=_last_step(old.metrics))
         look = replace(old, run=run, record=record, position=position, metrics=_appended(old.metrics, new),
-                       counts=_counts(new, old.counts), version=old.version + 1)
+                       counts=_counts(new, old.counts), latest={**old.latest, **_latest(new)}, token=next(_tokens))
         if series:
             look = replace(look, **{attribute: _appended(getattr(old, attribute), store.series(
                 run_id, name, since_step=_last_step(getattr(old, attribute))))
                 for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
     if series and look.flow is None:
-        look = replace(look, **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
+        look = replace(look, token=next(_tokens),
+                       **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
     return look
+
+
+def _latest(new: pd.DataFrame) -> dict:
+    """Per metric name, the value of its last row in ``new`` (rows in step order; a NaN is a value)."""
+    last = new.drop_duplicates("name", keep="last")
+    return dict(zip(last["name"], last["value"].astype(float)))
 
 
 def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:

@@ -47,10 +47,16 @@ def store_path() -> str:
 
 def _store_option() -> str | None:
     """``--store PATH`` among the script's own arguments (those after ``--`` in ``streamlit run``)."""
+    return _parsed_store_option(tuple(sys.argv[1:]))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_store_option(arguments: tuple[str, ...]) -> str | None:
+    """``--store PATH`` in ``arguments``, parsed once (a live panel opens its store at every rerun)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--store")
     try:
-        return parser.parse_known_args(sys.argv[1:])[0].store
+        return parser.parse_known_args(list(arguments))[0].store
     except SystemExit:  # '--store' without a value
         return None
 
