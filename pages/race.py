@@ -24,7 +24,7 @@ from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_row
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
-from pages.ui.store import open_store, store_guard, store_path
+from pages.ui.store import keep_warm_slots, open_store, store_guard, store_path
 from stability import cells
 from stability import charts
 from stability.execution import runner
@@ -213,6 +213,8 @@ if not classroom and stop_column.button("Stop race", disabled=not active, key="r
         runner.stop_run(run.id, store_path())
     active = []
 
+if not classroom and configs and not active:  # a worker with torch imported for each run of the next race
+    keep_warm_slots(len(configs))
 if race:
     every = race_every(store, active)
     with live:

@@ -134,3 +134,8 @@ def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> Non
     runner.reconcile(path)
     runner.keep_warm(path)  # an idle worker with torch imported takes the next Start at once (execution/warm.py)
 
+
+def keep_warm_slots(count: int) -> None:
+    """Idle warm workers for ``count`` runs about to start together (a Race's cells; Note [Warm slots] in
+    stability/execution/warm.py): each run then starts in a worker that has already imported torch."""
+    runner.keep_warm(store_path(), max_concurrent=count, count=count)
