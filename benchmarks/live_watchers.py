@@ -75,18 +75,17 @@ def window(seconds: float, groups: dict, wait) -> tuple[dict, float, float]:
     return {name: (cpu_seconds(pids()) - before[name]) / (end - start) for name, pids in groups.items()}, start, end
 
 
-def open_tabs(browser, url: str, run_id: int, count: int, query: str) -> list:
-    """``count`` tabs on the run's Train page, each once its progress line is drawn."""
-    pages = []
+def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: list) -> None:
+    """``count`` tabs on the run's Train page, put in ``pages`` (the caller closes them, even when one fails to
+    open), each once its progress line is drawn."""
     for _ in range(count):
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.add_init_script(SHOWN_STEP_SCRIPT)
-        page.goto(f"{url}/?run={run_id}{query}", wait_until="domcontentloaded")
         pages.append(page)
+        page.goto(f"{url}/?run={run_id}{query}", wait_until="domcontentloaded", timeout=180_000)
     for page in pages:
         with contextlib.suppress(Exception):
             page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first.wait_for(timeout=60_000)
-    return pages
 
 
 def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str) -> dict:
@@ -99,8 +98,9 @@ def one_case(args, browser, server, url: str, store_path: Path, count: int, quer
         time.sleep(args.settle)
         alone, start, end = window(args.seconds, groups, time.sleep)
         alone_speed = speed(store_path, run_id, start, end)
-        pages = open_tabs(browser, url, run_id, count, query)
+        pages: list = []
         try:
+            open_tabs(browser, url, run_id, count, query, pages)
             pages[0].wait_for_timeout(args.settle * 1000)
             watched, start, end = window(args.seconds, groups, lambda s: pages[0].wait_for_timeout(s * 1000))
             seen = [interval for page in pages for interval in shown_intervals(page, start, end)]

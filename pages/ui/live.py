@@ -68,7 +68,8 @@ LIVE_POINTS = 800           # per line: min and max of each pixel column of a ch
 HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apart
 REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
 KEPT_SLOTS = 4              # runs whose chart specs a session keeps
-SHARED_SPECS_PER_SLOT = 48  # chart specs (a chart and its controls) the server keeps a slot (Note [Shared specs])
+SHARED_SLOTS = 16           # slots (watched runs, races) whose chart specs the server keeps (Note [Shared specs])
+SHARED_SPECS_PER_SLOT = 24  # chart specs (a chart and its controls) it keeps a slot
 ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 
 
@@ -329,7 +330,7 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
     so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
     ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart."""
     if shared:
-        memo = shared_memo(SPECS_KEY)
+        memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
         with memo.lock():
             entry = memo.get(slot, _ChartSpecs)
             keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
@@ -349,7 +350,8 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # session, each chart keyed by its key and its controls: a session with other controls (smoothing, log y)
 # has specs of its own, and the chart work of a refresh is done once for all, its rate bounded by
 # REBUILD_FACTOR for all together.  The specs of controls nobody uses any more go, oldest first, beyond
-# SHARED_SPECS_PER_SLOT.
+# SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
+# bytes: a few hundred kB at most, Note [Light charts]).
 def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int) -> list[dict]:
     """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
     all of them when ``kept`` is 0, else the oldest beyond ``kept``."""

@@ -94,11 +94,6 @@ class SharedRuns:
                 entry.look, entry.read_at = _read(store, int(run_id), entry.look, entry.series), clock()
             return entry.look
 
-    def forget(self, store, run_id: int) -> None:
-        """Drop what is kept of a run (a deleted run)."""
-        with self._lock:
-            self._entries.pop((store.location, int(run_id)), None)
-
     def _entry(self, key) -> _Entry:
         with self._lock:
             entry = self._entries.pop(key, None) or _Entry()
@@ -201,9 +196,9 @@ def shared_runs() -> SharedRuns:
 
 
 @st.cache_resource(show_spinner=False)
-def shared_memo(name: str) -> SharedMemo:
-    """The server process's :class:`SharedMemo` called ``name``."""
-    return SharedMemo()
+def shared_memo(name: str, kept: int = KEPT_MEMOS) -> SharedMemo:
+    """The server process's :class:`SharedMemo` called ``name``, keeping the ``kept`` values used last."""
+    return SharedMemo(kept)
 
 
 __all__ = ["KEPT_RUNS", "Look", "READ_EVERY_S", "SharedMemo", "SharedRuns", "shared_memo", "shared_runs"]
