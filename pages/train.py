@@ -160,7 +160,7 @@ def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
                every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
-    try:  # the server's look at the run, read at most once a second for every session (pages/ui/shared.py)
+    try:  # the server's look at the run, read about once a second for every session (pages/ui/shared.py)
         look, rows = watch(store, run_id, flow=True)
     except RunNotFound:
         st.warning(f"Run {run_id} is not in the store {store.location}.")

@@ -23,7 +23,7 @@ benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the rend
 So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
 interval, 1 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every quarter second
 from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look at the
-run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read at most once a second for
+run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second for
 every session together, only the rows after the last step read; each chart is rebuilt only when the rows it
 draws or its controls changed (:func:`live_chart_specs`), once for every session watching the run (Note
 [Shared specs]), otherwise the identical spec goes out again; and the charts are drawn light
@@ -233,7 +233,7 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
 
 def watch(store, run_id: int, *, flow: bool = False):
     """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
-    and rows, read at most once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
+    and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
     this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series.
     Raises ``RunNotFound``."""
     look = shared_runs().look(store, run_id, series=flow)

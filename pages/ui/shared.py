@@ -10,14 +10,15 @@ own timer (pages/ui/live.py), and when each read the run and its new rows itself
 and findings from them, the server's work grew with the number of watchers (1.3 % of a core a watcher at a
 5-30 s refresh, 13 % with ten).  Here the server process keeps one :class:`Look` a run: the run's row, its
 record and every row read so far, read again at most once every :data:`READ_EVERY_S` whatever the number of
-sessions, and then only the rows after the last step read (a run that ended is read in full once more; a run
+sessions (a little under a second), and then only the rows after the last step read (a run that ended is read in full once more; a run
 whose step went back, resumed from a checkpoint, afresh).  A look is never changed once made: a new one
 replaces it, so a session drawing the old one is never disturbed, and what is computed from it (chart specs,
 findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
 sessions that find a look out of date wait for the one that reads it, instead of all reading.
 
 Its age is at most READ_EVERY_S plus a panel's own interval, so "Live" at a 1-2 s rhythm shows a run's rows
-within 2-3 s of their logging.  The memory is that of one session's rows a run (sessions used to keep a copy
+within 2-3 s of their logging. (At exactly one second, a panel timer that fired a few ms early found the look
+still fresh and drew new rows only every other second: benchmarks/live-page-cpu-2026-11-26.md.)  The memory is that of one session's rows a run (sessions used to keep a copy
 each); the :data:`KEPT_RUNS` runs looked at last are kept.
 """
 from __future__ import annotations
@@ -35,7 +36,9 @@ import streamlit as st
 from stability.core.metric_names import H_T_NORM, SPECTRUM
 from stability.runs.status import TERMINAL
 
-READ_EVERY_S = 1.0  # a run's row and new rows are read at most this often, for every session together
+READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for every session together: under
+                     # a second, so that a panel looking every second (a timer that may fire a little early)
+                     # finds a new read at every look, not at every other one
 KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looked at go first)
 KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
 SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM}  # Look attribute -> the vector series it holds
