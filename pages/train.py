@@ -283,8 +283,9 @@ elif not classroom and stop_column.button("Stop", disabled=status is None or sta
     status = runner.stop_run(watched, store_path())
 
 if watched is not None:
-    if status != record["status"]:  # stopped just now
+    if status != record["status"]:  # stopped just now: the panel, no longer polled, reads it once more now
         record = store.run(watched)
+        watch(store, watched, flow=True, now=True)
     rows = cached_rows(store, watched)
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
         rows = run_rows(store, record, flow=True)

@@ -113,3 +113,19 @@ def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store
     clock.now += shared.READ_EVERY_S
     reads.clear()
     assert runs.look(store, run_id).token == final.token and metric_reads(reads) == 0  # never read again
+
+
+def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):
+    """Its panel is no longer polled once the run has ended, so the look it draws is read then, not a second
+    later (the other sessions see it at their next look)."""
+    from stability.execution import runner
+
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
+    monkeypatch.setattr(runner, "stop_run", lambda run_id, store_path=None, timeout=5.0:
+                        store.set_status(run_id, "stopped") or "stopped")
+    app = AppTest.from_file(str(TRAIN), default_timeout=30)
+    app.query_params["run"] = str(run_id)
+    app.run()
+    next(button for button in app.button if button.label == "Stop").click().run()  # the clock has not moved
+    assert not app.exception
+    assert any("was stopped at step" in block.value for block in app.info)

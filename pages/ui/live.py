@@ -231,12 +231,13 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
     return float(values.iloc[-1]) if len(values) else math.nan
 
 
-def watch(store, run_id: int, *, flow: bool = False):
+def watch(store, run_id: int, *, flow: bool = False, now: bool = False):
     """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
     and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
-    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series.
+    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series;
+    ``now``: read now (this session has just stopped the run: its panel, no longer polled, shows it stopped).
     Raises ``RunNotFound``."""
-    look = shared_runs().look(store, run_id, series=flow)
+    look = shared_runs().look(store, run_id, series=flow, now=now)
     cache = st.session_state.setdefault(ROWS_KEY, {})
     key = (store.location, int(run_id))
     before = cache.get(key)

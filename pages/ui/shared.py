@@ -85,14 +85,15 @@ class SharedRuns:
         self._entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
 
-    def look(self, store, run_id: int, *, series: bool = False) -> Look:
+    def look(self, store, run_id: int, *, series: bool = False, now: bool = False) -> Look:
         """The run's latest look, read now only if the last read is :data:`READ_EVERY_S` old (or the series
-        are asked for the first time). Raises ``RunNotFound`` for a run the store does not have."""
+        are asked for the first time, or ``now``: a session that has just changed the run, by stopping it,
+        reads it at once). Raises ``RunNotFound`` for a run the store does not have."""
         entry = self._entry((store.location, int(run_id)))
         every = READ_EVERY_S if self.read_every_s is None else self.read_every_s
         with entry.lock:  # the sessions that find it out of date wait for the one that reads it
             entry.series = entry.series or series
-            fresh = entry.look is not None and clock() - entry.read_at < every
+            fresh = entry.look is not None and clock() - entry.read_at < every and not now
             if not fresh or (entry.series and entry.look.flow is None):
                 entry.look, entry.read_at = _read(store, int(run_id), entry.look, entry.series), clock()
             return entry.look
