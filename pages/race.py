@@ -20,7 +20,7 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
-                           leave_first_point_pace, live_chart_specs, run_rows, watch, watched_runs)
+                           leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -211,7 +211,7 @@ active = [run for run in store.active_runs() if run.id in race]
 if not classroom and stop_column.button("Stop race", disabled=not active, key="race_stop", width="stretch"):
     for run in active:
         runner.stop_run(run.id, store_path())
-        watch(store, run.id, now=True)  # the panel, no longer polled, shows it stopped
+        read_now(store, run.id)  # the panel, no longer polled, shows it stopped
     active = []
 
 if not classroom and configs and not active:  # a worker with torch imported for each run of the next race

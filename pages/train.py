@@ -37,6 +37,7 @@ from pages.ui.live import (
     refresh_control,
     retime_if_needed,
     run_rows,
+    read_now,
     show_chart,
     watch,
 )
@@ -285,7 +286,7 @@ elif not classroom and stop_column.button("Stop", disabled=status is None or sta
 if watched is not None:
     if status != record["status"]:  # stopped just now: the panel, no longer polled, reads it once more now
         record = store.run(watched)
-        watch(store, watched, flow=True, now=True)
+        read_now(store, watched)
     rows = cached_rows(store, watched)
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
         rows = run_rows(store, record, flow=True)

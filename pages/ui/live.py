@@ -231,13 +231,18 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
     return float(values.iloc[-1]) if len(values) else math.nan
 
 
-def watch(store, run_id: int, *, flow: bool = False, now: bool = False):
+def read_now(store, run_id: int) -> None:
+    """Read run ``run_id``'s shared look now: this session has just stopped it, and its panel, no longer polled
+    once the run has ended, must draw it stopped (at its next :func:`watch`, which also reruns the page once)."""
+    shared_runs().look(store, run_id, now=True)
+
+
+def watch(store, run_id: int, *, flow: bool = False):
     """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
     and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
-    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series;
-    ``now``: read now (this session has just stopped the run: its panel, no longer polled, shows it stopped).
+    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series.
     Raises ``RunNotFound``."""
-    look = shared_runs().look(store, run_id, series=flow, now=now)
+    look = shared_runs().look(store, run_id, series=flow)
     cache = st.session_state.setdefault(ROWS_KEY, {})
     key = (store.location, int(run_id))
     before = cache.get(key)
@@ -506,6 +511,7 @@ __all__ = [
     "leave_first_point_pace",
     "live_every",
     "log_interval",
+    "read_now",
     "refresh_control",
     "retime_if_needed",
     "run_rows",
