@@ -2,7 +2,8 @@
 
     python benchmarks/first_point.py                  # 5 tries of each, Train and Race, warm worker off and on
     python benchmarks/first_point.py --tries 3 --cli  # and `stability train --background` to its first row
-    python benchmarks/first_point.py --pages race --warm on --before /tmp/main-code   # main's server beside this one
+    STABILITY_MAX_RUNS=4 python benchmarks/first_point.py --pages race --warm on --before /tmp/main-code
+                                                      # the Race's four cells at once, main's server beside this one
 
 For each condition (``STABILITY_WARM_WORKERS=0`` and ``1``) a real ``streamlit run app.py`` server on its
 own temporary store, and one headless Chromium (Playwright on /usr/bin/chromium; never ``playwright
@@ -162,7 +163,8 @@ def main() -> None:
                 for attempt in range(args.tries):
                     for page_name in args.pages:
                         empty_store(store)
-                        wanted = 0 if not warm else race_warm if page_name == "race" else 1
+                        wanted = 0 if not warm else min(race_warm, runner.max_concurrent_runs()) \
+                            if page_name == "race" else 1  # the Race's warm workers: up to the server's slots
                         first, every = one_try(browser, url, store, page_name, wanted)
                         results.setdefault((page_name, label), []).append((first, every))
                         print(f"warm {label} {page_name:5} try {attempt + 1}: first point "

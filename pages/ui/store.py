@@ -137,5 +137,6 @@ def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> Non
 
 def keep_warm_slots(count: int) -> None:
     """Idle warm workers for ``count`` runs about to start together (a Race's cells; Note [Warm slots] in
-    stability/execution/warm.py): each run then starts in a worker that has already imported torch."""
-    runner.keep_warm(store_path(), max_concurrent=count, count=count)
+    stability/execution/warm.py), as many as the server's slots let start at once (the others wait queued):
+    each of those runs then starts in a worker that has already imported torch."""
+    runner.keep_warm(store_path(), count=min(count, runner.max_concurrent_runs()))

@@ -36,12 +36,12 @@ Note [Warm workers]
     ``CUDA_VISIBLE_DEVICES`` (its run's slot) before the trainer's first CUDA call.
 
 Note [Warm slots]
-    A Race starts one run a cell at once, each in its own slot (pages/race.py). One warm worker takes the
-    first and the others used to start fresh interpreters together, all importing torch on the same cores
-    as the first run's step 0 (18 s from Start to the first point for four cells on 2 cores). So a page
-    that is about to start several runs together asks for as many warm workers (``keep_warm(store, limit,
-    count)``: the Race page, for its chosen cells, while none of its runs is active), each run of the Race
-    is handed its own, and only when the last idle one is handed a run does a replacement start (one, as
+    A Race starts one run a cell at once, as many as the server's slots allow (pages/race.py). One warm
+    worker took the first and the others started fresh interpreters together, all importing torch on the
+    same cores as the first run's step 0 (18 s from Start to the first point for four cells in four slots on
+    2 cores). So a page that is about to start several runs together asks for as many warm workers as will
+    start at once (``keep_warm(store, limit, count)``: the Race page, for its chosen cells up to the slot
+    count, while none of its runs is active), each of those runs is handed its own, and only when the last idle one is handed a run does a replacement start (one, as
     for Train), so no interpreter starts beside the race's runs. They are within the slot count: the queue
     launches no more runs than it has slots, and an idle warm worker holds none; :data:`MAX_WARM` bounds
     the memory they hold (an idle one is ~0.4 GB with torch imported, no CPU).
