@@ -2,12 +2,15 @@
 
     python benchmarks/first_point.py                  # 5 tries of each, Train and Race, warm worker off and on
     python benchmarks/first_point.py --tries 3 --cli  # and `stability train --background` to its first row
+    STABILITY_MAX_RUNS=4 python benchmarks/first_point.py --pages race --warm on --before /tmp/main-code
+                                                      # the Race's four cells at once, main's server beside this one
 
 For each condition (``STABILITY_WARM_WORKERS=0`` and ``1``) a real ``streamlit run app.py`` server on its
 own temporary store, and one headless Chromium (Playwright on /usr/bin/chromium; never ``playwright
 install``). A try empties the store (the page then has no chart at all), opens a fresh page, waits until
-the page is idle (and, with warm workers, until one has imported torch: its ``ready`` line in
-``logs/warm.log``), clicks Start (Train, at the form's defaults) or Start race (the Race's defaults: four
+the page is idle (and, with warm workers, until they have imported torch: their ``ready`` lines in
+``logs/warm.log``; one for Train, one a cell for the Race: Note [Warm slots] in stability/execution/warm.py),
+clicks Start (Train, at the form's defaults) or Start race (the Race's defaults: four
 cells), and times from the click to the first chart canvas in the main area: a panel draws no chart before
 a run has rows (pages/train.py, pages/race.py), so the first canvas is the first point drawn. For the Race
 it also times until every run of the race has a stored row (read from the store by this script). Then the
@@ -40,13 +43,15 @@ from live_page import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402  (
 
 FIRST_CANVAS = "document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] canvas').length > 0"
 TIMEOUT_S = 120
+RACE_CELLS = 4  # the Race's default cells: as many warm workers wait before its Start (Note [Warm slots])
 
 
 @contextlib.contextmanager
-def server(folder: Path, warm: bool):
-    """A `streamlit run app.py` on ``folder/runs.db`` with warm workers on or off; yields (url, store path)."""
+def server(folder: Path, warm: bool, root: Path = ROOT):
+    """A `streamlit run app.py` of the checkout ``root`` on ``folder/runs.db`` with warm workers on or off;
+    yields (url, store path)."""
     store = folder / "runs.db"
-    with streamlit_server(store, {"STABILITY_WARM_WORKERS": "1" if warm else "0"}) as (_, url):
+    with streamlit_server(store, {"STABILITY_WARM_WORKERS": "1" if warm else "0"}, root=root) as (_, url):
         yield url, store
 
 
@@ -62,23 +67,25 @@ def empty_store(store: Path) -> None:
             opened.delete_run(run.id)
 
 
-def wait_warm(store: Path) -> None:
-    """Until an idle warm worker of this store has imported torch: a pid of a 'ready' line in
-    ``logs/warm.log`` that is alive and trains no run (a used one exits with its run)."""
+def wait_warm(store: Path, count: int = 1) -> None:
+    """Until ``count`` idle warm workers of this store have imported torch: pids of 'ready' lines in
+    ``logs/warm.log`` that are alive and train no run (a used one exits with its run)."""
     import psutil
 
     log = store.parent / "logs" / "warm.log"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         ready = re.findall(r"warm worker (\d+): ready", log.read_text()) if log.exists() else []
         with RunStore(store) as opened:
             training = {run.pid for run in opened.active_runs()}
+        idle = 0
         for pid in map(int, ready):
             with contextlib.suppress(psutil.Error):
-                if pid not in training and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    return
+                idle += pid not in training and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        if idle >= count:
+            return
         time.sleep(0.1)
-    raise RuntimeError("no idle warm worker became ready within 60 s")
+    raise RuntimeError(f"{count} idle warm workers did not become ready within 180 s")
 
 
 def every_run_has_rows(store: Path) -> bool:
@@ -87,7 +94,7 @@ def every_run_has_rows(store: Path) -> bool:
         return bool(runs) and all(len(opened.metrics(run.id)) > 0 for run in runs)
 
 
-def one_try(browser, url: str, store: Path, page_name: str, warm: bool) -> tuple[float, float | None]:
+def one_try(browser, url: str, store: Path, page_name: str, warm: int) -> tuple[float, float | None]:
     """Seconds from the click to the first canvas; for the Race also to every run's first stored row."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
@@ -96,8 +103,8 @@ def one_try(browser, url: str, store: Path, page_name: str, warm: bool) -> tuple
         button = page.get_by_role("button", name=label, exact=True)
         button.wait_for(timeout=TIMEOUT_S * 1000)
         page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=TIMEOUT_S * 1000)
-        if warm:
-            wait_warm(store)  # the page's sidebar (app.py) keeps one; a used one was replaced at once
+        if warm:  # the page's sidebar (app.py) keeps one, the Race page one a cell (Note [Warm slots])
+            wait_warm(store, warm)
         time.sleep(1.0)
         clicked = time.monotonic()
         button.click()
@@ -136,22 +143,31 @@ def main() -> None:
     parser.add_argument("--tries", type=int, default=5)
     parser.add_argument("--cli", action="store_true", help="also time `stability train --background`")
     parser.add_argument("--no-pages", action="store_true", help="no server and browser (with --cli: the CLI alone)")
+    parser.add_argument("--pages", nargs="+", choices=["train", "race"], default=["train", "race"])
+    parser.add_argument("--warm", nargs="+", choices=["off", "on"], default=["off", "on"])
+    parser.add_argument("--before", type=Path, help="another checkout's root (`git archive main | tar -x -C DIR`): "
+                                                    "its server measured first, with warm workers on")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     results: dict[tuple[str, str], list] = {}
+    conditions = [] if args.no_pages else [(f"on, {args.before.name}", True, args.before.resolve(), 1)] \
+        if args.before else []
+    conditions += [] if args.no_pages else [(warm, warm == "on", ROOT, RACE_CELLS) for warm in args.warm]
     with tempfile.TemporaryDirectory() as temporary, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for warm in () if args.no_pages else (False, True):
-            folder = Path(temporary) / ("warm" if warm else "cold")
+        for number, (label, warm, root, race_warm) in enumerate(conditions):
+            folder = Path(temporary) / f"condition-{number}"
             folder.mkdir()
-            with server(folder, warm) as (url, store):
+            with server(folder, warm, root) as (url, store):
                 for attempt in range(args.tries):
-                    for page_name in ("train", "race"):
+                    for page_name in args.pages:
                         empty_store(store)
-                        first, every = one_try(browser, url, store, page_name, warm)
-                        results.setdefault((page_name, "on" if warm else "off"), []).append((first, every))
-                        print(f"warm {'on ' if warm else 'off'} {page_name:5} try {attempt + 1}: first point "
+                        wanted = 0 if not warm else min(race_warm, runner.max_concurrent_runs()) \
+                            if page_name == "race" else 1  # the Race's warm workers: up to the server's slots
+                        first, every = one_try(browser, url, store, page_name, wanted)
+                        results.setdefault((page_name, label), []).append((first, every))
+                        print(f"warm {label} {page_name:5} try {attempt + 1}: first point "
                               f"{first:.2f} s" + (f", every run's first row {every:.2f} s" if every else "")
                               + f" (load {os.getloadavg()[0]:.1f})", flush=True)
                 empty_store(store)

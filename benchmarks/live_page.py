@@ -110,6 +110,36 @@ def descendants(root: int) -> set[int]:
     return found
 
 
+# ----------------------------------------------------------------- what the browser shows
+# Each time the panel draws a new look at the run, its progress line ("step 1,230 / 2,000 · ETA ...") changes;
+# a timer in the page notes when (every 0.1 s), so the interval between two changes is the refresh a watcher sees.
+SHOWN_STEP_SCRIPT = """
+window.__shown = [];
+let shownText = null;
+setInterval(() => {
+  const node = document.querySelector('[data-testid="stMain"] [data-testid="stProgress"]');
+  const text = node ? node.innerText : null;
+  if (text !== null && text !== shownText) {
+    shownText = text;
+    window.__shown.push((performance.timeOrigin + performance.now()) / 1000);
+  }
+}, 100);
+"""
+
+
+def shown_intervals(page, start: float, end: float) -> list[float]:
+    """Seconds between the changes of the page's progress line within [start, end] (epoch seconds)."""
+    times = [t for t in page.evaluate("window.__shown || []") if start <= t <= end]
+    return [later - earlier for earlier, later in zip(times, times[1:])]
+
+
+def fmt_interval(intervals: list[float]) -> str:
+    """Median interval (and the longest) between two updates a watcher saw; '—' without two updates."""
+    if not intervals:
+        return "—"
+    return f"{statistics.median(intervals):.2g} s (max {max(intervals):.2g})"
+
+
 # ----------------------------------------------------------------- neighbours
 class NoNeighbour:
     label = "alone"
@@ -120,6 +150,9 @@ class NoNeighbour:
 
     def end(self) -> None:
         pass
+
+    def shown(self, start: float, end: float) -> list[float]:
+        return []
 
 
 class BusyLoop(NoNeighbour):
@@ -150,6 +183,7 @@ class LivePage(NoNeighbour):
 
     def begin(self, run_id: int) -> None:
         self.page = self.browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page.add_init_script(SHOWN_STEP_SCRIPT)
         self.messages = 0  # proof that the page is live: the server's websocket messages to it
 
         def count(websocket):
@@ -159,6 +193,9 @@ class LivePage(NoNeighbour):
         self.page.goto(f"{self.url}/?run={run_id}", wait_until="domcontentloaded")
         with contextlib.suppress(Exception):  # whatever the page draws, the window still measures
             self.page.get_by_text("steps/s").first.wait_for(timeout=60_000)
+
+    def shown(self, start: float, end: float) -> list[float]:
+        return shown_intervals(self.page, start, end)
 
     def end(self) -> None:
         self.page.close()
@@ -187,6 +224,7 @@ def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, sett
             end = time.time()
             after = {name: cpu_seconds(pids) for name, pids in groups.items()}
             messages = neighbour.messages - messages
+            shown = neighbour.shown(start, end)
         finally:
             neighbour.end()
             runner.stop_run(run_id, store_path)
@@ -199,7 +237,8 @@ def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, sett
         log_every = config.train.resolved_log_every()
         speed, bound = (len(window) + 1) * log_every / (end - start), True
     cpu = {name: (after[name] - before[name]) / (end - start) for name in groups}
-    return {"speed": speed, "bound": bound, "cpu": cpu, "device": device, "messages": messages / (end - start)}
+    return {"speed": speed, "bound": bound, "cpu": cpu, "device": device, "messages": messages / (end - start),
+            "shown": shown}
 
 
 def _wait(neighbour, seconds: float) -> None:
@@ -238,16 +277,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(store_path: Path, extra_env: dict[str, str] | None = None):
-    """A real ``streamlit run app.py`` on ``store_path`` (with ``extra_env``), once its health check
-    answers; yields (process, url) and ends it afterwards (benchmarks/first_point.py and sweep.py too)."""
+def streamlit_server(store_path: Path, extra_env: dict[str, str] | None = None, root: Path = ROOT):
+    """A real ``streamlit run app.py`` of the checkout ``root`` on ``store_path`` (with ``extra_env``), once
+    its health check answers; yields (process, url) and ends it afterwards (benchmarks/first_point.py,
+    live_watchers.py and sweep.py too)."""
     port = free_port()
     env = dict(os.environ, STABILITY_STORE=str(store_path), PYTHONUNBUFFERED="1", **(extra_env or {}))
     log = open(store_path.parent / "server.log", "w")
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -294,14 +334,15 @@ def page_benchmark(args, folder: Path) -> None:
         browser.close()
     print(f"\nWorker: {results['device']}; {args.rounds} round(s), {args.seconds:g} s windows; "
           f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n")
-    print("| run | steps/s, no page | steps/s, Train page open | ratio (target ≥ 0.8) "
+    print("| run | steps/s, no page | steps/s, Train page open | ratio (target ≥ 0.9) | refresh seen "
           "| server CPU, no page | server CPU, page | Chromium CPU, page | Playwright driver, page "
           "| worker CPU, page | page messages/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in CONFIGS:
         without, with_ = results[name, "alone"], results[name, LivePage.label]
         messages = statistics.median(r["messages"] for r in with_)
-        print(f"| {name} | {fmt_speed(without)} | {fmt_speed(with_)} | {ratio(with_, without)} "
+        seen = fmt_interval([interval for r in with_ for interval in r["shown"]])
+        print(f"| {name} | {fmt_speed(without)} | {fmt_speed(with_)} | {ratio(with_, without)} | {seen} "
               f"| {cpu(without, 'server')} | {cpu(with_, 'server')} | {cpu(with_, 'chromium')} "
               f"| {cpu(with_, 'driver')} | {cpu(with_, 'worker')} | {messages:.1f} |")
     print("\n(CPU: % of one core over the window = CPU seconds a minute ÷ 0.6, from utime + stime in /proc.)")

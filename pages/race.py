@@ -20,11 +20,11 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
-                           leave_first_point_pace, live_chart_specs, run_rows, watched_runs)
+                           leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
-from pages.ui.store import open_store, store_guard, store_path
+from pages.ui.store import keep_warm_slots, open_store, store_guard, store_path
 from stability import cells
 from stability import charts
 from stability.execution import runner
@@ -108,7 +108,8 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
         tuple(len(rows[run_id].metrics) for run_id in runs),
         lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
                                       ignore_index=True), first, smoothing, log_loss, ignore_outliers), metrics=drawn)
-    specs = live_chart_specs("race", live_charts, final=all(rows[run_id].final for run_id in runs))
+    specs = live_chart_specs(("race", store.location), live_charts, final=all(rows[run_id].final for run_id in runs),
+                             shared=True)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
         for spec, chart in zip(specs, live_charts):
@@ -210,8 +211,11 @@ active = [run for run in store.active_runs() if run.id in race]
 if not classroom and stop_column.button("Stop race", disabled=not active, key="race_stop", width="stretch"):
     for run in active:
         runner.stop_run(run.id, store_path())
+        read_now(store, run.id)  # the panel, no longer polled, shows it stopped
     active = []
 
+if not classroom and configs and not active:  # a worker with torch imported for each run of the next race
+    keep_warm_slots(len(configs))
 if race:
     every = race_every(store, active)
     with live:

@@ -29,7 +29,6 @@ from pages.ui.live import (
     REFRESH_CHOICES,
     LiveChart,
     awaiting_first_point,
-    latest_value,
     cached_rows,
     leave_first_point_pace,
     describe_refresh,
@@ -38,7 +37,9 @@ from pages.ui.live import (
     refresh_control,
     retime_if_needed,
     run_rows,
+    read_now,
     show_chart,
+    watch,
 )
 from stability import charts
 from stability.execution import runner
@@ -71,12 +72,12 @@ def run_label(row) -> str:
     return f"#{row.id} · {row.cell} on {row.task}" + (f" · {row.name}" if row.name else "")
 
 
-def summary(run: dict, metrics) -> None:
+def summary(run: dict, rows) -> None:
     metric = run["metric"] or "loss"
-    values = [(f"val {metric}", latest_value(metrics, f"val/{metric}"), ".4g"),
-              ("‖∂L/∂h₀‖", latest_value(metrics, "grad/h0_norm"), ".2e"),
-              ("max |σ − 1|", latest_value(metrics, "sv/margin"), ".2e"),
-              (f"test {metric}", latest_value(metrics, f"test/{metric}"), ".4g")]
+    values = [(f"val {metric}", rows.last(f"val/{metric}"), ".4g"),
+              ("‖∂L/∂h₀‖", rows.last("grad/h0_norm"), ".2e"),
+              ("max |σ − 1|", rows.last("sv/margin"), ".2e"),
+              (f"test {metric}", rows.last(f"test/{metric}"), ".4g")]
     for column, (label, value, spec) in zip(st.columns(len(values)), values):
         column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
 
@@ -95,7 +96,8 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outli
         options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS, ignore_outliers=ignore_outliers)
         # a log axis's labels follow the decades its rows span: a new step is a new spec, built at once
         references = [options["baseline"]] if options.get("baseline") is not None else []
-        ticks = charts.metric_log_step(drawn_rows(drawn), drawn, references) if options.get("log_y") else None
+        ticks = rows.memo(("log step", tuple(drawn), tuple(references)), lambda: charts.metric_log_step(
+            drawn_rows(drawn), drawn, references)) if options.get("log_y") else None
         controls = (tuple(drawn), title, tuple(sorted(options.items(), key=str)), ticks)
         return LiveChart(key, controls, rows.version(drawn),
                          lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title,
@@ -159,17 +161,16 @@ def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
                every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
-    try:
-        run = store.run(run_id)  # one row: the rows are read only when its step or heartbeat moved
+    try:  # the server's look at the run, read about once a second for every session (pages/ui/shared.py)
+        look, rows = watch(store, run_id, flow=True)
     except RunNotFound:
         st.warning(f"Run {run_id} is not in the store {store.location}.")
         return
-    rows = run_rows(store, run, flow=True)
+    run, record = look.run, look.record
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    record = store.record(run_id)
     classroom = classroom_on()
     run_status_panel(store, record)  # with its latest values: speed and ETA
     if not classroom:
@@ -180,11 +181,11 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.info("Waiting for the first rows from the worker…")
         leave_first_point_pace(every, awaiting_first_point(run, rows))  # ended or queued long: the usual rhythm
         return
-    summary(run, rows.metrics)
+    summary(run, rows)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
-    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
+    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final, shared=True)
     if classroom:
         draw_explained(specs, live_charts, run["config"]["cell"]["name"])
     else:
@@ -283,8 +284,9 @@ elif not classroom and stop_column.button("Stop", disabled=status is None or sta
     status = runner.stop_run(watched, store_path())
 
 if watched is not None:
-    if status != record["status"]:  # stopped just now
+    if status != record["status"]:  # stopped just now: the panel, no longer polled, reads it once more now
         record = store.run(watched)
+        read_now(store, watched)
     rows = cached_rows(store, watched)
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
         rows = run_rows(store, record, flow=True)

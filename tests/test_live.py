@@ -37,10 +37,10 @@ def test_an_ended_run_is_not_polled_whatever_the_setting(status):
 
 
 @pytest.mark.parametrize("log_every, speed, every", [
-    (10, 50.0, 5.0),     # a row every 0.2 s: no faster than the lower bound
-    (100, 10.0, 10.0),   # a row every 10 s: every 10 s, not every 2
-    (50, 2.0, 25.0),
-    (1000, 1.0, 30.0),   # a row every 1000 s: the panel still looks every 30 s (status, heartbeat)
+    (10, 50.0, 1.0),     # a row every 0.2 s: no faster than the lower bound (the server reads once a second)
+    (30, 20.0, 1.5),     # a row every 1.5 s: at that pace
+    (100, 10.0, 2.0),    # a row every 10 s: the panel still looks every 2 s (status, heartbeat)
+    (1000, 1.0, 2.0),
 ])
 def test_auto_follows_the_runs_logging_interval_within_its_bounds(log_every, speed, every):
     run = run_record(log_every=log_every)
@@ -52,7 +52,7 @@ def test_auto_without_speed_rows_uses_the_runs_own_progress_and_else_its_lower_b
     now = time.time()
     progressed = run_record(log_every=100, step=400, started=now - 200, heartbeat=now)  # 2 steps/s
     assert live.log_interval(progressed) == pytest.approx(50.0)
-    assert live.live_every("auto", progressed) == pytest.approx(30.0)
+    assert live.live_every("auto", progressed) == pytest.approx(live.AUTO_EVERY_S[1])
     assert live.log_interval(run_record(status="queued")) is None
     assert live.live_every("auto", run_record(status="queued")) == live.AUTO_EVERY_S[0]
     assert live.log_interval({**run_record(), "config": {"cell": "not a config"}}) is None
@@ -67,17 +67,17 @@ def test_the_refresh_line_says_what_the_panel_does():
 
 
 def test_auto_retimes_the_panel_when_the_runs_pace_moved_and_not_twice_in_a_row(monkeypatch):
-    """The panel's timer is set by a full rerun: Auto asks for one when the run now logs every 10 s and
-    the panel looks every 5 s, not again straight away, and never for a chosen setting."""
+    """The panel's timer is set by a full rerun: Auto asks for one when the run now logs every 2 s and
+    the panel looks every second, not again straight away, and never for a chosen setting."""
     reruns = []
     monkeypatch.setattr(live, "st", SimpleNamespace(session_state={}, rerun=lambda: reruns.append("rerun")))
-    run, slower = run_record(log_every=100), rows_with_speed(10.0)  # a row every 10 s
-    live.retime_if_needed("auto", 10.0, run, slower)
+    run, slower = run_record(log_every=20), rows_with_speed(10.0)  # a row every 2 s
+    live.retime_if_needed("auto", 2.0, run, slower)
     assert reruns == []  # already right
     live.retime_if_needed("5", 5.0, run, slower)
     assert reruns == []  # the user's choice stays
-    live.retime_if_needed("auto", 5.0, run, slower)
-    live.retime_if_needed("auto", 5.0, run, slower)
+    live.retime_if_needed("auto", 1.0, run, slower)
+    live.retime_if_needed("auto", 1.0, run, slower)
     assert reruns == ["rerun"]
 
 

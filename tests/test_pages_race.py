@@ -13,6 +13,14 @@ from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, Tra
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
 
 
+@pytest.fixture(autouse=True)
+def read_at_every_rerun(monkeypatch):
+    """The server reads a watched run at most once a second (pages/ui/shared.py); these tests rerun at once."""
+    import pages.ui.shared
+
+    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+
+
 
 @pytest.fixture
 def fake_runner(store, monkeypatch):

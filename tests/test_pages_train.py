@@ -15,6 +15,13 @@ from stability.runs.store import RunStore
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 
 
+@pytest.fixture(autouse=True)
+def read_at_every_rerun(monkeypatch):
+    """The server reads a watched run at most once a second (pages/ui/shared.py); these tests rerun at once."""
+    import pages.ui.shared
+
+    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+
 
 @pytest.fixture
 def fake_runner(store, monkeypatch):
@@ -369,7 +376,7 @@ def test_new_rows_change_only_the_charts_that_draw_them_and_never_their_specs(st
 
 
 @pytest.mark.parametrize("link, chosen, shown", [
-    ({}, "auto", "looks for new rows every 5 s (Auto"),
+    ({}, "auto", "looks for new rows every 1 s (Auto"),
     ({"refresh": "10"}, "10", "looks for new rows every 10 s;"),
     ({"refresh": "off"}, "off", "Live updates paused"),
 ])
@@ -510,5 +517,5 @@ def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_u
     app.run()
     assert not app.exception
     assert not any("first point" in caption.value for caption in app.caption)
-    assert any("every 5 s (Auto" in caption.value for caption in app.caption)
+    assert any("every 1 s (Auto" in caption.value for caption in app.caption)
     assert len(charts(app)) > 0

@@ -32,7 +32,7 @@ def test_a_queued_run_is_taken_by_the_idle_warm_worker_and_stops_when_asked(warm
     pid = runner.keep_warm(warm_on, max_concurrent=1)
     assert pid is not None and runner.keep_warm(warm_on, max_concurrent=1) == pid  # one per store
     worker = psutil.Process(pid)
-    command = worker.cmdline()
+    command = wait_until(worker.cmdline, what="the warm worker's exec")  # empty for a moment after the fork
     assert "--warm" in command and "--store" not in command  # the store comes from its environment
     wait_until(lambda: "ready" in (warm_on.parent / "logs" / "warm.log").read_text(), what="the warm import")
     assert worker.cpu_times().user + worker.cpu_times().system == pytest.approx(_cpu(worker), abs=0.05)
@@ -46,6 +46,26 @@ def test_a_queued_run_is_taken_by_the_idle_warm_worker_and_stops_when_asked(warm
         assert runner.stop_run(run_id, warm_on) == "stopped"
         assert store.run(run_id)["status"] == "stopped"
     worker.wait(timeout=30)  # one run a warm worker: it exits after its run
+
+
+def test_each_run_of_a_race_is_taken_by_its_own_idle_warm_worker_and_one_replaces_them(warm_on):
+    """Note [Warm slots]: a page about to start two runs together keeps two warm workers; each queued run
+    goes to one of them (no new process for either), and only the last one handed starts a replacement."""
+    first = runner.keep_warm(warm_on, max_concurrent=2, count=2)
+    with RunStore(warm_on) as store:
+        idle = warm.idle_pids(store)
+        assert len(idle) == 2 and idle[0] == first
+        assert runner.keep_warm(warm_on, max_concurrent=2, count=2) == first and warm.idle_pids(store) == idle
+        runs = [runner.start_run(tiny(LONG, cell=cell), warm_on, max_concurrent=2) for cell in ("rnn", "lstm")]
+        pids = [wait_until(lambda: store.run(run_id)["pid"], what=f"run {run_id}'s claim") for run_id in runs]
+        assert pids == idle  # the race's runs went to the idle warm workers, in order
+        replacement = warm.idle_pids(store)
+        assert len(replacement) == 1 and replacement[0] not in idle
+        for run_id in runs:
+            wait_until(lambda: store.run(run_id)["status"] == "running", what=f"run {run_id} to train")
+            assert runner.stop_run(run_id, warm_on) == "stopped"
+    for pid in idle:
+        psutil.Process(pid).wait(timeout=30)  # one run a warm worker: each exits after its run
 
 
 def test_with_warm_workers_off_a_run_gets_a_fresh_worker(warm_on, monkeypatch):

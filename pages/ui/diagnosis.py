@@ -8,8 +8,9 @@ Note [Findings cost nothing when nothing changed]
 -------------------------------------------------
 A live panel reruns on its timer whether or not new rows came (pages/ui/live.py, Note [Watching cheaply]).
 The findings are a function of the rows the panel has already read and of the run record it has already
-read, so they are kept in the session beside those rows and computed again only when the rows or the
-record's status, step or error moved: no read is added, and an unchanged rerun costs a dictionary lookup.
+read, so they are kept in the server, for every session watching the same run (pages/ui/shared.py, Note
+[Many watchers]), and computed again only when the rows or the record's status, step or error moved: no
+read is added, and an unchanged rerun costs a dictionary lookup.
 They are drawn as plain markdown (no alert boxes: a page's errors stay the run's own).
 
 Streamlit only; the rules themselves live in stability.analysis.diagnosis.
@@ -18,12 +19,11 @@ from __future__ import annotations
 
 import re
 
-import streamlit as st
-
 from stability.analysis.diagnosis import Finding, diagnose
 
+from .shared import shared_memo
+
 FINDINGS_KEY = "_live_findings"
-KEPT_FINDINGS = 32  # runs whose findings a session keeps (a race watches several at once)
 ICONS = {"problem": ":red[:material/error:]", "warning": ":orange[:material/warning:]",
          "info": ":blue[:material/info:]"}
 GOOD_ICON = ":green[:material/check_circle:]"  # the "learning" finding: good news, not a caveat
@@ -33,16 +33,9 @@ _MARKDOWN = re.compile(r"([\\*_\[\]$~`<>#|])")
 def live_findings(slot, rows, record) -> list[Finding]:
     """The findings of a live panel's rows (``LiveRows``) and run record, kept under ``slot`` and
     recomputed only when either changed (Note [Findings cost nothing when nothing changed])."""
-    cache = st.session_state.setdefault(FINDINGS_KEY, {})
-    version = (id(rows.metrics), len(rows.metrics), record.status, record.step, record.error, record.baseline,
-               record.metric)
-    kept = cache.pop(slot, None)
-    if kept is None or kept[0] != version:
-        kept = (version, diagnose(rows.metrics, record))
-    cache[slot] = kept  # most recently used last
-    while len(cache) > KEPT_FINDINGS:
-        cache.pop(next(iter(cache)))
-    return kept[1]
+    version = (id(rows.metrics) if rows.token is None else rows.token, len(rows.metrics), record.status, record.step,
+               record.error, record.baseline, record.metric)
+    return shared_memo(FINDINGS_KEY).get((slot, version), lambda: diagnose(rows.metrics, record))
 
 
 def escape(text: str) -> str:

@@ -21,13 +21,20 @@ benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the rend
   renderer's main thread busy for a second at every redraw.
 
 So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
-interval, 5 to 30 s, like TensorBoard's reload timer), or the user's choice, or never ("Paused"), and
-every quarter second from Start to the run's first point (Note [The first point]); each
-rerun reads one row of the runs table and reads metric rows only when the run's step or heartbeat moved
-(:func:`run_rows`); each chart is rebuilt only when the rows it draws or its controls changed
-(:func:`live_chart_specs`), otherwise the identical spec goes out again; and the charts are drawn light
+interval, 1 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every quarter second
+from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look at the
+run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second for
+every session together, only the rows after the last step read; each chart is rebuilt only when the rows it
+draws or its controls changed (:func:`live_chart_specs`), once for every session watching the run (Note
+[Shared specs]), otherwise the identical spec goes out again; and the charts are drawn light
 (:data:`LIVE_POINTS` points a line, :data:`HOVER_POINTS` hover points; stability.charts.lines, Note [Light
 charts]).
+
+Auto used to follow the run's logging within 5 to 30 s, because every watcher read the run and rebuilt its
+charts itself (a 1-s refresh cost the default run 0.77x of its speed on 2 cores); with the reads and the
+chart work shared, a 1-2 s rhythm costs the server a script run per watcher and a dictionary lookup
+(benchmarks/live-page-cpu-2026-11-26.md).  Streamlit 1.67 has no ``add_rows`` for a Vega-Lite chart any more;
+a new chart's rows still go out whole (as Arrow bytes, Note [Arrow rows]).
 
 Streamlit only; nothing here decides what is valid (stability.config does).
 """
@@ -38,21 +45,21 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import pandas as pd
 import streamlit as st
 
-from stability.core.metric_names import H_T_NORM as FLOW
-from stability.core.metric_names import SPECTRUM
 from stability.config import ConfigError, RunConfig
 from stability.runs.status import TERMINAL
+
+from .shared import shared_memo, shared_runs
 
 REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
                    "30": "Every 30 s", "off": "Paused"}
 DEFAULT_REFRESH = "auto"
-AUTO_EVERY_S = (5.0, 30.0)  # Auto: the run's logging interval, within these bounds
+AUTO_EVERY_S = (1.0, 2.0)   # Auto: the run's logging interval, within these bounds (Note [Watching cheaply])
 FIRST_POINT_EVERY_S = 0.25  # from Start to a run's first rows (Note [The first point]), for at most
 FIRST_POINT_FOR_S = 60.0    # this long after the run was created (a run queued behind others waits slower)
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
@@ -61,8 +68,9 @@ LIVE_POINTS = 800           # per line: min and max of each pixel column of a ch
 HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apart
 REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
 KEPT_SLOTS = 4              # runs whose chart specs a session keeps
-ROWS_KEY, SPECS_KEY, RETIMED_KEY = "_live_rows", "_live_specs", "_live_retimed"
-SERIES = {"flow": FLOW, "spectrum": SPECTRUM}  # LiveRows attribute -> the vector series it holds (both at probes)
+SHARED_SLOTS = 16           # slots (watched runs, races) whose chart specs the server keeps (Note [Shared specs])
+SHARED_SPECS_PER_SLOT = 24  # chart specs (a chart and its controls) it keeps a slot
+ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 
 
 # ---------------------------------------------------------------------------------------- refresh
@@ -89,7 +97,7 @@ def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
         log_every = RunConfig.from_dict(run["config"]).train.resolved_log_every()
     except (ConfigError, KeyError, TypeError, ValueError):
         return None
-    speed = latest_value(rows.metrics, "speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
+    speed = rows.last("speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
     if not (math.isfinite(speed) and speed > 0):
         started, heartbeat, step = run.get("started_at"), run.get("heartbeat"), run.get("step") or 0
         speed = step / (heartbeat - started) if started and heartbeat and heartbeat > started and step else math.nan
@@ -184,6 +192,18 @@ class LiveRows:
     just_finished: bool = False
     seen: tuple = ()
     counts: dict = field(default_factory=dict)
+    latest: dict | None = None  # per metric name, its last value (None: not known, read from ``metrics``)
+    token: object = None        # the server's shared rows these are (pages/ui/shared.py, Look.token)
+
+    def last(self, name: str) -> float:
+        """The last logged value of metric ``name``, NaN if there is none."""
+        if self.latest is None:
+            return latest_value(self.metrics, name)
+        return float(self.latest.get(name, math.nan))
+
+    def memo(self, key, compute: Callable[[], object]):
+        """``compute()``, done once for every session with these rows (by their ``token``) and ``key``."""
+        return compute() if self.token is None else shared_memo(ROWS_MEMO).get((self.token, key), compute)
 
     def version(self, names) -> tuple:
         """Changes whenever a row of one of ``names`` is added."""
@@ -211,54 +231,53 @@ def latest_value(frame: pd.DataFrame, name: str) -> float:
     return float(values.iloc[-1]) if len(values) else math.nan
 
 
+def read_now(store, run_id: int) -> None:
+    """Read run ``run_id``'s shared look now: this session has just stopped it, and its panel, no longer polled
+    once the run has ended, must draw it stopped (at its next :func:`watch`, which also reruns the page once)."""
+    shared_runs().look(store, run_id, now=True)
+
+
+def watch(store, run_id: int, *, flow: bool = False):
+    """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
+    and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
+    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series.
+    Raises ``RunNotFound``."""
+    look = shared_runs().look(store, run_id, series=flow)
+    cache = st.session_state.setdefault(ROWS_KEY, {})
+    key = (store.location, int(run_id))
+    before = cache.get(key)
+    cache[key] = rows = LiveRows(look.metrics, look.flow, look.spectrum, final=look.final,
+                                 just_finished=before is not None and not before.final and look.final,
+                                 seen=look.position, counts=look.counts, latest=look.latest, token=look.token)
+    return look, rows
+
+
 def run_rows(store, run, *, flow: bool = False) -> LiveRows:
-    """This session's rows of ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``, read just now), topped up with the
-    rows logged since the last look, only if the run's step or heartbeat moved since then.
+    """This session's rows of ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``), as :func:`watch` gives
+    them: every row the server has read of it, topped up with the rows logged since its last read when that
+    is a second old.
 
     A terminal status means every row is already stored: then everything is read once more in full (rows
-    a worker added to an already-seen step included) and the cache is final. A step that went back (a
+    a worker added to an already-seen step included) and the rows are final. A step that went back (a
     resumed run discards the rows after its checkpoint) is read afresh.
     """
-    cache = st.session_state.setdefault(ROWS_KEY, {})
-    key = (store.location, int(run["id"] if isinstance(run, dict) else run.id))
-    status, step, heartbeat = _position(run)
-    rows, terminal = cache.get(key), status in TERMINAL
-    position = (status, step, heartbeat)
-    went_back = (rows is not None and not rows.final and step is not None and len(rows.metrics) > 0
-                 and step < int(rows.metrics["step"].iat[-1]))
-    if rows is None or (terminal and not rows.final) or went_back:
-        rows = LiveRows(store.metrics(key[1]), final=terminal,
-                        just_finished=rows is not None and terminal and not went_back)
-        rows.counts = _counts(rows.metrics)
-    elif not rows.final and rows.seen != position:
-        new = store.metrics(key[1], since_step=_last_step(rows.metrics))
-        rows.metrics = _appended(rows.metrics, new)
-        rows.counts = _counts(new, rows.counts)
-        for attribute, name in SERIES.items() if flow else ():
-            kept = getattr(rows, attribute)
-            if kept is not None:
-                setattr(rows, attribute, _appended(kept, store.series(key[1], name, since_step=_last_step(kept))))
-    for attribute, name in SERIES.items() if flow else ():
-        if getattr(rows, attribute) is None:
-            setattr(rows, attribute, store.series(key[1], name))
-    rows.seen = position
-    cache[key] = rows
-    return rows
+    return watch(store, run["id"] if isinstance(run, dict) else run.id, flow=flow)[1]
 
 
 def watched_runs(store, run_ids) -> tuple[dict, dict]:
     """``(records, rows)`` of the runs a live panel of several runs watches (Race, Reproduce), by id:
-    each run's record (a missing one is a warning line, not an error) and its :func:`run_rows`. When a
-    run has just finished, the page reruns once in full (its buttons update and the polling stops)."""
+    each run's record (a missing one is a warning line, not an error) and its rows, both from the server's
+    shared look (:func:`watch`). When a run has just finished, the page reruns once in full (its buttons
+    update and the polling stops)."""
     from stability.runs.store import RunNotFound
 
-    runs = {}
+    runs, rows = {}, {}
     for run_id in run_ids:
         try:
-            runs[run_id] = store.record(run_id)
+            look, rows[run_id] = watch(store, run_id)
+            runs[run_id] = look.record
         except RunNotFound:
             st.warning(f"Run {run_id} is not in the store {store.location}.")
-    rows = {run_id: run_rows(store, run) for run_id, run in runs.items()}
     if any(row.just_finished for row in rows.values()):
         for row in rows.values():
             row.just_finished = False
@@ -271,24 +290,6 @@ def _position(run) -> tuple:
     if isinstance(run, dict):
         return run["status"], run["step"], run["heartbeat"]
     return run.status, run.step, run.heartbeat
-
-
-def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
-    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added."""
-    counts = dict(counts or {})
-    if len(new):
-        for name, (size, last) in new.groupby("name", sort=False)["step"].agg(["size", "max"]).iterrows():
-            before = counts.get(name, (0, None))[0]
-            counts[name] = (before + int(size), int(last))
-    return counts
-
-
-def _last_step(frame: pd.DataFrame) -> int | None:
-    return int(frame["step"].max()) if len(frame) else None
-
-
-def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([old, new], ignore_index=True) if len(new) else old
 
 
 # ---------------------------------------------------------------------------------- live charts
@@ -329,15 +330,37 @@ class _ChartSpecs:
     cost_s: float = 0.0
 
 
-def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False) -> list[dict]:
+def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shared: bool = False) -> list[dict]:
     """The Vega-Lite specs of ``charts``, kept in this session under ``slot`` (one per watched run) and
     refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
-    so it is drawn now."""
+    so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
+    ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart."""
+    if shared:
+        memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
+        with memo.lock():
+            entry = memo.get(slot, _ChartSpecs)
+            keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
+            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT)
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
     cache[slot] = entry  # most recently used last
     while len(cache) > KEPT_SLOTS:
         cache.pop(next(iter(cache)))
+    return _specs(entry, charts, final, 0)
+
+
+# Note [Shared specs]
+# -------------------
+# Thirty sessions watching one run draw the same charts from the same rows (pages/ui/shared.py, Note [Many
+# watchers]), so the Train and Race panels keep their specs in the server, one _ChartSpecs a slot for every
+# session, each chart keyed by its key and its controls: a session with other controls (smoothing, log y)
+# has specs of its own, and the chart work of a refresh is done once for all, its rate bounded by
+# REBUILD_FACTOR for all together.  The specs of controls nobody uses any more go, oldest first, beyond
+# SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
+# bytes: a few hundred kB at most, Note [Light charts]).
+def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int) -> list[dict]:
+    """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
+    all of them when ``kept`` is 0, else the oldest beyond ``kept``."""
     stale = [chart for chart in charts if entry.versions.get(chart.key) != (chart.controls, chart.data)]
     urgent = any(chart.key not in entry.specs or entry.versions[chart.key][0] != chart.controls for chart in stale)
     now = time.monotonic()
@@ -346,7 +369,9 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False) -> l
         for chart in stale:
             _refresh(entry, chart)
         entry.built_at, entry.cost_s = now, time.thread_time() - started
-    for key in set(entry.specs) - {chart.key for chart in charts}:
+    drawn = {chart.key for chart in charts}
+    unused = [key for key in entry.specs if key not in drawn]
+    for key in unused[:len(unused) if not kept else max(0, len(entry.specs) - kept)]:
         del entry.specs[key], entry.columns[key], entry.versions[key]
     return [entry.specs[chart.key] for chart in charts]
 
@@ -486,6 +511,7 @@ __all__ = [
     "leave_first_point_pace",
     "live_every",
     "log_interval",
+    "read_now",
     "refresh_control",
     "retime_if_needed",
     "run_rows",

@@ -47,10 +47,16 @@ def store_path() -> str:
 
 def _store_option() -> str | None:
     """``--store PATH`` among the script's own arguments (those after ``--`` in ``streamlit run``)."""
+    return _parsed_store_option(tuple(sys.argv[1:]))
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed_store_option(arguments: tuple[str, ...]) -> str | None:
+    """``--store PATH`` in ``arguments``, parsed once (a live panel opens its store at every rerun)."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--store")
     try:
-        return parser.parse_known_args(sys.argv[1:])[0].store
+        return parser.parse_known_args(list(arguments))[0].store
     except SystemExit:  # '--store' without a value
         return None
 
@@ -128,3 +134,9 @@ def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> Non
     runner.reconcile(path)
     runner.keep_warm(path)  # an idle worker with torch imported takes the next Start at once (execution/warm.py)
 
+
+def keep_warm_slots(count: int) -> None:
+    """Idle warm workers for ``count`` runs about to start together (a Race's cells; Note [Warm slots] in
+    stability/execution/warm.py), as many as the server's slots let start at once (the others wait queued):
+    each of those runs then starts in a worker that has already imported torch."""
+    runner.keep_warm(store_path(), count=min(count, runner.max_concurrent_runs()))

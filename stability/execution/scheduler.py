@@ -151,14 +151,15 @@ def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
         return _schedule(store, limit)
 
 
-def keep_warm(store_path=None, max_concurrent: int | None = None) -> int | None:
-    """Keep an idle warm worker for the store in this process (the server's; Note [Warm workers] in
-    :mod:`stability.execution.warm`); its pid, None where ``STABILITY_WARM_WORKERS=0``."""
+def keep_warm(store_path=None, max_concurrent: int | None = None, count: int = 1) -> int | None:
+    """Keep ``count`` idle warm workers (one for each run about to start together: Note [Warm slots]) for the
+    store in this process (the server's; Note [Warm workers] in :mod:`stability.execution.warm`); the pid of
+    the next one, None where ``STABILITY_WARM_WORKERS=0``."""
     if not warm.warm_workers_on():
         return None
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store:
-        return warm.keep_warm(store, limit)
+        return warm.keep_warm(store, limit, count)
 
 
 def run_worker(run_id: int, store_path) -> str:

@@ -1,6 +1,13 @@
 """Warm workers: a worker process started before the run it will train, waiting idle with torch imported.
 
-    keep_warm(store)                                   # the server: an idle warm worker for this store
+    keep_warm(store, limit)                            # the server: an idle warm worker for this store
+    keep_warm(store, limit, count=4)                   # a Race of four cells: one for each (    Only a process that calls :func:`keep_warm` has warm workers: the Streamlit server
+    (``pages/ui/store.py``), one per store it serves; the CLI, a worker and a sweep never start one, so
+    ``stability train --background`` starts a fresh worker (its process ends before it could hand a run
+    to a warm one). ``STABILITY_WARM_WORKERS=0`` turns them off. When the server ends, its end of the pipe
+    closes and an idle warm worker's read returns: it exits without touching the store.
+
+Note [Warm slots])
     handed = hand_run(store, run_id, token, env, limit)  # the queue: (process, identity), or None
     order = read_order(sys.stdin)                      # the warm worker: blocks until it is handed a run
 
@@ -28,11 +35,16 @@ Note [Warm workers]
     memory): it imports torch and the training code, which call nothing of ``torch.cuda``, and sets
     ``CUDA_VISIBLE_DEVICES`` (its run's slot) before the trainer's first CUDA call.
 
-    Only a process that calls :func:`keep_warm` has warm workers: the Streamlit server
-    (``pages/ui/store.py``), one per store it serves; the CLI, a worker and a sweep never start one, so
-    ``stability train --background`` starts a fresh worker (its process ends before it could hand a run
-    to a warm one). ``STABILITY_WARM_WORKERS=0`` turns them off. When the server ends, its end of the pipe
-    closes and an idle warm worker's read returns: it exits without touching the store.
+Note [Warm slots]
+    A Race starts one run a cell at once, as many as the server's slots allow (pages/race.py). One warm
+    worker took the first and the others started fresh interpreters together, all importing torch on the
+    same cores as the first run's step 0 (18 s from Start to the first point for four cells in four slots on
+    2 cores). So a page that is about to start several runs together asks for as many warm workers as will
+    start at once (``keep_warm(store, limit, count)``: the Race page, for its chosen cells up to the slot
+    count, while none of its runs is active), each of those runs is handed its own, and only when the last idle one is handed a run does a replacement start (one, as
+    for Train), so no interpreter starts beside the race's runs. They are within the slot count: the queue
+    launches no more runs than it has slots, and an idle warm worker holds none; :data:`MAX_WARM` bounds
+    the memory they hold (an idle one is ~0.4 GB with torch imported, no CPU).
 """
 from __future__ import annotations
 
@@ -64,8 +76,9 @@ class _Warm:
     identity: dict
 
 
-_idle: dict[str, _Warm] = {}  # store URL -> this process's idle warm worker
+_idle: dict[str, list[_Warm]] = {}  # store URL -> this process's idle warm workers, oldest first
 _lock = threading.Lock()
+MAX_WARM = 8  # idle warm workers a process keeps for one store at most (~0.4 GB of memory each with torch)
 
 
 def warm_workers_on() -> bool:
@@ -76,32 +89,42 @@ def warm_workers_on() -> bool:
     return text == "1"
 
 
-def keep_warm(store, limit: int) -> int | None:
-    """Start an idle warm worker for ``store`` unless this process has one alive (or they are off);
-    return its pid (None when off). ``limit``: the slots, for its thread policy."""
+def keep_warm(store, limit: int, count: int = 1) -> int | None:
+    """Start idle warm workers for ``store`` until this process has ``count`` alive (at most
+    :data:`MAX_WARM`; Note [Warm slots]), unless they are off; return the pid of the one handed a run
+    next (None when off). ``limit``: the slots, for their thread policy."""
     if not warm_workers_on():
         return None
     with _lock:
-        warm = _idle.get(store.url)
-        if warm is None or warm.process.poll() is not None:
+        alive = [warm for warm in _idle.get(store.url, []) if warm.process.poll() is None]
+        while len(alive) < max(1, min(int(count), MAX_WARM)):
             process, identity = processes.spawn(store, [WARM_FLAG], "warm", limit, waiting=True)  # store URL: spawn's
-            _idle[store.url] = warm = _Warm(process, identity)
-        return warm.process.pid
+            alive.append(_Warm(process, identity))
+        _idle[store.url] = alive
+        return alive[0].process.pid
+
+
+def idle_pids(store) -> list[int]:
+    """The pids of this process's idle warm workers for ``store`` that are alive, the next one to be handed a
+    run first."""
+    with _lock:
+        return [warm.process.pid for warm in _idle.get(store.url, []) if warm.process.poll() is None]
 
 
 def idle_pid(store) -> int | None:
-    """The pid of this process's idle warm worker for ``store``, if one is alive."""
-    with _lock:
-        warm = _idle.get(store.url)
-        return warm.process.pid if warm is not None and warm.process.poll() is None else None
+    """The pid of this process's next idle warm worker for ``store``, if one is alive."""
+    pids = idle_pids(store)
+    return pids[0] if pids else None
 
 
 def hand_run(store, run_id: int, token: str, environment: dict, limit: int) -> tuple[subprocess.Popen, dict] | None:
-    """Hand the run claimed with ``token`` to this process's idle warm worker for ``store`` (Note [Warm
-    workers]) and start its replacement; None, handing nothing, when there is no live one."""
+    """Hand the run claimed with ``token`` to this process's next idle warm worker for ``store`` (Note [Warm
+    workers]), and start a replacement when it was the last; None, handing nothing, when there is no live one."""
     with _lock:
-        warm = _idle.pop(store.url, None)
-    if warm is None or warm.process.poll() is not None:
+        alive = [warm for warm in _idle.get(store.url, []) if warm.process.poll() is None]
+        warm = alive.pop(0) if alive else None
+        _idle[store.url] = alive
+    if warm is None:
         return None
     order = json.dumps({"run": int(run_id), "claim": token, "environment": environment}) + "\n"
     try:
@@ -109,14 +132,15 @@ def hand_run(store, run_id: int, token: str, environment: dict, limit: int) -> t
         warm.process.stdin.close()  # one run a warm worker
     except OSError:  # it died between the check and the write
         return None
-    keep_warm(store, limit)
+    if not alive:
+        keep_warm(store, limit)
     return warm.process, warm.identity
 
 
 def close_warm() -> int:
     """End this process's idle warm workers (their pipe closes: each exits untouched); return how many."""
     with _lock:
-        idle = list(_idle.values())
+        idle = [warm for workers in _idle.values() for warm in workers]
         _idle.clear()
     for warm in idle:
         if warm.process.stdin is not None and not warm.process.stdin.closed:

@@ -1,0 +1,179 @@
+"""A classroom watching one run: N browser tabs on one Train page, against the same run unwatched.
+
+    python benchmarks/live_watchers.py                              # N = 1, 5, 10, 30 tabs, this checkout
+    python benchmarks/live_watchers.py --before /tmp/main-code      # and the same with main's pages, side by side
+    python benchmarks/live_watchers.py --watchers 1 5 --refresh "" 2  # per ?refresh= setting ('' = Auto)
+
+For each checkout (this one, and ``--before``'s, a plain copy of another commit: ``git archive main | tar -x
+-C DIR``) a real ``streamlit run app.py`` of that checkout on a temporary store (warm workers off: the runs
+are started by this script), and one headless Chromium (Playwright on /usr/bin/chromium). For each N: a real
+run (``runner.start_run``: rnn 128 on adding T = 100, logging every 10 steps, as long as it takes) is
+measured alone for a window, then N tabs open its Train page (``/?run=ID``, one browser context each) and,
+after they settle, the same run is measured for a window with them open. Reported: the run's steps/s with
+the tabs over its steps/s alone (the same run, the same worker), the server's CPU (% of one core, from
+/proc), Chromium's (all its processes), and the refresh the watchers saw: the seconds between two changes of
+each tab's progress line (live_page.SHOWN_STEP_SCRIPT), median over every tab, and the longest. The worker
+code is this checkout's in both cases; only the server and its pages differ.
+
+On one 2-core machine the tabs' Chromium shares the cores with the run and the server, which a classroom's
+browsers (each on its own laptop) do not: the server's CPU is the figure that carries over to a classroom,
+the speed ratio at large N mostly measures Chromium.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
+from stability.execution import runner  # noqa: E402
+from stability.runs.status import TERMINAL  # noqa: E402
+from stability.runs.store import RunStore  # noqa: E402
+
+from live_page import (CHROMIUM, CHROMIUM_ARGS, SHOWN_STEP_SCRIPT, SPEED, chromium_pids, cpu_seconds,  # noqa: E402
+                       descendants, fmt_interval, shown_intervals, streamlit_server)
+
+RUN = RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
+                train=TrainConfig(steps=1_000_000, log_every=10, eval_every=200, probe_every=200))
+
+
+def started_run(store_path: Path) -> int:
+    """A background run of :data:`RUN`, once it has logged its speed."""
+    run_id = runner.start_run(RUN, store_path, max_concurrent=1)
+    with RunStore(store_path) as store:
+        deadline = time.monotonic() + 180
+        while store.metrics(run_id, names=[SPEED]).empty:
+            if store.record(run_id).status in TERMINAL or time.monotonic() > deadline:
+                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.record(run_id)}")
+            time.sleep(0.2)
+    return run_id
+
+
+def speed(store_path: Path, run_id: int, start: float, end: float) -> float:
+    """The run's steps/s between its first and last speed rows inside [start, end]."""
+    with RunStore(store_path) as store:
+        rows = store.metrics(run_id, names=[SPEED])
+    window = rows[(rows["wall_time"] >= start) & (rows["wall_time"] <= end)].sort_values("step")
+    if len(window) < 2:
+        return float("nan")
+    return (window["step"].iloc[-1] - window["step"].iloc[0]) / (window["wall_time"].iloc[-1] - window["wall_time"].iloc[0])
+
+
+def window(seconds: float, groups: dict, wait) -> tuple[dict, float, float]:
+    """CPU share of one core of each group of pids over a window of ``seconds``, and the window's ends."""
+    before, start = {name: cpu_seconds(pids()) for name, pids in groups.items()}, time.time()
+    wait(seconds)
+    end = time.time()
+    return {name: (cpu_seconds(pids()) - before[name]) / (end - start) for name, pids in groups.items()}, start, end
+
+
+def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: list) -> None:
+    """``count`` tabs on the run's Train page, put in ``pages`` (the caller closes them, even when one fails to
+    open), each once its progress line is drawn."""
+    for _ in range(count):
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.add_init_script(SHOWN_STEP_SCRIPT)
+        pages.append(page)
+        page.goto(f"{url}/?run={run_id}{query}", wait_until="domcontentloaded", timeout=180_000)
+    for page in pages:
+        with contextlib.suppress(Exception):
+            page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first.wait_for(timeout=60_000)
+
+
+def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str) -> dict:
+    """The run alone, then watched by ``count`` tabs: speeds, CPU shares and the refresh seen."""
+    run_id = started_run(store_path)
+    me = os.getpid()
+    groups = {"server": lambda: {server.pid},
+              "chromium": lambda: chromium_pids(descendants(me) - {server.pid} - descendants(server.pid))}
+    try:
+        time.sleep(args.settle)
+        alone, start, end = window(args.seconds, groups, time.sleep)
+        alone_speed = speed(store_path, run_id, start, end)
+        pages: list = []
+        try:
+            open_tabs(browser, url, run_id, count, query, pages)
+            pages[0].wait_for_timeout(args.settle * 1000)
+            watched, start, end = window(args.seconds, groups, lambda s: pages[0].wait_for_timeout(s * 1000))
+            seen = [interval for page in pages for interval in shown_intervals(page, start, end)]
+        finally:
+            for page in pages:
+                page.close()
+        watched_speed = speed(store_path, run_id, start, end)
+    finally:
+        runner.stop_run(run_id, store_path)
+    return {"alone": alone_speed, "watched": watched_speed, "server_alone": alone["server"],
+            "server": watched["server"], "chromium": watched["chromium"], "seen": seen}
+
+
+def code_cases(args, root: Path, label: str, folder: Path, rows: list) -> None:
+    """Every (refresh, N) case against a server of the checkout ``root``."""
+    from playwright.sync_api import sync_playwright
+
+    store_path = folder / label / "runs.db"
+    store_path.parent.mkdir(parents=True)
+    RunStore(store_path).close()
+    with streamlit_server(store_path, {"STABILITY_WARM_WORKERS": "0"}, root=root) as (server, url), \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        warm = browser.new_page()
+        warm.goto(url, wait_until="domcontentloaded")
+        time.sleep(5)
+        warm.close()
+        for setting in args.refresh:
+            query = f"&refresh={setting}" if setting else ""
+            for count in args.watchers:
+                result = one_case(args, browser, server, url, store_path, count, query)
+                rows.append((label, setting or "Auto", count, result))
+                print(f"  {label}, refresh {setting or 'Auto'}, {count} tabs: {result['alone']:.3g} -> "
+                      f"{result['watched']:.3g} steps/s, server {100 * result['server']:.0f}%, Chromium "
+                      f"{100 * result['chromium']:.0f}%, seen {fmt_interval(result['seen'])}; load "
+                      f"{os.getloadavg()[0]:.1f}", flush=True)
+        browser.close()
+
+
+def report(args, rows: list) -> None:
+    print(f"\n{args.seconds:g} s windows after {args.settle:g} s; machine: {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f} at the end.\n")
+    print("| pages | refresh | tabs | steps/s alone | steps/s watched | ratio (target ≥ 0.9) | server CPU, alone "
+          "| server CPU, watched (target ≤ 100 % at 30) | Chromium CPU | refresh seen (median, max) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, setting, count, r in rows:
+        print(f"| {label} | {setting} | {count} | {r['alone']:.3g} | {r['watched']:.3g} | "
+              f"{r['watched'] / r['alone']:.2f}× | {100 * r['server_alone']:.0f} % | {100 * r['server']:.0f} % "
+              f"| {100 * r['chromium']:.0f} % | {fmt_interval(r['seen'])} |")
+    print("\n(CPU: % of one core over the window, from utime + stime in /proc; a tab's refresh seen: seconds "
+          "between two changes of its progress line.)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watchers", type=int, nargs="+", default=[1, 5, 10, 30])
+    parser.add_argument("--refresh", nargs="*", default=[""], help="?refresh= settings ('' = the page's Auto)")
+    parser.add_argument("--before", type=Path, help="another checkout's root, its pages measured first")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--settle", type=float, default=5.0)
+    args = parser.parse_args()
+    if not os.path.exists(CHROMIUM):
+        sys.exit(f"needs Chromium at {CHROMIUM}")
+    folder = Path(tempfile.mkdtemp(prefix="stability-watchers-"))
+    rows: list = []
+    try:
+        if args.before is not None:
+            code_cases(args, args.before.resolve(), "before", folder, rows)
+        code_cases(args, ROOT, "after", folder, rows)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    report(args, rows)
+
+
+if __name__ == "__main__":
+    main()

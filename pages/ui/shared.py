@@ -1,0 +1,208 @@
+"""What every session of the server shares: each watched run's rows, read once a refresh for everyone.
+
+    look = shared_runs().look(store, run_id, series=True)   # the run, its record and its rows; <= 1 read a second
+    spec = shared_memo("specs").get(key, build)             # computed once for every session that asks
+
+Note [Many watchers]
+--------------------
+A classroom watches one run together: thirty browsers on one Train page.  Each session's panel reruns on its
+own timer (pages/ui/live.py), and when each read the run and its new rows itself, and built its own charts
+and findings from them, the server's work grew with the number of watchers (1.3 % of a core a watcher at a
+5-30 s refresh, 13 % with ten).  Here the server process keeps one :class:`Look` a run: the run's row, its
+record and every row read so far, read again at most once every :data:`READ_EVERY_S` whatever the number of
+sessions (a little under a second), and then only the rows after the last step read (a run that ended is read in full once more; a run
+whose step went back, resumed from a checkpoint, afresh).  A look is never changed once made: a new one
+replaces it, so a session drawing the old one is never disturbed, and what is computed from it (chart specs,
+findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
+sessions that find a look out of date wait for the one that reads it, instead of all reading.
+
+Its age is at most READ_EVERY_S plus a panel's own interval, so "Live" at a 1-2 s rhythm shows a run's rows
+within 2-3 s of their logging. (At exactly one second, a panel timer that fired a few ms early found the look
+still fresh and drew new rows only every other second: benchmarks/live-page-cpu-2026-11-26.md.)  The memory is that of one session's rows a run (sessions used to keep a copy
+each); the :data:`KEPT_RUNS` runs looked at last are kept.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from stability.core.metric_names import H_T_NORM, SPECTRUM
+from stability.runs.status import TERMINAL
+
+READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for every session together: under
+                     # a second, so that a panel looking every second (a timer that may fire a little early)
+                     # finds a new read at every look, not at every other one
+KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looked at go first)
+KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
+SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM}  # Look attribute -> the vector series it holds
+clock = time.monotonic  # tests put a hand-moved clock here
+_tokens = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Look:
+    """One read of a run, shared by every session: its row (``run``, as :meth:`RunStore.run` gives it), its
+    ``record`` (:meth:`RunStore.record`, with its latest values), every metric row read so far and, once a
+    session asked for them, the ``grad/h_t_norm`` (``flow``) and ``sv/spectrum`` series.
+
+    ``final``: the rows were read in full after the run ended. ``position``: (status, step, heartbeat) at
+    this read. ``counts``: per metric name, (rows, last step); ``latest``: per metric name, its last value.
+    ``token``: new (unique in the process) with every read that changed the rows: what memos of the rows
+    are keyed by."""
+
+    run: dict
+    record: object
+    metrics: pd.DataFrame
+    flow: pd.DataFrame | None = None
+    spectrum: pd.DataFrame | None = None
+    final: bool = False
+    position: tuple = ()
+    counts: dict = field(default_factory=dict)
+    latest: dict = field(default_factory=dict)
+    token: int = 0
+
+
+@dataclass
+class _Entry:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    look: Look | None = None
+    read_at: float = -float("inf")
+    series: bool = False
+
+
+class SharedRuns:
+    """Every watched run's :class:`Look`, by (store location, run id), thread-safe (Note [Many watchers])."""
+
+    def __init__(self, read_every_s: float | None = None, kept: int = KEPT_RUNS):
+        self.read_every_s, self.kept = read_every_s, kept
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def look(self, store, run_id: int, *, series: bool = False, now: bool = False) -> Look:
+        """The run's latest look, read now only if the last read is :data:`READ_EVERY_S` old (or the series
+        are asked for the first time, or ``now``: a session that has just changed the run, by stopping it,
+        reads it at once). Raises ``RunNotFound`` for a run the store does not have."""
+        entry = self._entry((store.location, int(run_id)))
+        every = READ_EVERY_S if self.read_every_s is None else self.read_every_s
+        with entry.lock:  # the sessions that find it out of date wait for the one that reads it
+            entry.series = entry.series or series
+            fresh = entry.look is not None and clock() - entry.read_at < every and not now
+            if not fresh or (entry.series and entry.look.flow is None):
+                entry.look, entry.read_at = _read(store, int(run_id), entry.look, entry.series), clock()
+            return entry.look
+
+    def _entry(self, key) -> _Entry:
+        with self._lock:
+            entry = self._entries.pop(key, None) or _Entry()
+            self._entries[key] = entry  # most recently looked at last
+            while len(self._entries) > self.kept:
+                self._entries.popitem(last=False)
+            return entry
+
+
+def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
+    """A new look at the run after ``old``: its row and record, and its rows topped up (module docstring)."""
+    run, record = store.run(run_id), store.record(run_id)
+    position = (record.status, record.step, record.heartbeat)
+    terminal = record.status in TERMINAL
+    if old is not None and not old.final and len(old.metrics) and record.step is not None \
+            and record.step < int(old.metrics["step"].iat[-1]):
+        old = None  # its step went back (resumed from a checkpoint): read afresh
+    if old is None or terminal != old.final:  # new, ended since (read in full once more), or resumed
+        metrics = store.metrics(run_id)
+        look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
+                    latest=_latest(metrics), token=next(_tokens))
+    elif old.final or old.position == position:
+        look = replace(old, run=run, record=record, position=position)
+    else:
+        new = store.metrics(run_id, since_step=_last_step(old.metrics))
+        look = replace(old, run=run, record=record, position=position, metrics=_appended(old.metrics, new),
+                       counts=_counts(new, old.counts), latest={**old.latest, **_latest(new)}, token=next(_tokens))
+        if series:
+            look = replace(look, **{attribute: _appended(getattr(old, attribute), store.series(
+                run_id, name, since_step=_last_step(getattr(old, attribute))))
+                for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
+    if series and look.flow is None:
+        look = replace(look, token=next(_tokens),
+                       **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
+    return look
+
+
+def _latest(new: pd.DataFrame) -> dict:
+    """Per metric name, the value of its last row in ``new`` (rows in step order; a NaN is a value)."""
+    last = new.drop_duplicates("name", keep="last")
+    return dict(zip(last["name"], last["value"].astype(float)))
+
+
+def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
+    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added."""
+    counts = dict(counts or {})
+    if len(new):
+        for name, (size, last) in new.groupby("name", sort=False)["step"].agg(["size", "max"]).iterrows():
+            counts[name] = (counts.get(name, (0, None))[0] + int(size), int(last))
+    return counts
+
+
+def _last_step(frame: pd.DataFrame) -> int | None:
+    return int(frame["step"].max()) if len(frame) else None
+
+
+def _appended(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([old, new], ignore_index=True) if len(new) else old
+
+
+class SharedMemo:
+    """Values computed once for every session that asks with the same key (a chart spec, the findings of
+    one look), the :data:`KEPT_MEMOS` used last kept; thread-safe, one computation at a time."""
+
+    def __init__(self, kept: int = KEPT_MEMOS):
+        self.kept = kept
+        self._values: OrderedDict = OrderedDict()
+        self._lock = threading.RLock()
+
+    def get(self, key, compute: Callable[[], object]):
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+            value = self._values[key] = compute()
+            while len(self._values) > self.kept:
+                self._values.popitem(last=False)
+            return value
+
+    def peek(self, key, default=None):
+        with self._lock:
+            return self._values.get(key, default)
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self.kept:
+                self._values.popitem(last=False)
+
+    def lock(self):
+        """The memo's lock, for a caller that reads and writes several keys as one step."""
+        return self._lock
+
+
+@st.cache_resource(show_spinner=False)
+def shared_runs() -> SharedRuns:
+    """The server process's :class:`SharedRuns` (one for all sessions and pages)."""
+    return SharedRuns()
+
+
+@st.cache_resource(show_spinner=False)
+def shared_memo(name: str, kept: int = KEPT_MEMOS) -> SharedMemo:
+    """The server process's :class:`SharedMemo` called ``name``, keeping the ``kept`` values used last."""
+    return SharedMemo(kept)
+
+
+__all__ = ["KEPT_RUNS", "Look", "READ_EVERY_S", "SharedMemo", "SharedRuns", "shared_memo", "shared_runs"]

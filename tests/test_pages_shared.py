@@ -1,0 +1,131 @@
+"""pages/ui/shared.py: many sessions watching one run read its rows once a refresh for all of them (Note
+[Many watchers]). The SQL each statement sends to a real SQLite store is counted with SQLAlchemy's own
+event, and the server's one-second rhythm is driven by a hand-moved clock (no sleeping, no timing)."""
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from streamlit.testing.v1 import AppTest
+
+import pages.ui.shared as shared
+from test_pages_train import add_run, log
+
+TRAIN = Path(__file__).resolve().parent.parent / "pages" / "train.py"
+SESSIONS = 3
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The server's clock, moved by hand: ``clock.now += 1.0``."""
+    class Clock:
+        now = 1000.0
+
+    monkeypatch.setattr(shared, "clock", lambda: Clock.now)
+    return Clock
+
+
+@pytest.fixture
+def reads(store):
+    """The tables each SELECT sent to ``store``'s file reads, by any connection of this process."""
+    seen = []
+
+    def note(conn, cursor, statement, parameters, context, executemany):
+        if conn.engine.url.database == str(store.location) and statement.lstrip().upper().startswith("SELECT"):
+            seen.append(set(re.findall(r"\bFROM\s+(\w+)", statement, flags=re.IGNORECASE)))
+
+    event.listen(Engine, "before_cursor_execute", note)
+    yield seen
+    event.remove(Engine, "before_cursor_execute", note)
+
+
+def metric_reads(seen) -> int:
+    return sum("metrics" in tables for tables in seen)
+
+
+def test_sessions_watching_one_run_read_its_rows_once_a_refresh_for_all(store, clock, reads):
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
+    apps = [AppTest.from_file(str(TRAIN), default_timeout=30) for _ in range(SESSIONS)]
+    for app in apps:
+        app.query_params["run"] = str(run_id)
+        app.run()
+        assert not app.exception
+    assert metric_reads(reads) == 1  # the first session read the rows; the others drew what it read
+
+    log(store, run_id, (20, 30))
+    reads.clear()
+    for app in apps:  # within the same second: nobody reads, everybody still draws the rows read
+        app.run()
+    assert metric_reads(reads) == 0
+    assert {len(app.session_state["_live_rows"][(store.location, run_id)].metrics) for app in apps} == {24}
+
+    clock.now += shared.READ_EVERY_S
+    for app in apps:  # a second later: one read of the rows after step 10, for all of them
+        app.run()
+        assert not app.exception
+    assert metric_reads(reads) == 1
+    stored = store.metrics(run_id)
+    for app in apps:
+        rows = app.session_state["_live_rows"][(store.location, run_id)]
+        assert list(rows.metrics["step"]) == list(stored["step"]) and list(rows.metrics["name"]) == list(stored["name"])
+
+
+def test_threads_that_find_a_look_out_of_date_wait_for_one_read(store, clock, reads):
+    """Sessions run in threads of the server: those that look at once wait for the one that reads."""
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10, 20))
+    runs = shared.SharedRuns()
+    start, looks = threading.Barrier(8), []
+
+    def look():
+        start.wait()
+        looks.append(runs.look(store, run_id, series=True))
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert metric_reads(reads) == 1 and len({id(found) for found in looks}) == 1
+    assert sum("series" in tables for tables in reads) == len(shared.SERIES)
+
+
+def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store, clock, reads):
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
+    runs = shared.SharedRuns()
+    first = runs.look(store, run_id)
+    log(store, run_id, (20,))
+    clock.now += shared.READ_EVERY_S
+    second = runs.look(store, run_id)
+    assert len(second.metrics) == len(store.metrics(run_id)) and second.token != first.token
+    assert len(first.metrics) == len(store.metrics(run_id, since_step=None)) - 12  # the old look is left as it was
+    assert second.latest["grad/h0_norm"] == pytest.approx(1e-20) and second.counts["train/loss"] == (3, 20)
+
+    store.log(run_id, [(20, time.time(), "test/mse", 0.05)])  # a row at a step already read
+    store.set_status(run_id, "completed")
+    clock.now += shared.READ_EVERY_S
+    reads.clear()
+    final = runs.look(store, run_id)
+    assert final.final and final.latest["test/mse"] == pytest.approx(0.05)
+    assert metric_reads(reads) == 1 and len(final.metrics) == len(store.metrics(run_id))
+    clock.now += shared.READ_EVERY_S
+    reads.clear()
+    assert runs.look(store, run_id).token == final.token and metric_reads(reads) == 0  # never read again
+
+
+def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):
+    """Its panel is no longer polled once the run has ended, so the look it draws is read then, not a second
+    later (the other sessions see it at their next look)."""
+    from stability.execution import runner
+
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
+    monkeypatch.setattr(runner, "stop_run", lambda run_id, store_path=None, timeout=5.0:
+                        store.set_status(run_id, "stopped") or "stopped")
+    app = AppTest.from_file(str(TRAIN), default_timeout=30)
+    app.query_params["run"] = str(run_id)
+    app.run()
+    next(button for button in app.button if button.label == "Stop").click().run()  # the clock has not moved
+    assert not app.exception
+    assert any("was stopped at step" in block.value for block in app.info)
