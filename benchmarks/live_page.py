@@ -202,9 +202,8 @@ class LivePage(NoNeighbour):
 
 
 # ----------------------------------------------------------------- one measurement
-def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, settle_s: float,
-            watched: dict[str, set[int]]) -> dict:
-    """Start ``config`` as a background run, let ``neighbour`` begin, and measure a window of ``seconds``."""
+def started_run(store_path: Path, config: RunConfig) -> int:
+    """``config`` started as a background run, once it has logged its speed (at most 180 s)."""
     run_id = runner.start_run(config, store_path, max_concurrent=1)
     with RunStore(store_path) as store:
         deadline = time.monotonic() + 180
@@ -212,6 +211,14 @@ def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, sett
             if store.record(run_id).status in TERMINAL or time.monotonic() > deadline:
                 raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.record(run_id)}")
             time.sleep(0.2)
+    return run_id
+
+
+def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, settle_s: float,
+            watched: dict[str, set[int]]) -> dict:
+    """Start ``config`` as a background run, let ``neighbour`` begin, and measure a window of ``seconds``."""
+    run_id = started_run(store_path, config)
+    with RunStore(store_path) as store:
         worker = store.record(run_id).pid
         device = store.record(run_id).device
         try:

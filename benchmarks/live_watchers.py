@@ -35,26 +35,13 @@ sys.path.insert(0, str(ROOT))
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
 from stability.execution import runner  # noqa: E402
-from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
 
-from live_page import (CHROMIUM, CHROMIUM_ARGS, SHOWN_STEP_SCRIPT, SPEED, chromium_pids, cpu_seconds,  # noqa: E402
+from live_page import (CHROMIUM, CHROMIUM_ARGS, SHOWN_STEP_SCRIPT, SPEED, chromium_pids, cpu_seconds, started_run,  # noqa: E402
                        descendants, fmt_interval, shown_intervals, streamlit_server)
 
 RUN = RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
                 train=TrainConfig(steps=1_000_000, log_every=10, eval_every=200, probe_every=200))
-
-
-def started_run(store_path: Path) -> int:
-    """A background run of :data:`RUN`, once it has logged its speed."""
-    run_id = runner.start_run(RUN, store_path, max_concurrent=1)
-    with RunStore(store_path) as store:
-        deadline = time.monotonic() + 180
-        while store.metrics(run_id, names=[SPEED]).empty:
-            if store.record(run_id).status in TERMINAL or time.monotonic() > deadline:
-                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.record(run_id)}")
-            time.sleep(0.2)
-    return run_id
 
 
 def speed(store_path: Path, run_id: int, start: float, end: float) -> float:
@@ -90,7 +77,7 @@ def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: lis
 
 def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str) -> dict:
     """The run alone, then watched by ``count`` tabs: speeds, CPU shares and the refresh seen."""
-    run_id = started_run(store_path)
+    run_id = started_run(store_path, RUN)
     me = os.getpid()
     groups = {"server": lambda: {server.pid},
               "chromium": lambda: chromium_pids(descendants(me) - {server.pid} - descendants(server.pid))}

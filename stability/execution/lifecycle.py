@@ -329,17 +329,7 @@ def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
 # ------------------------------------------------------------------ training
 def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
                   progress: Callable[[dict], None] | None = None, caught=()) -> TrainResult:
-    """Train the run of ``claim`` in this process and settle its status (Note [External runs]
-    A run logged from someone's own training loop (:mod:`stability.watch`) is ``external``: its
-    config is theirs (no RunConfig: nothing to resume or re-run, :func:`check_resumable` says so),
-    and its process is not ours. It is created 'running', claimed at birth by the logging process
-    (:func:`create_external`), which writes its rows (a heartbeat at every write) and settles it
-    with :func:`settle` as any claimant. No silence makes it gone: a loop may think for an hour
-    between two logged steps, so the pages say "no word for N min" instead; only a dead pid on this
-    host ends it ``interrupted``. Its process is never signalled (``stop_run`` proves a process is
-    its worker first, and an external run has none), and it holds no worker slot.
-
-Note [Interrupts]): 'running'
+    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
     once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
     ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
     the status is written. ``caught``: the signals that arrived while the run was claimed (the run
