@@ -87,7 +87,8 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         speed, timing = (step / elapsed if elapsed > 0 else math.nan), f"took {format_duration(elapsed)}"
     else:
         speed = run.latest.get(STEPS_PER_S, math.nan) if status == "running" else math.nan
-        timing = f"ETA {format_duration(run.latest.get(ETA_S))}" if status == "running" else ""
+        eta = run.latest.get(ETA_S)  # none for an external run that gave no total_steps
+        timing = f"ETA {format_duration(eta)}" if status == "running" and eta is not None and math.isfinite(eta) else ""
     head = st.container(horizontal=True, vertical_alignment="center")
     head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
     head.markdown(f"**Run {run.id}** · {describe_run(run)}")
