@@ -4,6 +4,7 @@ pages through Streamlit's AppTest: shown live while its loop runs, with its diag
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 from torch import nn
@@ -13,6 +14,14 @@ from pages.ui.status import EXTERNAL, QUIET_AFTER_S, quiet_for
 from stability.watch import run as watch_run
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
+
+
+@pytest.fixture(autouse=True)
+def read_at_every_rerun(monkeypatch):
+    """The server reads a watched run at most every 0.75 s (pages/ui/shared.py); these tests rerun at once."""
+    import pages.ui.shared
+
+    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
 
 
 class Loop:
