@@ -16,8 +16,12 @@ a run has rows (pages/train.py, pages/race.py), so the first canvas is the first
 it also times until every run of the race has a stored row (read from the store by this script). Then the
 runs are stopped and the next try starts. ``--cli``: ``python -m stability train --background`` (which
 starts a fresh worker: no warm worker outside the server, stability/execution/warm.py), from the command's
-start to the first stored ``train/loss`` row. Medians of the tries; the load average is printed with
-them (the machine may be shared).
+start to the first stored ``train/loss`` row. ``--direct``: no server and no browser (a GPU machine has
+neither Streamlit nor Chromium): this process does what the server does at Start (``runner.keep_warm``,
+then ``runner.start_run`` of the default config) and times from ``start_run`` to the run's first stored
+``train/loss`` row, warm worker off and on; ``--device cuda`` trains on the GPU, and on a CUDA machine it
+says what GPU memory an idle warm worker and a training one hold (``nvidia-smi --query-compute-apps``).
+Medians of the tries; the load average is printed with them (the machine may be shared).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stability.execution import runner  # noqa: E402
+from stability.execution import warm as warm_workers  # noqa: E402
 from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
 
@@ -138,6 +143,55 @@ def cli_first_row(folder: Path) -> float:
         empty_store(store)  # the run is stopped: the next try's run is not queued behind it
 
 
+def gpu_memory_by_pid() -> dict[int, int]:
+    """MiB of GPU memory each process holds (``nvidia-smi --query-compute-apps``); {} without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {int(pid): int(mib) for pid, mib in (line.split(",") for line in out.splitlines() if "," in line)}
+
+
+def direct_first_row(folder: Path, warm: bool, device: str) -> tuple[float, str]:
+    """What the server does at Start, without server or browser: ``keep_warm`` (warm on), then
+    ``start_run`` of the default config on ``device``; seconds from ``start_run`` to the first stored
+    train/loss row, and a line on the GPU memory the warm worker held idle and the run's worker holds."""
+    from stability.config.run_config import RunConfig
+
+    store = folder / f"direct-{'warm' if warm else 'cold'}.db"
+    os.environ["STABILITY_WARM_WORKERS"] = "1" if warm else "0"
+    memory = ""
+    if warm:
+        runner.keep_warm(store)
+        wait_warm(store, 1)
+        time.sleep(1.0)
+        with RunStore(store) as opened:
+            idle = set(warm_workers.idle_pids(opened))
+        held = gpu_memory_by_pid()
+        memory = "" if device == "cpu" else f"idle warm worker(s) {sorted(idle)} hold {sum(held.get(pid, 0) for pid in idle)} MiB of GPU memory; "
+    config = RunConfig()
+    config.train.device = device
+    started = time.monotonic()
+    run_id = runner.start_run(config, store)
+    try:
+        while time.monotonic() - started < TIMEOUT_S:
+            with RunStore(store) as opened:
+                if len(opened.metrics(run_id, ["train/loss"])):
+                    first = time.monotonic() - started
+                    pid = opened.record(run_id).pid
+                    held = gpu_memory_by_pid()
+                    if held or device != "cpu":
+                        memory += f"the training worker holds {held.get(pid, 0)} MiB"
+                    return first, memory
+            time.sleep(0.01)
+        raise RuntimeError("no train/loss row within the timeout")
+    finally:
+        empty_store(store)
+        if warm:
+            warm_workers.close_warm()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tries", type=int, default=5)
@@ -147,7 +201,13 @@ def main() -> None:
     parser.add_argument("--warm", nargs="+", choices=["off", "on"], default=["off", "on"])
     parser.add_argument("--before", type=Path, help="another checkout's root (`git archive main | tar -x -C DIR`): "
                                                     "its server measured first, with warm workers on")
+    parser.add_argument("--direct", action="store_true",
+                        help="no server and browser: start_run to the first stored row, warm off and on")
+    parser.add_argument("--device", default="cpu", help="the runs' device with --direct (cpu, cuda, mps)")
     args = parser.parse_args()
+    if args.direct:
+        direct(args)
+        return
     from playwright.sync_api import sync_playwright
 
     results: dict[tuple[str, str], list] = {}
@@ -183,6 +243,25 @@ def main() -> None:
               f"| {page_name} | {warm} | {statistics.median(f for f, _ in tries):.2f} | |")
     if cli:
         print(f"| `stability train --background` | (none) | first train/loss row {statistics.median(cli):.2f} | |")
+
+
+def direct(args) -> None:
+    """``--direct``: start_run -> first stored train/loss row, warm worker off and on, medians of the tries."""
+    rows = []
+    with tempfile.TemporaryDirectory() as temporary:
+        for warm in args.warm:
+            times = []
+            for attempt in range(args.tries):
+                first, memory = direct_first_row(Path(temporary), warm == "on", args.device)
+                times.append(first)
+                print(f"direct, warm {warm}, {args.device}, try {attempt + 1}: first train/loss row {first:.2f} s"
+                      + (f"; {memory}" if memory else "") + f" (load {os.getloadavg()[0]:.1f})", flush=True)
+            rows.append((warm, statistics.median(times)))
+    print(f"\nmedian of {args.tries}; load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"| start_run on {args.device} | warm worker | -> first train/loss row stored (s) |")
+    print("|---|---|---|")
+    for warm, median in rows:
+        print(f"| default config | {warm} | {median:.2f} |")
 
 
 if __name__ == "__main__":

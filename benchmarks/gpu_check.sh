@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # The GPU checks, as one command for a lent GPU machine (the `device` tool), from the repository root:
 #   bash benchmarks/gpu_check.sh          # results in $OUT (or ./gpu_check_out)
+#   BUDGET_S=400 bash benchmarks/gpu_check.sh   # every step's limit is cut to what is left of 400 s
 # The machine has torch but not every package: wheels for the rest are carried in .whl/ (ignored by git;
-# `pip download --only-binary=:all: --python-version 3.12 -d .whl sqlalchemy greenlet`).
-# 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins
-#    the CPU), 2. every cell's training step on CUDA against PyTorch's kernels (benchmarks/cells.py),
-# 3. what the diagnostics and the store cost on CUDA (benchmarks/training.py). 4. where a CUDA step waits for the GPU
-#    (benchmarks/gpu_syncs.py).
+# `pip download --only-binary=:all: --python-version 3.12 -d .whl sqlalchemy greenlet optuna alembic mako colorlog`).
+# In order of value, each under its own limit and the whole under BUDGET_S:
+# 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins the CPU),
+# 2. every cell's training step on CUDA against PyTorch's kernels (benchmarks/cells.py),
+# 3. start_run -> first stored row on CUDA, warm worker off and on, and the GPU memory an idle warm worker
+#    holds (benchmarks/first_point.py --direct; the machine has no Streamlit or Chromium),
+# 4. what the diagnostics and the store cost on CUDA (benchmarks/training.py), and where that time goes (--profile),
+# 5. what each preset's paper scale costs there (benchmarks/paper_scale.py),
+# 6. where a CUDA step waits for the GPU (benchmarks/gpu_syncs.py).
 set -u
 OUT=${OUT:-gpu_check_out}; mkdir -p "$OUT"
-export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONDONTWRITEBYTECODE=1
+export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+START=$(date +%s); BUDGET_S=${BUDGET_S:-480}
+limit() { local left=$(( BUDGET_S - ($(date +%s) - START) )); [ "$left" -lt "$1" ] && echo $(( left > 5 ? left : 5 )) || echo "$1"; }
+step() { local cap=$1 file=$2; shift 2; local t; t=$(limit "$cap"); echo "== $file (limit ${t} s, $(( $(date +%s) - START )) s in)";
+         timeout "$t" "$@" > "$OUT/$file" 2>&1; echo "rc=$?" >> "$OUT/$file"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
-ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/sqlalchemy*.whl .whl/greenlet*.whl 2>&1 | tail -1
-timeout 200 python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
-    tests/test_device_steps.py} > "$OUT/tests.txt" 2>&1; echo "tests rc=$?" | tee -a "$OUT/tests.txt"
-grep -E "^(FAILED|ERROR)|^E  |passed|failed" "$OUT/tests.txt" | tail -25
-timeout 90 python3 benchmarks/gpu_syncs.py > "$OUT/syncs.txt" 2>&1; echo "syncs rc=$?"; head -60 "$OUT/syncs.txt"
-timeout 150 python3 benchmarks/cells.py --device cuda --seq-lens 100 1000 --reps 3 > "$OUT/cells_cuda.txt" 2>&1
-echo "cells rc=$?"; tail -40 "$OUT/cells_cuda.txt"
-[ -n "${SKIP_TRAINING:-}" ] || timeout 100 python3 benchmarks/training.py --device cuda --steps 500 --reps 2 > "$OUT/training_cuda.txt" 2>&1
-tail -12 "$OUT/training_cuda.txt"
+ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -1
+step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
+    tests/test_device_steps.py}
+grep -E "^(FAILED|ERROR)|^E  |passed|failed|rc=" "$OUT/tests.txt" | tail -25
+step 120 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${SEQ_LENS:-100} --reps 3
+tail -22 "$OUT/cells_cuda.txt"
+step 90 first_point_cuda.txt python3 benchmarks/first_point.py --direct --device cuda --tries 3
+tail -10 "$OUT/first_point_cuda.txt"
+step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --reps 2
+tail -9 "$OUT/training_cuda.txt"
+step 60 profile_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --profile 25
+grep -E "^## |tottime|cumtime" "$OUT/profile_cuda.txt" | head -8
+step 120 paper_scale_cuda.txt python3 benchmarks/paper_scale.py --device cuda --steps 10 --json "$OUT/paper_scale_cuda.json"
+grep "^|" "$OUT/paper_scale_cuda.txt"
+step 60 syncs.txt python3 benchmarks/gpu_syncs.py
+head -30 "$OUT/syncs.txt"
+echo "done in $(( $(date +%s) - START )) s"

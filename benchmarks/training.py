@@ -73,6 +73,22 @@ def in_memory_run(config: RunConfig) -> float:
     return elapsed
 
 
+def profile(config: RunConfig, top: int) -> None:
+    """cProfile of a bare loop, then of train_run with its rows in memory: the functions with the most own time."""
+    import cProfile
+    import pstats
+
+    in_memory_run(config)  # warm: kernels loaded, caches filled
+    for label, function in (("bare training", bare_loop), ("train_run, rows in memory", in_memory_run)):
+        profiler = cProfile.Profile()
+        started = time.perf_counter()
+        profiler.runcall(function, config)
+        print(f"\n## {label}: {time.perf_counter() - started:.2f} s under the profiler, {config.train.steps} steps")
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats("cumulative").print_stats(r"stability/training", top)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cell", default="spectral")
@@ -82,11 +98,17 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="cpu, cuda, mps or auto")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead: cProfile a bare loop and train_run (rows in memory), the N functions with "
+                             "the most own time in each (where the diagnostics' time goes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = RunConfig(cell=CellConfig(args.cell), task=TaskConfig(args.task, {"seq_len": args.seq_len}),
                        train=TrainConfig(steps=args.steps, device=args.device))
     config.validate()
+    if args.profile:
+        profile(config, args.profile)
+        return
     times = {"bare": [], "train_run": [], "in_memory": []}
     for _ in range(args.reps):
         times["bare"].append(bare_loop(config))
