@@ -1,6 +1,7 @@
 """``python -m stability``: every command run as a user would, in a subprocess, on a tiny adding problem."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -232,19 +233,43 @@ def bad_store(tmp_path_factory):
     return tmp_path_factory.mktemp("bad") / "runs.db"
 
 
+# These few run as a user runs them, each a fresh `python -m stability`; the rest run in this process through
+# the same `main(argv)` (a fresh interpreter importing torch is ~2 s of CPU each: ~30 of them were most of
+# this file's time). Both paths print the same one line and exit 2.
+IN_A_SUBPROCESS = {"unknown cell", "missing command", "1-byte file as store", "background seq-len 0"}
+
+
+def in_process(args: list[str], store: Path) -> tuple[str, str, int]:
+    """``stability.cli.main.main(args)`` here, as `python -m stability ARGS` would run: (stdout, stderr, exit
+    status), argparse's own exit included."""
+    from stability.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in environment(store).items():
+            if os.environ.get(name) != value:
+                patch.setenv(name, value)
+        try:
+            code = main(args)
+        except SystemExit as exit_:
+            code = exit_.code
+    return out.getvalue(), err.getvalue(), code
+
+
 @pytest.fixture(scope="module")
 def bad_results(bad_store):
-    """Every bad input at once (each is a fresh interpreter importing torch: run them side by side)."""
+    """Every bad input: the subprocess ones side by side, then the rest in this process."""
     folder = bad_store.parent
     paths = {"empty": folder / "no-data", "empty_file": folder / "empty.db", "one_byte": folder / "one.db"}
     paths["empty"].mkdir(exist_ok=True)
     paths["empty_file"].write_bytes(b"")
     paths["one_byte"].write_bytes(b"x")
-    processes = {label: subprocess.Popen(command(*[arg.format(**paths) for arg in args]),
-                                         cwd=REPO, env=environment(bad_store), stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True)
-                 for label, (args, _) in BAD_INPUTS.items()}
-    results = {label: (*process.communicate(timeout=300), process.returncode) for label, process in processes.items()}
+    argv = {label: [arg.format(**paths) for arg in args] for label, (args, _) in BAD_INPUTS.items()}
+    processes = {label: subprocess.Popen(command(*argv[label]), cwd=REPO, env=environment(bad_store),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for label in IN_A_SUBPROCESS}
+    results = {label: in_process(args, bad_store) for label, args in argv.items() if label not in IN_A_SUBPROCESS}
+    results |= {label: (*process.communicate(timeout=300), process.returncode) for label, process in processes.items()}
     assert paths["empty_file"].read_bytes() == b"" and paths["one_byte"].read_bytes() == b"x"  # never overwritten
     return results
 
