@@ -45,7 +45,7 @@ from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError, RunConfig
 from stability.core.metric_names import H_T_NORM as FLOW
-from stability.core.metric_names import SPECTRUM
+from stability.core.metric_names import LAYER_NORM, SPECTRUM
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound
 
@@ -84,7 +84,8 @@ def summary(run: dict, rows) -> None:
 
 def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> list[LiveChart]:
     """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
-    gates, the generalisation gap, and the heatmap of ‖∂L/∂h_t‖ over t and training step; each a LiveChart
+    gates, the generalisation gap, and the heatmaps of ‖∂L/∂h_t‖ over t (of ‖∂L/∂a_l‖ over layers, for a deep
+    step's cell) and of the spectrum over training steps; each a LiveChart
     whose data version is the rows it draws (pages/ui/live.py, Note [Live charts])."""
     label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
     baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
@@ -130,6 +131,10 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outli
         live_charts.append(LiveChart("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
             rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
             lambda: charts.gradient_flow_heatmap_rows(rows.flow), metric=FLOW))
+    if rows.depth is not None and len(rows.depth):  # a deep step's cell (mlp): the gradient reaching each layer
+        live_charts.append(LiveChart("depth", (), rows.depth_version(), lambda: charts.depth_heatmap(
+            rows.depth, title="Gradient reaching each layer: ‖∂L/∂a_l‖ (spectral Fig. 5)", height=300),
+            lambda: charts.depth_heatmap_rows(rows.depth), metric=LAYER_NORM))
     if rows.spectrum is not None and len(rows.spectrum):
         live_charts.append(LiveChart("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
             rows.spectrum, title="Singular values of W over training: σ_i (log colour)", height=300),
@@ -138,8 +143,8 @@ def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outli
 
 
 def wide_panels(rows) -> int:
-    """How many of the last panels are heatmaps over training (the gradient flow, the spectrum)."""
-    return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.spectrum))
+    """How many of the last panels are heatmaps over training (the gradient flow, over depth, the spectrum)."""
+    return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.depth, rows.spectrum))
 
 
 def draw_grid(specs: list, wide: int) -> None:

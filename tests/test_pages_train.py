@@ -519,3 +519,34 @@ def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_u
     assert not any("first point" in caption.value for caption in app.caption)
     assert any("every 1 s (Auto" in caption.value for caption in app.caption)
     assert len(charts(app)) > 0
+
+
+def test_a_deep_mlp_run_draws_the_gradient_reaching_each_layer_from_its_stored_rows(store):
+    """A real tiny mlp run (spectral paper Fig. 5's cell): its probes store ‖∂L/∂a_l‖ for every layer, and the
+    Train page draws them as a heatmap over layers and training steps, cell for cell the stored values."""
+    from stability.execution.lifecycle import train_run
+
+    layers = 4
+    config = RunConfig(CellConfig("mlp", 16, {"layers": layers}),
+                       TaskConfig("mnist", {"pixels_per_step": 784, "data": "standin", "train_size": 64,
+                                            "test_size": 32, "val_size": 32}),
+                       TrainConfig(steps=4, batch_size=8, log_every=1, eval_every=2, probe_every=2,
+                                   eval_examples=16, probe_examples=4))
+    run_id = store.create_run(config.to_dict())
+    assert train_run(config, store, run_id).status == "completed"
+    stored = store.series(run_id, "grad/layer_norm")
+    assert set(stored["index"]) == set(range(layers + 1)) and len(set(stored["step"])) >= 2
+
+    app = run(run=run_id)
+    assert not app.exception
+    [depth] = [chart for chart in charts(app)
+               if json.loads(chart.proto.spec).get("title", "").startswith("Gradient reaching each layer")]
+    import pyarrow
+
+    frames = [pyarrow.ipc.open_stream(dataset.data.data).read_all().to_pandas() for dataset in depth.proto.datasets]
+    drawn = [row for frame in frames if "log10" in frame for row in frame.to_dict("records")
+             if math.isfinite(row["log10"])]
+    assert {(row["step"], row["index"]) for row in drawn} == set(zip(stored["step"], stored["index"]))
+    for row in drawn:
+        value = stored[(stored["step"] == row["step"]) & (stored["index"] == row["index"])]["value"].item()
+        assert row["log10"] == pytest.approx(math.log10(value), rel=1e-9)

@@ -80,6 +80,12 @@ EXPLANATIONS = {  # metric row name, or a pattern (fnmatch; the first that match
         "Each step back multiplies by one Jacobian (KRU paper Appendix A, eq. 11), so colour fading steadily "
         "towards t = 0 is a gradient shrinking by the same factor every step: exponential vanishing. An even "
         "colour means the gradient reaches the first steps."),
+    "grad/layer_norm": (
+        "‖∂L/∂a_l‖ for every layer l of the deep network (across, 0 at the input side) at every probe of "
+        "training (down, newest on top), log colour. Each layer back multiplies by one weight matrix and "
+        "activation slope, so a plain MLP's colour fades towards layer 0: the first layers barely learn "
+        "(spectral paper §7.2, Fig. 5). A Spectral-MLP keeps every layer's singular values near 1, and the "
+        "colour stays even."),
     "grad/A_h_norm": (
         "‖A_h‖ = ‖∂z/∂h₀‖: how much the output still depends on the initial state, the gradient term with the "
         "most matrix products (MASO paper §5.2, eq. 10). Noise in h₀ penalises exactly this term (Thm. 3), so "

@@ -188,6 +188,7 @@ class LiveRows:
     metrics: pd.DataFrame
     flow: pd.DataFrame | None = None
     spectrum: pd.DataFrame | None = None  # the 'sv/spectrum' series, read with the flow (both at probe steps)
+    depth: pd.DataFrame | None = None     # the 'grad/layer_norm' series (a deep step's layers: mlp), with the flow
     final: bool = False
     just_finished: bool = False
     seen: tuple = ()
@@ -214,6 +215,9 @@ class LiveRows:
 
     def spectrum_version(self) -> tuple:
         return _series_version(self.spectrum)
+
+    def depth_version(self) -> tuple:
+        return _series_version(self.depth)
 
 
 def _series_version(frame: pd.DataFrame | None) -> tuple:
@@ -246,7 +250,7 @@ def watch(store, run_id: int, *, flow: bool = False):
     cache = st.session_state.setdefault(ROWS_KEY, {})
     key = (store.location, int(run_id))
     before = cache.get(key)
-    cache[key] = rows = LiveRows(look.metrics, look.flow, look.spectrum, final=look.final,
+    cache[key] = rows = LiveRows(look.metrics, look.flow, look.spectrum, look.depth, final=look.final,
                                  just_finished=before is not None and not before.final and look.final,
                                  seen=look.position, counts=look.counts, latest=look.latest, token=look.token)
     return look, rows

@@ -33,7 +33,7 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from stability.core.metric_names import H_T_NORM, SPECTRUM
+from stability.core.metric_names import H_T_NORM, LAYER_NORM, SPECTRUM
 from stability.runs.status import TERMINAL
 
 READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for every session together: under
@@ -41,7 +41,7 @@ READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for
                      # finds a new read at every look, not at every other one
 KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looked at go first)
 KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
-SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM}  # Look attribute -> the vector series it holds
+SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM, "depth": LAYER_NORM}  # Look attribute -> the vector series it holds
 clock = time.monotonic  # tests put a hand-moved clock here
 _tokens = itertools.count(1)
 
@@ -50,7 +50,8 @@ _tokens = itertools.count(1)
 class Look:
     """One read of a run, shared by every session: its row (``run``, as :meth:`RunStore.run` gives it), its
     ``record`` (:meth:`RunStore.record`, with its latest values), every metric row read so far and, once a
-    session asked for them, the ``grad/h_t_norm`` (``flow``) and ``sv/spectrum`` series.
+    session asked for them, the ``grad/h_t_norm`` (``flow``), ``sv/spectrum`` and ``grad/layer_norm``
+    (``depth``: a deep step's layers, the mlp cell's) series.
 
     ``final``: the rows were read in full after the run ended. ``position``: (status, step, heartbeat) at
     this read. ``counts``: per metric name, (rows, last step); ``latest``: per metric name, its last value.
@@ -62,6 +63,7 @@ class Look:
     metrics: pd.DataFrame
     flow: pd.DataFrame | None = None
     spectrum: pd.DataFrame | None = None
+    depth: pd.DataFrame | None = None
     final: bool = False
     position: tuple = ()
     counts: dict = field(default_factory=dict)

@@ -11,7 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..core.metric_names import H_T_NORM, SPECTRUM
+from ..core.metric_names import H_T_NORM, LAYER_NORM, SPECTRUM
 from .decimation import check_max_points, downsample_indices
 from .legends import extra_height, legend_for
 from .lines import X_AXES, check_x, with_labels
@@ -151,6 +151,20 @@ def gradient_flow_heatmap(series_frame: pd.DataFrame, *, title: str = "", height
 def gradient_flow_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
     """The datasets of :func:`gradient_flow_heatmap` (:func:`series_heatmap_rows` of 'grad/h_t_norm')."""
     return series_heatmap_rows(series_frame, H_T_NORM)
+
+
+def depth_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 260) -> alt.LayerChart:
+    """‖∂L/∂a_l‖ over layer l (x, 0 = the first layer's input) and training step (y, newest on top), coloured
+    by log10 of the norm: :func:`series_heatmap` of the 'grad/layer_norm' series, what a deep step's cell
+    (mlp) reads at every probe (spectral paper §7.2, Fig. 5: the gradient reaching each layer of a deep MLP
+    vanishes towards the input, a Spectral-MLP's does not)."""
+    return series_heatmap(series_frame, LAYER_NORM, x_title="layer l (0: the input side)", value_title="‖∂L/∂a_l‖",
+                          title=title, height=height)
+
+
+def depth_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """The datasets of :func:`depth_heatmap` (:func:`series_heatmap_rows` of 'grad/layer_norm')."""
+    return series_heatmap_rows(series_frame, LAYER_NORM)
 
 
 def spectrum_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 260) -> alt.LayerChart:
