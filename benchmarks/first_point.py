@@ -46,7 +46,11 @@ from stability.runs.store import RunStore  # noqa: E402
 
 from live_page import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402  (beside this file)
 
-FIRST_CANVAS = "document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] canvas').length > 0"
+# a chart canvas in the main area outside the empty chart drawn before a run has rows (pages/ui/live.py, Note
+# [Skeleton]) and not stale (an element of the page before the click, faded until the rerun replaces it): a
+# panel draws its charts only from a run's rows, so the first such canvas is the first point
+FIRST_CANVAS = ("Array.from(document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] "
+                "canvas')).some(c => !c.closest('[class*=\"st-key-chart_skeleton\"]') && !c.closest('[data-stale=\"true\"]'))")
 TIMEOUT_S = 120
 RACE_CELLS = 4  # the Race's default cells: as many warm workers wait before its Start (Note [Warm slots])
 
@@ -93,6 +97,11 @@ def wait_warm(store: Path, count: int = 1) -> None:
     raise RuntimeError(f"{count} idle warm workers did not become ready within 180 s")
 
 
+def any_run_has_rows(store: Path) -> bool:
+    with RunStore(store) as opened:
+        return any(len(opened.metrics(run.id)) > 0 for run in opened.records())
+
+
 def every_run_has_rows(store: Path) -> bool:
     with RunStore(store) as opened:
         runs = opened.records()
@@ -119,7 +128,10 @@ def one_try(browser, url: str, store: Path, page_name: str, warm: int) -> tuple[
                 time.sleep(0.05)
             every = time.monotonic() - clicked
         page.wait_for_function(FIRST_CANVAS, timeout=TIMEOUT_S * 1000, polling=50)
-        return time.monotonic() - clicked, every
+        drawn = time.monotonic() - clicked
+        if not any_run_has_rows(store):  # a canvas without a stored row would be no point drawn
+            raise RuntimeError(f"a chart was drawn {drawn:.2f} s after the click, before any row was stored")
+        return drawn, every
     finally:
         page.close()
 

@@ -24,12 +24,14 @@ from pages.ui.status import EXTERNAL, run_status_panel
 from pages.ui.store import open_store, store_guard, store_path
 from pages.ui.live import (
     DEFAULT_REFRESH,
+    FIRST_POINT_EVERY_S,
     HOVER_POINTS,
     LIVE_POINTS,
     REFRESH_CHOICES,
     LiveChart,
     awaiting_first_point,
     cached_rows,
+    draw_skeleton,
     leave_first_point_pace,
     describe_refresh,
     live_chart_specs,
@@ -184,18 +186,22 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
+        draw_skeleton(st, "Loss (train, validation): waiting for the first rows", CHART_HEIGHT)
         leave_first_point_pace(every, awaiting_first_point(run, rows))  # ended or queued long: the usual rhythm
         return
     summary(run, rows)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
-    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final, shared=True)
+    # at the first point's pace, the charts are built a few at a look, loss first (Note [Drawn in turn])
+    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final, shared=True,
+                             in_turn=every == FIRST_POINT_EVERY_S)
     if classroom:
         draw_explained(specs, live_charts, run["config"]["cell"]["name"])
     else:
         draw_grid(specs, wide_panels(rows))
-    leave_first_point_pace(every, awaiting_first_point(run, rows))  # drawn: back to the usual rhythm, once
+    # every chart drawn: back to the usual rhythm, once
+    leave_first_point_pace(every, awaiting_first_point(run, rows) or None in specs)
 
 
 def watched_in_class(store, requested: int | None, query: QueryReader) -> int | None:
@@ -264,6 +270,7 @@ else:
     with live:
         if runs.empty:
             st.info("No runs yet: configure one on the left and press **Start**.")
+            draw_skeleton(st, "Loss (train, validation): press Start", CHART_HEIGHT)
         else:
             labels = {row.id: run_label(row) for row in runs.itertuples()}
             # two rows, so that no label is cut beside the form on a 1,280-px projector

@@ -94,7 +94,15 @@ def test_empty_store_shows_the_form_with_start_and_a_disabled_stop(store):
     assert not button(app, "Start").disabled
     assert button(app, "Stop").disabled
     assert any("No runs yet" in info.value for info in app.info)
-    assert len(charts(app)) == 0
+    assert titles(app) == ["Loss (train, validation): press Start"]  # empty: Note [Skeleton] in pages/ui/live.py
+    assert drawn_rows(charts(app)[0]) == 0
+
+
+def drawn_rows(chart) -> int:
+    """How many rows the datasets of a drawn chart hold."""
+    import pyarrow
+
+    return sum(pyarrow.ipc.open_stream(dataset.data.data).read_all().num_rows for dataset in chart.proto.datasets)
 
 
 def test_start_passes_the_config_the_widgets_describe_and_watches_the_new_run(store, fake_runner):
@@ -504,21 +512,27 @@ def test_the_spectrum_over_training_is_a_heatmap_read_incrementally(store):
 
 
 def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_usual_pace(store, fake_runner):
-    """pages/ui/live.py, Note [The first point]: a started run is looked at every quarter second while it is
-    queued and has no rows; the look that finds its first rows draws them, and the page goes back to Auto."""
+    """pages/ui/live.py, Notes [The first point] and [Drawn in turn]: a started run is looked at every tenth
+    of a second while it is queued and has no rows, with the loss chart drawn empty; the looks that find its
+    first rows draw its charts, the loss first, and when all are drawn the page goes back to Auto."""
     app = run()
     button(app, "Start").click().run()
     assert not app.exception
     run_id = max(store.runs()["id"])
     assert any("first point" in caption.value for caption in app.caption)
-    assert len(charts(app)) == 0
+    assert titles(app) == ["Loss (train, validation): waiting for the first rows"]
     store.set_status(run_id, "running")
     log(store, run_id, (0,))
     app.run()
     assert not app.exception
-    assert not any("first point" in caption.value for caption in app.caption)
+    assert titles(app)[0] == "Loss (train, validation)" and drawn_rows(charts(app)[0]) > 0
+    for _ in range(10):  # a few charts a look, until every one is drawn
+        if not any("first point" in caption.value for caption in app.caption):
+            break
+        app.run()
     assert any("every 1 s (Auto" in caption.value for caption in app.caption)
-    assert len(charts(app)) > 0
+    every_chart = titles(run(run=run_id))  # a page opened on the run now draws every chart at once
+    assert len(every_chart) >= 5 and titles(app) == every_chart
 
 
 def test_a_deep_mlp_run_draws_the_gradient_reaching_each_layer_from_its_stored_rows(store):

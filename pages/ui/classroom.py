@@ -208,7 +208,10 @@ h1 {{ font-size: 2.2rem !important; }}
 # ---------------------------------------------------------------------------------------- charts
 def projected(chart):
     """``chart`` (a Vega-Lite spec dict, or an Altair chart) taller and with larger fonts, for the projector;
-    a spec is copied shallowly (its datasets are shared, not copied)."""
+    a spec is copied shallowly (its datasets are shared, not copied). None (a live chart not built yet:
+    Note [Drawn in turn] in pages/ui/live.py) stays None."""
+    if chart is None:
+        return None
     if isinstance(chart, dict):
         config = dict(chart.get("config", {}))
         for part, sizes in CHART_FONTS.items():
@@ -226,7 +229,9 @@ def projected(chart):
 
 
 def _draw(container, chart, key: str | None) -> None:
-    if isinstance(chart, dict):  # a spec from pages.ui.live.live_chart_specs: as show_chart draws it
+    if chart is None:  # a live chart not built yet holds its place (pages/ui/live.py, Note [Drawn in turn])
+        container.empty()
+    elif isinstance(chart, dict):  # a spec from pages.ui.live.live_chart_specs: as show_chart draws it
         container.vega_lite_chart(spec=chart, width="stretch", **({"key": key} if key else {}))
     else:
         container.altair_chart(chart, width="stretch", **({"key": key} if key else {}))

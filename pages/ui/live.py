@@ -21,7 +21,7 @@ benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the rend
   renderer's main thread busy for a second at every redraw.
 
 So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
-interval, 1 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every quarter second
+interval, 1 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every tenth of a second
 from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look at the
 run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second for
 every session together, only the rows after the last step read; each chart is rebuilt only when the rows it
@@ -50,6 +50,7 @@ from typing import Callable
 
 import pandas as pd
 import streamlit as st
+from altair.utils.schemapi import debug_mode
 
 from stability.config import ConfigError, RunConfig
 from stability.runs.status import TERMINAL
@@ -60,8 +61,8 @@ REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Eve
                    "30": "Every 30 s", "off": "Paused"}
 DEFAULT_REFRESH = "auto"
 AUTO_EVERY_S = (1.0, 2.0)   # Auto: the run's logging interval, within these bounds (Note [Watching cheaply])
-FIRST_POINT_EVERY_S = 0.25  # from Start to a run's first rows (Note [The first point]), for at most
-FIRST_POINT_FOR_S = 60.0    # this long after the run was created (a run queued behind others waits slower)
+FIRST_POINT_EVERY_S = 0.1   # from Start to a run's first rows (Note [The first point]), for at most
+FIRST_POINT_FOR_S = 20.0    # this long after the run was created (a run queued behind others waits slower)
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
 LIVE_POINTS = 800           # per line: min and max of each pixel column of a chart up to 400 px wide (the grid's)
@@ -108,11 +109,14 @@ def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
 # ----------------------
 # A run's first rows are stored before its first update (stability.training.step_zero), so from Start the
 # wait is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued
-# and while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table, and
-# it lasts a few seconds.  The first look that finds rows draws them and then reruns the page once
-# (leave_first_point_pace), which sets the panel's timer to its usual rhythm: one full rerun a run, never a
-# loop, since a run with rows is never awaited again.  A run still waiting FIRST_POINT_FOR_S after it was
-# created (queued behind others) is watched at the usual rhythm.
+# and while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table and an
+# empty range of rows (the shared look reads such a run every FIRST_ROWS_EVERY_S, pages/ui/shared.py, Note
+# [The first rows]), a few ms of the server, and it lasts a second or two with a warm worker.  The looks that
+# find rows draw the charts a few at a time (Note [Drawn in turn]), and when every chart is drawn the page
+# reruns once (leave_first_point_pace), which sets the panel's timer to its usual rhythm: one full rerun a
+# run, never a loop, since a run with rows is never awaited again.  A run still waiting FIRST_POINT_FOR_S
+# after it was created (queued behind others) is watched at the usual rhythm.  Meanwhile the panel draws the
+# loss chart empty (Note [Skeleton]), so the browser has loaded its chart code before the first point.
 def awaiting_first_point(run, rows: LiveRows | None, now: float | None = None) -> bool:
     """Whether ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``) is active, created within
     :data:`FIRST_POINT_FOR_S` (a run of unknown age is not), and queued or without a row read yet (``rows``:
@@ -334,23 +338,41 @@ class _ChartSpecs:
     cost_s: float = 0.0
 
 
-def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shared: bool = False) -> list[dict]:
+def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shared: bool = False,
+                     in_turn: bool = False) -> list[dict | None]:
     """The Vega-Lite specs of ``charts``, kept in this session under ``slot`` (one per watched run) and
     refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
     so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
-    ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart."""
+    ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart.
+    ``in_turn``: charts never built before are built in order, for at most :data:`FIRST_DRAW_S` a look (at
+    least one), and the others are None, built at the next looks (Note [Drawn in turn])."""
+    budget = FIRST_DRAW_S if in_turn else None
     if shared:
         memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
         with memo.lock():
             entry = memo.get(slot, _ChartSpecs)
             keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
-            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT)
+            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, budget)
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
     cache[slot] = entry  # most recently used last
     while len(cache) > KEPT_SLOTS:
         cache.pop(next(iter(cache)))
-    return _specs(entry, charts, final, 0)
+    return _specs(entry, charts, final, 0, budget)
+
+
+# Note [Drawn in turn]
+# --------------------
+# A run's first rows come with every chart of its panel at once, and every chart is new: on 2 cores shared
+# with the run that was ~1 s of the server building seven charts (~50 ms of Altair each, more beside a
+# training run), then ~1 s of the browser drawing them, before the first point showed (3.0 s from Start
+# with a warm worker whose first row was stored at +0.5 s; benchmarks/first_point.py). While a panel looks
+# at the fast pace of the first point (Note [The first point]), it builds the charts it never built in
+# their order, loss first, until FIRST_DRAW_S have passed, and draws those; the next look, a tenth of a
+# second later, the next ones, and so on: the first point is drawn as soon as the first chart is, and the
+# panel goes back to its usual pace only when every chart is drawn. Charts already built are refreshed as
+# always; at the usual pace every chart is built at once.
+FIRST_DRAW_S = 0.15
 
 
 # Note [Shared specs]
@@ -362,22 +384,28 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # REBUILD_FACTOR for all together.  The specs of controls nobody uses any more go, oldest first, beyond
 # SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
 # bytes: a few hundred kB at most, Note [Light charts]).
-def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int) -> list[dict]:
+def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int,
+           budget_s: float | None = None) -> list[dict | None]:
     """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
-    all of them when ``kept`` is 0, else the oldest beyond ``kept``."""
+    all of them when ``kept`` is 0, else the oldest beyond ``kept``. ``budget_s``: new charts are built
+    only while that many seconds have not passed (at least one; Note [Drawn in turn]); the others are None."""
     stale = [chart for chart in charts if entry.versions.get(chart.key) != (chart.controls, chart.data)]
     urgent = any(chart.key not in entry.specs or entry.versions[chart.key][0] != chart.controls for chart in stale)
     now = time.monotonic()
     if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
-        started = time.thread_time()
+        started, clock, built_new = time.thread_time(), time.perf_counter(), False
         for chart in stale:
+            new = chart.key not in entry.specs
+            if new and budget_s is not None and built_new and time.perf_counter() - clock >= budget_s:
+                continue  # drawn at a later look
             _refresh(entry, chart)
+            built_new = built_new or new
         entry.built_at, entry.cost_s = now, time.thread_time() - started
     drawn = {chart.key for chart in charts}
     unused = [key for key in entry.specs if key not in drawn]
     for key in unused[:len(unused) if not kept else max(0, len(entry.specs) - kept)]:
         del entry.specs[key], entry.columns[key], entry.versions[key]
-    return [entry.specs[chart.key] for chart in charts]
+    return [entry.specs.get(chart.key) for chart in charts]
 
 
 def _refresh(entry: _ChartSpecs, chart: LiveChart) -> None:
@@ -390,8 +418,20 @@ def _refresh(entry: _ChartSpecs, chart: LiveChart) -> None:
             entry.specs[chart.key] = {**entry.specs[chart.key], "datasets": _arrow_datasets(frames)}
             entry.versions[chart.key] = (chart.controls, chart.data)
             return
-    entry.specs[chart.key], entry.columns[chart.key] = _vega_lite_spec(chart.build())
+    with debug_mode(False):  # Note [Unvalidated live specs]
+        entry.specs[chart.key], entry.columns[chart.key] = _vega_lite_spec(chart.build())
     entry.versions[chart.key] = (chart.controls, chart.data)
+
+
+# Note [Unvalidated live specs]
+# -----------------------------
+# Altair checks every schema object against the Vega-Lite JSON schema as it is made (its "debug mode"), also
+# when the spec is converted with validate=False. A live page builds with that check off: a loss chart
+# took 59 ms with it and 50 ms without (2 cores, 2026-11-26), and a run's first point waits for its first
+# chart. The same chart builders are checked with it on by the chart tests (tests/test_charts.py builds
+# every chart outside this switch), so a spec the schema refuses still fails a test. The switch is
+# Altair's module-wide flag: another thread building a chart meanwhile is merely unchecked or checked,
+# never wrong.
 
 
 def charts_built_together(key: str, count: int, controls, data, build_all: Callable[[], list],
@@ -410,9 +450,43 @@ def charts_built_together(key: str, count: int, controls, data, build_all: Calla
                   metric=metrics[index] if metrics else None) for index in range(count)]
 
 
-def show_chart(container, spec: dict) -> None:
-    """Draw a spec from :func:`live_chart_specs` (Streamlit copies the spec before it takes the data out)."""
+def show_chart(container, spec: dict | None) -> None:
+    """Draw a spec from :func:`live_chart_specs` (Streamlit copies the spec before it takes the data out);
+    None, a chart not built yet (Note [Drawn in turn]), holds its place empty."""
+    if spec is None:
+        container.empty()
+        return
     container.vega_lite_chart(spec=spec, width="stretch")
+
+
+SKELETON_KEY = "chart_skeleton"  # the container of an empty chart before a run's first rows (Note [Skeleton])
+
+
+# Note [Skeleton]
+# ---------------
+# Streamlit's frontend loads its Vega code (vega-embed, the Arrow reader, Vega's expression interpreter:
+# some twenty modules) only when a page first draws a chart. On the Train page opened on an empty store
+# that was at the first point itself: 0.6-1.0 s of the 1.9 s from Start to the first point drawn, on 2
+# cores beside the run (the browser's resource timings; benchmarks/first_point.py). So where a panel has
+# nothing to draw yet (no run, or a run awaiting its first rows), it draws the chart its first rows will
+# fill, empty: the loss chart's axes and title and no point. Drawn once from a fixed spec, it costs the
+# server nothing per look and the browser one chart; it sits in a container of its own
+# (``st-key-chart_skeleton``), so a benchmark can tell it from a chart with points.
+def draw_skeleton(container, title: str, height: int) -> None:
+    """An empty line chart titled ``title`` (Note [Skeleton]): axes, no rows."""
+    spec = shared_memo(SPECS_KEY, SHARED_SLOTS).get(("skeleton", title, height), lambda: _skeleton_spec(title, height))
+    show_chart(container.container(key=SKELETON_KEY), spec)
+
+
+def _skeleton_spec(title: str, height: int) -> dict:
+    from stability import charts
+
+    empty = pd.DataFrame({"run_id": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
+                          "wall_time": pd.Series(dtype="float64"), "name": pd.Series(dtype="object"),
+                          "value": pd.Series(dtype="float64"), "run": pd.Series(dtype="object")})
+    with debug_mode(False):
+        return _vega_lite_spec(charts.metric_chart(empty, names=["train/loss", "val/loss"], title=title,
+                                                   height=height, max_points=LIVE_POINTS))[0]
 
 
 # Note [Stable specs]
@@ -513,6 +587,9 @@ __all__ = [
     "describe_refresh",
     "live_chart_specs",
     "leave_first_point_pace",
+    "draw_skeleton",
+    "SKELETON_KEY",
+    "FIRST_DRAW_S",
     "live_every",
     "log_interval",
     "read_now",

@@ -20,6 +20,14 @@ Its age is at most READ_EVERY_S plus a panel's own interval, so "Live" at a 1-2 
 within 2-3 s of their logging. (At exactly one second, a panel timer that fired a few ms early found the look
 still fresh and drew new rows only every other second: benchmarks/live-page-cpu-2026-11-26.md.)  The memory is that of one session's rows a run (sessions used to keep a copy
 each); the :data:`KEPT_RUNS` runs looked at last are kept.
+
+Note [The first rows]
+---------------------
+From Start, a warm worker stores a run's first rows about half a second later (benchmarks/first_point.py
+--direct), while its panel looks every tenth of a second (pages/ui/live.py, Note [The first point]). A look
+a little under a second old then held the first point back by up to READ_EVERY_S. A run whose look has no
+rows yet, and has not ended, is read again every :data:`FIRST_ROWS_EVERY_S` instead: still once for every
+session together (ten reads a second of one row and an empty row range, for the second or two it waits).
 """
 from __future__ import annotations
 
@@ -39,6 +47,7 @@ from stability.runs.status import TERMINAL
 READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for every session together: under
                      # a second, so that a panel looking every second (a timer that may fire a little early)
                      # finds a new read at every look, not at every other one
+FIRST_ROWS_EVERY_S = 0.1  # a run with no rows yet is read this often instead (Note [The first rows])
 KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looked at go first)
 KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
 SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM, "depth": LAYER_NORM}  # Look attribute -> the vector series it holds
@@ -94,6 +103,8 @@ class SharedRuns:
         entry = self._entry((store.location, int(run_id)))
         every = READ_EVERY_S if self.read_every_s is None else self.read_every_s
         with entry.lock:  # the sessions that find it out of date wait for the one that reads it
+            if entry.look is not None and entry.look.metrics.empty and not entry.look.final:
+                every = min(every, FIRST_ROWS_EVERY_S)  # a run awaiting its first rows (Note [The first rows])
             entry.series = entry.series or series
             fresh = entry.look is not None and clock() - entry.read_at < every and not now
             if not fresh or (entry.series and entry.look.flow is None):
