@@ -19,7 +19,7 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
+from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together, draw_skeleton,
                            leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
@@ -96,6 +96,7 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
             st.error(f"{labels[run_id]} (run {run_id}) {run.status}: {run.error or 'no error message'}")
     if all(rows[run_id].metrics.empty for run_id in runs):
         st.info("Waiting for the first rows from the workers…")
+        draw_skeleton(st, "Loss (train, validation): waiting for the first rows", CHART_HEIGHT)
         return
     # What is happening, one line a run, from the rows read above (pages/ui/diagnosis.py)
     st.markdown("**What is happening**  \n" + "  \n".join(
@@ -206,6 +207,7 @@ else:
         else:
             st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
                     "seed and budget, and their curves appear here.")
+            draw_skeleton(st, "Loss (train, validation): press Start race", CHART_HEIGHT)
 
 active = [run for run in store.active_runs() if run.id in race]
 if not classroom and stop_column.button("Stop race", disabled=not active, key="race_stop", width="stretch"):
