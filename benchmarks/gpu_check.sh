@@ -33,7 +33,7 @@ step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 
 tail -9 "$OUT/training_cuda.txt"
 step 60 profile_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --profile 25
 grep -E "^## |tottime|cumtime" "$OUT/profile_cuda.txt" | head -8
-step 120 paper_scale_cuda.txt python3 benchmarks/paper_scale.py --device cuda --steps 10 --json "$OUT/paper_scale_cuda.json"
+step 120 paper_scale_cuda.txt python3 benchmarks/paper_scale.py --device cuda --steps 10 --save "$OUT/paper_scale_cuda.json"
 grep "^|" "$OUT/paper_scale_cuda.txt"
 step 60 syncs.txt python3 benchmarks/gpu_syncs.py
 head -30 "$OUT/syncs.txt"

@@ -34,6 +34,9 @@ from stability.sweeps.shape_timing import shape_of  # noqa: E402
 from stability.training.batches import batch_on, compact_batches  # noqa: E402
 from stability.training.build import build_model, build_optimizer  # noqa: E402
 
+WHAT = ("seconds of training steps alone (forward, penalty, backward, optimizer; synchronised), each run's shape "
+        "timed for a few steps after 2 warm-up steps and projected to the preset's paper-scale steps, one run after "
+        "another; evaluations, probes and the store come on top")
 DATA_TASKS = {"mnist", "har2", "har", "ptb"}  # tasks that read files; timed on their stand-in where they have one
 
 
@@ -71,7 +74,9 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", default="paper")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--max-step-s", type=float, default=3.0)
-    parser.add_argument("--json", type=Path, help="also write the table as JSON here")
+    parser.add_argument("--save", nargs="?", type=Path, const=Path("-"), metavar="PATH",
+                        help="also write the table where the gallery reads it (default: "
+                             "stability/presets/measured/gpu/paper-cost.json; Note [Paper cost])")
     args = parser.parse_args(argv)
     device = devices.resolve_device(args.device)
     names = args.names or [info.name for info in loading.available()]
@@ -110,8 +115,15 @@ def main(argv=None) -> int:
         print(f"| {name} | {rows[-1]['runs']} | {rows[-1]['shapes']} | {rows[-1]['steps'] * repeats:,.0f} | "
               f"{slowest[0]}: {slowest[1] / 3600:.2f} h | {seconds / 3600:.2f} h"
               + (f" (not timed: {'; '.join(failed)})" if failed else "") + " |", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({"device": str(device), "torch": torch.__version__, "rows": rows}, indent=1))
+    if args.save:
+        from stability.presets import measured
+
+        path = measured.PAPER_COST if str(args.save) == "-" else args.save
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "schema": 1, "device": devices.describe_device(device), "torch": torch.__version__,
+            "when": time.strftime("%Y-%m-%d"), "command": " ".join(["python", *sys.argv]),
+            "what": WHAT, "rows": rows}, indent=1, ensure_ascii=False) + "\n")
     return 0
 
 

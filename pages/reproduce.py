@@ -205,6 +205,8 @@ if chosen is None:
             text.caption(counts + (" · a sweep" if info.sweep else "") + f" · classroom: {info.notes['classroom']}")
             if line := measured_line(info.name):
                 text.caption(line)
+            if line := measured.paper_cost_line(info.name):  # timed on a GPU (Note [Paper cost])
+                text.caption(line)
             if action.button("Open", key=f"open_{info.name}", width="stretch"):
                 st.query_params["preset"] = info.name
                 st.rerun()

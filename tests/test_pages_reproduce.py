@@ -144,3 +144,34 @@ def test_the_gallerys_counts_and_times_are_the_saved_measurements(store):
         assert f"{count['held']} of {count['claims']} claims held" in shown
         assert f"{cost['cpu_seconds'] / 60:.1f} CPU min, {cost['wall_seconds'] / 60:.1f} min wall" in shown
     assert shown.count("measured at classroom scale") == saved
+
+
+def test_the_gallery_says_what_each_paper_scale_costs_from_its_gpu_timing(store):
+    """stability/presets/measured/gpu/paper-cost.json (benchmarks/paper_scale.py --save, Note [Paper cost]):
+    every preset it has is a shipped preset with as many paper-scale runs today, and the gallery shows its
+    hours as the file has them."""
+    import json
+
+    from stability.presets import measured
+
+    data = json.loads(measured.PAPER_COST.read_text())
+    shipped = {info.name for info in presets.available()}
+    assert {row["preset"] for row in data["rows"]} <= shipped and data["rows"]
+    for row in data["rows"]:
+        assert row["runs"] == presets.load(row["preset"]).run_count("paper"), row["preset"]
+        assert row["seconds"] > 0 and row["slowest"][1] <= row["seconds"]
+    app = run()
+    assert not app.exception
+    shown = [caption.value for caption in app.caption if caption.value.startswith("paper scale: ~")]
+    assert len(shown) == len(data["rows"])
+    for row in data["rows"]:
+        assert any(f"~{row['seconds'] / 3600:.2g} h of training steps on {data['device']}, its {row['runs']} runs"
+                   in line for line in shown)
+
+
+def test_a_missing_or_damaged_paper_cost_file_says_nothing(tmp_path):
+    from stability.presets import measured
+
+    assert measured.paper_cost("kru-fig6", tmp_path / "none.json") is None
+    (tmp_path / "bad.json").write_text("{not json")
+    assert measured.paper_cost("kru-fig6", tmp_path / "bad.json") is None
