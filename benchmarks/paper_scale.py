@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,12 +26,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stability import tasks  # noqa: E402
 from stability.core import devices  # noqa: E402
 from stability.presets import loading  # noqa: E402
-from stability.sweeps.shape_timing import shape_of  # noqa: E402
-from stability.training.batches import batch_on, compact_batches  # noqa: E402
-from stability.training.build import build_model, build_optimizer  # noqa: E402
+from stability.sweeps.shape_timing import shape_of, step_seconds  # noqa: E402
 
 WHAT = ("seconds of training steps alone (forward, penalty, backward, optimizer; synchronised), each run's shape "
         "timed for a few steps after 2 warm-up steps and projected to the preset's paper-scale steps, one run after "
@@ -41,30 +37,13 @@ DATA_TASKS = {"mnist", "har2", "har", "ptb"}  # tasks that read files; timed on 
 
 
 def seconds_per_step(config, device: torch.device, steps: int, max_step_s: float) -> float:
-    """The median seconds of a training step of ``config`` on ``device`` (two warm-up steps first)."""
+    """The median seconds of a training step of ``config`` on ``device`` (two warm-up steps first; a task
+    that reads a dataset on its stand-in)."""
     options = dict(config.task.options)
     if config.task.name in DATA_TASKS:
         options["data"] = "standin"
     torch.manual_seed(config.train.seed)
-    dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
-    task = tasks.build(config.task.name, seed=config.train.seed, **options)
-    model = build_model(config, task).to(device=device, dtype=dtype)
-    optimizer = build_optimizer(model, config)
-    batches = compact_batches(task, "train", config.train.batch_size)
-    times = []
-    for number in range(steps + 2):
-        x, y = batch_on(task, next(batches), device, dtype)
-        devices.synchronize(device)
-        started = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        pred, _ = model(x)
-        (task.loss(pred, y) + model.cell.penalty()).backward()
-        optimizer.step()
-        devices.synchronize(device)
-        times.append(time.perf_counter() - started)
-        if number == 0 and times[0] > max_step_s:
-            return times[0]
-    return statistics.median(times[2:])
+    return step_seconds(config, device, steps, warm_up=2, task_options=options, penalty=True, first_over=max_step_s)
 
 
 def main(argv=None) -> int:

@@ -68,28 +68,44 @@ def time_steps(config: RunConfig) -> float | None:
     None when the model or task cannot be built."""
     import torch
 
+    try:
+        return step_seconds(config, torch.device("cpu"), TIMED_STEPS, warm_up=1)
+    except Exception:  # noqa: BLE001 - an estimate is optional; the sweep's own checks say what is wrong
+        return None
+
+
+def step_seconds(config: RunConfig, device, steps: int, *, warm_up: int = 1, task_options: dict | None = None,
+                 penalty: bool = False, first_over: float | None = None) -> float:
+    """The median seconds of ``steps`` training steps of ``config``'s model on ``device`` (forward, backward,
+    optimizer step; with the cell's ``penalty`` if asked), after ``warm_up`` steps, each synchronised with the
+    device. ``task_options`` replace the config's (a stand-in of a dataset's shapes); a first step over
+    ``first_over`` seconds is the answer alone. Raises what building the model or task raises."""
+    import torch
+
+    from ..core.devices import synchronize
     from ..training.batches import batch_on, compact_batches
     from ..training.build import build_model, build_optimizer
 
-    try:
-        device = torch.device("cpu")
-        dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
-        task = tasks.build(config.task.name, seed=config.train.seed, **config.task.options)
-        model = build_model(config, task).to(device=device, dtype=dtype)
-        optimizer = build_optimizer(model, config)
-        batches = compact_batches(task, "train", config.train.batch_size)
-        seconds = []
-        for _ in range(TIMED_STEPS + 1):
-            x, y = batch_on(task, next(batches), device, dtype)
-            started = time.perf_counter()
-            optimizer.zero_grad()
-            pred, _ = model(x)
-            task.loss(pred, y).backward()
-            optimizer.step()
-            seconds.append(time.perf_counter() - started)
-    except Exception:  # noqa: BLE001 - an estimate is optional; the sweep's own checks say what is wrong
-        return None
-    return sorted(seconds[1:])[len(seconds[1:]) // 2]
+    dtype = torch.float64 if config.train.dtype == "float64" else torch.float32
+    task = tasks.build(config.task.name, seed=config.train.seed, **(task_options or config.task.options))
+    model = build_model(config, task).to(device=device, dtype=dtype)
+    optimizer = build_optimizer(model, config)
+    batches = compact_batches(task, "train", config.train.batch_size)
+    seconds = []
+    for number in range(steps + warm_up):
+        x, y = batch_on(task, next(batches), device, dtype)
+        synchronize(device)
+        started = time.perf_counter()
+        optimizer.zero_grad()
+        pred, _ = model(x)
+        (task.loss(pred, y) + (model.cell.penalty() if penalty else 0)).backward()
+        optimizer.step()
+        synchronize(device)
+        seconds.append(time.perf_counter() - started)
+        if number == 0 and first_over is not None and seconds[0] > first_over:
+            return seconds[0]
+    timed = sorted(seconds[warm_up:])
+    return timed[len(timed) // 2]
 
 
 # ------------------------------------------------------------------ timing apart (Note [Timing apart])
