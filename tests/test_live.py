@@ -37,8 +37,8 @@ def test_an_ended_run_is_not_polled_whatever_the_setting(status):
 
 
 @pytest.mark.parametrize("log_every, speed, every", [
-    (10, 50.0, 1.0),     # a row every 0.2 s: no faster than the lower bound (the server reads once a second)
-    (30, 20.0, 1.5),     # a row every 1.5 s: at that pace
+    (10, 50.0, 1.5),     # a row every 0.2 s: no faster than the lower bound
+    (35, 20.0, 1.75),    # a row every 1.75 s: at that pace
     (100, 10.0, 2.0),    # a row every 10 s: the panel still looks every 2 s (status, heartbeat)
     (1000, 1.0, 2.0),
 ])

@@ -384,7 +384,7 @@ def test_new_rows_change_only_the_charts_that_draw_them_and_never_their_specs(st
 
 
 @pytest.mark.parametrize("link, chosen, shown", [
-    ({}, "auto", "looks for new rows every 1 s (Auto"),
+    ({}, "auto", "looks for new rows every 1.5 s (Auto"),
     ({"refresh": "10"}, "10", "looks for new rows every 10 s;"),
     ({"refresh": "off"}, "off", "Live updates paused"),
 ])
@@ -530,7 +530,7 @@ def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_u
         if not any("first point" in caption.value for caption in app.caption):
             break
         app.run()
-    assert any("every 1 s (Auto" in caption.value for caption in app.caption)
+    assert any("every 1.5 s (Auto" in caption.value for caption in app.caption)
     every_chart = titles(run(run=run_id))  # a page opened on the run now draws every chart at once
     assert len(every_chart) >= 5 and titles(app) == every_chart
 
