@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -217,6 +218,8 @@ def main() -> None:
                         help="no server and browser: start_run to the first stored row, warm off and on")
     parser.add_argument("--device", default="cpu", help="the runs' device with --direct (cpu, cuda, mps)")
     args = parser.parse_args()
+    # `timeout` (SIGTERM) ends the benchmark through its cleanups: the runs it started are stopped, its server ended
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.direct:
         direct(args)
         return

@@ -48,6 +48,7 @@ import contextlib
 import os
 import shutil
 import socket
+import signal
 import statistics
 import subprocess
 import sys
@@ -566,6 +567,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0, help="seconds between the neighbour's start and the window")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    # `timeout` (SIGTERM) ends the benchmark through its cleanups: the runs it started are stopped, its server ended
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if (args.cost or args.neighbour == "page") and not (os.path.exists(CHROMIUM) and shutil.which(sys.executable)):
         sys.exit(f"needs Chromium at {CHROMIUM}")
     folder = Path(tempfile.mkdtemp(prefix="stability-live-page-"))

@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -149,6 +150,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--settle", type=float, default=5.0)
     args = parser.parse_args()
+    # `timeout` (SIGTERM) ends the benchmark through its cleanups: the runs it started are stopped, its server ended
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if not os.path.exists(CHROMIUM):
         sys.exit(f"needs Chromium at {CHROMIUM}")
     folder = Path(tempfile.mkdtemp(prefix="stability-watchers-"))
