@@ -51,7 +51,8 @@ from live_page import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402  (
 # [Skeleton]) and not stale (an element of the page before the click, faded until the rerun replaces it): a
 # panel draws its charts only from a run's rows, so the first such canvas is the first point
 FIRST_CANVAS = ("Array.from(document.querySelectorAll('[data-testid=\"stMain\"] [data-testid=\"stVegaLiteChart\"] "
-                "canvas')).some(c => !c.closest('[class*=\"st-key-chart_skeleton\"]') && !c.closest('[data-stale=\"true\"]'))")
+                "canvas')).some(c => !c.closest('[class*=\"st-key-chart_skeleton\"]') "
+                "&& !c.closest('[data-stale=\"true\"]'))")
 TIMEOUT_S = 120
 RACE_CELLS = 4  # the Race's default cells: as many warm workers wait before its Start (Note [Warm slots])
 
@@ -98,15 +99,16 @@ def wait_warm(store: Path, count: int = 1) -> None:
     raise RuntimeError(f"{count} idle warm workers did not become ready within 180 s")
 
 
-def any_run_has_rows(store: Path) -> bool:
+def runs_with_rows(store: Path) -> tuple[int, int]:
+    """(runs that have a stored row, runs) in ``store``."""
     with RunStore(store) as opened:
-        return any(len(opened.metrics(run.id)) > 0 for run in opened.records())
+        runs = opened.records()
+        return sum(len(opened.metrics(run.id)) > 0 for run in runs), len(runs)
 
 
 def every_run_has_rows(store: Path) -> bool:
-    with RunStore(store) as opened:
-        runs = opened.records()
-        return bool(runs) and all(len(opened.metrics(run.id)) > 0 for run in runs)
+    with_rows, runs = runs_with_rows(store)
+    return runs > 0 and with_rows == runs
 
 
 def one_try(browser, url: str, store: Path, page_name: str, warm: int) -> tuple[float, float | None]:
@@ -130,7 +132,7 @@ def one_try(browser, url: str, store: Path, page_name: str, warm: int) -> tuple[
             every = time.monotonic() - clicked
         page.wait_for_function(FIRST_CANVAS, timeout=TIMEOUT_S * 1000, polling=50)
         drawn = time.monotonic() - clicked
-        if not any_run_has_rows(store):  # a canvas without a stored row would be no point drawn
+        if not runs_with_rows(store)[0]:  # a canvas without a stored row would be no point drawn
             raise RuntimeError(f"a chart was drawn {drawn:.2f} s after the click, before any row was stored")
         return drawn, every
     finally:
@@ -174,15 +176,16 @@ def direct_first_row(folder: Path, warm: bool, device: str) -> tuple[float, str]
 
     store = folder / f"direct-{'warm' if warm else 'cold'}.db"
     os.environ["STABILITY_WARM_WORKERS"] = "1" if warm else "0"
-    memory = ""
+    memory, on_gpu = "", device != "cpu"
     if warm:
         runner.keep_warm(store)
         wait_warm(store, 1)
         time.sleep(1.0)
-        with RunStore(store) as opened:
-            idle = set(warm_workers.idle_pids(opened))
-        held = gpu_memory_by_pid()
-        memory = "" if device == "cpu" else f"idle warm worker(s) {sorted(idle)} hold {sum(held.get(pid, 0) for pid in idle)} MiB of GPU memory; "
+        if on_gpu:
+            with RunStore(store) as opened:
+                idle = sorted(warm_workers.idle_pids(opened))
+            held = gpu_memory_by_pid()
+            memory = f"idle warm worker(s) {idle} hold {sum(held.get(pid, 0) for pid in idle)} MiB of GPU memory; "
     config = RunConfig()
     config.train.device = device
     started = time.monotonic()
@@ -192,10 +195,9 @@ def direct_first_row(folder: Path, warm: bool, device: str) -> tuple[float, str]
             with RunStore(store) as opened:
                 if len(opened.metrics(run_id, ["train/loss"])):
                     first = time.monotonic() - started
-                    pid = opened.record(run_id).pid
-                    held = gpu_memory_by_pid()
-                    if held or device != "cpu":
-                        memory += f"the training worker holds {held.get(pid, 0)} MiB"
+                    if on_gpu:
+                        worker = opened.record(run_id).pid
+                        memory += f"the training worker holds {gpu_memory_by_pid().get(worker, 0)} MiB"
                     return first, memory
             time.sleep(0.01)
         raise RuntimeError("no train/loss row within the timeout")

@@ -26,6 +26,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stability import tasks  # noqa: E402
 from stability.core import devices  # noqa: E402
 from stability.presets import loading  # noqa: E402
 from stability.sweeps.shape_timing import shape_of, step_seconds  # noqa: E402
@@ -33,14 +34,13 @@ from stability.sweeps.shape_timing import shape_of, step_seconds  # noqa: E402
 WHAT = ("seconds of training steps alone (forward, penalty, backward, optimizer; synchronised), each run's shape "
         "timed for a few steps after 2 warm-up steps and projected to the preset's paper-scale steps, one run after "
         "another; evaluations, probes and the store come on top")
-DATA_TASKS = {"mnist", "har2", "har", "ptb"}  # tasks that read files; timed on their stand-in where they have one
 
 
 def seconds_per_step(config, device: torch.device, steps: int, max_step_s: float) -> float:
     """The median seconds of a training step of ``config`` on ``device`` (two warm-up steps first; a task
     that reads a dataset on its stand-in)."""
     options = dict(config.task.options)
-    if config.task.name in DATA_TASKS:
+    if "data" in tasks.options(config.task.name):  # a task that reads files: its seeded stand-in, same shapes
         options["data"] = "standin"
     torch.manual_seed(config.train.seed)
     return step_seconds(config, device, steps, warm_up=2, task_options=options, penalty=True, first_over=max_step_s)

@@ -19,8 +19,8 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together, draw_skeleton,
-                           leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
+from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
+                           draw_skeleton, leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router

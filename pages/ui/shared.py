@@ -50,7 +50,7 @@ READ_EVERY_S = 0.75  # a run's row and new rows are read at most this often, for
 FIRST_ROWS_EVERY_S = 0.1  # a run with no rows yet is read this often instead (Note [The first rows])
 KEPT_RUNS = 64      # runs whose rows the server keeps (the least recently looked at go first)
 KEPT_MEMOS = 512    # memoised values a memo keeps (chart specs, findings)
-SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM, "depth": LAYER_NORM}  # Look attribute -> the vector series it holds
+SERIES = {"flow": H_T_NORM, "spectrum": SPECTRUM, "depth": LAYER_NORM}  # Look attribute -> the series it holds
 clock = time.monotonic  # tests put a hand-moved clock here
 _tokens = itertools.count(1)
 

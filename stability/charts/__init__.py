@@ -24,9 +24,10 @@ from .lines import (PREPARED_COLUMNS, X_AXES, MetricRows, field_chart, metric_ch
 from .scales import (HUGE, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, TINY,
                      clip_for_log, decades, log_axis, log_axis_at, robust_range)
 from .smoothing import MAX_SMOOTHING, ema, log_ema
-from .spectra import (HEATMAP_MAX_STEPS, HEATMAP_MAX_T, depth_heatmap, depth_heatmap_rows, gradient_flow_chart, gradient_flow_heatmap,
-                      gradient_flow_heatmap_rows, series_heatmap, series_heatmap_rows, singular_value_band_chart,
-                      singular_value_band_rows, singular_values_chart, spectrum_heatmap, spectrum_heatmap_rows)
+from .spectra import (HEATMAP_MAX_STEPS, HEATMAP_MAX_T, depth_heatmap, depth_heatmap_rows, gradient_flow_chart,
+                      gradient_flow_heatmap, gradient_flow_heatmap_rows, series_heatmap, series_heatmap_rows,
+                      singular_value_band_chart, singular_value_band_rows, singular_values_chart, spectrum_heatmap,
+                      spectrum_heatmap_rows)
 from .sweeps import (DIVERGED_COLOUR, NOTE_DIVERGED, SWEEP_SHAPES, grouped_curves_chart, parallel_coordinates,
                      sweep_heatmap, sweep_objective_chart)
 
@@ -34,7 +35,8 @@ __all__ = [
     "DIVERGED_COLOUR", "HEATMAP_MAX_STEPS", "HEATMAP_MAX_T", "HUGE", "LOG_FIELDS", "LOG_SPAN", "MAX_SMOOTHING",
     "MetricRows", "NOTE_ABOVE", "NOTE_BELOW", "NOTE_DIVERGED", "NOTE_NAN", "NOTE_OVERFLOW", "NOTE_UNDERFLOW",
     "PREPARED_COLUMNS", "RUN_COLOURS", "SWEEP_SHAPES", "TINY", "X_AXES", "clip_for_log", "decades",
-    "depth_heatmap", "depth_heatmap_rows", "downsample_indices", "ema", "field_chart", "field_title", "gradient_flow_chart", "gradient_flow_heatmap",
+    "depth_heatmap", "depth_heatmap_rows", "downsample_indices", "ema", "field_chart", "field_title",
+    "gradient_flow_chart", "gradient_flow_heatmap",
     "gradient_flow_heatmap_rows", "grouped_curves_chart", "legend_for", "log_axis", "log_axis_at",
     "log_axis_for", "log_ema", "metric_chart", "metric_chart_rows", "metric_log_step", "parallel_coordinates",
     "prepare", "reference_rows", "robust_range", "series_heatmap", "series_heatmap_rows",

@@ -158,8 +158,8 @@ def depth_heatmap(series_frame: pd.DataFrame, *, title: str = "", height: int = 
     by log10 of the norm: :func:`series_heatmap` of the 'grad/layer_norm' series, what a deep step's cell
     (mlp) reads at every probe (spectral paper §7.2, Fig. 5: the gradient reaching each layer of a deep MLP
     vanishes towards the input, a Spectral-MLP's does not)."""
-    return series_heatmap(series_frame, LAYER_NORM, x_title="layer l (0: the input side)", value_title="‖∂L/∂a_l‖",
-                          title=title, height=height)
+    return series_heatmap(series_frame, LAYER_NORM, x_title="layer l (0: the input side)",
+                          value_title="‖∂L/∂a_l‖", title=title, height=height)
 
 
 def depth_heatmap_rows(series_frame: pd.DataFrame) -> list[pd.DataFrame]:

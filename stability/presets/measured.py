@@ -31,6 +31,7 @@ Note [Measured results]
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -218,7 +219,7 @@ def paper_cost(name: str, path: Path = PAPER_COST) -> dict[str, Any] | None:
     ``{"device", "torch", "when", "seconds", "runs", "slowest": (run, seconds)}``, or None where it was not
     timed (no file, or no row for it)."""
     try:
-        data = json.loads(path.read_text())
+        data = _paper_costs(path, path.stat().st_mtime_ns)
     except (OSError, ValueError):
         return None
     for row in data.get("rows", []):
@@ -226,6 +227,12 @@ def paper_cost(name: str, path: Path = PAPER_COST) -> dict[str, Any] | None:
             return {"device": data["device"], "torch": data["torch"], "when": data["when"], "runs": row["runs"],
                     "seconds": float(row["seconds"]), "slowest": tuple(row["slowest"])}
     return None
+
+
+@functools.lru_cache(maxsize=4)
+def _paper_costs(path: Path, mtime_ns: int) -> dict:
+    """The paper-cost file, parsed once while it is unchanged (the gallery asks for every preset at every rerun)."""
+    return json.loads(path.read_text())
 
 
 def paper_cost_line(name: str) -> str:
