@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import standin
+from .standin import DATA_CHOICES, DATA_HELP, balanced_labels, har_windows, label as standin_label
 from .base import (Arrays, Batch, StoredTask, check_choice, check_count, check_fraction, majority_baseline, rng,
                    split_off)
 from .download import DatasetUnavailable, Progress, Remote, data_root, fetch, write_atomic, zip_members
@@ -111,9 +111,9 @@ def har_cached(data_dir: str | os.PathLike | None) -> bool:
 def standin_split(seed: int, first_id: int, count: int, generator: np.random.Generator) -> Arrays:
     """The stand-in's windows in compact form: ids, their activities (1-6, balanced) and HAR-2 labels.
 
-    The signals are generated from the ids when a batch needs them (:func:`standin.har_windows`).
+    The signals are generated from the ids when a batch needs them (:func:`har_windows`).
     """
-    activities = standin.balanced_labels(count, 6, generator) + 1
+    activities = balanced_labels(count, 6, generator) + 1
     return {"ids": np.arange(first_id, first_id + count), "activities": activities,
             "labels": (activities % 2 == 0).astype(np.int64)}
 
@@ -144,11 +144,11 @@ class Har2Task(StoredTask):
     summary = "UCI HAR inertial signals, 128 steps of 9 channels, 2 classes"
     option_help = {
         "val_fraction": "fraction of the training windows held out for validation (between 0 and 1)",
-        "data": standin.DATA_HELP,
+        "data": DATA_HELP,
         "train_size": "keep only this many training windows (a seeded subset); empty: all of them",
         "test_size": "keep only this many test windows (a seeded subset); empty: all of them",
     }
-    option_choices = {"data": standin.DATA_CHOICES}
+    option_choices = {"data": DATA_CHOICES}
     option_ranges = {"val_fraction": (0.0, 1.0)}
     paper = "SGORNN (ICLR 2022 submission) §3.2, Table 2, Fig. 4"
     metric = "accuracy"
@@ -179,7 +179,7 @@ class Har2Task(StoredTask):
     ):
         super().__init__(seed=seed, input_size=len(SIGNALS), output_size=2, seq_len=STEPS)
         val_fraction = check_fraction("val_fraction", val_fraction)
-        self.data = check_choice("data", data, standin.DATA_CHOICES)
+        self.data = check_choice("data", data, DATA_CHOICES)
         train_size = None if train_size is None else check_count("train_size", train_size)
         test_size = None if test_size is None else check_count("test_size", test_size)
         self.standin = data == "standin" or (data == "auto" and not har_cached(data_dir))
@@ -205,14 +205,14 @@ class Har2Task(StoredTask):
         self.baseline = majority_baseline(train["labels"], self.splits["test"]["labels"])
         self.baseline_label = "always predict the more frequent training class"
         if self.standin:
-            self.baseline_label = standin.label(self.baseline_label, "HAR-2")
+            self.baseline_label = standin_label(self.baseline_label, "HAR-2")
             self.description = f"{self.description} {STANDIN_NOTE}"
 
     def _signals(self, arrays: Arrays) -> np.ndarray:
         """(B, 128, 9) float32: the stored windows, or the stand-in's generated from their ids."""
         if "signals" in arrays:
             return arrays["signals"]
-        return standin.har_windows(self.seed, arrays["ids"], arrays["activities"], STEPS)
+        return har_windows(self.seed, arrays["ids"], arrays["activities"], STEPS)
 
     def encode(self, arrays: Arrays) -> Batch:
         x = (self._signals(arrays) - self.channel_mean) / self.channel_std  # (B, 128, 9)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import standin
+from .standin import DATA_CHOICES, DATA_HELP, LazyImages, balanced_labels, label as standin_label
 from .base import Arrays, Batch, StoredTask, check_choice, check_count, majority_baseline, rng, split_off
 from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
@@ -104,14 +104,14 @@ def mnist_cached(data_dir: str | os.PathLike | None) -> bool:
 def standin_mnist(seed: int) -> dict[str, np.ndarray]:
     """The stand-in's splits in compact form: example ids and balanced labels, 60,000 + 10,000.
 
-    The images are rendered from the ids only when a batch needs them (:class:`standin.LazyImages`).
+    The images are rendered from the ids only when a batch needs them (:class:`LazyImages`).
     """
     generator = rng(seed, "pool")
     return {
         "train_ids": np.arange(TRAIN_COUNT),
-        "train_labels": standin.balanced_labels(TRAIN_COUNT, 10, generator),
+        "train_labels": balanced_labels(TRAIN_COUNT, 10, generator),
         "test_ids": np.arange(TRAIN_COUNT, TRAIN_COUNT + TEST_COUNT),
-        "test_labels": standin.balanced_labels(TEST_COUNT, 10, generator),
+        "test_labels": balanced_labels(TEST_COUNT, 10, generator),
     }
 
 
@@ -155,11 +155,11 @@ class MnistTask(StoredTask):
         "pixels_per_step": "pixels read per step (a divisor of 784): T = 784 / pixels_per_step",
         "normalize": "unit: pixels in [0, 1]; standard: zero mean, unit variance over the training pixels",
         "val_size": "training images held out for validation",
-        "data": standin.DATA_HELP,
+        "data": DATA_HELP,
         "train_size": "keep only this many training images (a seeded subset); empty: all of them",
         "test_size": "keep only this many test images (a seeded subset); empty: all 10,000",
     }
-    option_choices = {"normalize": ("unit", "standard"), "data": standin.DATA_CHOICES}
+    option_choices = {"normalize": ("unit", "standard"), "data": DATA_CHOICES}
     option_ranges = {"pixels_per_step": (1, PIXELS)}
     metric = "accuracy"
     target_mode = "last"
@@ -203,14 +203,14 @@ class MnistTask(StoredTask):
         )
         self.normalize = check_choice("normalize", normalize, ("unit", "standard"))
         val_size = check_count("val_size", val_size)
-        self.data = check_choice("data", data, standin.DATA_CHOICES)
+        self.data = check_choice("data", data, DATA_CHOICES)
         sizes = {split: None if size is None else check_count(f"{split}_size", size)
                  for split, size in (("train", train_size), ("test", test_size))}
         self.standin = data == "standin" or (data == "auto" and not mnist_cached(data_dir))
         if self.standin:  # ids stand for the images, rendered when a batch needs them
             arrays = standin_mnist(seed)
             kind = "ids"
-            self._render = standin.LazyImages(seed, TRAIN_COUNT + TEST_COUNT)
+            self._render = LazyImages(seed, TRAIN_COUNT + TEST_COUNT)
         else:
             arrays = load_mnist(data_dir, download, progress)
             kind = "images"
@@ -221,7 +221,7 @@ class MnistTask(StoredTask):
         self.baseline = majority_baseline(train["labels"], self.splits["test"]["labels"])
         self.baseline_label = "always predict the most frequent training digit"
         if self.standin:
-            self.baseline_label = standin.label(self.baseline_label, "MNIST")
+            self.baseline_label = standin_label(self.baseline_label, "MNIST")
             self.description = f"{self.description} {STANDIN_NOTE}"
 
     def _pixel_statistics(self, train: Arrays) -> tuple[float | None, float | None]:
