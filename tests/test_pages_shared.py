@@ -115,6 +115,30 @@ def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store
     assert runs.look(store, run_id).token == final.token and metric_reads(reads) == 0  # never read again
 
 
+def test_a_step_stored_in_two_parts_is_whole_at_the_next_read(store, clock):
+    """Note [The last step again]: step 0 comes in two transactions (its loss, then the evaluation and the
+    probe); a look that read the first part has the second at its next read, rows, series and counts."""
+    config_run = add_run(store, status="running", cell="rnn", steps=())
+    now = time.time()
+    store.flush(config_run, [(0, now, "train/loss", 0.5), (0, now, "grad/h0_norm_train", 1e-3)], [], heartbeat_step=0)
+    runs = shared.SharedRuns()
+    first = runs.look(store, config_run, series=True)
+    assert sorted(first.metrics["name"]) == ["grad/h0_norm_train", "train/loss"] and first.flow.empty
+    store.flush(config_run, [(0, now + 0.2, "val/loss", 0.6), (0, now + 0.2, "sv/min", 0.9)],
+                [(0, now + 0.2, "grad/h_t_norm", t, 10.0 ** -t) for t in range(4)], heartbeat_step=0)
+    clock.now += shared.READ_EVERY_S
+    second = runs.look(store, config_run, series=True)
+    assert sorted(second.metrics["name"]) == ["grad/h0_norm_train", "sv/min", "train/loss", "val/loss"]
+    assert len(second.flow) == 4 and second.counts["train/loss"] == (1, 0) and second.counts["val/loss"] == (1, 0)
+    log(store, config_run, (10,))
+    clock.now += shared.READ_EVERY_S
+    third = runs.look(store, config_run, series=True)
+    stored = store.metrics(config_run)
+    assert list(third.metrics["name"]) == list(stored["name"]) and list(third.metrics["step"]) == list(stored["step"])
+    assert third.counts["train/loss"] == (2, 10) and third.counts["sv/min"] == (2, 10)
+    assert len(third.flow) == len(store.series(config_run, "grad/h_t_norm"))
+
+
 def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):
     """Its panel is no longer polled once the run has ended, so the look it draws is read then, not a second
     later (the other sessions see it at their next look)."""

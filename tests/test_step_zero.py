@@ -72,6 +72,39 @@ def test_a_runs_first_stored_rows_are_its_step_zero_readings(tmp_path):
     assert sorted(metrics.loc[metrics["name"] == "train/loss", "step"]) == [0, 4, 8, 12]
 
 
+class SeenAtStart(Hook):
+    """At on_start, what a second connection to the store reads of the run."""
+
+    def __init__(self, path, run_id):
+        self.path, self.run_id, self.seen = path, run_id, None
+
+    def on_start(self, trainer, resumed):
+        other = RunStore(self.path)
+        try:
+            self.seen = other.metrics(self.run_id)
+        finally:
+            other.close()
+
+
+def test_step_zeros_training_rows_are_stored_before_the_hooks_start(tmp_path):
+    """Note [Step 0 first]: the loss a page draws first is committed on its own, before the evaluation and
+    the probe of step 0 (which follow in a second transaction at the same step)."""
+    config = tiny()
+    store = RunStore(tmp_path / "runs.db")
+    try:
+        run_id = store.create_run(config.to_dict())
+        witness = SeenAtStart(tmp_path / "runs.db", run_id)
+        assert train_run(config, store, run_id, hooks=[witness]).status == "completed"
+        at_zero = store.metrics(run_id).query("step == 0")
+    finally:
+        store.close()
+    early = set(witness.seen["name"])
+    assert set(witness.seen["step"]) == {0} and "train/loss" in early and "grad/h0_norm_train" in early
+    assert not early & {"val/loss", "grad/h0_norm", "sv/min"}  # the hooks' readings came after on_start
+    assert {"val/loss", "grad/h0_norm", "sv/min"} <= set(at_zero["name"]) and early <= set(at_zero["name"])
+    assert at_zero.query("name == 'train/loss'")["value"].iat[0] == pytest.approx(by_hand(config)[0], rel=1e-12)
+
+
 def test_the_step_zero_reading_takes_nothing_from_the_run():
     """A cell with a random h0 draws it under a forked generator, and no parameter keeps a gradient:
     the run after the reading trains as it would have without it."""

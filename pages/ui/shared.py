@@ -10,7 +10,7 @@ own timer (pages/ui/live.py), and when each read the run and its new rows itself
 and findings from them, the server's work grew with the number of watchers (1.3 % of a core a watcher at a
 5-30 s refresh, 13 % with ten).  Here the server process keeps one :class:`Look` a run: the run's row, its
 record and every row read so far, read again at most once every :data:`READ_EVERY_S` whatever the number of
-sessions (a little under a second), and then only the rows after the last step read (a run that ended is read in full once more; a run
+sessions (a little under a second), and then only the rows from the last step read on (Note [The last step again]; a run that ended is read in full once more; a run
 whose step went back, resumed from a checkpoint, afresh).  A look is never changed once made: a new one
 replaces it, so a session drawing the old one is never disturbed, and what is computed from it (chart specs,
 findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
@@ -134,18 +134,42 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
                     latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
         look = replace(old, run=run, record=record, position=position)
-    else:
-        new = store.metrics(run_id, since_step=_last_step(old.metrics))
-        look = replace(old, run=run, record=record, position=position, metrics=_appended(old.metrics, new),
-                       counts=_counts(new, old.counts), latest={**old.latest, **_latest(new)}, token=next(_tokens))
+    else:  # the rows from the last step read on (Note [The last step again])
+        kept, since = _before_last_step(old.metrics)
+        new = store.metrics(run_id, since_step=since)
+        look = replace(old, run=run, record=record, position=position, metrics=_appended(kept, new),
+                       counts=_counts(new, _counts(old.metrics.iloc[len(kept):], old.counts, -1)),
+                       latest={**old.latest, **_latest(new)}, token=next(_tokens))
         if series:
-            look = replace(look, **{attribute: _appended(getattr(old, attribute), store.series(
-                run_id, name, since_step=_last_step(getattr(old, attribute))))
-                for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
+            look = replace(look, **{attribute: _topped_up(getattr(old, attribute), store, run_id, name)
+                                    for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
     if series and look.flow is None:
         look = replace(look, token=next(_tokens),
                        **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
     return look
+
+
+# Note [The last step again]
+# --------------------------
+# A look tops its rows up with those after the last step it read (RunStore, Note [since_step]), which is
+# exact while every step is stored in one transaction. Step 0 is stored in two: the training readings a
+# page draws as its first point, then the slower evaluation and probe (Note [Step 0 first] in
+# stability/training/trainer.py). So a read takes the last step it has again, from the store, in place of
+# the rows it had of it: a step that came in two parts is whole at the next read, for the price of one
+# step's rows a read.
+def _before_last_step(frame: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
+    """The rows of ``frame`` (in step order) before its last step, and the ``since_step`` that reads that
+    step again (None: ``frame`` is empty, read everything)."""
+    last = _last_step(frame)
+    if last is None:
+        return frame, None
+    return frame.iloc[:int(frame["step"].searchsorted(last))], last - 1
+
+
+def _topped_up(old: pd.DataFrame, store, run_id: int, name: str) -> pd.DataFrame:
+    """The series rows ``old`` with its last step read again and the steps after it (Note [The last step again])."""
+    kept, since = _before_last_step(old)
+    return _appended(kept, store.series(run_id, name, since_step=since))
 
 
 def _latest(new: pd.DataFrame) -> dict:
@@ -154,12 +178,14 @@ def _latest(new: pd.DataFrame) -> dict:
     return dict(zip(last["name"], last["value"].astype(float)))
 
 
-def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
-    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added."""
+def _counts(new: pd.DataFrame, counts: dict | None = None, sign: int = 1) -> dict:
+    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added (``sign`` -1: taken away, the
+    last steps left as they were: the same rows are added back at once, Note [The last step again])."""
     counts = dict(counts or {})
     if len(new):
         for name, (size, last) in new.groupby("name", sort=False)["step"].agg(["size", "max"]).iterrows():
-            counts[name] = (counts.get(name, (0, None))[0] + int(size), int(last))
+            rows, before = counts.get(name, (0, None))
+            counts[name] = (rows + sign * int(size), int(last) if sign > 0 else before)
     return counts
 
 

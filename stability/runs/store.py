@@ -29,8 +29,11 @@ store has its own module beside it, in the order they build on each other:
 Note [since_step]
     ``metrics(..., since_step=s)`` returns rows with ``step > s``. Incremental
     polling is exact when every step's rows are committed in one transaction
-    (``flush`` does this); rows added later to an already-seen step are only
-    picked up by a full read.
+    (``flush`` does this), and step 0 is the exception: its training readings
+    are committed before the hooks' (Note [Step 0 first] in
+    stability/training/trainer.py). A poller that reads again from the last
+    step it saw, ``since_step=last - 1``, as the pages' shared look does
+    (pages/ui/shared.py), misses no row of a step stored in two.
 """
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
 
 ``on_start(trainer, resumed)``
     once, before the first step.  ``trainer.step`` is 0 for a new run (rows
-    recorded here describe the initial state) or the checkpoint's step when
+    recorded here describe the initial state; step 0's training readings,
+    :mod:`stability.training.step_zero`, are already stored, Note [Step 0
+    first] in :mod:`stability.training.trainer`) or the checkpoint's step when
     ``resumed`` (the rows of that step are already stored; record nothing).
 ``on_step(trainer, result)``
     after every optimizer step, with the :class:`StepResult`.  Keep it cheap:
@@ -19,7 +21,8 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
     ``trainer.cadence`` says whether this log step is also an evaluation,
     probe or last step.  Rows recorded with ``trainer.record`` /
     ``trainer.record_series`` are flushed to the run's sink in one transaction
-    after every hook has run (so a poller never sees half a step).
+    after every hook has run (so a poller never sees half a step; step 0
+    alone comes in two, Note [Step 0 first]).
 ``on_end(trainer)``
     once, after the loop, with ``trainer.status`` set ("completed",
     "stopped", "diverged" or a hook's status); rows recorded here are flushed.

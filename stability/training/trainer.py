@@ -251,15 +251,16 @@ class Trainer:
         for _ in range(self.step):  # the same data stream position as when the checkpoint was taken
             next(batches)
         on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
-        for hook in self._hooks_with("on_start"):
-            hook.on_start(self, resumed)
         self.model.train()
-        if not resumed and self.step < self.train.steps:  # step 0's rows, in the same flush as the hooks'
+        if not resumed and self.step < self.train.steps:  # step 0's training rows, stored first (Note [Step 0 first])
             first = next(batches)
             batches = itertools.chain([first], batches)
             for name, value in step_zero_readings(self.model, self.task, first, self.device, self.dtype,
                                                   self.recurrent).items():
                 self.record(name, value)
+            self.flush()
+        for hook in self._hooks_with("on_start"):
+            hook.on_start(self, resumed)
         self.flush()
         while self.step < self.train.steps and not self._stopping:
             self.step += 1
@@ -284,6 +285,18 @@ class Trainer:
             hook.on_end(self)
         self.flush()
         self.sink.finish(self.status, self.error)
+
+    # Note [Step 0 first]
+    # -------------------
+    # A run's first point is its step-0 ``train/loss`` (training/step_zero.py): one forward and backward
+    # on the first batch, ~25 ms for the default run on a CPU. The other step-0 readings, the hooks' at
+    # on_start (the evaluation on the fixed sets, the float64 probe, W's singular values), took ~0.2 s
+    # more, and the page waited for them because step 0 was stored in one transaction. So step 0's
+    # training rows are flushed on their own, before on_start, and the hooks' step-0 rows follow in a
+    # second transaction: step 0 is the one step stored in two, and the shared look of a live page
+    # reads the last step it has seen again at every read (pages/ui/shared.py) so that it misses
+    # neither. on_start therefore runs after step 0's training readings: a hook that would change the
+    # starting weights belongs before the model is handed to the trainer.
 
     def _fail(self, error: BaseException) -> None:
         """Every hook sees ``error`` once; then the rows recorded so far are flushed.  What fails
