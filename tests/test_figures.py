@@ -105,7 +105,7 @@ def test_the_grid_is_panels_by_columns_and_the_lines_are_named_by_the_colour_fie
     drawn = figures.charts(layout, grid, runs, metrics, lines, columns)
     assert len(drawn) == len(grid)
     first = drawn[0].to_dict()
-    assert first["title"] == "MSE · seq_len = 10"
+    assert first["title"] == "seq_len = 10 · MSE"  # the value first: a cut title keeps it
     data = _datasets(first)
     lines_data = next(frame for frame in data if "y" in frame and "run_id" in frame)  # the hover points
     assert set(lines_data["run"]) == {"rnn", "spectral"}  # only the T = 10 runs, named by their cell

@@ -66,8 +66,10 @@ def charts(layout: Layout, slots: list[tuple], runs: dict, metrics: dict, lines:
     drawn = []
     for panel, value in slots:
         members = [run_id for run_id in runs if columns[run_id] == value]
+        # the column's value first: a narrow column cuts a long title at its end, and the value is what
+        # tells the columns apart (the panel's title is the same in each)
         title = panel.title if layout.columns is None else \
-            f"{panel.title} · {field_label(layout.columns, short=True)} = {shown(value)}"
+            f"{field_label(layout.columns, short=True)} = {shown(value)} · {panel.title}"
         marks = [(mark.value, mark.label) for mark in panel.marks if not mark.baseline]
         baseline = next((runs[run_id] for run_id in members if runs[run_id].baseline is not None), None)
         if baseline is not None and any(mark.baseline for mark in panel.marks):
