@@ -25,6 +25,7 @@ from pages.ui.store import open_store, store_guard, store_path
 from pages.ui.live import (
     DEFAULT_REFRESH,
     FIRST_POINT_EVERY_S,
+    FIRST_ROWS_WAIT_S,
     HOVER_POINTS,
     LIVE_POINTS,
     REFRESH_CHOICES,
@@ -169,7 +170,8 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
                every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
     try:  # the server's look at the run, read about once a second for every session (pages/ui/shared.py)
-        look, rows = watch(store, run_id, flow=True)
+        look, rows = watch(store, run_id, flow=True,  # at the first point's pace, waits for the first rows
+                           wait_s=FIRST_ROWS_WAIT_S if every == FIRST_POINT_EVERY_S else 0.0)
     except RunNotFound:
         st.warning(f"Run {run_id} is not in the store {store.location}.")
         return

@@ -139,6 +139,29 @@ def test_a_step_stored_in_two_parts_is_whole_at_the_next_read(store, clock):
     assert len(third.flow) == len(store.series(config_run, "grad/h_t_norm"))
 
 
+def test_a_panel_awaiting_the_first_rows_gets_them_within_its_wait(store, monkeypatch):
+    """Note [Waiting for the first rows]: rows stored while the look waits are in the look it returns; a run
+    that has ended is not waited for (its look is final)."""
+    run_id = add_run(store, status="running", cell="rnn", steps=())
+    runs = shared.SharedRuns()
+    assert runs.first_rows(store, run_id).metrics.empty  # no wait asked: the look as it is
+    writer = threading.Timer(0.3, lambda: log(store, run_id, (0,)))
+    writer.start()
+    try:
+        look = runs.first_rows(store, run_id, wait_s=60.0)  # returns when the rows are read, not after 60 s
+    finally:
+        writer.join()
+    assert list(look.metrics["name"]) == list(store.metrics(run_id)["name"]) and set(look.metrics["step"]) == {0}
+
+    ended = add_run(store, status="failed", cell="rnn", steps=())
+
+    def no_sleep(seconds):
+        raise AssertionError(f"waited {seconds} s for the rows of a run that has ended")
+
+    monkeypatch.setattr(shared.time, "sleep", no_sleep)
+    assert runs.first_rows(store, ended, wait_s=60.0).final
+
+
 def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):
     """Its panel is no longer polled once the run has ended, so the look it draws is read then, not a second
     later (the other sessions see it at their next look)."""

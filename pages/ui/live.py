@@ -66,6 +66,8 @@ DEFAULT_REFRESH = "auto"
 AUTO_EVERY_S = (1.5, 2.0)   # Auto: the run's logging interval, within these bounds (Note [Watching cheaply])
 FIRST_POINT_EVERY_S = 0.1   # from Start to a run's first rows (Note [The first point]), for at most
 FIRST_POINT_FOR_S = 20.0    # this long after the run was created (a run queued behind others waits slower)
+FIRST_ROWS_WAIT_S = 0.5     # and each of those looks waits this long for the rows (pages/ui/shared.py, Note
+                            # [Waiting for the first rows])
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
 LIVE_POINTS = 800           # per line: min and max of each pixel column of a chart up to 400 px wide (the grid's)
@@ -248,12 +250,13 @@ def read_now(store, run_id: int) -> None:
     shared_runs().look(store, run_id, now=True)
 
 
-def watch(store, run_id: int, *, flow: bool = False):
+def watch(store, run_id: int, *, flow: bool = False, wait_s: float = 0.0):
     """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
     and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
-    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series.
+    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series;
+    ``wait_s``: a run without rows is waited for that long (Note [Waiting for the first rows]).
     Raises ``RunNotFound``."""
-    look = shared_runs().look(store, run_id, series=flow)
+    look = shared_runs().first_rows(store, run_id, series=flow, wait_s=wait_s)
     cache = st.session_state.setdefault(ROWS_KEY, {})
     key = (store.location, int(run_id))
     before = cache.get(key)
@@ -348,7 +351,7 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
     so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
     ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart.
     ``in_turn``: charts never built before are built in order, for at most :data:`FIRST_DRAW_S` a look (at
-    least one), and the others are None, built at the next looks (Note [Drawn in turn])."""
+    least one: with 0, one), and the others are None, built at the next looks (Note [Drawn in turn])."""
     budget = FIRST_DRAW_S if in_turn else None
     if shared:
         memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
@@ -371,11 +374,14 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # training run), then ~1 s of the browser drawing them, before the first point showed (3.0 s from Start
 # with a warm worker whose first row was stored at +0.5 s; benchmarks/first_point.py). While a panel looks
 # at the fast pace of the first point (Note [The first point]), it builds the charts it never built in
-# their order, loss first, until FIRST_DRAW_S have passed, and draws those; the next look, a tenth of a
-# second later, the next ones, and so on: the first point is drawn as soon as the first chart is, and the
-# panel goes back to its usual pace only when every chart is drawn. Charts already built are refreshed as
-# always; at the usual pace every chart is built at once.
-FIRST_DRAW_S = 0.15
+# their order, loss first, one a look (FIRST_DRAW_S: new charts are built only while that many seconds
+# have not passed since the first, and the first takes longer than 0), and draws those; the next look, a
+# tenth of a second later, the next one, and so on: the first point is drawn as soon as the first chart is,
+# and the panel goes back to its usual pace only when every chart is drawn. A budget of 0.15 s let a
+# second chart be built beside the loss chart at the first look, and a trace of one Start showed the two
+# taking 0.28-0.43 s before either was sent (2 cores beside the run's first steps). Charts already built are
+# refreshed as always; at the usual pace every chart is built at once.
+FIRST_DRAW_S = 0.0
 
 
 # Note [Shared specs]
@@ -580,6 +586,7 @@ def _name_datasets(chart, frames: dict) -> None:
 __all__ = [
     "DEFAULT_REFRESH",
     "FIRST_POINT_EVERY_S",
+    "FIRST_ROWS_WAIT_S",
     "HOVER_POINTS",
     "LIVE_POINTS",
     "REFRESH_CHOICES",
