@@ -10,7 +10,9 @@ its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; wi
 view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
+import functools
 import math
+from typing import Callable
 
 import pandas as pd
 import streamlit as st
@@ -19,7 +21,7 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import (FIRST_POINT_EVERY_S, awaiting_first_point, cached_rows, charts_built_together,
+from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, LiveChart, awaiting_first_point, cached_rows,
                            draw_skeleton, leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
@@ -75,15 +77,17 @@ def race_every(store, active: list[RunRecord]) -> float | None:
 def race_panel(run_ids: list[int], smoothing: float, log_loss: bool, ignore_outliers: bool = True,
                every: float | None = None) -> None:
     store = open_store()
-    runs, rows = watched_runs(store, run_ids)
+    first_point = every == FIRST_POINT_EVERY_S  # waits for the first rows (Note [Waiting for the first rows])
+    runs, rows = watched_runs(store, run_ids, wait_s=FIRST_ROWS_WAIT_S if first_point else 0.0)
     if not runs:
         return
-    race_board(store, runs, rows, smoothing, log_loss)
+    race_board(store, runs, rows, smoothing, log_loss, ignore_outliers, in_turn=first_point)
     # drawn: back to the usual rhythm, once (a run that ended or waits long in the queue no longer holds it)
     leave_first_point_pace(every, any(awaiting_first_point(run, rows[run_id]) for run_id, run in runs.items()))
 
 
-def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, log_loss: bool) -> None:
+def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, log_loss: bool,
+               ignore_outliers: bool = True, in_turn: bool = False) -> None:
     """The standings, the errors, what is happening and the overlaid charts of the race's runs."""
     labels = labels_for(runs)
     st.dataframe(standings(runs, labels), hide_index=True, width="stretch", column_config={
@@ -103,14 +107,15 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
         race_line(labels[run_id], live_findings(("race", store.location, run_id), rows[run_id], run))
         for run_id, run in runs.items()))
     first = next(iter(runs.values()))
-    drawn = race_metrics(first)
-    live_charts = charts_built_together(
-        "race", len(drawn), (tuple(runs), smoothing, log_loss, ignore_outliers),
-        tuple(len(rows[run_id].metrics) for run_id in runs),
-        lambda: race_charts(pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
-                                      ignore_index=True), first, smoothing, log_loss, ignore_outliers), metrics=drawn)
+    frame = functools.cache(lambda: pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
+                                              ignore_index=True))  # once a rerun, for the charts that need it
+    controls, data = (tuple(runs), smoothing, log_loss, ignore_outliers), tuple(len(rows[run_id].metrics) for run_id in runs)
+    live_charts = [LiveChart(f"race/{index}", controls, data, build, metric=metric) for index, (build, metric)
+                   in enumerate(zip(race_chart_builders(frame, first, smoothing, log_loss, ignore_outliers),
+                                    race_metrics(first)))]
+    # at the first point's pace, one new chart a look, validation loss first (Note [Drawn in turn])
     specs = live_chart_specs(("race", store.location), live_charts, final=all(rows[run_id].final for run_id in runs),
-                             shared=True)
+                             shared=True, in_turn=in_turn)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
         for spec, chart in zip(specs, live_charts):
@@ -121,33 +126,42 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
 
 def race_metrics(first: RunRecord) -> list[str]:
     """The metric each chart of :func:`race_charts` is about, in its order."""
-    names = [VAL_LOSS, TRAIN_LOSS, H0_NORM, SV_MIN]
+    names = [TRAIN_LOSS, VAL_LOSS, H0_NORM, SV_MIN]
     if first.metric and not is_loss_metric(first.metric):
-        names.insert(1, f"val/{first.metric}")
+        names.insert(2, f"val/{first.metric}")
     return names
 
 
 def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool,
                 ignore_outliers: bool = True) -> list:
-    """Validation and training loss (with the baseline where it is in the loss's units), the task metric,
+    """Training and validation loss (with the baseline where it is in the loss's units), the task metric,
     ‖∂L/∂h₀‖ and the singular-value band, every run overlaid; ``ignore_outliers``: the early points far
     outside the rest do not set a linear chart's range (stability.charts.scales, Note [Ignoring outliers])."""
+    return [build() for build in race_chart_builders(lambda: frame, first, smoothing, log_loss, ignore_outliers)]
+
+
+def race_chart_builders(frame: Callable[[], pd.DataFrame], first: RunRecord, smoothing: float, log_loss: bool,
+                        ignore_outliers: bool = True) -> list[Callable[[], object]]:
+    """:func:`race_charts` one function a chart, each building its chart alone from ``frame()`` (so that a
+    panel at the first point's pace draws them in turn: Note [Drawn in turn] in pages/ui/live.py)."""
     metric = first.metric
     baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
     loss_baseline = baseline if metric and is_loss_metric(metric) else {}
     shared = {"height": CHART_HEIGHT, "ignore_outliers": ignore_outliers}
-    panels = [charts.metric_chart(frame, names=[VAL_LOSS], log_y=log_loss, title="Validation loss",
-                                  **loss_baseline, **shared),
-              charts.metric_chart(frame, names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing,
-                                  title="Training loss", **loss_baseline, **shared),
-              charts.metric_chart(frame, names=[H0_NORM], log_y=True, smoothing=smoothing,
-                                  title="‖∂L/∂h₀‖, gradient at the first step (log)", **shared),
-              charts.singular_value_band_chart(frame, title="Singular values of W (band) and margin",
-                                               height=CHART_HEIGHT)]
+    # the training loss first: a run's first point (step 0's loss, stored before its validation loss: Note
+    # [Step 0 first] in stability/training/trainer.py) is the first chart a panel draws in turn
+    builders = [lambda: charts.metric_chart(frame(), names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing,
+                                            title="Training loss", **loss_baseline, **shared),
+                lambda: charts.metric_chart(frame(), names=[VAL_LOSS], log_y=log_loss, title="Validation loss",
+                                            **loss_baseline, **shared),
+                lambda: charts.metric_chart(frame(), names=[H0_NORM], log_y=True, smoothing=smoothing,
+                                            title="‖∂L/∂h₀‖, gradient at the first step (log)", **shared),
+                lambda: charts.singular_value_band_chart(frame(), title="Singular values of W (band) and margin",
+                                                         height=CHART_HEIGHT)]
     if metric and not is_loss_metric(metric):
-        panels.insert(1, charts.metric_chart(frame, names=[f"val/{metric}"], title=f"Validation {metric}",
-                                             **baseline, **shared))
-    return panels
+        builders.insert(2, lambda: charts.metric_chart(frame(), names=[f"val/{metric}"],
+                                                       title=f"Validation {metric}", **baseline, **shared))
+    return builders
 
 
 classroom = classroom_switch()

@@ -16,9 +16,11 @@ PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
 @pytest.fixture(autouse=True)
 def read_at_every_rerun(monkeypatch):
     """The server reads a watched run at most once a second (pages/ui/shared.py); these tests rerun at once."""
+    import pages.ui.live
     import pages.ui.shared
 
     monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(pages.ui.live, "FIRST_ROWS_WAIT_S", 0.0)  # a race of queued runs draws at once
 
 
 
@@ -101,6 +103,31 @@ def test_start_race_starts_every_cell_with_the_same_seed_and_budget_at_once(stor
     assert not button(app, "Stop race").disabled
 
 
+def test_a_started_race_draws_its_charts_in_turn_from_the_first_rows_then_looks_at_its_pace(store, fake_runner):
+    """pages/ui/live.py, Notes [The first point] and [Drawn in turn]: before any run has rows the loss chart is
+    drawn empty; the first look that finds rows draws the training loss (a run's first point) alone, the next
+    looks the others, and then the race goes back to its usual pace."""
+    from test_pages_train import drawn_rows, log
+
+    app = run()
+    button(app, "Start race").click().run()
+    assert not app.exception
+    titles = lambda: [json.loads(chart.proto.spec).get("title", "") for chart in charts(app)]  # noqa: E731
+    assert titles() == ["Loss (train, validation): waiting for the first rows"] and drawn_rows(charts(app)[0]) == 0
+    first = min(store.runs()["id"])
+    store.set_status(first, "running")
+    log(store, first, (0,))
+    app.run()
+    assert not app.exception
+    assert titles() == ["Training loss"] and drawn_rows(charts(app)[0]) > 0
+    for _ in range(10):  # a chart a look, until every one is drawn
+        if len(titles()) == 4:
+            break
+        app.run()
+    assert titles() == ["Training loss", "Validation loss", "‖∂L/∂h₀‖, gradient at the first step (log)",
+                        "Singular values of W (band) and margin"]
+
+
 def test_the_chosen_cells_and_their_options_go_into_their_own_configs(store, fake_runner):
     app = run(cells="rnn,spectral")
     assert app.multiselect(key="race_cells").value == ["rnn", "spectral"]
@@ -153,7 +180,7 @@ def test_a_race_link_overlays_every_run_with_standings_and_errors(store):
     assert table.value["‖∂L/∂h₀‖"].iloc[0] == pytest.approx(1e-30)
     assert len(app.error) == 1 and "sgornn (run 4) diverged: loss or gradient became non-finite" in app.error[0].value
     assert [json.loads(chart.proto.spec)["title"] for chart in charts(app)] == [
-        "Validation loss", "Training loss", "‖∂L/∂h₀‖, gradient at the first step (log)",
+        "Training loss", "Validation loss", "‖∂L/∂h₀‖, gradient at the first step (log)",
         "Singular values of W (band) and margin"]
     data = b"".join(dataset.data.data for chart in charts(app) for dataset in chart.proto.datasets)
     assert all(cell.encode() in data for cell in ("rnn", "lstm", "spectral", "sgornn"))
@@ -238,15 +265,15 @@ def test_an_early_outlier_does_not_set_the_loss_range_unless_the_link_asks_to_sh
     store.log(run_id, [(-10, time.time(), "val/loss", 20.0)])  # a first reading 100x the rest
     app = run(runs=run_id)
     assert not app.exception and app.toggle(key="race_outliers").value and "outliers" not in app.query_params
-    validation = charts(app)[0]
+    validation = charts(app)[1]  # after the training loss
     rows = drawn_values(validation)
     assert rows["value"].max() == 20.0 and rows["y"].max() < 1.0  # drawn at the edge, its value kept
 
     app.toggle(key="race_outliers").set_value(False).run()
     assert app.query_params["outliers"] == "show"
-    assert drawn_values(charts(app)[0])["y"].max() == 20.0
+    assert drawn_values(charts(app)[1])["y"].max() == 20.0
     shown = run(runs=run_id, outliers="show")  # the link keeps the view
-    assert not shown.toggle(key="race_outliers").value and drawn_values(charts(shown)[0])["y"].max() == 20.0
+    assert not shown.toggle(key="race_outliers").value and drawn_values(charts(shown)[1])["y"].max() == 20.0
     bad = run(runs=run_id, outliers="maybe")
     assert bad.toggle(key="race_outliers").value and "outliers=maybe" in bad.warning[0].value
 

@@ -58,7 +58,7 @@ from altair.utils.schemapi import debug_mode
 from stability.config import ConfigError, RunConfig
 from stability.runs.status import TERMINAL
 
-from .shared import shared_memo, shared_runs
+from .shared import FIRST_ROWS_EVERY_S, shared_memo, shared_runs
 
 REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
                    "30": "Every 30 s", "off": "Paused"}
@@ -278,20 +278,30 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     return watch(store, run["id"] if isinstance(run, dict) else run.id, flow=flow)[1]
 
 
-def watched_runs(store, run_ids) -> tuple[dict, dict]:
+def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
     """``(records, rows)`` of the runs a live panel of several runs watches (Race, Reproduce), by id:
     each run's record (a missing one is a warning line, not an error) and its rows, both from the server's
     shared look (:func:`watch`). When a run has just finished, the page reruns once in full (its buttons
-    update and the polling stops)."""
+    update and the polling stops). ``wait_s``: while no run has a row and some run is active, they are looked
+    at again for up to that long (pages/ui/shared.py, Note [Waiting for the first rows])."""
     from stability.runs.store import RunNotFound
 
-    runs, rows = {}, {}
-    for run_id in run_ids:
-        try:
-            look, rows[run_id] = watch(store, run_id)
-            runs[run_id] = look.record
-        except RunNotFound:
-            st.warning(f"Run {run_id} is not in the store {store.location}.")
+    deadline = time.monotonic() + wait_s
+    while True:
+        runs, rows, missing = {}, {}, []
+        for run_id in run_ids:
+            try:
+                look, rows[run_id] = watch(store, run_id)
+                runs[run_id] = look.record
+            except RunNotFound:
+                missing.append(run_id)
+        waiting = all(row.metrics.empty for row in rows.values()) and \
+            any(run.status not in TERMINAL for run in runs.values())
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(FIRST_ROWS_EVERY_S / 2)
+    for run_id in missing:
+        st.warning(f"Run {run_id} is not in the store {store.location}.")
     if any(row.just_finished for row in rows.values()):
         for row in rows.values():
             row.just_finished = False
