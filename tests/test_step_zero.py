@@ -33,6 +33,15 @@ def by_hand(config):
     return loss.item(), torch.linalg.vector_norm(h0_grad).item()
 
 
+def read_elsewhere(path, run_id):
+    """The run's metric rows as a second connection to the store reads them."""
+    other = RunStore(path)
+    try:
+        return other.metrics(run_id)
+    finally:
+        other.close()
+
+
 class SeenBeforeStepOne(Hook):
     """At step 1 (after the step-0 flush, before the first log step), what a second connection to the
     store reads of the run."""
@@ -42,24 +51,24 @@ class SeenBeforeStepOne(Hook):
 
     def on_step(self, trainer, result):
         if trainer.step == 1:
-            other = RunStore(self.path)
-            try:
-                self.seen = other.metrics(self.run_id)
-            finally:
-                other.close()
+            self.seen = read_elsewhere(self.path, self.run_id)
+
+
+def trained_with(witness_class, config, tmp_path):
+    """(what the witness saw, the run's stored rows) of ``config`` trained into a new store with that hook."""
+    store = RunStore(tmp_path / "runs.db")
+    try:
+        run_id = store.create_run(config.to_dict())
+        witness = witness_class(tmp_path / "runs.db", run_id)
+        assert train_run(config, store, run_id, hooks=[witness]).status == "completed"
+        return witness.seen, store.metrics(run_id)
+    finally:
+        store.close()
 
 
 def test_a_runs_first_stored_rows_are_its_step_zero_readings(tmp_path):
     config = tiny()
-    store = RunStore(tmp_path / "runs.db")
-    try:
-        run_id = store.create_run(config.to_dict())
-        witness = SeenBeforeStepOne(tmp_path / "runs.db", run_id)
-        assert train_run(config, store, run_id, hooks=[witness]).status == "completed"
-        metrics = store.metrics(run_id)
-    finally:
-        store.close()
-    seen = witness.seen
+    seen, metrics = trained_with(SeenBeforeStepOne, config, tmp_path)
     assert len(seen) and set(seen["step"]) == {0}  # stored before the first update's step was logged
     at_zero = seen.set_index("name")["value"]
     for name in ("train/loss", "train/mse", "grad/h0_norm", "grad/h0_norm_train", "grad/total_norm",
@@ -72,34 +81,23 @@ def test_a_runs_first_stored_rows_are_its_step_zero_readings(tmp_path):
     assert sorted(metrics.loc[metrics["name"] == "train/loss", "step"]) == [0, 4, 8, 12]
 
 
-class SeenAtStart(Hook):
+class SeenAtStart(SeenBeforeStepOne):
     """At on_start, what a second connection to the store reads of the run."""
 
-    def __init__(self, path, run_id):
-        self.path, self.run_id, self.seen = path, run_id, None
+    def on_step(self, trainer, result):
+        pass
 
     def on_start(self, trainer, resumed):
-        other = RunStore(self.path)
-        try:
-            self.seen = other.metrics(self.run_id)
-        finally:
-            other.close()
+        self.seen = read_elsewhere(self.path, self.run_id)
 
 
 def test_step_zeros_training_rows_are_stored_before_the_hooks_start(tmp_path):
     """Note [Step 0 first]: the loss a page draws first is committed on its own, before the evaluation and
     the probe of step 0 (which follow in a second transaction at the same step)."""
     config = tiny()
-    store = RunStore(tmp_path / "runs.db")
-    try:
-        run_id = store.create_run(config.to_dict())
-        witness = SeenAtStart(tmp_path / "runs.db", run_id)
-        assert train_run(config, store, run_id, hooks=[witness]).status == "completed"
-        at_zero = store.metrics(run_id).query("step == 0")
-    finally:
-        store.close()
-    early = set(witness.seen["name"])
-    assert set(witness.seen["step"]) == {0} and "train/loss" in early and "grad/h0_norm_train" in early
+    seen, metrics = trained_with(SeenAtStart, config, tmp_path)
+    at_zero, early = metrics.query("step == 0"), set(seen["name"])
+    assert set(seen["step"]) == {0} and "train/loss" in early and "grad/h0_norm_train" in early
     assert not early & {"val/loss", "grad/h0_norm", "sv/min"}  # the hooks' readings came after on_start
     assert {"val/loss", "grad/h0_norm", "sv/min"} <= set(at_zero["name"]) and early <= set(at_zero["name"])
     assert at_zero.query("name == 'train/loss'")["value"].iat[0] == pytest.approx(by_hand(config)[0], rel=1e-12)
