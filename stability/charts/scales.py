@@ -38,30 +38,41 @@ UNDER_DECADE, OVER_DECADE, NAN_DECADE = -10_000.0, 10_000.0, 20_000.0
 def clip_for_log(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     """(values clipped into [TINY, HUGE], a label: '', 'underflow', 'overflow' or 'not a number').
 
-    NaN (a diverged value) stays NaN, a gap in the line, and is labelled.
+    NaN (a diverged value) stays NaN, a gap in the line, and is labelled. (In numpy: a live page calls this
+    for every log chart at every refresh, and a dozen pandas operations cost more than the rows do.)
     """
-    numbers = pd.to_numeric(values, errors="coerce").astype(float)
-    label = pd.Series("", index=numbers.index)
+    numbers, index, name = _as_floats(values)
+    label = np.full(numbers.shape, "", dtype=object)
     label[numbers <= 0] = NOTE_UNDERFLOW
     label[np.isinf(numbers) | (numbers >= HUGE)] = NOTE_OVERFLOW
-    label[numbers.isna()] = NOTE_NAN
-    clipped = numbers.where(~np.isinf(numbers), HUGE).clip(lower=TINY, upper=HUGE)
-    return clipped, label
+    label[np.isnan(numbers)] = NOTE_NAN
+    clipped = np.clip(np.where(np.isinf(numbers), HUGE, numbers), TINY, HUGE)  # NaN stays NaN
+    return pd.Series(clipped, index=index, name=name), pd.Series(label, index=index)
+
+
+def _as_floats(values) -> tuple[np.ndarray, pd.Index, object]:
+    """``values`` as float64 numbers (what is not a number: NaN), with the index and name of a Series."""
+    if isinstance(values, pd.Series):
+        if values.dtype.kind in "fiub":
+            numbers = values.to_numpy(dtype=float, na_value=np.nan)
+        else:
+            numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        return numbers, values.index, values.name
+    numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    return numbers, pd.RangeIndex(len(numbers)), None
 
 
 def log_clip(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     """:func:`clip_for_log`, except that NaN stays NaN (a gap) and is noted as such."""
-    clipped, note = clip_for_log(values)
-    missing = pd.to_numeric(values, errors="coerce").isna()
-    return clipped.mask(missing), note.mask(missing, NOTE_NAN)
+    return clip_for_log(values)  # clip_for_log leaves NaN as NaN and notes it
 
 
 def log_edges(values: pd.Series) -> tuple[float, float]:
     """Where a log axis draws what it cannot show: a decade below the smallest positive finite value
     (underflow) and a decade above the largest (overflow), so one zero does not stretch the axis to 1e-308."""
-    numbers = pd.to_numeric(values, errors="coerce").astype(float)
+    numbers = _as_floats(values)[0]
     shown = numbers[np.isfinite(numbers) & (numbers > 0)]
-    if shown.empty:
+    if not len(shown):
         return 0.1, 10.0
     return float(shown.min()) / 10.0, float(shown.max()) * 10.0
 
@@ -69,15 +80,16 @@ def log_edges(values: pd.Series) -> tuple[float, float]:
 def on_log_axis(values: pd.Series, edges: tuple[float, float]) -> tuple[pd.Series, pd.Series]:
     """(y, note): positive finite values as they are, flagged ones (:func:`clip_for_log`) at the axis
     ``edges``, NaN as a gap."""
-    clipped, note = log_clip(values)
-    y = clipped.mask(note == NOTE_UNDERFLOW, edges[0]).mask(note == NOTE_OVERFLOW, edges[1])
-    return y, note
+    clipped, note = clip_for_log(values)
+    labels = note.to_numpy()
+    y = np.where(labels == NOTE_UNDERFLOW, edges[0], np.where(labels == NOTE_OVERFLOW, edges[1], clipped.to_numpy()))
+    return pd.Series(y, index=clipped.index, name=clipped.name), note
 
 
 def finite_or_nan(values: pd.Series) -> pd.Series:
     """The values as floats, anything not finite (a linear axis cannot show it) as NaN: a gap."""
-    numbers = pd.to_numeric(values, errors="coerce").astype(float)
-    return numbers.where(np.isfinite(numbers))
+    numbers, index, name = _as_floats(values)
+    return pd.Series(np.where(np.isfinite(numbers), numbers, np.nan), index=index, name=name)
 
 
 def decades(values) -> np.ndarray:
