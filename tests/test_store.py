@@ -536,7 +536,30 @@ def test_a_new_path_becomes_a_store_and_leaves_no_temporary_files(tmp_path):
     path = tmp_path / "new" / "runs.db"
     with RunStore(path) as store:
         store.create_run(CONFIG)
+    # the store (with SQLite's -wal and -shm while open) and the lock its creators take, nothing else
     assert sorted(p.name for p in path.parent.iterdir() if not p.name.startswith("runs.db")) == []
+    assert (path.parent / "runs.db.create.lock").exists()
+
+
+def test_a_deleted_stores_journal_files_do_not_come_back_in_a_new_store_at_its_path(tmp_path):
+    """A store deleted while its -wal and -shm stayed (a process had it open): SQLite would replay that WAL into
+    a new file at the same path, and the new store would hold the old one's runs (Note [creating and
+    refusing] in stability/runs/opening.py)."""
+    import shutil
+
+    path = tmp_path / "runs.db"
+    old = RunStore(path)
+    old.create_run(CONFIG)
+    kept = {suffix: tmp_path / f"kept{suffix}" for suffix in ("-wal", "-shm")}
+    assert Path(f"{path}-wal").stat().st_size > 0  # the run is in the WAL, not yet in the file
+    for suffix, copy in kept.items():
+        shutil.copy(f"{path}{suffix}", copy)
+    old.close()
+    path.unlink()
+    for suffix, copy in kept.items():  # the journal files of the deleted store, left behind
+        shutil.copy(copy, f"{path}{suffix}")
+    with RunStore(path) as new:
+        assert new.records() == [] and new.create_run(CONFIG) == 1
 
 
 def test_processes_creating_one_store_at_once_all_get_it(store_location):

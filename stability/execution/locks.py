@@ -16,27 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from pathlib import Path
 
-try:
-    import fcntl
-except ImportError:  # Windows: no advisory locks; scheduling and sweep claims are then best effort
-    fcntl = None
+from ..core.flock import file_lock
 
 SWEEP_LOCK_SPACE = 0x5357  # PostgreSQL advisory locks of sweeps: (space, sweep id)
-
-
-@contextlib.contextmanager
-def file_lock(path: Path):
-    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block."""
-    with open(path, "a") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def scheduling_lock(store):

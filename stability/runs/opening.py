@@ -5,7 +5,10 @@
 Note [creating and refusing]
     A new SQLite store is built under a temporary name beside its path and linked into
     place (``os.link`` fails rather than overwrite), so a file found at the path
-    is always a finished store: an existing file that is empty, not SQLite, or
+    is always a finished store. The link is made under a lock beside the path, and
+    first the ``-wal``, ``-shm`` and ``-journal`` files of a deleted store at that
+    path are removed: SQLite would replay them into the new file (a new store that
+    held a deleted one's runs). An existing file that is empty, not SQLite, or
     an SQLite database without the run tables is refused with a
     :class:`StoreError`, never turned into a store. A store that SQLite finds
     corrupted is a :class:`StoreError` naming the file and what to do; it is
@@ -26,6 +29,7 @@ from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
+from ..core.flock import file_lock
 from .engine import WRITE, driver_errors, postgresql_engine, sqlite_engine, store_error
 from .errors import StoreError, not_a_store
 from .location import described
@@ -105,10 +109,10 @@ def _create_file(path: Path) -> None:
                 create_or_migrate(conn)  # in a rollback journal: WAL is switched on under the final name
         finally:
             engine.dispose()
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass  # another process created the store first: use theirs
+        with file_lock(path.with_name(f"{path.name}.create.lock")):  # one creator at a time (kept, as runner.lock)
+            if not path.exists():  # else another process created the store first: use theirs
+                _remove_orphaned_journals(path)
+                os.link(temporary, path)
     except DBAPIError as error:
         raise StoreError(f"cannot create run store {path}: {error.orig}") from None
     except OSError as error:
@@ -116,6 +120,14 @@ def _create_file(path: Path) -> None:
     finally:
         for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
             leftover.unlink(missing_ok=True)
+
+
+def _remove_orphaned_journals(path: Path) -> None:
+    """Remove the ``-wal``, ``-shm`` and ``-journal`` files beside a store file that does not exist: a deleted
+    store's, left behind (Note [creating and refusing]). SQLite would take them for the new file's own and
+    replay the old store's last transactions into it: its runs, or a table of an older schema."""
+    for suffix in ("-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _check_is_store_file(path: Path) -> None:
