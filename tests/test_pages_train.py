@@ -242,7 +242,7 @@ def test_live_panel_reads_only_new_rows_and_appends_them(store, monkeypatch):
     log(store, run_id, (20, 30), gates=True)
     app.run()
     assert not app.exception
-    assert reads == [None, 9]  # from the last step read on (step 10 again: Note [The last step again])
+    assert reads == [None, 10]  # the rows after the last step read (only step 0 is read again)
     [rows] = app.session_state["_live_rows"].values()
     stored = store.metrics(run_id)
     assert len(rows.metrics) == len(stored) and list(rows.metrics["step"]) == list(stored["step"])

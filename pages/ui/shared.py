@@ -10,7 +10,7 @@ own timer (pages/ui/live.py), and when each read the run and its new rows itself
 and findings from them, the server's work grew with the number of watchers (1.3 % of a core a watcher at a
 5-30 s refresh, 13 % with ten).  Here the server process keeps one :class:`Look` a run: the run's row, its
 record and every row read so far, read again at most once every :data:`READ_EVERY_S` whatever the number of
-sessions (a little under a second), and then only the rows from the last step read on (Note [The last step again]; a run that ended is read in full once more; a run
+sessions (a little under a second), and then only the rows after the last step read (step 0 again: Note [The last step again]; a run that ended is read in full once more; a run
 whose step went back, resumed from a checkpoint, afresh).  A look is never changed once made: a new one
 replaces it, so a session drawing the old one is never disturbed, and what is computed from it (chart specs,
 findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
@@ -155,7 +155,7 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
                     latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
         look = replace(old, run=run, record=record, position=position)
-    else:  # the rows from the last step read on (Note [The last step again])
+    else:  # the rows after the last step read, and step 0 again (Note [The last step again])
         kept, since = _before_last_step(old.metrics)
         new = store.metrics(run_id, since_step=since)
         look = replace(old, run=run, record=record, position=position, metrics=_appended(kept, new),
@@ -175,20 +175,21 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
 # A look tops its rows up with those after the last step it read (RunStore, Note [since_step]), which is
 # exact while every step is stored in one transaction. Step 0 is stored in two: the training readings a
 # page draws as its first point, then the slower evaluation and probe (Note [Step 0 first] in
-# stability/training/trainer.py). So a read takes the last step it has again, from the store, in place of
-# the rows it had of it: a step that came in two parts is whole at the next read, for the price of one
-# step's rows a read.
+# stability/training/trainer.py). So while the last step a look has is step 0, a read takes that step
+# again, from the store, in place of the rows it had of it: a step 0 that came in two parts is whole at
+# the next read. Later steps come whole, and are not read again (the probes' series of the last step,
+# a few hundred rows, at every read of a watched run, for nothing).
 def _before_last_step(frame: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
-    """The rows of ``frame`` (in step order) before its last step, and the ``since_step`` that reads that
-    step again (None: ``frame`` is empty, read everything)."""
+    """The rows of ``frame`` (in step order) to keep and the ``since_step`` of the rows to read: all of them
+    after its last step, and step 0 again while that is its last (None: ``frame`` is empty, read everything)."""
     last = _last_step(frame)
-    if last is None:
-        return frame, None
+    if last is None or last > 0:
+        return frame, last
     return frame.iloc[:int(frame["step"].searchsorted(last))], last - 1
 
 
 def _topped_up(old: pd.DataFrame, store, run_id: int, name: str) -> pd.DataFrame:
-    """The series rows ``old`` with its last step read again and the steps after it (Note [The last step again])."""
+    """The series rows ``old`` topped up as :func:`_before_last_step` says (Note [The last step again])."""
     kept, since = _before_last_step(old)
     return _appended(kept, store.series(run_id, name, since_step=since))
 

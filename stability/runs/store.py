@@ -31,9 +31,9 @@ Note [since_step]
     polling is exact when every step's rows are committed in one transaction
     (``flush`` does this), and step 0 is the exception: its training readings
     are committed before the hooks' (Note [Step 0 first] in
-    stability/training/trainer.py). A poller that reads again from the last
-    step it saw, ``since_step=last - 1``, as the pages' shared look does
-    (pages/ui/shared.py), misses no row of a step stored in two.
+    stability/training/trainer.py). A poller that reads step 0 again while it
+    is the last it saw, ``since_step=-1``, as the pages' shared look does
+    (pages/ui/shared.py), misses none of its rows.
 """
 from __future__ import annotations
 
