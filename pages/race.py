@@ -113,7 +113,7 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
     live_charts = [LiveChart(f"race/{index}", controls, data, build, metric=metric) for index, (build, metric)
                    in enumerate(zip(race_chart_builders(frame, first, smoothing, log_loss, ignore_outliers),
                                     race_metrics(first)))]
-    # at the first point's pace, one new chart a look, validation loss first (Note [Drawn in turn])
+    # at the first point's pace, one new chart a look, training loss first (Note [Drawn in turn])
     specs = live_chart_specs(("race", store.location), live_charts, final=all(rows[run_id].final for run_id in runs),
                              shared=True, in_turn=in_turn)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
