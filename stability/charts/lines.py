@@ -320,7 +320,7 @@ def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, re
     """``data`` with y and y_raw clamped into :func:`robust_range` (when some point falls outside it), and an
     ``edge`` column: where the drawn line (y) was clamped (Note [Ignoring outliers])."""
     drawn = ["y", "y_raw"] if smoothing > 0 else ["y"]
-    series = data.groupby(["run_id", "run", "name"], sort=False).ngroup().to_numpy()
+    series = _series_numbers(data)
     early = early_points(data[x_field].to_numpy(dtype=float), series) if len(data) else np.zeros(0, dtype=bool)
     bounds = robust_range(data[drawn].to_numpy(dtype=float), early, references)
     data = data.assign(edge="")
@@ -333,6 +333,20 @@ def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, re
     return data
 
 
+def _series_numbers(data: pd.DataFrame) -> np.ndarray:
+    """The series (run_id, run, name) of each row of :func:`prepare`'s rows, numbered 0, 1, ... in order: each
+    series' rows are together there, so a change of any of the three starts the next (what a groupby's
+    ``ngroup`` gives them, without factorising the text columns again at every refresh)."""
+    if not len(data):
+        return np.zeros(0, dtype=int)
+    starts = np.zeros(len(data), dtype=bool)
+    starts[0] = True
+    for column in ("run_id", "run", "name"):
+        values = data[column].to_numpy()
+        starts[1:] |= values[1:] != values[:-1]
+    return np.cumsum(starts) - 1
+
+
 def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: bool,
                     hover_points: int | None) -> tuple:
     """(rows of the lines, rows of the hover points, flagged rows or None): ``data`` shared by every layer,
@@ -340,7 +354,8 @@ def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: b
     if hover_points is None:
         return data, data, None
     drawn = list(dict.fromkeys([x_field, "y", *(["y_raw"] if smoothing > 0 else []), "run", "name"]))
-    series = data.groupby(["run_id", "run", "name"], sort=False).indices.values()
+    numbers = _series_numbers(data)
+    series = np.split(np.arange(len(data)), np.flatnonzero(np.diff(numbers)) + 1) if len(data) else []
     y = data["y"].to_numpy(dtype=float)
     picked = [positions[downsample_indices([y[positions]], hover_points, log=log_y)] for positions in series]
     if "edge" in data:  # every point drawn at an edge keeps its mark (Note [Ignoring outliers])
