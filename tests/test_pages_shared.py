@@ -116,7 +116,7 @@ def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store
 
 
 def test_a_step_stored_in_two_parts_is_whole_at_the_next_read(store, clock):
-    """Note [The last step again]: step 0 comes in two transactions (its loss, then the evaluation and the
+    """Note [Step 0 again]: step 0 comes in two transactions (its loss, then the evaluation and the
     probe); a look that read the first part has the second at its next read, rows, series and counts."""
     config_run = add_run(store, status="running", cell="rnn", steps=())
     now = time.time()

@@ -58,7 +58,7 @@ from altair.utils.schemapi import debug_mode
 from stability.config import ConfigError, RunConfig
 from stability.runs.status import TERMINAL
 
-from .shared import FIRST_ROWS_EVERY_S, shared_memo, shared_runs
+from .shared import awaited, shared_memo, shared_runs
 
 REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
                    "30": "Every 30 s", "off": "Paused"}
@@ -286,8 +286,7 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
     at again for up to that long (pages/ui/shared.py, Note [Waiting for the first rows])."""
     from stability.runs.store import RunNotFound
 
-    deadline = time.monotonic() + wait_s
-    while True:
+    def read() -> tuple[dict, dict, list]:
         runs, rows, missing = {}, {}, []
         for run_id in run_ids:
             try:
@@ -295,11 +294,10 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
                 runs[run_id] = look.record
             except RunNotFound:
                 missing.append(run_id)
-        waiting = all(row.metrics.empty for row in rows.values()) and \
-            any(run.status not in TERMINAL for run in runs.values())
-        if not waiting or time.monotonic() >= deadline:
-            break
-        time.sleep(FIRST_ROWS_EVERY_S / 2)
+        return runs, rows, missing
+
+    runs, rows, missing = awaited(read, lambda read: all(row.metrics.empty for row in read[1].values()) and any(
+        run.status not in TERMINAL for run in read[0].values()), wait_s)
     for run_id in missing:
         st.warning(f"Run {run_id} is not in the store {store.location}.")
     if any(row.just_finished for row in rows.values()):
@@ -360,21 +358,20 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
     refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
     so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
     ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart.
-    ``in_turn``: charts never built before are built in order, for at most :data:`FIRST_DRAW_S` a look (at
-    least one: with 0, one), and the others are None, built at the next looks (Note [Drawn in turn])."""
-    budget = FIRST_DRAW_S if in_turn else None
+    ``in_turn``: of the charts never built before, only the first is built at this look, and the others
+    are None, built at the next looks (Note [Drawn in turn])."""
     if shared:
         memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
         with memo.lock():
             entry = memo.get(slot, _ChartSpecs)
             keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
-            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, budget)
+            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, in_turn)
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
     cache[slot] = entry  # most recently used last
     while len(cache) > KEPT_SLOTS:
         cache.pop(next(iter(cache)))
-    return _specs(entry, charts, final, 0, budget)
+    return _specs(entry, charts, final, 0, in_turn)
 
 
 # Note [Drawn in turn]
@@ -384,14 +381,12 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # training run), then ~1 s of the browser drawing them, before the first point showed (3.0 s from Start
 # with a warm worker whose first row was stored at +0.5 s; benchmarks/first_point.py). While a panel looks
 # at the fast pace of the first point (Note [The first point]), it builds the charts it never built in
-# their order, loss first, one a look (FIRST_DRAW_S: new charts are built only while that many seconds
-# have not passed since the first, and the first takes longer than 0), and draws those; the next look, a
-# tenth of a second later, the next one, and so on: the first point is drawn as soon as the first chart is,
-# and the panel goes back to its usual pace only when every chart is drawn. A budget of 0.15 s let a
-# second chart be built beside the loss chart at the first look, and a trace of one Start showed the two
-# taking 0.28-0.43 s before either was sent (2 cores beside the run's first steps). Charts already built are
-# refreshed as always; at the usual pace every chart is built at once.
-FIRST_DRAW_S = 0.0
+# their order, loss first, one a look, and draws it; the next look, a tenth of a second later, the next
+# one, and so on: the first point is drawn as soon as the first chart is, and the panel goes back to its
+# usual pace only when every chart is drawn. (A budget of 0.15 s of building a look let a second chart be
+# built beside the loss chart, and a trace of one Start showed the two taking 0.28-0.43 s before either
+# was sent, on 2 cores beside the run's first steps.) Charts already built are refreshed as always; at
+# the usual pace every chart is built at once.
 
 
 # Note [Shared specs]
@@ -404,18 +399,18 @@ FIRST_DRAW_S = 0.0
 # SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
 # bytes: a few hundred kB at most, Note [Light charts]).
 def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int,
-           budget_s: float | None = None) -> list[dict | None]:
+           in_turn: bool = False) -> list[dict | None]:
     """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
-    all of them when ``kept`` is 0, else the oldest beyond ``kept``. ``budget_s``: new charts are built
-    only while that many seconds have not passed (at least one; Note [Drawn in turn]); the others are None."""
+    all of them when ``kept`` is 0, else the oldest beyond ``kept``. ``in_turn``: one new chart is built,
+    the other new ones are None (Note [Drawn in turn])."""
     stale = [chart for chart in charts if entry.versions.get(chart.key) != (chart.controls, chart.data)]
     urgent = any(chart.key not in entry.specs or entry.versions[chart.key][0] != chart.controls for chart in stale)
     now = time.monotonic()
     if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
-        started, clock, built_new = time.thread_time(), time.perf_counter(), False
+        started, built_new = time.thread_time(), False
         for chart in stale:
             new = chart.key not in entry.specs
-            if new and budget_s is not None and built_new and time.perf_counter() - clock >= budget_s:
+            if new and in_turn and built_new:
                 continue  # drawn at a later look
             _refresh(entry, chart)
             built_new = built_new or new
@@ -610,7 +605,6 @@ __all__ = [
     "leave_first_point_pace",
     "draw_skeleton",
     "SKELETON_KEY",
-    "FIRST_DRAW_S",
     "live_every",
     "log_interval",
     "read_now",

@@ -10,7 +10,7 @@ own timer (pages/ui/live.py), and when each read the run and its new rows itself
 and findings from them, the server's work grew with the number of watchers (1.3 % of a core a watcher at a
 5-30 s refresh, 13 % with ten).  Here the server process keeps one :class:`Look` a run: the run's row, its
 record and every row read so far, read again at most once every :data:`READ_EVERY_S` whatever the number of
-sessions (a little under a second), and then only the rows after the last step read (step 0 again: Note [The last step again]; a run that ended is read in full once more; a run
+sessions (a little under a second), and then only the rows after the last step read (step 0 in full again: Note [Step 0 again]; a run that ended is read in full once more; a run
 whose step went back, resumed from a checkpoint, afresh).  A look is never changed once made: a new one
 replaces it, so a session drawing the old one is never disturbed, and what is computed from it (chart specs,
 findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
@@ -124,13 +124,9 @@ class SharedRuns:
     def first_rows(self, store, run_id: int, *, series: bool = False, wait_s: float = 0.0) -> Look:
         """The run's look as :meth:`look` gives it, but while the run has no rows and has not ended, looked at
         again every half :data:`FIRST_ROWS_EVERY_S` for up to ``wait_s`` (Note [Waiting for the first rows])."""
-        deadline = time.monotonic() + wait_s
-        look = self.look(store, run_id, series=series)
-        while look.metrics.empty and not look.final and look.record.status not in TERMINAL \
-                and time.monotonic() < deadline:
-            time.sleep(FIRST_ROWS_EVERY_S / 2)
-            look = self.look(store, run_id, series=series)
-        return look
+        return awaited(lambda: self.look(store, run_id, series=series),
+                       lambda look: look.metrics.empty and not look.final and look.record.status not in TERMINAL,
+                       wait_s)
 
     def _entry(self, key) -> _Entry:
         with self._lock:
@@ -141,6 +137,17 @@ class SharedRuns:
             return entry
 
 
+def awaited(read: Callable[[], object], waiting: Callable[[object], bool], wait_s: float):
+    """``read()``, read again every half :data:`FIRST_ROWS_EVERY_S` while ``waiting`` of it, for up to
+    ``wait_s`` (Note [Waiting for the first rows])."""
+    deadline = time.monotonic() + wait_s
+    value = read()
+    while waiting(value) and time.monotonic() < deadline:
+        time.sleep(FIRST_ROWS_EVERY_S / 2)
+        value = read()
+    return value
+
+
 def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
     """A new look at the run after ``old``: its row and record, and its rows topped up (module docstring)."""
     run, record = store.run(run_id), store.record(run_id)
@@ -149,65 +156,47 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
     if old is not None and not old.final and len(old.metrics) and record.step is not None \
             and record.step < int(old.metrics["step"].iat[-1]):
         old = None  # its step went back (resumed from a checkpoint): read afresh
-    if old is None or terminal != old.final:  # new, ended since (read in full once more), or resumed
+    # new, ended since (read in full once more), resumed, or with step 0 its last step (Note [Step 0 again])
+    if old is None or terminal != old.final or (old.position != position and _last_step(old.metrics) == 0):
         metrics = store.metrics(run_id)
         look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
                     latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
         look = replace(old, run=run, record=record, position=position)
-    else:  # the rows after the last step read, and step 0 again (Note [The last step again])
-        kept, since = _before_last_step(old.metrics)
-        new = store.metrics(run_id, since_step=since)
-        look = replace(old, run=run, record=record, position=position, metrics=_appended(kept, new),
-                       counts=_counts(new, _counts(old.metrics.iloc[len(kept):], old.counts, -1)),
-                       latest={**old.latest, **_latest(new)}, token=next(_tokens))
+    else:
+        new = store.metrics(run_id, since_step=_last_step(old.metrics))
+        look = replace(old, run=run, record=record, position=position, metrics=_appended(old.metrics, new),
+                       counts=_counts(new, old.counts), latest={**old.latest, **_latest(new)}, token=next(_tokens))
         if series:
-            look = replace(look, **{attribute: _topped_up(getattr(old, attribute), store, run_id, name)
-                                    for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
+            look = replace(look, **{attribute: _appended(getattr(old, attribute), store.series(
+                run_id, name, since_step=_last_step(getattr(old, attribute))))
+                for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
     if series and look.flow is None:
         look = replace(look, token=next(_tokens),
                        **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
     return look
 
 
-# Note [The last step again]
-# --------------------------
+# Note [Step 0 again]
+# --------------------
 # A look tops its rows up with those after the last step it read (RunStore, Note [since_step]), which is
 # exact while every step is stored in one transaction. Step 0 is stored in two: the training readings a
 # page draws as its first point, then the slower evaluation and probe (Note [Step 0 first] in
-# stability/training/trainer.py). So while the last step a look has is step 0, a read takes that step
-# again, from the store, in place of the rows it had of it: a step 0 that came in two parts is whole at
-# the next read. Later steps come whole, and are not read again (the probes' series of the last step,
-# a few hundred rows, at every read of a watched run, for nothing).
-def _before_last_step(frame: pd.DataFrame) -> tuple[pd.DataFrame, int | None]:
-    """The rows of ``frame`` (in step order) to keep and the ``since_step`` of the rows to read: all of them
-    after its last step, and step 0 again while that is its last (None: ``frame`` is empty, read everything)."""
-    last = _last_step(frame)
-    if last is None or last > 0:
-        return frame, last
-    return frame.iloc[:int(frame["step"].searchsorted(last))], last - 1
-
-
-def _topped_up(old: pd.DataFrame, store, run_id: int, name: str) -> pd.DataFrame:
-    """The series rows ``old`` topped up as :func:`_before_last_step` says (Note [The last step again])."""
-    kept, since = _before_last_step(old)
-    return _appended(kept, store.series(run_id, name, since_step=since))
-
-
+# stability/training/trainer.py). So while step 0 is the last step a look has, a read that finds the run
+# moved reads it in full again (a few dozen rows): a step 0 that came in two parts is whole at the next
+# read. Later steps come whole and are only topped up.
 def _latest(new: pd.DataFrame) -> dict:
     """Per metric name, the value of its last row in ``new`` (rows in step order; a NaN is a value)."""
     last = new.drop_duplicates("name", keep="last")
     return dict(zip(last["name"], last["value"].astype(float)))
 
 
-def _counts(new: pd.DataFrame, counts: dict | None = None, sign: int = 1) -> dict:
-    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added (``sign`` -1: taken away, the
-    last steps left as they were: the same rows are added back at once, Note [The last step again])."""
+def _counts(new: pd.DataFrame, counts: dict | None = None) -> dict:
+    """``counts`` (name -> (rows, last step)) with the rows of ``new`` added."""
     counts = dict(counts or {})
     if len(new):
         for name, (size, last) in new.groupby("name", sort=False)["step"].agg(["size", "max"]).iterrows():
-            rows, before = counts.get(name, (0, None))
-            counts[name] = (rows + sign * int(size), int(last) if sign > 0 else before)
+            counts[name] = (counts.get(name, (0, None))[0] + int(size), int(last))
     return counts
 
 
@@ -266,4 +255,4 @@ def shared_memo(name: str, kept: int = KEPT_MEMOS) -> SharedMemo:
     return SharedMemo(kept)
 
 
-__all__ = ["KEPT_RUNS", "Look", "READ_EVERY_S", "SharedMemo", "SharedRuns", "shared_memo", "shared_runs"]
+__all__ = ["KEPT_RUNS", "Look", "READ_EVERY_S", "SharedMemo", "SharedRuns", "awaited", "shared_memo", "shared_runs"]

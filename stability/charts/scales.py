@@ -62,11 +62,6 @@ def _as_floats(values) -> tuple[np.ndarray, pd.Index, object]:
     return numbers, pd.RangeIndex(len(numbers)), None
 
 
-def log_clip(values: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """:func:`clip_for_log`, except that NaN stays NaN (a gap) and is noted as such."""
-    return clip_for_log(values)  # clip_for_log leaves NaN as NaN and notes it
-
-
 def log_edges(values: pd.Series) -> tuple[float, float]:
     """Where a log axis draws what it cannot show: a decade below the smallest positive finite value
     (underflow) and a decade above the largest (overflow), so one zero does not stretch the axis to 1e-308."""

@@ -15,7 +15,7 @@ from ..core.metric_names import H_T_NORM, LAYER_NORM, SPECTRUM
 from .decimation import check_max_points, downsample_indices
 from .legends import extra_height, legend_for
 from .lines import X_AXES, check_x, with_labels
-from .scales import NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, clip_for_log, log_axis, log_clip
+from .scales import NOTE_NAN, NOTE_OVERFLOW, NOTE_UNDERFLOW, RUN_COLOURS, clip_for_log, log_axis
 
 HEATMAP_MAX_STEPS = 40
 HEATMAP_MAX_T = 120  # 40 x 120 cells stays under altair's 5000-row default limit
@@ -218,7 +218,7 @@ def series_heatmap_rows(series_frame: pd.DataFrame, name: str) -> list[pd.DataFr
         data = data[data["name"] == name]
     data = data[data["step"].isin(_evenly(data["step"].to_numpy(), HEATMAP_MAX_STEPS))
                 & data["index"].isin(_evenly(data["index"].to_numpy(), HEATMAP_MAX_T))].copy()
-    clipped, data["note"] = log_clip(data["value"])
+    clipped, data["note"] = clip_for_log(data["value"])
     data["note"] = data["note"].fillna("")
     flagged = data["note"] != ""
     data["log10"] = np.log10(clipped).mask(flagged)  # what a log cannot show stays off the colour scale

@@ -31,8 +31,8 @@ Note [since_step]
     polling is exact when every step's rows are committed in one transaction
     (``flush`` does this), and step 0 is the exception: its training readings
     are committed before the hooks' (Note [Step 0 first] in
-    stability/training/trainer.py). A poller that reads step 0 again while it
-    is the last it saw, ``since_step=-1``, as the pages' shared look does
+    stability/training/trainer.py). A poller that reads the run again in full
+    while step 0 is the last step it saw, as the pages' shared look does
     (pages/ui/shared.py), misses none of its rows.
 """
 from __future__ import annotations
