@@ -4,6 +4,7 @@
     python benchmarks/cells.py --device cuda   # the same table against cuDNN (full float32 for all:
                                                # stability.core.precision); one line and exit 1 without CUDA
     python benchmarks/cells.py --seq-lens 100 --reps 3 --cells spectral lstm
+    python benchmarks/cells.py --device cuda --graphs   # also each step captured once as a CUDA graph
 
 One training step = forward over the whole sequence + a linear readout of
 the last step + backward.  Every configuration is timed in the same process,
@@ -16,6 +17,13 @@ same size, or ``nn.LSTM`` for the LSTMs.
 
 Memory: on CUDA the peak allocated during a step; on CPU the bytes autograd
 keeps for backward (saved tensors), which is what grows with T.
+
+``--graphs`` (CUDA only) adds a row "NAME graphed" for every cell: the same
+forward + backward captured once with ``torch.cuda.graph`` and replayed, so
+its kernels are launched by the GPU's graph rather than one by one from
+Python.  Its ratio to the plain row measures how much of a step is launch
+overhead, the cost of a cell that runs its own loop over time; a cell whose
+step cannot be captured (a host sync inside it) is named with the reason.
 
 ``spectral-naive`` is the straightforward Spectral-RNN that applies its
 m1 + m2 Householder reflectors to the hidden state at every time step
@@ -147,7 +155,29 @@ def saved_bytes(model, readout, x, y) -> int:
     return total
 
 
-def measure(names, seq_len, batch, hidden, reps, device):
+def graphed(model, readout, x, y):
+    """The training step captured as one CUDA graph; returns its replay.
+
+    The PyTorch pattern for whole-step capture: a few eager steps on a side
+    stream first (cuDNN and cuBLAS pick their algorithms and workspaces), then
+    one capture whose gradients live in the graph's own memory pool."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            model.zero_grad(set_to_none=True)
+            readout.zero_grad(set_to_none=True)
+            training_step(model, readout, x, y)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    model.zero_grad(set_to_none=True)
+    readout.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        training_step(model, readout, x, y)
+    return graph.replay
+
+
+def measure(names, seq_len, batch, hidden, reps, device, graphs=False):
     torch.manual_seed(0)
     x = torch.randn(batch, seq_len, INPUT, device=device)
     y = torch.randn(batch, 1, device=device)
@@ -158,28 +188,40 @@ def measure(names, seq_len, batch, hidden, reps, device):
         except (ImportError, AttributeError, KeyError) as error:  # a cell not written yet
             print(f"  skipping {name}: {error}", file=sys.stderr)
             continue
-        models[name] = (model, nn.Linear(model.output_size, 1).to(device))
+        readout = nn.Linear(model.output_size, 1).to(device)
+        models[name] = (model, readout, functools.partial(training_step, model, readout, x, y))
+        if graphs and name in CONFIGS:
+            twin = build(name, hidden, device)
+            twin_readout = nn.Linear(twin.output_size, 1).to(device)
+            try:
+                models[f"{name} graphed"] = (twin, twin_readout, graphed(twin, twin_readout, x, y))
+            except Exception as error:  # noqa: BLE001 - a capture's failure is the finding
+                print(f"  {name}: not capturable as a CUDA graph: {str(error).splitlines()[0][:160]}",
+                      file=sys.stderr)
     sync = functools.partial(synchronize, device)  # cuda and mps queue their work
     times = {name: [] for name in models}
     for rep in range(reps + 1):  # rep 0 warms up
-        for name, (model, readout) in models.items():
+        for name, (model, readout, step) in models.items():
             # One untimed step first: the allocator is left in whatever state the
             # previous model's step put it (hundreds of MB freed or cached), and a
             # model's own steady state is what a training loop sees.
             for timed in (False, True):
-                model.zero_grad(set_to_none=True)
+                if not name.endswith(" graphed"):  # a graph's gradients stay where it captured them
+                    model.zero_grad(set_to_none=True)
                 sync()
                 start = time.perf_counter()
-                training_step(model, readout, x, y)
+                step()
                 sync()
                 if rep and timed:
                     times[name].append((time.perf_counter() - start) * 1e3)
     memory = {}
-    for name, (model, readout) in models.items():
+    for name, (model, readout, step) in models.items():
         if device.type == "cuda":
+            # A graph's memory pool was taken at its capture: a replay allocates nothing, so a
+            # "graphed" row's peak reads near 0 and its memory is the plain row's.
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            training_step(model, readout, x, y)
+            step()
             memory[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
         else:
             memory[name] = saved_bytes(model, readout, x, y) / 2 ** 20
@@ -204,6 +246,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cells", nargs="+", default=list(CONFIGS))
     parser.add_argument("--no-naive", action="store_true", help="skip the slow spectral-naive reference")
+    parser.add_argument("--graphs", action="store_true",
+                        help="CUDA: also time each cell's step captured as one CUDA graph")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     unknown = sorted(set(args.cells) - set(CONFIGS))
@@ -213,6 +257,8 @@ def main(argv=None):
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"benchmarks/cells.py: --device cuda, but this torch ({torch.__version__}) sees no CUDA GPU; "
                  "run without --device for the CPU table")
+    if args.graphs and device.type != "cuda":
+        parser.error("--graphs needs --device cuda (CUDA graphs exist on NVIDIA GPUs only)")
     if device.type == "mps" and not torch.backends.mps.is_available():
         sys.exit(f"benchmarks/cells.py: --device mps, but this torch ({torch.__version__}) sees no Apple GPU; "
                  "run without --device for the CPU table")
@@ -225,10 +271,12 @@ def main(argv=None):
     print(f"| T | model | ms/step | ratio (quartiles) | reference | target | met | {memory_label} |")
     print("|---|---|---|---|---|---|---|---|")
     for seq_len in args.seq_lens:
-        times, memory = measure(names, seq_len, args.batch, args.hidden, args.reps, device)
+        times, memory = measure(names, seq_len, args.batch, args.hidden, args.reps, device, args.graphs)
         for name in times:
             if name in CONFIGS:
                 reference, long_target, short_target = CONFIGS[name][2:]
+            elif name.endswith(" graphed"):  # against cuDNN's kernel, as the plain row
+                reference, long_target, short_target = CONFIGS[name.removesuffix(" graphed")][2], None, None
             elif name == "spectral-naive":
                 reference, long_target, short_target = "spectral", None, None
             else:

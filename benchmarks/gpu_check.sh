@@ -6,7 +6,7 @@
 # `pip download --only-binary=:all: --python-version 3.12 -d .whl sqlalchemy greenlet optuna alembic mako colorlog`).
 # In order of value, each under its own limit and the whole under BUDGET_S:
 # 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins the CPU),
-# 2. every cell's training step on CUDA against PyTorch's kernels (benchmarks/cells.py),
+# 2. every cell's training step on CUDA against PyTorch's kernels, and captured as a CUDA graph (benchmarks/cells.py --graphs),
 # 3. start_run -> first stored row on CUDA, warm worker off and on, and the GPU memory an idle warm worker
 #    holds (benchmarks/first_point.py --direct; the machine has no Streamlit or Chromium),
 # 4. what the diagnostics and the store cost on CUDA (benchmarks/training.py), and where that time goes (--profile),
@@ -25,8 +25,8 @@ ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps 
 step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
     tests/test_device_steps.py}
 grep -E "^(FAILED|ERROR)|^E  |passed|failed|rc=" "$OUT/tests.txt" | tail -25
-step 120 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${SEQ_LENS:-100} --reps 3
-tail -22 "$OUT/cells_cuda.txt"
+step 150 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${SEQ_LENS:-100} --reps 3 --graphs
+tail -40 "$OUT/cells_cuda.txt"
 step 90 first_point_cuda.txt python3 benchmarks/first_point.py --direct --device cuda --tries 3
 tail -10 "$OUT/first_point_cuda.txt"
 step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --reps 2
