@@ -3,6 +3,7 @@
     python benchmarks/live_watchers.py                              # N = 1, 5, 10, 30 tabs, this checkout
     python benchmarks/live_watchers.py --before /tmp/main-code      # and the same with main's pages, side by side
     python benchmarks/live_watchers.py --watchers 1 5 --refresh "" 2  # per ?refresh= setting ('' = Auto)
+    python benchmarks/live_watchers.py --clients headless --watchers 1 10 30 60   # watchers without a browser
 
 For each checkout (this one, and ``--before``'s, a plain copy of another commit: ``git archive main | tar -x
 -C DIR``) a real ``streamlit run app.py`` of that checkout on a temporary store (warm workers off: the runs
@@ -17,15 +18,22 @@ code is this checkout's in both cases; only the server and its pages differ.
 
 On one 2-core machine the tabs' Chromium shares the cores with the run and the server, which a classroom's
 browsers (each on its own laptop) do not: the server's CPU is the figure that carries over to a classroom,
-the speed ratio at large N mostly measures Chromium.
+the speed ratio at large N mostly measures Chromium. Thirty tabs did not fit at all (load 50-90, no result in
+15 minutes). ``--clients headless`` replaces the tabs by benchmarks/headless_watchers.py: N websocket clients
+in one process of their own that ask the server for what a tab asks (the page's run, each fragment's
+auto-rerun, the browser's message cache) and draw nothing; "watchers CPU" is then that process's. The
+server's work a watcher is the same; the run shares its cores with the server and a few % of client
+instead of N renderers, so the ratio is the one a classroom (browsers elsewhere) would see.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -77,68 +85,103 @@ def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: lis
 
 
 def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str) -> dict:
-    """The run alone, then watched by ``count`` tabs: speeds, CPU shares and the refresh seen."""
+    """The run alone, then watched by ``count`` tabs (or headless watchers, ``browser`` None): speeds, CPU
+    shares and the refresh seen."""
     run_id = started_run(store_path, RUN)
     me = os.getpid()
     groups = {"server": lambda: {server.pid},
-              "chromium": lambda: chromium_pids(descendants(me) - {server.pid} - descendants(server.pid))}
+              "watchers": lambda: chromium_pids(descendants(me) - {server.pid} - descendants(server.pid))}
     try:
         time.sleep(args.settle)
         alone, start, end = window(args.seconds, groups, time.sleep)
         alone_speed = speed(store_path, run_id, start, end)
-        pages: list = []
-        try:
-            open_tabs(browser, url, run_id, count, query, pages)
-            pages[0].wait_for_timeout(args.settle * 1000)
-            watched, start, end = window(args.seconds, groups, lambda s: pages[0].wait_for_timeout(s * 1000))
-            seen = [interval for page in pages for interval in shown_intervals(page, start, end)]
-        finally:
-            for page in pages:
-                page.close()
+        if browser is None:
+            watched, start, end, seen, errors = headless_case(args, groups, url, f"run={run_id}{query}", count)
+        else:
+            errors = []
+            pages: list = []
+            try:
+                open_tabs(browser, url, run_id, count, query, pages)
+                pages[0].wait_for_timeout(args.settle * 1000)
+                watched, start, end = window(args.seconds, groups, lambda s: pages[0].wait_for_timeout(s * 1000))
+                seen = [interval for page in pages for interval in shown_intervals(page, start, end)]
+            finally:
+                for page in pages:
+                    page.close()
         watched_speed = speed(store_path, run_id, start, end)
     finally:
         runner.stop_run(run_id, store_path)
     return {"alone": alone_speed, "watched": watched_speed, "server_alone": alone["server"],
-            "server": watched["server"], "chromium": watched["chromium"], "seen": seen}
+            "server": watched["server"], "watchers": watched["watchers"], "seen": seen, "errors": errors}
+
+
+def headless_case(args, groups: dict, url: str, query: str, count: int):
+    """``count`` headless watchers (benchmarks/headless_watchers.py, a process of their own) on the page at
+    ``query``; the CPU window over the same seconds as theirs, after they settled."""
+    out = Path(tempfile.mkdtemp(prefix="stability-headless-")) / "watchers.json"
+    begin = time.time() + args.settle + count * 0.1  # each one's first script run, before the window
+    client = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "headless_watchers.py"), url, query,
+                               "--watchers", str(count), "--start", str(begin), "--seconds", str(args.seconds),
+                               "--out", str(out)])
+    groups = {**groups, "watchers": lambda: {client.pid}}
+    try:
+        time.sleep(max(0.0, begin - time.time()))
+        watched, start, end = window(args.seconds, groups, time.sleep)
+        client.wait(timeout=args.seconds + 60)
+        result = json.loads(out.read_text())
+    finally:
+        if client.poll() is None:
+            client.kill()
+        shutil.rmtree(out.parent, ignore_errors=True)
+    seen = [later - earlier for w in result["watchers"] for earlier, later in zip(w["changes"], w["changes"][1:])]
+    return watched, start, end, seen, result["errors"]
 
 
 def code_cases(args, root: Path, label: str, folder: Path, rows: list) -> None:
     """Every (refresh, N) case against a server of the checkout ``root``."""
-    from playwright.sync_api import sync_playwright
-
     store_path = folder / label / "runs.db"
     store_path.parent.mkdir(parents=True)
     RunStore(store_path).close()
     with streamlit_server(store_path, {"STABILITY_WARM_WORKERS": "0"}, root=root) as (server, url), \
-            sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        warm = browser.new_page()
-        warm.goto(url, wait_until="domcontentloaded")
-        time.sleep(5)
-        warm.close()
+            contextlib.ExitStack() as stack:
+        browser = None
+        if args.clients == "chromium":
+            from playwright.sync_api import sync_playwright
+
+            playwright = stack.enter_context(sync_playwright())
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            stack.callback(browser.close)
+            warm = browser.new_page()
+            warm.goto(url, wait_until="domcontentloaded")
+            time.sleep(5)
+            warm.close()
+        else:  # the server's first script run (imports) before anything is timed
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "headless_watchers.py"), url, "",
+                            "--settle", "0", "--seconds", "8", "--out", str(folder / "warm.json")], check=False)
         for setting in args.refresh:
             query = f"&refresh={setting}" if setting else ""
             for count in args.watchers:
                 result = one_case(args, browser, server, url, store_path, count, query)
                 rows.append((label, setting or "Auto", count, result))
-                print(f"  {label}, refresh {setting or 'Auto'}, {count} tabs: {result['alone']:.3g} -> "
-                      f"{result['watched']:.3g} steps/s, server {100 * result['server']:.0f}%, Chromium "
-                      f"{100 * result['chromium']:.0f}%, seen {fmt_interval(result['seen'])}; load "
-                      f"{os.getloadavg()[0]:.1f}", flush=True)
-        browser.close()
+                print(f"  {label}, refresh {setting or 'Auto'}, {count} {args.clients} watchers: "
+                      f"{result['alone']:.3g} -> {result['watched']:.3g} steps/s, server "
+                      f"{100 * result['server']:.0f}%, watchers {100 * result['watchers']:.0f}%, seen "
+                      f"{fmt_interval(result['seen'])}; load {os.getloadavg()[0]:.1f}"
+                      + (f"; errors: {result['errors'][:2]}" if result["errors"] else ""), flush=True)
 
 
 def report(args, rows: list) -> None:
     print(f"\n{args.seconds:g} s windows after {args.settle:g} s; machine: {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f} at the end.\n")
-    print("| pages | refresh | tabs | steps/s alone | steps/s watched | ratio (target ≥ 0.9) | server CPU, alone "
-          "| server CPU, watched (target ≤ 100 % at 30) | Chromium CPU | refresh seen (median, max) |")
+    watchers = "Chromium tabs" if args.clients == "chromium" else "headless watchers"
+    print(f"| pages | refresh | {watchers} | steps/s alone | steps/s watched | ratio (target ≥ 0.9) | server CPU, "
+          f"alone | server CPU, watched (target ≤ 100 % at 30) | watchers' CPU | refresh seen (median, max) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, setting, count, r in rows:
         print(f"| {label} | {setting} | {count} | {r['alone']:.3g} | {r['watched']:.3g} | "
               f"{r['watched'] / r['alone']:.2f}× | {100 * r['server_alone']:.0f} % | {100 * r['server']:.0f} % "
-              f"| {100 * r['chromium']:.0f} % | {fmt_interval(r['seen'])} |")
-    print("\n(CPU: % of one core over the window, from utime + stime in /proc; a tab's refresh seen: seconds "
+              f"| {100 * r['watchers']:.0f} % | {fmt_interval(r['seen'])} |")
+    print("\n(CPU: % of one core over the window, from utime + stime in /proc; a watcher's refresh seen: seconds "
           "between two changes of its progress line.)")
 
 
@@ -149,10 +192,12 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another checkout's root, its pages measured first")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--clients", choices=["chromium", "headless"], default="chromium",
+                        help="tabs in a real Chromium, or benchmarks/headless_watchers.py's protocol clients")
     args = parser.parse_args()
     # `timeout` (SIGTERM) ends the benchmark through its cleanups: the runs it started are stopped, its server ended
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if not os.path.exists(CHROMIUM):
+    if args.clients == "chromium" and not os.path.exists(CHROMIUM):
         sys.exit(f"needs Chromium at {CHROMIUM}")
     folder = Path(tempfile.mkdtemp(prefix="stability-watchers-"))
     rows: list = []
