@@ -983,3 +983,56 @@ def test_legends_cut_no_name_drop_no_entry_and_wrap_into_columns_that_fit():
     assert legend["orient"] == "top" and legend["labelLimit"] == 0 and legend["columns"] == legends.legend_columns(
         list(groups.values()))
     assert grouped["height"] == 300 + legends.extra_height(list(groups.values()))
+
+
+# The σ band's rows and prepare's series are built in numpy (a live page rebuilds them at every look); these
+# check them against the plain pandas computation they replace: a pivot of each step's last row of each
+# name, and a groupby of each (run, name) series in x order.
+def _random_sv_rows(seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run_id in rng.choice([3, 7, 11], size=rng.integers(1, 4), replace=False):
+        for step in rng.permutation(rng.integers(1, 60)) * 10:
+            for name in ("sv/min", "sv/max", "sv/margin", "train/loss"):
+                for _ in range(int(rng.integers(0, 3))):  # absent, once, or twice (the last one counts)
+                    value = np.nan if rng.random() < 0.05 else float(rng.random())
+                    rows.append((int(run_id), int(step), 100.0 + step / 10 + rng.random(), name, value))
+    frame = pd.DataFrame(rows, columns=["run_id", "step", "wall_time", "name", "value"])
+    return frame.assign(run=frame["run_id"].map({3: "b", 7: "a", 11: "b"}))
+
+
+def _pivoted_sv_rows(frame: pd.DataFrame, x: str) -> pd.DataFrame:
+    data = frame[frame["name"].isin(["sv/min", "sv/max", "sv/margin"])].reset_index(drop=True)
+    data["time_s"] = data["wall_time"] - data.groupby("run_id")["wall_time"].transform("min")
+    keys = ["run_id", "run", "step"]
+    wide = data.drop_duplicates([*keys, "name"], keep="last").pivot(index=keys, columns="name", values="value")
+    wide = wide.reindex(columns=["sv/min", "sv/max", "sv/margin"]).set_axis(["sv_min", "sv_max", "sv_margin"], axis=1)
+    wide = wide.join(data.groupby(keys)[["wall_time", "time_s"]].min()).reset_index()
+    wide = wide.sort_values(["run_id", "run", "time_s" if x == "wall_time" else "step"], kind="stable")
+    return wide[["run_id", "run", "step", "wall_time", "time_s", "sv_min", "sv_max", "sv_margin"]].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("x", ["step", "wall_time"])
+def test_singular_value_band_rows_are_each_steps_last_values_in_order(seed, x):
+    frame = _random_sv_rows(seed)
+    rows = charts.singular_value_band_rows(frame, x=x, max_points=10_000)[0]
+    expected = _pivoted_sv_rows(frame, x)
+    pd.testing.assert_frame_equal(rows, expected, check_dtype=False)
+    decimated = charts.singular_value_band_rows(frame, x=x, max_points=8)[0]  # a subset, per run, in order
+    assert decimated.groupby(["run_id", "run"]).size().max() <= 8
+    merged = decimated.merge(expected, on=["run_id", "run", "step"], suffixes=("", "_all"))
+    assert len(merged) == len(decimated)
+    assert np.allclose(merged["sv_max"], merged["sv_max_all"], equal_nan=True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prepare_series_match_a_groupby_in_x_order(seed):
+    rng = np.random.default_rng(seed)
+    frame = _random_sv_rows(seed)
+    frame["step"] = rng.integers(0, 30, len(frame))  # ties: rows tied on x keep their order
+    prepared = charts.prepare(frame, smoothing=0.0, max_points=10_000)
+    expected = [group.sort_values("step", kind="stable") for _, group in frame.reset_index(drop=True).groupby(
+        ["run_id", "run", "name"], sort=True)]
+    assert list(prepared["value"]) == pytest.approx(list(pd.concat(expected)["value"]), nan_ok=True)
+    assert list(prepared["step"]) == list(pd.concat(expected)["step"])

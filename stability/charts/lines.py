@@ -19,7 +19,7 @@ from .decimation import check_max_points, downsample_indices
 from .fields import LOG_SPAN, is_numeric_field, value_label
 from .legends import extra_height, legend_for
 from .scales import (EDGE_ABOVE, EDGE_BELOW, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS,
-                     clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
+                     clamped_numbers, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
                      log_tick_step, on_log_axis, robust_range, y_axis_scale)
 from .smoothing import check_smoothing, ema, log_ema
 
@@ -56,12 +56,15 @@ def check_x(x: str) -> None:
 def with_labels(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (reindexed 0..n−1) with the display label ``run`` and ``time_s``."""
     data = frame.reset_index(drop=True)
+    codes, ids = pd.factorize(data["run_id"])
     if "run" in data:
         data["run"] = data["run"].astype(str)
     else:
-        codes, ids = pd.factorize(data["run_id"])
         data["run"] = np.array([str(run_id) for run_id in ids], dtype=object)[codes]
-    data["time_s"] = data["wall_time"] - data.groupby("run_id")["wall_time"].transform("min")
+    wall = data["wall_time"].to_numpy(dtype=float)
+    first = np.full(len(ids), np.inf)
+    np.minimum.at(first, codes, wall)  # each run's first wall time (NaN as groupby's min: skipped)
+    data["time_s"] = wall - np.where(np.isinf(first), np.nan, first)[codes] if len(data) else wall
     return data
 
 
@@ -86,14 +89,26 @@ def prepare(frame: pd.DataFrame, *, smoothing: float = 0.0, x: str = "step", max
     along, values = data[X_AXES[x][0]].to_numpy(), data["value"].to_numpy(dtype=float)
     average = log_ema if log else ema
     rows, smoothed = [], []
-    for positions in data.groupby(["run_id", "run", "name"], sort=True).indices.values():
-        positions = positions[np.argsort(along[positions], kind="stable")]
+    for positions in _series_positions(data, along):
         keep = downsample_indices([values[positions]], max_points, log=log)
         rows.append(positions[keep])
         smoothed.append(average(values[positions], float(smoothing))[keep])
-    out = data.iloc[np.concatenate(rows)][PREPARED_COLUMNS[:-1]].reset_index(drop=True)
+    out = data[PREPARED_COLUMNS[:-1]].take(np.concatenate(rows)).reset_index(drop=True)
     out["smoothed"] = np.concatenate(smoothed)
     return out
+
+
+def _series_positions(data: pd.DataFrame, along: np.ndarray) -> list[np.ndarray]:
+    """The row positions of each series (run_id, run, name) of ``data``, series in the order of their keys
+    (what a sorted groupby gives) and each one's rows along ``along`` (ties in their order in ``data``)."""
+    keys = [pd.factorize(data[column], sort=True)[0] for column in ("run_id", "run", "name")]
+    order = np.lexsort((along, *keys[::-1]))  # stable: rows tied on every key keep their order
+    starts = np.zeros(len(order), dtype=bool)
+    starts[0] = True
+    for key in keys:
+        ordered = key[order]
+        starts[1:] |= ordered[1:] != ordered[:-1]
+    return np.split(order, np.flatnonzero(starts)[1:])
 
 
 def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, baseline_label: str | None = None,
@@ -310,9 +325,10 @@ def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log
         data["y"], _ = on_log_axis(data[shown], edges)
         data["y_raw"], data["note"] = on_log_axis(data["value"], edges)
     else:
-        data["y"], data["y_raw"] = finite_or_nan(data[shown]), finite_or_nan(data["value"])
-        data["note"] = np.where(data["y_raw"].isna(), NOTE_NAN, "")
-        data.loc[np.isinf(data["value"].astype(float)), "note"] = NOTE_OVERFLOW
+        y, raw = data[shown].to_numpy(dtype=float), data["value"].to_numpy(dtype=float)
+        data["y"] = np.where(np.isfinite(y), y, np.nan)
+        data["y_raw"] = np.where(np.isfinite(raw), raw, np.nan)
+        data["note"] = np.where(np.isinf(raw), NOTE_OVERFLOW, np.where(np.isfinite(raw), "", NOTE_NAN))
     return data
 
 
@@ -326,10 +342,11 @@ def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, re
     data = data.assign(edge="")
     if bounds is None:
         return data
-    data["y"], data["edge"] = clamp_to_range(data["y"], bounds)
-    data["y_raw"], _ = clamp_to_range(data["y_raw"], bounds)
-    data.loc[data["edge"] == EDGE_ABOVE, "note"] = NOTE_ABOVE
-    data.loc[data["edge"] == EDGE_BELOW, "note"] = NOTE_BELOW
+    y, edge = clamped_numbers(data["y"].to_numpy(dtype=float), bounds)
+    note = data["note"].to_numpy(dtype=object)
+    data["y"], data["edge"] = y, edge
+    data["y_raw"] = clamped_numbers(data["y_raw"].to_numpy(dtype=float), bounds)[0]
+    data["note"] = np.where(edge == EDGE_ABOVE, NOTE_ABOVE, np.where(edge == EDGE_BELOW, NOTE_BELOW, note))
     return data
 
 

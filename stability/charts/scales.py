@@ -218,9 +218,11 @@ def early_points(along: np.ndarray, series: np.ndarray) -> np.ndarray:
     """Whether each point lies in the first :data:`EARLY_SHARE` of its own curve's x span (``series``: a
     curve id per point)."""
     along = np.asarray(along, dtype=float)
-    frame = pd.DataFrame({"x": along, "series": series})
-    first = frame.groupby("series", sort=False)["x"].transform("min").to_numpy()
-    last = frame.groupby("series", sort=False)["x"].transform("max").to_numpy()
+    codes, kinds = pd.factorize(np.asarray(series))
+    first, last = np.full(len(kinds), np.nan), np.full(len(kinds), np.nan)
+    np.fmin.at(first, codes, along)  # each curve's smallest and largest x, a NaN skipped
+    np.fmax.at(last, codes, along)
+    first, last = first[codes], last[codes]
     return along <= first + EARLY_SHARE * (last - first)
 
 
@@ -258,3 +260,9 @@ def clamp_to_range(values: pd.Series, bounds: tuple[float, float]) -> tuple[pd.S
     numbers = pd.to_numeric(values, errors="coerce").astype(float)
     edge = np.where(numbers > bounds[1], EDGE_ABOVE, np.where(numbers < bounds[0], EDGE_BELOW, ""))
     return numbers.clip(lower=bounds[0], upper=bounds[1]), edge
+
+
+def clamped_numbers(values: np.ndarray, bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`clamp_to_range` of an array of floats, as arrays (the charts' hot path)."""
+    edge = np.where(values > bounds[1], EDGE_ABOVE, np.where(values < bounds[0], EDGE_BELOW, ""))
+    return np.clip(values, bounds[0], bounds[1]), edge

@@ -74,22 +74,41 @@ def singular_values_chart(sigma: np.ndarray, title: str = "") -> alt.Chart:
 
 
 def _singular_value_rows(frame: pd.DataFrame, x: str, max_points: int = 2000) -> pd.DataFrame:
-    """One row per (run, step) with sv_min, sv_max, sv_margin, decimated per run."""
+    """One row per (run, step) with sv_min, sv_max, sv_margin (a step's last row of each; NaN where a step
+    has none), its first wall_time and time_s, in order of run and ``x``, decimated per run.
+
+    In numpy rather than a pandas pivot: a live page rebuilds these rows at every look (Note [Light charts])."""
     columns = ["run_id", "run", "step", "wall_time", "time_s", *SV_NAMES.values()]
     data = frame[frame["name"].isin(list(SV_NAMES))]
     if data.empty:
         return pd.DataFrame({column: pd.Series(dtype=object if column == "run" else float) for column in columns})
     data = with_labels(data)
-    keys = ["run_id", "run", "step"]
-    wide = data.drop_duplicates([*keys, "name"], keep="last").set_index([*keys, "name"])["value"].unstack("name")
-    wide = wide.rename(columns=SV_NAMES).reindex(columns=list(SV_NAMES.values()))
-    times = data.groupby(keys)[["wall_time", "time_s"]].min()
-    wide = wide.join(times).reset_index().sort_values(["run_id", "run", X_AXES[x][0]], kind="stable")
-    pieces = []
-    for _, run in wide.groupby(["run_id", "run"], sort=False):
-        extremes = [run[column].to_numpy(dtype=float) for column in SV_NAMES.values()]
-        pieces.append(run.iloc[downsample_indices(extremes, max_points)])
-    return pd.concat(pieces)[columns].reset_index(drop=True)
+    codes = [pd.factorize(data[key], sort=True)[0] for key in ("run_id", "run", "step")]
+    combined = (codes[0] * (codes[1].max() + 1) + codes[1]) * (codes[2].max() + 1) + codes[2]
+    keys, first, group = np.unique(combined, return_index=True, return_inverse=True)  # sorted: run_id, run, step
+    group = group.reshape(-1)
+    names, values = data["name"].to_numpy(dtype=object), data["value"].to_numpy(dtype=float)
+    wide = {}
+    for name, column in SV_NAMES.items():
+        rows = np.flatnonzero(names == name)[::-1]  # the last row of a step wins, as a drop_duplicates does
+        groups, last = np.unique(group[rows], return_index=True)
+        wide[column] = np.full(len(keys), np.nan)
+        wide[column][groups] = values[rows[last]]
+    times = {}
+    for column in ("wall_time", "time_s"):
+        times[column] = np.full(len(keys), np.nan)
+        np.fmin.at(times[column], group, data[column].to_numpy(dtype=float))  # the step's first, NaN skipped
+    run_code, run_label = codes[0][first], codes[1][first]
+    order = np.lexsort((times["time_s"] if x == "wall_time" else np.arange(len(keys)), run_label, run_code))
+    runs = np.split(order, np.flatnonzero(np.diff(run_code[order] * (run_label.max() + 1) + run_label[order]))
+                    + 1)
+    kept = np.concatenate([positions[downsample_indices([wide[column][positions] for column in SV_NAMES.values()],
+                                                        max_points)] for positions in runs])
+    picked = first[kept]
+    return pd.DataFrame({"run_id": data["run_id"].to_numpy()[picked], "run": data["run"].to_numpy(dtype=object)[picked],
+                         "step": data["step"].to_numpy()[picked], "wall_time": times["wall_time"][kept],
+                         "time_s": times["time_s"][kept], **{column: wide[column][kept] for column in SV_NAMES.values()}},
+                        columns=columns)
 
 
 def singular_value_band_chart(frame: pd.DataFrame, *, x: str = "step", title: str = "",
