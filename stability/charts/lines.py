@@ -19,7 +19,7 @@ from .decimation import check_max_points, downsample_indices
 from .fields import LOG_SPAN, is_numeric_field, value_label
 from .legends import extra_height, legend_for
 from .scales import (EDGE_ABOVE, EDGE_BELOW, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS,
-                     clamped_numbers, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
+                     clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
                      log_tick_step, on_log_axis, robust_range, y_axis_scale)
 from .smoothing import check_smoothing, ema, log_ema
 
@@ -342,10 +342,10 @@ def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, re
     data = data.assign(edge="")
     if bounds is None:
         return data
-    y, edge = clamped_numbers(data["y"].to_numpy(dtype=float), bounds)
+    y, edge = clamp_to_range(data["y"].to_numpy(dtype=float), bounds)
     note = data["note"].to_numpy(dtype=object)
     data["y"], data["edge"] = y, edge
-    data["y_raw"] = clamped_numbers(data["y_raw"].to_numpy(dtype=float), bounds)[0]
+    data["y_raw"] = clamp_to_range(data["y_raw"].to_numpy(dtype=float), bounds)[0]
     data["note"] = np.where(edge == EDGE_ABOVE, NOTE_ABOVE, np.where(edge == EDGE_BELOW, NOTE_BELOW, note))
     return data
 

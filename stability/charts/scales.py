@@ -254,15 +254,9 @@ def robust_range(values, early, references=()) -> tuple[float, float] | None:
     return None if shown.min() >= low and shown.max() <= high else (float(low), float(high))
 
 
-def clamp_to_range(values: pd.Series, bounds: tuple[float, float]) -> tuple[pd.Series, np.ndarray]:
-    """(``values`` clamped into ``bounds``, each point's edge: "" inside, :data:`EDGE_ABOVE` or
-    :data:`EDGE_BELOW`); NaN stays NaN."""
-    numbers = pd.to_numeric(values, errors="coerce").astype(float)
-    edge = np.where(numbers > bounds[1], EDGE_ABOVE, np.where(numbers < bounds[0], EDGE_BELOW, ""))
-    return numbers.clip(lower=bounds[0], upper=bounds[1]), edge
-
-
-def clamped_numbers(values: np.ndarray, bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`clamp_to_range` of an array of floats, as arrays (the charts' hot path)."""
+def clamp_to_range(values: np.ndarray, bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """(float ``values`` clamped into ``bounds``, each point's edge: "" inside, :data:`EDGE_ABOVE` or
+    :data:`EDGE_BELOW`); NaN stays NaN. Arrays in and out: a live chart clamps at every look."""
+    values = np.asarray(values, dtype=float)
     edge = np.where(values > bounds[1], EDGE_ABOVE, np.where(values < bounds[0], EDGE_BELOW, ""))
     return np.clip(values, bounds[0], bounds[1]), edge
