@@ -41,8 +41,9 @@ def test_a_queued_run_is_taken_by_the_idle_warm_worker_and_stops_when_asked(warm
     with RunStore(warm_on) as store:
         wait_until(lambda: store.run(run_id)["status"] == "running", what="the run to train")
         assert store.run(run_id)["pid"] == pid  # the warm worker's own process: none was started for it
-        replacement = warm.idle_pid(store)
-        assert replacement not in (None, pid)  # a fresh warm worker waits for the next Start
+        # a fresh warm worker waits for the next Start, started once the run has (Note [A replacement waits])
+        replacement = wait_until(lambda: warm.idle_pid(store), what="the replacement warm worker")
+        assert replacement != pid
         assert runner.stop_run(run_id, warm_on) == "stopped"
         assert store.run(run_id)["status"] == "stopped"
     worker.wait(timeout=30)  # one run a warm worker: it exits after its run
@@ -59,13 +60,35 @@ def test_each_run_of_a_race_is_taken_by_its_own_idle_warm_worker_and_one_replace
         runs = [runner.start_run(tiny(LONG, cell=cell), warm_on, max_concurrent=2) for cell in ("rnn", "lstm")]
         pids = [wait_until(lambda: store.run(run_id)["pid"], what=f"run {run_id}'s claim") for run_id in runs]
         assert pids == idle  # the race's runs went to the idle warm workers, in order
-        replacement = warm.idle_pids(store)
+        replacement = wait_until(lambda: warm.idle_pids(store) or None, what="the replacement warm worker")
         assert len(replacement) == 1 and replacement[0] not in idle
         for run_id in runs:
             wait_until(lambda: store.run(run_id)["status"] == "running", what=f"run {run_id} to train")
             assert runner.stop_run(run_id, warm_on) == "stopped"
     for pid in idle:
         psutil.Process(pid).wait(timeout=30)  # one run a warm worker: each exits after its run
+
+
+def test_the_last_warm_worker_handed_a_run_is_replaced_only_after_a_while(warm_on, monkeypatch):
+    """Note [A replacement waits]: no interpreter imports torch beside a run's first steps. Handed the last
+    idle warm worker, the queue starts no replacement at once, nor does a page's periodic keep_warm; the
+    timer does, REPLACE_AFTER_S later. A page about to start several runs still gets its warm workers."""
+    monkeypatch.setattr(warm, "REPLACE_AFTER_S", 4.0)
+    first = runner.keep_warm(warm_on, max_concurrent=2)
+    run_id = runner.start_run(tiny(LONG), warm_on, max_concurrent=2)
+    handed = time.monotonic()
+    with RunStore(warm_on) as store:
+        assert wait_until(lambda: store.run(run_id)["pid"], what="the run's claim") == first
+        assert warm.idle_pids(store) == []
+        assert runner.keep_warm(warm_on, max_concurrent=2) is None and warm.idle_pids(store) == []
+        replacement = wait_until(lambda: warm.idle_pid(store), what="the replacement warm worker")
+        assert time.monotonic() - handed >= 3.5 and replacement != first
+        assert runner.stop_run(run_id, warm_on) == "stopped"
+        second = runner.start_run(tiny(LONG), warm_on, max_concurrent=2)  # the replacement is handed this one
+        assert wait_until(lambda: store.run(second)["pid"], what="the second run's claim") == replacement
+        pair = runner.keep_warm(warm_on, max_concurrent=2, count=2)  # a Race about to start: served at once
+        assert pair is not None and len(warm.idle_pids(store)) == 2
+        assert runner.stop_run(second, warm_on) == "stopped"
 
 
 def test_with_warm_workers_off_a_run_gets_a_fresh_worker(warm_on, monkeypatch):

@@ -35,7 +35,8 @@ charts itself (a 1-s refresh cost the default run 0.77x of its speed on 2 cores)
 chart work shared, a 1-2 s rhythm costs the server a script run per watcher and a dictionary lookup
 (benchmarks/live-page-cpu-2026-11-26.md).  Auto's lower bound is 1.5 s, not 1: with one watcher of the
 default run on a quiet 2-core machine, a 1-s Auto cost the server 13 % of a core and Chromium 32 %, 1.5 s
-10 % and 26 %, the run keeping 0.945x and 0.967x of its speed (same benchmark, later that day).
+10 % and 26 %, the run keeping 0.945x and 0.967x of its speed (same benchmark, later that day); with the
+charts' rows made in numpy (stability.charts.lines, Note [Light charts]) 9 % and 28 %, 0.976x.
 Streamlit 1.67 has no ``add_rows`` for a Vega-Lite chart any more; a new chart's rows still go out whole (as
 Arrow bytes, Note [Arrow rows]).
 

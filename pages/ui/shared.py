@@ -16,6 +16,13 @@ replaces it, so a session drawing the old one is never disturbed, and what is co
 findings) is memoised for all sessions by the look's version (:class:`SharedMemo`).  One lock a run makes the
 sessions that find a look out of date wait for the one that reads it, instead of all reading.
 
+Measured with headless watchers (benchmarks/headless_watchers.py: websocket clients asking the server for
+what a tab asks, so that thirty fit beside a run on 2 cores; benchmarks/live-page-cpu-2026-11-26.md): one
+watcher of the default run costs the server 8 % of a core at Auto, ten 21 %, thirty 98 %, the run keeping
+0.95-1.03x of its speed. Beyond the first, a watcher costs ~3 % of a core: its own fragment rerun, ~20
+elements built and sent by Streamlit, whatever the shared work. At thirty the server's one core is full and
+the refresh seen stretches from 1.5 s to 2 s (median).
+
 Its age is at most READ_EVERY_S plus a panel's own interval, so "Live" at a 1-2 s rhythm shows a run's rows
 within 2-3 s of their logging. (At exactly one second, a panel timer that fired a few ms early found the look
 still fresh and drew new rows only every other second: benchmarks/live-page-cpu-2026-11-26.md.)  The memory is that of one session's rows a run (sessions used to keep a copy

@@ -41,7 +41,11 @@ from .smoothing import check_smoothing, ema, log_ema
 #   the step between labelled decades alone (metric_log_step: a live page keeps it among the chart's
 #   controls), so a page can put new rows into the chart it has (metric_chart_rows here,
 #   singular_value_band_rows and gradient_flow_heatmap_rows in stability.charts.spectra give a chart's
-#   datasets, in the order its layers use them).
+#   datasets, in the order its layers use them);
+# * those rows are rebuilt at every look for every chart whose rows changed, a few hundred rows each, where
+#   a pandas operation costs more than the rows: the series are split by a lexsort, the early outliers
+#   clamped, the notes and the σ band's pivot made in numpy (a Train page's seven charts 71 -> 44 ms a look,
+#   the server 11 -> 8-9 % of a core with one watcher; benchmarks/live-page-cpu-2026-11-26.md).
 
 X_AXES = {"step": ("step", "step"), "wall_time": ("time_s", "wall time (s)")}
 PREPARED_COLUMNS = ["run_id", "run", "name", "step", "wall_time", "time_s", "value", "smoothed"]

@@ -1,15 +1,15 @@
 """Warm workers: a worker process started before the run it will train, waiting idle with torch imported.
 
     keep_warm(store, limit)                            # the server: an idle warm worker for this store
-    keep_warm(store, limit, count=4)                   # a Race of four cells: one for each (    Only a process that calls :func:`keep_warm` has warm workers: the Streamlit server
-    (``pages/ui/store.py``), one per store it serves; the CLI, a worker and a sweep never start one, so
-    ``stability train --background`` starts a fresh worker (its process ends before it could hand a run
-    to a warm one). ``STABILITY_WARM_WORKERS=0`` turns them off. When the server ends, its end of the pipe
-    closes and an idle warm worker's read returns: it exits without touching the store.
-
-Note [Warm slots])
+    keep_warm(store, limit, count=4)                   # a Race of four cells: one for each (Note [Warm slots])
     handed = hand_run(store, run_id, token, env, limit)  # the queue: (process, identity), or None
     order = read_order(sys.stdin)                      # the warm worker: blocks until it is handed a run
+
+Only a process that calls :func:`keep_warm` has warm workers: the Streamlit server (``pages/ui/store.py``),
+one per store it serves; the CLI, a worker and a sweep never start one, so ``stability train --background``
+starts a fresh worker (its process ends before it could hand a run to a warm one).
+``STABILITY_WARM_WORKERS=0`` turns them off. When the server ends, its end of the pipe closes and an idle
+warm worker's read returns: it exits without touching the store.
 
 Note [Warm workers]
     Starting a worker costs an interpreter and the import of torch and the training code: seconds on 2
@@ -41,17 +41,28 @@ Note [Warm slots]
     same cores as the first run's step 0 (18 s from Start to the first point for four cells in four slots on
     2 cores). So a page that is about to start several runs together asks for as many warm workers as will
     start at once (``keep_warm(store, limit, count)``: the Race page, for its chosen cells up to the slot
-    count, while none of its runs is active), each of those runs is handed its own, and only when the last idle one is handed a run does a replacement start (one, as
-    for Train), so no interpreter starts beside the race's runs. They are within the slot count: the queue
+    count, while none of its runs is active), each of those runs is handed its own, and only when the last
+    idle one is handed a run does a replacement start (one, as for Train, and later: Note [A replacement
+    waits]), so no interpreter starts beside the race's runs. They are within the slot count: the queue
     launches no more runs than it has slots, and an idle warm worker holds none; :data:`MAX_WARM` bounds
     the memory they hold (an idle one is ~0.4 GB with torch imported, no CPU).
+
+Note [A replacement waits]
+    The replacement of the last warm worker handed a run used to start at once: an interpreter importing
+    torch (seconds of CPU) on the cores where the run it replaces was taking its first steps and the page
+    was drawing its first point. It now starts :data:`REPLACE_AFTER_S` later, from a timer in the process
+    that handed the run; until then :func:`keep_warm` starts no single warm worker for that store (a page's
+    periodic call waits with it), while a request for several (a Race about to start) is served at once.
+    A Start within those seconds gets a fresh worker, as it would have got one still importing torch.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from typing import IO
 
@@ -77,7 +88,10 @@ class _Warm:
 
 
 _idle: dict[str, list[_Warm]] = {}  # store URL -> this process's idle warm workers, oldest first
+_calm_until: dict[str, float] = {}  # store URL -> no single replacement before this time (Note [A replacement waits])
+_timers: list[threading.Timer] = []  # the replacements waiting (close_warm cancels them)
 _lock = threading.Lock()
+REPLACE_AFTER_S = 3.0  # the last warm worker handed a run is replaced this long after (Note [A replacement waits])
 MAX_WARM = 8  # idle warm workers a process keeps for one store at most (~0.4 GB of memory each with torch)
 
 
@@ -97,6 +111,8 @@ def keep_warm(store, limit: int, count: int = 1) -> int | None:
         return None
     with _lock:
         alive = [warm for warm in _idle.get(store.url, []) if warm.process.poll() is None]
+        if not alive and count <= 1 and time.monotonic() < _calm_until.get(store.url, -math.inf):
+            return None  # the replacement waits for its timer (Note [A replacement waits])
         while len(alive) < max(1, min(int(count), MAX_WARM)):
             process, identity = processes.spawn(store, [WARM_FLAG], "warm", limit, waiting=True)  # store URL: spawn's
             alive.append(_Warm(process, identity))
@@ -132,9 +148,27 @@ def hand_run(store, run_id: int, token: str, environment: dict, limit: int) -> t
         warm.process.stdin.close()  # one run a warm worker
     except OSError:  # it died between the check and the write
         return None
-    if not alive:
-        keep_warm(store, limit)
+    if not alive:  # the last one: a replacement, once the run it takes has started (Note [A replacement waits])
+        with _lock:
+            _calm_until[store.url] = time.monotonic() + REPLACE_AFTER_S
+            timer = threading.Timer(REPLACE_AFTER_S, _replace, (store.url, limit))
+            timer.daemon = True
+            _timers[:] = [waiting for waiting in _timers if waiting.is_alive()] + [timer]
+            timer.start()
     return warm.process, warm.identity
+
+
+def _replace(url: str, limit: int) -> None:
+    """The timer of Note [A replacement waits]: one idle warm worker for the store at ``url``. A store that
+    cannot be opened now gets none (the server's next :func:`keep_warm` starts it)."""
+    from ..runs.errors import StoreError
+    from ..runs.store import RunStore
+
+    try:
+        with RunStore(url) as store:
+            keep_warm(store, limit)
+    except (StoreError, OSError):
+        pass
 
 
 def close_warm() -> int:
@@ -142,6 +176,10 @@ def close_warm() -> int:
     with _lock:
         idle = [warm for workers in _idle.values() for warm in workers]
         _idle.clear()
+        for timer in _timers:  # no replacement after this (Note [A replacement waits])
+            timer.cancel()
+        _timers.clear()
+        _calm_until.clear()
     for warm in idle:
         if warm.process.stdin is not None and not warm.process.stdin.closed:
             warm.process.stdin.close()
