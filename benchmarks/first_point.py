@@ -228,7 +228,8 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     results: dict[tuple[str, str], list] = {}
-    conditions = [] if args.no_pages else [(f"on, {args.before.name}", True, args.before.resolve(), 1)] \
+    # the --before checkout's Race waits for a warm worker a cell too (every commit since Note [Warm slots])
+    conditions = [] if args.no_pages else [(f"on, {args.before.name}", True, args.before.resolve(), RACE_CELLS)] \
         if args.before else []
     conditions += [] if args.no_pages else [(warm, warm == "on", ROOT, RACE_CELLS) for warm in args.warm]
     with tempfile.TemporaryDirectory() as temporary, sync_playwright() as playwright:

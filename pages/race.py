@@ -22,7 +22,8 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, LiveChart, awaiting_first_point, cached_rows,
-                           draw_skeleton, leave_first_point_pace, live_chart_specs, read_now, run_rows, watched_runs)
+                           draw_skeleton, drawn_in_turn, leave_first_point_pace, live_chart_specs, read_now, run_rows,
+                           watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -113,9 +114,12 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
     live_charts = [LiveChart(f"race/{index}", controls, data, build, metric=metric) for index, (build, metric)
                    in enumerate(zip(race_chart_builders(frame, first, smoothing, log_loss, ignore_outliers),
                                     race_metrics(first)))]
-    # at the first point's pace, one new chart a look, training loss first (Note [Drawn in turn])
-    specs = live_chart_specs(("race", store.location), live_charts, final=all(rows[run_id].final for run_id in runs),
-                             shared=True, in_turn=in_turn)
+    slot, final = ("race", store.location), all(rows[run_id].final for run_id in runs)
+    if in_turn and not classroom_on():  # the first point's pace: one new chart a look, training loss first,
+        drawn_in_turn(slot, live_charts, lambda specs: chart_grid(st, specs, "race", places=True),  # built after
+                      final=final, shared=True)                                     # the others are drawn
+        return                                                                      # (Note [Drawn in turn])
+    specs = live_chart_specs(slot, live_charts, final=final, shared=True, in_turn=in_turn)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
         for spec, chart in zip(specs, live_charts):

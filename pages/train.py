@@ -33,6 +33,7 @@ from pages.ui.live import (
     awaiting_first_point,
     cached_rows,
     draw_skeleton,
+    drawn_in_turn,
     leave_first_point_pace,
     describe_refresh,
     live_chart_specs,
@@ -150,13 +151,16 @@ def wide_panels(rows) -> int:
     return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.depth, rows.spectrum))
 
 
-def draw_grid(specs: list, wide: int) -> None:
+def draw_grid(specs: list, wide: int, places: bool = False) -> list:
     """One or two charts a row, as wide as the page allows (pages/ui/chart_view.py, Note [Chart grid]); the
     ``wide`` heatmaps over training, when there are any, each across the whole width below (the picture of a
-    gradient dying, or of a spectrum held near 1, over all of training)."""
-    chart_grid(st, specs[:len(specs) - wide], "train")
+    gradient dying, or of a spectrum held near 1, over all of training). ``places``: as chart_grid's."""
+    drawn = chart_grid(st, specs[:len(specs) - wide], "train", places)
     for spec in specs[len(specs) - wide:]:
-        show_chart(st, spec)
+        place = st.empty() if places else st
+        show_chart(place, spec)
+        drawn.append(place)
+    return drawn if places else []
 
 
 def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None:
@@ -195,13 +199,18 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
     live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
-    # at the first point's pace, the charts are built a few at a look, loss first (Note [Drawn in turn])
-    specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final, shared=True,
-                             in_turn=every == FIRST_POINT_EVERY_S)
-    if classroom:
-        draw_explained(specs, live_charts, run["config"]["cell"]["name"])
+    # at the first point's pace, one new chart a look, loss first, built after the others are drawn (Note
+    # [Drawn in turn])
+    slot, in_turn = ("train", store.location, run_id), every == FIRST_POINT_EVERY_S
+    if in_turn and not classroom:
+        specs = drawn_in_turn(slot, live_charts, lambda specs: draw_grid(specs, wide_panels(rows), places=True),
+                              final=rows.final, shared=True)
     else:
-        draw_grid(specs, wide_panels(rows))
+        specs = live_chart_specs(slot, live_charts, final=rows.final, shared=True, in_turn=in_turn)
+        if classroom:
+            draw_explained(specs, live_charts, run["config"]["cell"]["name"])
+        else:
+            draw_grid(specs, wide_panels(rows))
     # every chart drawn: back to the usual rhythm, once
     leave_first_point_pace(every, awaiting_first_point(run, rows) or None in specs)
 

@@ -219,3 +219,34 @@ def test_the_first_point_pace_ends_with_one_full_rerun_and_auto_does_not_retime_
 def test_the_refresh_line_says_the_panel_waits_for_the_first_point():
     text = live.describe_refresh("auto", live.FIRST_POINT_EVERY_S, just_created(), None)
     assert "first point" in text and f"{live.FIRST_POINT_EVERY_S:g} s" in text
+
+
+def test_drawn_in_turn_draws_the_charts_built_before_and_only_then_builds_the_next(monkeypatch):
+    """Note [Drawn in turn]: at the first point's pace a look draws what earlier looks built, then builds
+    one new chart and draws it into its place, so the chart on the page is not stale through the build."""
+    monkeypatch.setattr(live.st, "session_state", {})
+    make, build, _ = PANELS["metric"]
+    events = []
+
+    def chart(key):
+        return live.LiveChart(key, (), 1, lambda: events.append(("build", key)) or build(make(60)))
+
+    class Place:
+        def __init__(self, index):
+            self.index = index
+
+        def vega_lite_chart(self, spec, width):
+            events.append(("show", self.index))
+
+    def draw(specs):
+        events.append(("draw", [spec is not None for spec in specs]))
+        return [Place(index) for index in range(len(specs))]
+
+    panel = [chart("loss"), chart("h0"), chart("sv")]
+    first = live.drawn_in_turn("slot", panel, draw)
+    assert events == [("draw", [False, False, False]), ("build", "loss"), ("show", 0)]
+    events.clear()
+    second = live.drawn_in_turn("slot", panel, draw)
+    assert events == [("draw", [True, False, False]), ("build", "h0"), ("show", 1)]
+    assert [spec is not None for spec in first] == [True, False, False]
+    assert [spec is not None for spec in second] == [True, True, False] and second[0] == first[0]

@@ -49,12 +49,17 @@ def chart_grid_style() -> None:
 </style>""")
 
 
-def chart_grid(container, specs: list, key: str) -> None:
+def chart_grid(container, specs: list, key: str, places: bool = False) -> list:
     """Draw ``specs`` (from :func:`pages.ui.live.live_chart_specs`) in a grid of one or two charts a row
-    (Note [Chart grid]); ``key`` names the grid within its page."""
+    (Note [Chart grid]); ``key`` names the grid within its page. ``places``: each chart drawn in a placeholder
+    of its own, the placeholders returned in order (for :func:`pages.ui.live.drawn_in_turn`); else []."""
     grid = container.container(horizontal=True, key=GRID_KEY + key)
+    drawn = []
     for spec in specs:
-        show_chart(grid, spec)
+        place = grid.empty() if places else grid
+        show_chart(place, spec)
+        drawn.append(place)
+    return drawn if places else []
 
 
 def outliers_from_query(query) -> bool:

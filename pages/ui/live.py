@@ -354,25 +354,40 @@ class _ChartSpecs:
 
 
 def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shared: bool = False,
-                     in_turn: bool = False) -> list[dict | None]:
+                     in_turn: bool = False, build_new: bool = True) -> list[dict | None]:
     """The Vega-Lite specs of ``charts``, kept in this session under ``slot`` (one per watched run) and
     refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
     so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
     ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart.
     ``in_turn``: of the charts never built before, only the first is built at this look, and the others
-    are None, built at the next looks (Note [Drawn in turn])."""
+    are None, built at the next looks (Note [Drawn in turn]); ``build_new`` False: none of them (the charts
+    built before are brought up to date), as :func:`drawn_in_turn` asks first."""
     if shared:
         memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
         with memo.lock():
             entry = memo.get(slot, _ChartSpecs)
             keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
-            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, in_turn)
+            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, in_turn, build_new)
     cache = st.session_state.setdefault(SPECS_KEY, {})
     entry = cache.pop(slot, None) or _ChartSpecs()
     cache[slot] = entry  # most recently used last
     while len(cache) > KEPT_SLOTS:
         cache.pop(next(iter(cache)))
-    return _specs(entry, charts, final, 0, in_turn)
+    return _specs(entry, charts, final, 0, in_turn, build_new)
+
+
+def drawn_in_turn(slot, charts: list[LiveChart], draw: Callable[[list], list], **options) -> list[dict | None]:
+    """At the first point's pace (Note [Drawn in turn]): the charts built at earlier looks are drawn first,
+    ``draw(specs)`` returning a placeholder for each chart in order, and only then is the next new chart built
+    and drawn into its place; returns the specs as :func:`live_chart_specs` (``in_turn=True``) gives them.
+    ``options``: :func:`live_chart_specs`'s."""
+    drawn = live_chart_specs(slot, charts, in_turn=True, build_new=False, **options)
+    places = draw(drawn)
+    specs = live_chart_specs(slot, charts, in_turn=True, **options)
+    for place, before, spec in zip(places, drawn, specs):
+        if before is None and spec is not None:
+            show_chart(place, spec)
+    return specs
 
 
 # Note [Drawn in turn]
@@ -387,7 +402,11 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # usual pace only when every chart is drawn. (A budget of 0.15 s of building a look let a second chart be
 # built beside the loss chart, and a trace of one Start showed the two taking 0.28-0.43 s before either
 # was sent, on 2 cores beside the run's first steps.) Charts already built are refreshed as always; at
-# the usual pace every chart is built at once.
+# the usual pace every chart is built at once.  Within a look the charts already built are drawn first and
+# the new one is built after (drawn_in_turn): the next look starts at once (the panel's timer is a tenth of a
+# second), and while a new chart was built before anything was drawn, the chart already on the page stayed
+# stale (faded) through the whole build, a few tenths of a second on 2 cores beside the runs; a trace of a
+# Race's Start showed its first chart stale from 1.1 s to 4.2 s, through three such looks.
 
 
 # Note [Shared specs]
@@ -400,7 +419,7 @@ def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shar
 # SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
 # bytes: a few hundred kB at most, Note [Light charts]).
 def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int,
-           in_turn: bool = False) -> list[dict | None]:
+           in_turn: bool = False, build_new: bool = True) -> list[dict | None]:
     """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
     all of them when ``kept`` is 0, else the oldest beyond ``kept``. ``in_turn``: one new chart is built,
     the other new ones are None (Note [Drawn in turn])."""
@@ -411,8 +430,8 @@ def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int,
         started, built_new = time.thread_time(), False
         for chart in stale:
             new = chart.key not in entry.specs
-            if new and in_turn and built_new:
-                continue  # drawn at a later look
+            if new and (not build_new or (in_turn and built_new)):
+                continue  # drawn later in this look (drawn_in_turn) or at a later look
             _refresh(entry, chart)
             built_new = built_new or new
         entry.built_at, entry.cost_s = now, time.thread_time() - started
