@@ -27,6 +27,7 @@ from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, LiveChart, aw
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
+from pages.ui.shared import shared_memo
 from pages.ui.store import keep_warm_slots, open_store, store_guard, store_path
 from stability import cells
 from stability import charts
@@ -39,6 +40,7 @@ from stability.runs.records import RunRecord
 require_router(__file__)
 
 RACE_EVERY_S = 1.0  # the panel's rhythm once every run has drawn its first point (pages/ui/live.py)
+LOG_STEPS_MEMO = "race_log_steps"  # each log chart's label step, once a look for every session (race_board)
 
 
 def labels_for(runs: dict[int, RunRecord]) -> dict[int, str]:
@@ -111,8 +113,13 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
     frame = functools.cache(lambda: pd.concat([rows[run_id].metrics.assign(run=labels[run_id]) for run_id in runs],
                                               ignore_index=True))  # once a rerun, for the charts that need it
     controls, data = (tuple(runs), smoothing, log_loss, ignore_outliers), tuple(len(rows[run_id].metrics) for run_id in runs)
-    live_charts = [LiveChart(f"race/{index}", controls, data, build, metric=metric) for index, (build, metric)
-                   in enumerate(zip(race_chart_builders(frame, first, smoothing, log_loss, ignore_outliers),
+    # new rows go into the spec a chart has (its log axis's labels among its controls: a new decade rebuilds it)
+    tokens = tuple(rows[run_id].token for run_id in runs)  # the shared looks these rows are (pages/ui/shared.py)
+    steps = shared_memo(LOG_STEPS_MEMO)
+    live_charts = [LiveChart(f"race/{index}", (*controls, steps.get((tokens, index, controls), log_step)), data,
+                             build, chart_rows, metric=metric)
+                   for index, ((build, chart_rows, log_step), metric)
+                   in enumerate(zip(race_chart_parts(frame, first, smoothing, log_loss, ignore_outliers),
                                     race_metrics(first)))]
     slot, final = ("race", store.location), all(rows[run_id].final for run_id in runs)
     if in_turn and not classroom_on():  # the first point's pace: one new chart a look, training loss first,
@@ -148,24 +155,39 @@ def race_chart_builders(frame: Callable[[], pd.DataFrame], first: RunRecord, smo
                         ignore_outliers: bool = True) -> list[Callable[[], object]]:
     """:func:`race_charts` one function a chart, each building its chart alone from ``frame()`` (so that a
     panel at the first point's pace draws them in turn: Note [Drawn in turn] in pages/ui/live.py)."""
+    return [part[0] for part in race_chart_parts(frame, first, smoothing, log_loss, ignore_outliers)]
+
+
+def race_chart_parts(frame: Callable[[], pd.DataFrame], first: RunRecord, smoothing: float, log_loss: bool,
+                     ignore_outliers: bool = True) -> list[tuple[Callable[[], object], Callable[[], list], Callable]]:
+    """Each chart of :func:`race_charts` as (build, rows, log step): ``build()`` its Altair chart, ``rows()``
+    its datasets alone (a live page puts them into the spec it has: Note [Live charts] in pages/ui/live.py),
+    ``log step()`` the decades between its log axis's labels (None on a linear axis), the one part of its spec
+    that its rows set (stability.charts.lines, Note [Light charts])."""
     metric = first.metric
     baseline = {"baseline": first.baseline, "baseline_label": first.baseline_label}
     loss_baseline = baseline if metric and is_loss_metric(metric) else {}
-    shared = {"height": CHART_HEIGHT, "ignore_outliers": ignore_outliers}
     # the training loss first: a run's first point (step 0's loss, stored before its validation loss: Note
     # [Step 0 first] in stability/training/trainer.py) is the first chart a panel draws in turn
-    builders = [lambda: charts.metric_chart(frame(), names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing,
-                                            title="Training loss", **loss_baseline, **shared),
-                lambda: charts.metric_chart(frame(), names=[VAL_LOSS], log_y=log_loss, title="Validation loss",
-                                            **loss_baseline, **shared),
-                lambda: charts.metric_chart(frame(), names=[H0_NORM], log_y=True, smoothing=smoothing,
-                                            title="‖∂L/∂h₀‖, gradient at the first step (log)", **shared),
-                lambda: charts.singular_value_band_chart(frame(), title="Singular values of W (band) and margin",
-                                                         height=CHART_HEIGHT)]
+    curves = [dict(names=[TRAIN_LOSS], log_y=log_loss, smoothing=smoothing, title="Training loss", **loss_baseline),
+              dict(names=[VAL_LOSS], log_y=log_loss, title="Validation loss", **loss_baseline),
+              dict(names=[H0_NORM], log_y=True, smoothing=smoothing,
+                   title="‖∂L/∂h₀‖, gradient at the first step (log)")]
     if metric and not is_loss_metric(metric):
-        builders.insert(2, lambda: charts.metric_chart(frame(), names=[f"val/{metric}"],
-                                                       title=f"Validation {metric}", **baseline, **shared))
-    return builders
+        curves.insert(2, dict(names=[f"val/{metric}"], title=f"Validation {metric}", **baseline))
+    parts = [_curve_parts(frame, {**options, "ignore_outliers": ignore_outliers}) for options in curves]
+    return parts + [(lambda: charts.singular_value_band_chart(frame(), title="Singular values of W (band) and margin",
+                                                             height=CHART_HEIGHT),
+                     lambda: charts.singular_value_band_rows(frame()), lambda: None)]
+
+
+def _curve_parts(frame: Callable[[], pd.DataFrame], options: dict) -> tuple:
+    """(build, rows, log step) of one :func:`stability.charts.metric_chart` of the race (race_chart_parts)."""
+    rows_options = {key: value for key, value in options.items() if key != "title"}
+    references = [options["baseline"]] if options.get("baseline") is not None else []
+    return (lambda: charts.metric_chart(frame(), height=CHART_HEIGHT, **options),
+            lambda: charts.metric_chart_rows(frame(), **rows_options).datasets(),
+            lambda: charts.metric_log_step(frame(), options["names"], references) if options.get("log_y") else None)
 
 
 classroom = classroom_switch()

@@ -103,6 +103,10 @@ OPTIONS = dict(log_y=True, smoothing=0.5, baseline=0.2, baseline_label="chance",
 PANELS = {
     "metric": (metric_frame, lambda f: charts.metric_chart(f, names=NAMES, title="loss", **OPTIONS),
                lambda f: charts.metric_chart_rows(f, names=NAMES, **OPTIONS).datasets()),
+    # a Race's linear loss chart: every row hovered, early outliers clamped (pages/race.py, race_chart_parts)
+    "linear metric": (metric_frame, lambda f: charts.metric_chart(f, names=NAMES, title="loss", baseline=0.2,
+                                                                  ignore_outliers=True),
+                      lambda f: charts.metric_chart_rows(f, names=NAMES, baseline=0.2, ignore_outliers=True).datasets()),
     "singular values": (lambda n: metric_frame(n).assign(name=lambda f: f["name"].map(
                             {"train/loss": "sv/min", "val/loss": "sv/max"})),
                         lambda f: charts.singular_value_band_chart(f, max_points=50),
