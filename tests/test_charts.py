@@ -304,7 +304,8 @@ def test_metric_chart_one_metric_lines_coloured_by_run_with_legend_highlight():
     units = flat_layers(spec)
     assert [mark_type(layer) for layer in units] == ["line", "point"]  # curves, hover points
     line, hover = units
-    assert line["encoding"]["x"] == {"field": "step", "title": "step", "type": "quantitative"}
+    assert line["encoding"]["x"] == {"field": "step", "title": "step", "type": "quantitative",
+                                     "axis": {"tickMinStep": 1, "format": ",d"}}  # whole steps: no "0.000000"
     assert line["encoding"]["y"]["field"] == "y" and line["encoding"]["y"]["scale"] == {"zero": False}
     assert line["encoding"]["color"]["field"] == "run" and line["encoding"]["color"]["type"] == "nominal"
     assert "strokeDash" not in line["encoding"]
@@ -1036,3 +1037,20 @@ def test_prepare_series_match_a_groupby_in_x_order(seed):
         ["run_id", "run", "name"], sort=True)]
     assert list(prepared["value"]) == pytest.approx(list(pd.concat(expected)["value"]), nan_ok=True)
     assert list(prepared["step"]) == list(pd.concat(expected)["step"])
+
+
+def test_a_curve_of_one_point_is_drawn_as_a_dot_and_goes_when_its_line_can_be_drawn():
+    """Note [Lone points]: a run's first row (a live chart's first point) is visible before its second."""
+    frame = metric_rows({"train/loss": lambda run, step: 2.0 + run}, runs=(1, 2))
+    first = frame[(frame["run_id"] == 1) & (frame["step"] == frame["step"].min()) | (frame["run_id"] == 2)]
+    for options in ({"ignore_outliers": False}, {"hover_points": 5, "ignore_outliers": False}):
+        spec = charts.metric_chart(first, names="train/loss", **options).to_dict()
+        dots = [layer for layer in flat_layers(spec) if mark_type(layer) == "point" and "tooltip" not in
+                layer["encoding"]]
+        assert len(dots) == 1 and rows_of(spec, dots[0])["run"].tolist() == ["1"]
+        assert rows_of(spec, dots[0])["y"].tolist() == [3.0]
+        rows = charts.metric_chart_rows(first, names="train/loss", **options)
+        assert rows.lone["run"].tolist() == ["1"] and any(frame is rows.lone for frame in rows.datasets())
+        whole = charts.metric_chart(frame, names="train/loss", **options).to_dict()
+        assert [layer for layer in flat_layers(whole) if mark_type(layer) == "point" and "tooltip" not in
+                layer["encoding"]] == []

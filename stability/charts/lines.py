@@ -170,6 +170,9 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         marked = (points.transform_filter(alt.datum.note != "") if rows.flagged is None
                   else alt.Chart(rows.flagged).encode(**encoding))
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
+    if len(rows.lone):  # a curve of one point draws no line: its point, as a dot (Note [Lone points])
+        layers.append(alt.Chart(rows.lone).encode(**encoding).mark_point(size=60, filled=True).encode(
+            y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))))
     if rows.baseline is not None:
         layers += _baseline_layers(rows.baseline, y_title, y_scale)
     grown = extra_height(runs, names if len(names) > 1 else []) if legend != "wrap" else 0
@@ -188,7 +191,8 @@ def _legend(orient: str, labels) -> alt.Legend:
 
 def _metric_encoding(x_field: str, x_title: str, runs: list, names: list, legend: str) -> dict:
     """x, colour by run and, with several metrics, stroke dash by metric (its legend below the plot)."""
-    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title),
+    encoding = {"x": alt.X(f"{x_field}:Q", title=x_title,  # steps are whole: no "0.000000" under one step
+                           axis=alt.Axis(tickMinStep=1, format=",d") if x_field == "step" else alt.Undefined),
                 "color": alt.Color("run:N", title=None, legend=_legend(legend, runs), scale=RUN_COLOURS)}
     if len(names) > 1:
         encoding["strokeDash"] = alt.StrokeDash("name:N", title=None, legend=legend_for(names, orient="bottom"))
@@ -223,18 +227,21 @@ def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bo
 @dataclass
 class MetricRows:
     """The datasets of a :func:`metric_chart`: the lines', the hover points' (the same frame unless the
-    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the baseline."""
+    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the rows of
+    the curves that have one point (Note [Lone points]), the baseline."""
 
     lines: pd.DataFrame
     hover: pd.DataFrame
     flagged: pd.DataFrame | None = None
     baseline: pd.DataFrame | None = None
+    lone: pd.DataFrame | None = None
 
     def datasets(self) -> list[pd.DataFrame]:
         """The distinct frames in the order the chart's layers first use them (tests/test_charts.py checks
         the order against the chart's own)."""
         frames = [self.lines] + ([self.hover] if self.hover is not self.lines else [])
         frames += [self.flagged] if self.flagged is not None and len(self.flagged) else []
+        frames += [self.lone] if self.lone is not None and len(self.lone) else []
         return frames + ([self.baseline] if self.baseline is not None else [])
 
 
@@ -253,7 +260,17 @@ def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = No
                                      () if references is None else references["baseline"])
     rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
     rows.baseline = references
+    series = _series_numbers(data)  # the lines' rows are data's, in its order
+    rows.lone = rows.lines[np.bincount(series)[series] == 1] if len(data) else rows.lines
     return rows
+
+
+# Note [Lone points]
+# ------------------
+# A line needs two points: a curve of one row draws nothing, and a live chart's first point (step 0's loss,
+# a run's first row; pages/ui/live.py, Note [The first point]) was an empty plot under its legend until
+# the second row came. The rows of the curves that have a single point go in a small dataset of their own,
+# drawn as dots (no layer while there are none, as the flagged rows of a log chart).
 
 
 def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
