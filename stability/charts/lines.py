@@ -170,9 +170,6 @@ def metric_chart(frame: pd.DataFrame, *, names, baseline: float | None = None, b
         marked = (points.transform_filter(alt.datum.note != "") if rows.flagged is None
                   else alt.Chart(rows.flagged).encode(**encoding))
         layers.append(marked.mark_point(shape="triangle-down", size=50, filled=True).encode(y=y_raw, tooltip=tooltip))
-    if len(rows.lone):  # a curve of one point draws no line: its point, as a dot (Note [Lone points])
-        layers.append(alt.Chart(rows.lone).encode(**encoding).mark_point(size=60, filled=True).encode(
-            y=y, opacity=alt.condition(legend_pick, alt.value(1.0), alt.value(0.12))))
     if rows.baseline is not None:
         layers += _baseline_layers(rows.baseline, y_title, y_scale)
     grown = extra_height(runs, names if len(names) > 1 else []) if legend != "wrap" else 0
@@ -213,13 +210,14 @@ def metric_log_step(frame: pd.DataFrame, names, references=()) -> int:
 def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bool) -> alt.Chart:
     """The nearest points' tooltips, shown on hover; with ``clamped`` the points drawn at the edge of a range
     they do not set (Note [Ignoring outliers]) shown always, as ▲ above and ▼ below."""
+    lone = {"test": "datum.lone", "value": 1.0}  # a curve's only point (Note [Lone points])
     if not clamped:
-        return points.mark_point(size=40, filled=True).encode(
-            y=y, opacity=alt.condition(hover, alt.value(1.0), alt.value(0.0)), tooltip=tooltip).add_params(hover)
+        opacity = {"condition": [{"param": hover.name, "empty": False, "value": 1.0}, lone], "value": 0.0}
+        return points.mark_point(size=40, filled=True).encode(y=y, opacity=opacity, tooltip=tooltip).add_params(hover)
     shape = alt.Shape("edge:N", legend=None, scale=alt.Scale(domain=["", EDGE_ABOVE, EDGE_BELOW],
                                                               range=["circle", "triangle-up", "triangle-down"]))
     opacity = {"condition": [{"param": hover.name, "empty": False, "value": 1.0},
-                             {"test": "datum.edge !== ''", "value": 1.0}], "value": 0.0}
+                             {"test": "datum.edge !== ''", "value": 1.0}, lone], "value": 0.0}
     return points.mark_point(size=60, filled=True).encode(
         y=y, shape=shape, opacity=opacity, tooltip=tooltip).add_params(hover)
 
@@ -227,21 +225,18 @@ def _hover_points(points: alt.Chart, y: alt.Y, hover, tooltip: list, clamped: bo
 @dataclass
 class MetricRows:
     """The datasets of a :func:`metric_chart`: the lines', the hover points' (the same frame unless the
-    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the rows of
-    the curves that have one point (Note [Lone points]), the baseline."""
+    chart is light), the flagged rows of a light log chart (None: filtered from the hover rows), the baseline."""
 
     lines: pd.DataFrame
     hover: pd.DataFrame
     flagged: pd.DataFrame | None = None
     baseline: pd.DataFrame | None = None
-    lone: pd.DataFrame | None = None
 
     def datasets(self) -> list[pd.DataFrame]:
         """The distinct frames in the order the chart's layers first use them (tests/test_charts.py checks
         the order against the chart's own)."""
         frames = [self.lines] + ([self.hover] if self.hover is not self.lines else [])
         frames += [self.flagged] if self.flagged is not None and len(self.flagged) else []
-        frames += [self.lone] if self.lone is not None and len(self.lone) else []
         return frames + ([self.baseline] if self.baseline is not None else [])
 
 
@@ -258,19 +253,20 @@ def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = No
     if ignore_outliers and not log_y:
         data = _clamp_early_outliers(data, X_AXES[x][0], smoothing,
                                      () if references is None else references["baseline"])
+    series = _series_numbers(data)
+    data = data.assign(lone=np.bincount(series)[series] == 1 if len(data) else np.zeros(0, dtype=bool))
     rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
     rows.baseline = references
-    series = _series_numbers(data)  # the lines' rows are data's, in its order
-    rows.lone = rows.lines[np.bincount(series)[series] == 1] if len(data) else rows.lines
     return rows
 
 
 # Note [Lone points]
 # ------------------
 # A line needs two points: a curve of one row draws nothing, and a live chart's first point (step 0's loss,
-# a run's first row; pages/ui/live.py, Note [The first point]) was an empty plot under its legend until
-# the second row came. The rows of the curves that have a single point go in a small dataset of their own,
-# drawn as dots (no layer while there are none, as the flagged rows of a log chart).
+# a run's first row; pages/ui/live.py, Note [The first point]) was an empty plot under its legend until the
+# second row came. Each row says whether its curve has it alone (``lone``), and the hover points, drawn only
+# under the pointer, always draw such a row: the spec does not change when the second row comes (Note
+# [Stable specs] in pages/ui/live.py), only the rows do.
 
 
 def reference_rows(marks, log_y: bool = False) -> pd.DataFrame | None:
