@@ -136,31 +136,19 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
 
 
 def race_metrics(first: RunRecord) -> list[str]:
-    """The metric each chart of :func:`race_charts` is about, in its order."""
+    """The metric each chart of :func:`race_chart_parts` is about, in its order."""
     names = [TRAIN_LOSS, VAL_LOSS, H0_NORM, SV_MIN]
     if first.metric and not is_loss_metric(first.metric):
         names.insert(2, f"val/{first.metric}")
     return names
 
 
-def race_charts(frame: pd.DataFrame, first: RunRecord, smoothing: float, log_loss: bool,
-                ignore_outliers: bool = True) -> list:
-    """Training and validation loss (with the baseline where it is in the loss's units), the task metric,
-    ‖∂L/∂h₀‖ and the singular-value band, every run overlaid; ``ignore_outliers``: the early points far
-    outside the rest do not set a linear chart's range (stability.charts.scales, Note [Ignoring outliers])."""
-    return [build() for build in race_chart_builders(lambda: frame, first, smoothing, log_loss, ignore_outliers)]
-
-
-def race_chart_builders(frame: Callable[[], pd.DataFrame], first: RunRecord, smoothing: float, log_loss: bool,
-                        ignore_outliers: bool = True) -> list[Callable[[], object]]:
-    """:func:`race_charts` one function a chart, each building its chart alone from ``frame()`` (so that a
-    panel at the first point's pace draws them in turn: Note [Drawn in turn] in pages/ui/live.py)."""
-    return [part[0] for part in race_chart_parts(frame, first, smoothing, log_loss, ignore_outliers)]
-
-
 def race_chart_parts(frame: Callable[[], pd.DataFrame], first: RunRecord, smoothing: float, log_loss: bool,
                      ignore_outliers: bool = True) -> list[tuple[Callable[[], object], Callable[[], list], Callable]]:
-    """Each chart of :func:`race_charts` as (build, rows, log step): ``build()`` its Altair chart, ``rows()``
+    """Training and validation loss (with the baseline where it is in the loss's units), the task metric,
+    ‖∂L/∂h₀‖ and the singular-value band, every run overlaid, each chart from ``frame()`` as (build, rows, log
+    step), so that a panel at the first point's pace draws them in turn (Note [Drawn in turn] in
+    pages/ui/live.py): ``build()`` its Altair chart, ``rows()``
     its datasets alone (a live page puts them into the spec it has: Note [Live charts] in pages/ui/live.py),
     ``log step()`` the decades between its log axis's labels (None on a linear axis), the one part of its spec
     that its rows set (stability.charts.lines, Note [Light charts])."""

@@ -250,12 +250,12 @@ def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = No
     references = reference_rows(([(baseline, baseline_label or "baseline")] if baseline is not None else [])
                                 + list(marks), log_y)
     data = _metric_rows(frame, names, smoothing, x, log_y, max_points)
+    series = _series_numbers(data)  # one number a curve, for every step below
     if ignore_outliers and not log_y:
-        data = _clamp_early_outliers(data, X_AXES[x][0], smoothing,
+        data = _clamp_early_outliers(data, series, X_AXES[x][0], smoothing,
                                      () if references is None else references["baseline"])
-    series = _series_numbers(data)
     data = data.assign(lone=np.bincount(series)[series] == 1 if len(data) else np.zeros(0, dtype=bool))
-    rows = MetricRows(*_metric_sources(data, X_AXES[x][0], smoothing, log_y, hover_points))
+    rows = MetricRows(*_metric_sources(data, series, X_AXES[x][0], smoothing, log_y, hover_points))
     rows.baseline = references
     return rows
 
@@ -349,11 +349,12 @@ def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log
     return data
 
 
-def _clamp_early_outliers(data: pd.DataFrame, x_field: str, smoothing: float, references) -> pd.DataFrame:
+def _clamp_early_outliers(data: pd.DataFrame, series: np.ndarray, x_field: str, smoothing: float,
+                          references) -> pd.DataFrame:
     """``data`` with y and y_raw clamped into :func:`robust_range` (when some point falls outside it), and an
-    ``edge`` column: where the drawn line (y) was clamped (Note [Ignoring outliers])."""
+    ``edge`` column: where the drawn line (y) was clamped (Note [Ignoring outliers]). ``series``: each row's
+    curve (:func:`_series_numbers`)."""
     drawn = ["y", "y_raw"] if smoothing > 0 else ["y"]
-    series = _series_numbers(data)
     early = early_points(data[x_field].to_numpy(dtype=float), series) if len(data) else np.zeros(0, dtype=bool)
     bounds = robust_range(data[drawn].to_numpy(dtype=float), early, references)
     data = data.assign(edge="")
@@ -381,14 +382,13 @@ def _series_numbers(data: pd.DataFrame) -> np.ndarray:
     return np.cumsum(starts) - 1
 
 
-def _metric_sources(data: pd.DataFrame, x_field: str, smoothing: float, log_y: bool,
+def _metric_sources(data: pd.DataFrame, numbers: np.ndarray, x_field: str, smoothing: float, log_y: bool,
                     hover_points: int | None) -> tuple:
     """(rows of the lines, rows of the hover points, flagged rows or None): ``data`` shared by every layer,
     or with ``hover_points`` the light split of Note [Light charts]."""
     if hover_points is None:
         return data, data, None
     drawn = list(dict.fromkeys([x_field, "y", *(["y_raw"] if smoothing > 0 else []), "run", "name"]))
-    numbers = _series_numbers(data)
     series = np.split(np.arange(len(data)), np.flatnonzero(np.diff(numbers)) + 1) if len(data) else []
     y = data["y"].to_numpy(dtype=float)
     picked = [positions[downsample_indices([y[positions]], hover_points, log=log_y)] for positions in series]
