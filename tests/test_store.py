@@ -817,10 +817,10 @@ def test_a_version_3_store_gains_the_sweep_columns_and_table(tmp_path):
         trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
         assert trial == 2 and store.sweeps()[0].counts == {"queued": 1}
         assert [record.id for record in store.records(sweep_id=sweep_id)] == [trial]
-    with sqlite3.connect(path) as conn:  # (version 5 since: a fifth new column, runs.claim; 6: runs.external, 0)
+    with sqlite3.connect(path) as conn:  # (version 5 since: a fifth new column, runs.claim; 6: runs.external, 0; 7: owner, pid_started)
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert conn.execute("SELECT * FROM runs WHERE id = 1").fetchall() == [(*before[0], None, None, None, None, None, 0)]
+        assert conn.execute("SELECT * FROM runs WHERE id = 1").fetchall() == [(*before[0], None, None, None, None, None, 0, None, None)]
         assert {row[1] for row in conn.execute("PRAGMA index_list(runs)")} >= {"runs_sweep"}
     conn.close()
 
@@ -859,7 +859,7 @@ def sqlalchemy_url(location):
 def test_a_store_made_from_the_metadata_has_the_tables_the_version_4_ddl_made(dialect, tmp_path, request):
     """stability/runs/schema.py against the DDL strings it replaced (tests/store_files.py keeps
     them): the same tables, columns, types, defaults, keys, identities and indexes, but for version
-    5's runs.claim and version 6's runs.external, added last; a store made by that DDL, opened, is
+    5's runs.claim, version 6's runs.external and version 7's runs.owner and runs.pid_started, added last; a store made by that DDL, opened, is
     brought to the current version and then has exactly the tables of a new store, and takes every
     kind of row. (Changed with schema version 5: the DDL-made store was left unchanged at version 4.)"""
     old, new = two_new_locations(dialect, tmp_path, request)
@@ -868,10 +868,13 @@ def test_a_store_made_from_the_metadata_has_the_tables_the_version_4_ddl_made(di
     made_by_ddl = schema_layout(sqlalchemy_url(old))
     assert set(made_by_ddl) >= {"runs", "metrics", "series", "latest_metrics", "sweeps", "meta"}
     made_new = schema_layout(sqlalchemy_url(new))
-    claim, external = made_new["runs"]["columns"][-2:]
+    claim, external, owner, pid_started = made_new["runs"]["columns"][-4:]
     assert claim["name"] == "claim" and claim["nullable"] and "TEXT" in claim["type"]
     assert external["name"] == "external" and not external["nullable"] and "INT" in external["type"]
-    without_claim = {**made_new, "runs": {**made_new["runs"], "columns": made_new["runs"]["columns"][:-2]}}
+    assert owner["name"] == "owner" and owner["nullable"] and "TEXT" in owner["type"]
+    assert pid_started["name"] == "pid_started" and pid_started["nullable"] and (
+        "REAL" in pid_started["type"] or "DOUBLE" in pid_started["type"])
+    without_claim = {**made_new, "runs": {**made_new["runs"], "columns": made_new["runs"]["columns"][:-4]}}
     assert without_claim == made_by_ddl
     with RunStore(old) as store:  # the DDL-made store is brought up to date and takes every kind of row
         sweep_id = store.create_sweep(SPEC)
@@ -938,12 +941,43 @@ def test_a_version_5_store_gains_the_external_flag_and_keeps_its_runs(dialect, t
     engine.dispose()
     with RunStore(old) as store:
         assert raw_rows(store, "SELECT key, value FROM meta") == [("schema_version", str(SCHEMA_VERSION))]
-        assert raw_rows(store, "SELECT * FROM runs ORDER BY id") == [(*row, 0) for row in before]
+        assert raw_rows(store, "SELECT * FROM runs ORDER BY id") == [(*row, 0, None, None) for row in before]
         assert [(r.external, r.config is not None) for r in store.records()] == [(False, True)] * 3
         mine = store.create_run({"name": "mine", "config": {"lr": 0.1}}, external=True)
         record = store.record(mine)
         assert (record.external, record.config, record.config_problem) == (True, None, None)
         assert record.raw_config["config"] == {"lr": 0.1}
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_version_6_store_gains_owner_and_pid_start_and_keeps_its_runs(dialect, tmp_path, request):
+    """Schema version 7 adds runs.owner (who started a run where a classroom names its users) and
+    runs.pid_started (its claimant's start time): a version-6 store's runs read with neither (the
+    operator's, no start time), and the store then takes both, at birth and by update."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    from stability.runs.migrations import _WORDS, MIGRATIONS
+
+    old, _ = two_new_locations(dialect, tmp_path, request)
+    write_v4_store(old, with_runs=True)
+    engine = create_engine(sqlalchemy_url(old), poolclass=NullPool)
+    with engine.begin() as conn:  # the version-6 store: 4 -> 5 -> 6 as those versions made it
+        for version in (4, 5):
+            for statement in MIGRATIONS[version]:
+                conn.exec_driver_sql(statement.format_map(_WORDS[dialect]))
+        conn.exec_driver_sql("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        before = [tuple(row) for row in conn.exec_driver_sql("SELECT * FROM runs ORDER BY id")]
+    engine.dispose()
+    with RunStore(old) as store:
+        assert raw_rows(store, "SELECT * FROM runs ORDER BY id") == [(*row, None, None) for row in before]
+        assert [(r.owner, r.pid_started) for r in store.records()] == [(None, None)] * 3
+        theirs = store.create_run(CONFIG, owner="student@school.example",
+                                  claimed={"status": "running", "pid": 7, "host": "h", "claim": "t",
+                                           "pid_started": 1.5e9})
+        assert (store.record(theirs).owner, store.record(theirs).pid_started) == ("student@school.example", 1.5e9)
+        store.update_run(theirs, pid_started=1.6e9)
+        assert store.record(theirs).pid_started == 1.6e9
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])

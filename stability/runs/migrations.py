@@ -14,7 +14,9 @@ Note [schema versions]
     and the runs' ``sweep_id``, ``trial``, ``params`` and ``host`` (Note [sweeps] in
     stability.runs.sweep_rows); 5 adds ``runs.claim``, the token of the process that claimed a
     run (Note [claims] in stability.execution.lifecycle); 6 adds ``runs.external``, the flag of a run
-    logged from someone's own training loop (stability.watch), 0 for every run stored before.
+    logged from someone's own training loop (stability.watch), 0 for every run stored before; 7 adds
+    ``runs.owner`` (who started a run where a classroom names its users, stability.access) and
+    ``runs.pid_started`` (the claimant process's start time, so that a reused pid is not taken for it).
     PostgreSQL stores start at version 4.
 
 Note [frozen steps]
@@ -22,7 +24,7 @@ Note [frozen steps]
     file: it must go on making the tables of *its* version after the metadata has moved on
     (a step 3 -> 4 that created ``sweeps`` from the metadata of a later version would create
     that version's table, and the later step would then fail). Only SQLite stores were ever
-    older than version 4, so the steps before it are SQLite statements; steps 4 -> 5 and 5 -> 6 run
+    older than version 4, so the steps before it are SQLite statements; steps 4 -> 5, 5 -> 6 and 6 -> 7 run
     on PostgreSQL stores too, in SQL both dialects take. tests/test_store.py checks that a version-1
     store and a version-4 store (of either dialect) brought up to date have the tables a new store gets.
 """
@@ -71,9 +73,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX IF NOT EXISTS runs_sweep ON runs (sweep_id)"),
     4: ("ALTER TABLE runs ADD COLUMN claim TEXT",),
     5: ("ALTER TABLE runs ADD COLUMN external {integer} NOT NULL DEFAULT 0",),
+    6: ("ALTER TABLE runs ADD COLUMN owner TEXT",
+        "ALTER TABLE runs ADD COLUMN pid_started {real}"),
 }
 # The dialect's words a step's statement names in braces (SQLite INTEGER, PostgreSQL BIGINT: schema.INTEGER).
-_WORDS = {"sqlite": {"integer": "INTEGER"}, "postgresql": {"integer": "BIGINT"}}
+_WORDS = {"sqlite": {"integer": "INTEGER", "real": "REAL"},
+          "postgresql": {"integer": "BIGINT", "real": "DOUBLE PRECISION"}}
 
 
 def schema_version(conn: Connection) -> tuple[int | None, set[str]]:
@@ -104,7 +109,7 @@ def create_or_migrate(conn: Connection) -> int | None:
             return None
         for step in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS.get(step, ()):
-                conn.exec_driver_sql(statement.format_map(_WORDS[dialect]) if "{integer}" in statement
+                conn.exec_driver_sql(statement.format_map(_WORDS[dialect]) if "{" in statement
                                      else statement)
     if version is None or version <= SCHEMA_VERSION:
         write = upsert(dialect, meta_table).values(key="schema_version", value=str(SCHEMA_VERSION))

@@ -62,6 +62,8 @@ class RunRecord:
     host: str | None = None              # the host of the process that claimed it (pid means something there)
     claim: str | None = None             # the claim's token (execution.lifecycle, Note [claims]); None: unclaimed
     external: bool = False               # logged from someone's own loop (stability.watch): no RunConfig
+    owner: str | None = None             # who started it where a classroom names its users; None: the operator
+    pid_started: float | None = None     # the claimant process's start time (psutil.Process.create_time)
     latest: Mapping[str, float] = field(default_factory=dict)
 
     @property
@@ -151,7 +153,8 @@ def record_from_row(row: Mapping[str, Any], latest: Mapping[str, float]) -> RunR
         step=row["step"], total_steps=budget, error=row["error"],
         resumes=int(row["resumes"] or 0), stop_requested=bool(row["stop_requested"]),
         sweep_id=row["sweep_id"], trial=row["trial"], params=MappingProxyType(parse_params(row["params"])),
-        host=row["host"], claim=row.get("claim"), external=external, latest=MappingProxyType(dict(latest)))
+        host=row["host"], claim=row.get("claim"), external=external,
+        owner=row.get("owner"), pid_started=row.get("pid_started"), latest=MappingProxyType(dict(latest)))
 
 
 def parse_config(text: str, external: bool = False) -> tuple[dict, RunConfig | None, str | None]:

@@ -11,7 +11,7 @@ written against; and how values are stored in them (flags, JSON objects).
 
 The tables are the ones the version-4 DDL made, column for column on both dialects (SQLite
 ``INTEGER``/``REAL``, PostgreSQL ``BIGINT``/``DOUBLE PRECISION``), with version 5's ``runs.claim``
-and version 6's ``runs.external`` last, where ``ALTER TABLE ... ADD COLUMN`` puts them (tests/test_store.py compares a new store with a
+version 6's ``runs.external`` and version 7's ``runs.owner`` and ``runs.pid_started`` last, where ``ALTER TABLE ... ADD COLUMN`` puts them (tests/test_store.py compares a new store with a
 version-4 store brought up to date through ``sqlalchemy.inspect``).
 
 Note [write order]
@@ -49,7 +49,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateColumn
 from sqlalchemy.sql.expression import FunctionElement
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 INTEGER = BigInteger().with_variant(Integer(), "sqlite")  # SQLite INTEGER, PostgreSQL BIGINT
 FLOAT = Double().with_variant(REAL(), "sqlite")  # SQLite REAL, PostgreSQL DOUBLE PRECISION (Note [NaN])
@@ -93,6 +93,8 @@ runs_table = Table(
     Column("host", Text),  # of the process that claimed the run: its pid means something there only
     Column("claim", Text),  # the claim's token (stability.execution.lifecycle, Note [claims]); NULL: unclaimed
     Column("external", INTEGER, nullable=False, server_default=text("0")),  # a flag: logged by stability.watch
+    Column("owner", Text),  # who started it, where a classroom names its users (stability.access); NULL: the operator
+    Column("pid_started", FLOAT),  # the claimant process's start time (psutil), so a reused pid is not taken for it
     sqlite_autoincrement=True,
 )
 Index("runs_sweep", runs_table.c.sweep_id)

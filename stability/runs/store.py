@@ -80,7 +80,7 @@ _UPDATABLE = {
     "pid": int, "heartbeat": float, "error": str, "total_params": int, "recurrent_params": int,
     "baseline": float, "baseline_label": str, "metric": str, "total_steps": int, "step": int,
     "resumes": int, "stop_requested": as_flag, "host": str, "sweep_id": int, "trial": int,
-    "params": lambda value: json_object(value, "params"), "claim": str,
+    "params": lambda value: json_object(value, "params"), "claim": str, "owner": str, "pid_started": float,
     "config": lambda value: json.dumps(dict(value)),  # an external run's: what its model turned out to be
 }
 ANY = object()  # compare_and_set: no condition on this column
@@ -196,12 +196,14 @@ class RunStore(SweepRows):
     # ------------------------------------------------------------------------ runs
     def create_run(self, config: dict, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None,
-                   claimed: Mapping[str, Any] | None = None, external: bool = False) -> int:
+                   claimed: Mapping[str, Any] | None = None, external: bool = False,
+                   owner: str | None = None) -> int:
         """A new run in status 'queued'; ``name`` defaults to ``config['name']``; a sweep's trial
         also gets its sweep, trial number and varied values (Note [sweeps]). ``claimed`` (``status``,
         ``pid``, ``host``, ``claim``: what :meth:`claim_run` sets) makes it a run claimed at birth,
         in the same INSERT (stability.execution.lifecycle). ``external``: a run logged from someone's
-        own loop (stability.watch), whose ``config`` is theirs, no RunConfig. Returns its id."""
+        own loop (stability.watch), whose ``config`` is theirs, no RunConfig. ``owner``: who started it,
+        where a classroom names its users (stability.access). Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
         now = time.time()
@@ -210,9 +212,10 @@ class RunStore(SweepRows):
                   "sweep_id": None if sweep_id is None else int(sweep_id),
                   "trial": None if trial is None else int(trial),
                   "params": None if params is None else json_object(params, "params"),
-                  "external": as_flag(external)}
+                  "external": as_flag(external), "owner": None if owner is None else str(owner)}
         if claimed:
-            values.update(_coerced({key: claimed[key] for key in ("status", "pid", "host", "claim")}))
+            values.update(_coerced({key: claimed[key] for key in ("status", "pid", "host", "claim", "pid_started")
+                                    if key in claimed}))
             _check_status(values["status"])
             values["started_at"] = now if values["status"] == "running" else None
         with self._write() as conn:
