@@ -50,18 +50,19 @@ def max_concurrent_runs(max_concurrent: int | None = None) -> int:
 
 
 def start_run(config: RunConfig, store_path=None, name: str | None = None,
-              max_concurrent: int | None = None) -> int:
+              max_concurrent: int | None = None, owner: str | None = None) -> int:
     """Store ``config`` as a new run and start a worker for it if a slot is free; return its id.
 
     Raises :class:`stability.config.ConfigError` (nothing is stored) when the configuration is
-    invalid or its cell cannot be built. With every slot busy the run stays 'queued' until a
+    invalid or its cell cannot be built. ``owner``: who started it, where a classroom names its users
+    (stability.access). With every slot busy the run stays 'queued' until a
     finishing worker or :func:`reconcile` launches it.
     """
     config.validate()
     check_buildable(config)
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store, scheduling_lock(store):
-        run_id = store.create_run(config.to_dict(), name or config.name or None)
+        run_id = store.create_run(config.to_dict(), name or config.name or None, owner=owner)
         store.update_run(run_id, host=lifecycle.this_host())
         _schedule(store, limit)
     return run_id

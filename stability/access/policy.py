@@ -1,0 +1,175 @@
+"""Who may do what on a server: operators control, students start their own runs within limits, viewers watch.
+
+    policy = Policy.from_environment(listen_address="0.0.0.0")   # the server's address and $STABILITY_*
+    visitor = policy.visitor(identity="ada@school.example")      # None: nobody signed in
+    visitor.may_start, visitor.may_change(run.owner), visitor.may_write
+    check_start(visitor, config, store)                          # a student's limits, one line past them
+
+Note [Roles]
+------------
+TensorBoard serves read-only and listens on localhost unless told otherwise; MLflow's basic auth gives READ,
+EDIT and MANAGE with READ the default; JupyterHub gives a classroom roles and per-user limits.  Here:
+
+* **viewer**: sees every page's runs, live charts, Compare, Reproduce's results and a bounded Gradient flow;
+  has no Start, Stop, Resume, Delete, Run or sweep Start, and a page it opens writes nothing (no reconcile,
+  no warm worker: those are the operators' servers' work on the same store).
+* **operator**: everything, as on a lecturer's own machine.
+* **student**: a signed-in visitor who is not an operator, on a server whose operators allow students to
+  run: starts Train and Race runs of their own within :class:`Limits` (active runs, steps, operations,
+  memory, checkpoint size), and stops, resumes or deletes only those (``runs.owner``).  Sweeps and presets
+  stay the operators'.
+
+Which role a visitor has (:meth:`Policy.visitor`), in order:
+
+1. ``STABILITY_VIEW_ONLY=1``: everybody views, whatever else is set (a server opened for a room on purpose).
+2. A server that listens on the loopback address only: everybody who reaches it is on this machine, so
+   operator (the lecturer's own server, the default ``.streamlit/config.toml``).
+3. Beyond loopback, a visitor whose identity is in ``STABILITY_OPERATORS`` is an operator; another
+   signed-in visitor is a student where ``STABILITY_STUDENTS=run``, else a viewer; nobody signed in views.
+   With no operators named, that is everybody: **view-only is the default whenever the server listens
+   beyond loopback**.
+
+An identity is what the server's sign-in says (``st.user``: OpenID Connect through ``st.login``, or the
+header an authenticating proxy sets, mapped by ``server.trustedUserHeaders``); the pages read it
+(pages/ui/access.py), this module only decides.  ``stability classroom`` starts the two servers a lecturer
+needs: the room's, view-only, and their own on loopback, on one store.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from stability.core.errors import ConfigError
+
+VIEW_ONLY_ENV = "STABILITY_VIEW_ONLY"
+OPERATORS_ENV = "STABILITY_OPERATORS"
+STUDENTS_ENV = "STABILITY_STUDENTS"
+OPERATOR, STUDENT, VIEWER = "operator", "student", "viewer"
+_TRUE = {"1", "true", "yes", "on"}
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(address: str | None) -> bool:
+    """Whether a server told to listen on ``address`` listens on this machine's loopback only.  An empty
+    address or None is every interface (Streamlit's default when ``server.address`` is unset)."""
+    if not address:
+        return False
+    text = address.strip().strip("[]").lower()
+    if text in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one student may hold at once and ask of one run (Note [Roles]); ``$STABILITY_STUDENT_*``."""
+
+    active_runs: int = 2             # queued or running, of theirs
+    steps: int = 5_000
+    operations: float = 2e12         # floating-point operations of the whole run (budget.work)
+    memory_bytes: int = 1 << 30      # the run's peak (budget.footprint)
+    checkpoint_bytes: int = 64 << 20  # parameters, gradients and optimizer state: what a checkpoint holds
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> Limits:
+        """The defaults, each replaced by ``STABILITY_STUDENT_<FIELD>`` where set (a bad value: one line)."""
+        values = {}
+        for name, default in cls().__dict__.items():
+            text = env.get(f"STABILITY_STUDENT_{name.upper()}")
+            if text is None:
+                continue
+            try:
+                value = type(default)(float(text))
+            except ValueError:
+                raise ConfigError(f"STABILITY_STUDENT_{name.upper()} must be a number, got {text!r}") from None
+            if not value > 0:
+                raise ConfigError(f"STABILITY_STUDENT_{name.upper()} must be positive, got {text!r}")
+            values[name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """One session's role, its identity where signed in, and the reason in words (shown to it)."""
+
+    role: str
+    identity: str | None = None
+    reason: str = ""
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def may_start(self) -> bool:
+        """May start Train and Race runs (a student within its limits: :func:`check_start`)."""
+        return self.role in (OPERATOR, STUDENT)
+
+    @property
+    def may_operate(self) -> bool:
+        """May start sweeps and presets, and act on every run."""
+        return self.role == OPERATOR
+
+    @property
+    def may_write(self) -> bool:
+        """May a page it opens write to the store at all (reconcile, warm workers)."""
+        return self.role != VIEWER
+
+    def may_change(self, owner: str | None) -> bool:
+        """May stop, resume or delete a run started by ``owner`` (None: an operator's or the CLI's)."""
+        return self.role == OPERATOR or (self.role == STUDENT and owner is not None and owner == self.identity)
+
+    @property
+    def owner(self) -> str | None:
+        """What a run it starts records as its owner: a student's identity; an operator's runs are nobody's
+        in particular (None), as the CLI's are."""
+        return self.identity if self.role == STUDENT else None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The server's rule (Note [Roles]): read once from its address and environment."""
+
+    loopback: bool
+    view_only: bool = False
+    operators: frozenset[str] = frozenset()
+    students_run: bool = False
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_environment(cls, listen_address: str | None, env: Mapping[str, str] | None = None) -> Policy:
+        env = os.environ if env is None else env
+        operators = frozenset(name.strip().lower() for name in env.get(OPERATORS_ENV, "").split(",") if name.strip())
+        students = env.get(STUDENTS_ENV, "").strip().lower()
+        if students not in ("", "view", "run"):
+            raise ConfigError(f"{STUDENTS_ENV} must be 'run' or 'view', got {students!r}")
+        return cls(loopback=is_loopback(listen_address),
+                   view_only=env.get(VIEW_ONLY_ENV, "").strip().lower() in _TRUE,
+                   operators=operators, students_run=students == "run",
+                   limits=Limits.from_environment(env))
+
+    def visitor(self, identity: str | None = None) -> Visitor:
+        """The role of a session signed in as ``identity`` (None: not signed in)."""
+        who = identity.strip().lower() if identity and identity.strip() else None
+        if self.view_only:
+            return Visitor(VIEWER, who, f"this server is view-only ({VIEW_ONLY_ENV})", self.limits)
+        if self.loopback:
+            return Visitor(OPERATOR, who, "this server listens on this machine only", self.limits)
+        if who is not None and who in self.operators:
+            return Visitor(OPERATOR, who, f"signed in as {who}, an operator", self.limits)
+        if who is not None and self.students_run:
+            return Visitor(STUDENT, who, f"signed in as {who}: you may start runs of your own", self.limits)
+        if who is not None:
+            return Visitor(VIEWER, who, f"signed in as {who}, not an operator of this server", self.limits)
+        if self.operators:
+            return Visitor(VIEWER, None, "not signed in", self.limits)
+        return Visitor(VIEWER, None, "this server is open to the network and names no operators", self.limits)
+
+
+def refusal(visitor: Visitor, action: str) -> str:
+    """The one line a visitor gets for an action its role does not allow."""
+    if visitor.role == VIEWER:
+        return f"View only: {visitor.reason}; {action} is for the lecturer's own server."
+    return f"Not yours to {action}: {visitor.reason}."
