@@ -29,7 +29,9 @@ import json
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from pages.ui.access import current_visitor, view_only_line
 from pages.ui.form import config_form
 from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, refresh_control, show_chart
 from pages.ui.links import QueryReader
@@ -37,7 +39,7 @@ from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
-from stability import cells, sweeps
+from stability import access, cells, sweeps
 from stability.execution import runner
 from stability import charts
 from stability.analysis import groups
@@ -143,10 +145,13 @@ class TimingPending(Exception):
 
 
 @st.cache_data(show_spinner=False, ttl=ESTIMATE_TTL_S, max_entries=64)
-def settled_rough_time(spec_json: str, workers: int) -> dict | None:
+def settled_rough_time(spec_json: str, workers: int, _session: str | None = None) -> dict | None:
     """sweeps.estimate of a spec once no shape of it is being timed, kept for :data:`ESTIMATE_TTL_S`
-    (completed runs improve it); TimingPending, not kept, while one is."""
-    estimate = sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers, apart=True)
+    (completed runs improve it); TimingPending, not kept, while one is. ``_session`` (not part of the cache's
+    key): who waits for the timings, whose next request replaces this one (stability/sweeps/shape_timing.py,
+    Note [One timing child])."""
+    estimate = sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers, apart=True,
+                               requester=_session)
     if estimate is not None and estimate["pending"]:
         raise TimingPending(estimate)
     return estimate
@@ -156,8 +161,9 @@ def rough_time(spec_json: str, workers: int) -> dict | None:
     """The sweep's rough time (Note [Rough time] in stability/sweeps/rough_time.py): shapes the store has run
     and shapes timed before, at once; the others from their operation count while a separate process times
     them, under a time limit (``apart``: this server never builds or trains a model)."""
+    context = get_script_run_ctx()
     try:
-        return settled_rough_time(spec_json, workers)
+        return settled_rough_time(spec_json, workers, context.session_id if context else None)
     except TimingPending as pending:
         return pending.estimate
 
@@ -227,8 +233,9 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
         rough_time_line(spec_json, spec.size(), settings["workers"])
     if st.button("Start", type="primary", key="sweep_start", width="stretch"):
         try:
+            access.operate(current_visitor(), "start a sweep")  # the guard in the action (Note [Roles])
             return sweeps.start_sweep(spec, store_path(), workers=settings["workers"], name=settings["name"])
-        except sweeps.SweepError as error:
+        except (sweeps.SweepError, access.Refused) as error:
             st.error(str(error))
     return None
 
@@ -459,9 +466,14 @@ store = open_store()
 query = QueryReader()
 requested = next(iter(query.ids("sweep")), None)
 linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
+visitor = current_visitor()
 known = store.sweeps()[:SWEEP_CHOICES]
-with st.expander("New sweep", expanded=not known, icon=":material/add:"):
-    started = start_section(store)
+started = None
+if visitor.may_operate:  # a sweep is the lecturer's to start, stop and resume (Note [Roles])
+    with st.expander("New sweep", expanded=not known, icon=":material/add:"):
+        started = start_section(store)
+else:
+    view_only_line(visitor)
 if started is not None:
     st.query_params["sweep"] = str(started)
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
@@ -484,17 +496,22 @@ query.warn()
 st.query_params["sweep"] = str(watched)
 sweep = store.sweep(watched)  # its counts read with it, now
 active = sweep_active(sweep)
-stop, resume = buttons.columns(2)
-if stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
-               help="Stop the sweep: its running runs stop, no new trial starts."):
-    st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
-    st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
-if resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
-                 help="Start workers again for the runs this sweep has not finished."):
+stop, resume = buttons.columns(2) if visitor.may_operate else (None, None)
+if stop is not None and stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
+                                    help="Stop the sweep: its running runs stop, no new trial starts."):
     try:
+        access.operate(visitor, "stop a sweep")
+        st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
+    except access.Refused as error:
+        st.session_state["sweep_notice"] = str(error)
+    st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
+if resume is not None and resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
+                                        help="Start workers again for the runs this sweep has not finished."):
+    try:
+        access.operate(visitor, "resume a sweep")
         sweeps.resume_sweep(watched, store_path(), workers=int(sweep.workers or 1))
         st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
-    except (sweeps.SweepError, SweepNotFound) as error:
+    except (sweeps.SweepError, SweepNotFound, access.Refused) as error:
         st.session_state["sweep_notice"] = str(error)
     st.rerun()
 if "sweep_notice" in st.session_state:

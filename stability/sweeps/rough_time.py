@@ -50,14 +50,17 @@ def _run_configs(spec: SweepSpec) -> tuple[list[RunConfig], float]:
     return configs, runs_each
 
 
-def estimate(spec: SweepSpec, store, workers: int = 1, *, apart: bool = False) -> dict[str, Any] | None:
+def estimate(spec: SweepSpec, store, workers: int = 1, *, apart: bool = False,
+             requester: object = None) -> dict[str, Any] | None:
     """``{"seconds": ..., "basis": one line, "pending": bool}``: a rough wall time of the whole sweep
     (Note [Rough time]); ``apart``: time unknown shapes in a child process, never here, and answer at
-    once (``pending`` while the child times them; ask again for its timings). None when no shape can
-    be estimated."""
+    once (``pending`` while the child times them; ask again for its timings; ``requester``: who waits for
+    them, whose newer request replaces this one, shape_timing Note [One timing child]). None when no shape
+    can be estimated."""
     configs, runs_each = _run_configs(spec)
     parallel = max(1, min(check_workers(workers), available_cores()))
-    per_step, basis, pending = _seconds_per_step(configs, _history_seconds_per_step(store), parallel, apart)
+    per_step, basis, pending = _seconds_per_step(configs, _history_seconds_per_step(store), parallel, apart,
+                                                requester)
     if per_step is None:
         return None
     total = sum(per_step[shape_of(config)] * config.train.steps for config in configs) * runs_each
@@ -67,7 +70,7 @@ def estimate(spec: SweepSpec, store, workers: int = 1, *, apart: bool = False) -
 
 
 def _seconds_per_step(configs: list[RunConfig], history: dict[str, float], parallel: int,
-                      apart: bool) -> tuple[dict[str, float] | None, dict[str, int], bool]:
+                      apart: bool, requester: object = None) -> tuple[dict[str, float] | None, dict[str, int], bool]:
     """Seconds a step of each shape, how many shapes had each basis, and whether a child still times some."""
     shapes = {shape_of(config): config for config in configs}
     per_step = {shape: history[shape] for shape in shapes if shape in history}
@@ -75,7 +78,7 @@ def _seconds_per_step(configs: list[RunConfig], history: dict[str, float], paral
     unknown = [config for shape, config in shapes.items() if shape not in per_step]
     timing = set()
     if apart:
-        timed, timing = timed_apart(unknown[:MAX_TIMED_SHAPES], parallel)
+        timed, timing = timed_apart(unknown[:MAX_TIMED_SHAPES], parallel, requester=requester)
         timed = {shape: seconds * STEP_OVERHEAD for shape, seconds in timed.items() if seconds is not None}
     else:
         timed = {}

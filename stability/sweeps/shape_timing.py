@@ -12,14 +12,25 @@ Note [Timing apart]
     :func:`timed_apart` answers at once from what this process already knows: a shape timed before
     (kept :data:`KEEP_S`), a shape too large to time (None: its run would need more than
     :data:`MAX_TIMED_BYTES`, stability.execution.budget.footprint, or more than the time limit by its
-    operation count), or a shape a child is timing now (pending). The shapes nobody times yet go to one
-    child, ``python -m stability.sweeps.shape_timing LIMIT THREADS``, their configs as JSON on its stdin;
-    it answers one JSON line a shape on its stdout as each is timed, cheapest first. The child ends itself
+    operation count), or a shape waiting for its timing (pending). The shapes not known go to the timing
+    child (one at a time: Note [One timing child]), ``python -m stability.sweeps.shape_timing LIMIT
+    THREADS``, their configs as JSON on its stdin; it answers one JSON line a shape on its stdout as each is
+    timed, in the order given (the newest request's first, each request's cheapest first). The child ends itself
     after LIMIT seconds (``signal.alarm``: its default action ends the process), and the process that
     started it kills it (its own child, by its ``Popen``) once it looks past LIMIT plus a second; the shapes
     it did not answer are left untimed (None). It runs in its own session with the worker thread policy
     (stability.execution.threads), so it shares the cores as a worker would; its output is read only
     after it has ended (a few lines: no pipe fills).
+
+Note [One timing child]
+    A child may take :data:`TIME_LIMIT_S` and a model up to :data:`MAX_TIMED_BYTES`, so a server runs at most
+    one at a time, and only for shapes someone still waits for (issue 33: six edits of the Sweep form
+    started seven children). Each requester (a page's session) has one wish, its latest request's unknown
+    shapes, which replaces its previous one and lapses when not renewed within :data:`WISH_S` (a page
+    waiting for its timings asks every second). A child none of whose shapes is wished for any more is
+    killed (its shapes dropped, not marked untimed: a later wish times them); when no child is alive, one
+    is started for every shape wished for, the newest wish's first. So after any number of edits one child
+    runs, and it times the shapes the last edit asked for.
 """
 from __future__ import annotations
 
@@ -43,6 +54,7 @@ MAX_TIMED_BYTES = 2**30  # a shape whose run needs more memory is not timed (its
 KEEP_S = 600.0          # a timing is kept this long (completed runs in the store improve on it)
 OPERATIONS_PER_S = 1e10  # an assumed CPU rate for float32 matrix products, before any shape is known
 CHILD_GRACE_S = 1.0
+WISH_S = 10.0           # a wish not renewed this long is nobody's any more (a page polls every second while it waits)
 
 
 def shape_of(config: RunConfig) -> str:
@@ -117,36 +129,76 @@ class _Child:
     started: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class _Wish:
+    """A requester's latest request: the shapes it waits for (not known when asked), renewed at each ask."""
+
+    configs: dict[str, RunConfig]
+    parallel: int
+    limit_s: float
+    when: float
+
+
 _known: dict[str, tuple[float | None, float]] = {}  # shape -> (seconds a step, or None: not timed; when)
-_children: list[_Child] = []
+_children: list[_Child] = []  # at most one (Note [One timing child])
+_wishes: dict[object, _Wish] = {}  # requester -> its latest request (Note [One timing child])
 _lock = threading.Lock()
 
 
-def timed_apart(configs: list[RunConfig], parallel: int = 1,
-                limit_s: float = TIME_LIMIT_S) -> tuple[dict[str, float | None], set[str]]:
-    """``({shape: seconds a step, or None where it could not be timed}, {shapes a child times now})`` for
-    the shapes of ``configs``: the unknown ones are handed to a child that times them (Note [Timing
-    apart]). Never builds a model here and never waits."""
+def timed_apart(configs: list[RunConfig], parallel: int = 1, limit_s: float = TIME_LIMIT_S,
+                requester: object = None) -> tuple[dict[str, float | None], set[str]]:
+    """``({shape: seconds a step, or None where it could not be timed}, {shapes waiting for the timing
+    child})`` for the shapes of ``configs``: the unknown ones are ``requester``'s wish, which replaces its
+    last one, and the one timing child times the shapes still wished for (Notes [Timing apart], [One timing
+    child]). ``requester``: who asks (a Streamlit session; None for the CLI and tests). Never builds a
+    model here and never waits."""
     shapes = {shape_of(config): config for config in configs}
     with _lock:
         _collect()
         now = time.monotonic()
         for shape in [shape for shape, (_, when) in _known.items() if now - when > KEEP_S]:
             del _known[shape]
-        timing = set().union(*(child.shapes for child in _children))
-        to_time = []
+        wished = {}
         for shape, config in shapes.items():
-            if shape in _known or shape in timing:
+            if shape in _known:
                 continue
             if _worth_timing(config, limit_s):
-                to_time.append(config)
+                wished[shape] = config
             else:  # too large to time apart: its operation count stands in
                 _known[shape] = (None, now)
-        if to_time:
-            _children.append(_start_child(to_time, parallel, limit_s))
-        timing = set().union(*(child.shapes for child in _children))
+        _wishes.pop(requester, None)
+        if wished:
+            _wishes[requester] = _Wish(wished, parallel, limit_s, now)
+        _feed(now)
         known = {shape: _known[shape][0] for shape in shapes if shape in _known}
-        return known, timing & set(shapes)
+        return known, set(wished) - set(_known)
+
+
+def _feed(now: float) -> None:
+    """Under the lock (Note [One timing child]): forget wishes not renewed within :data:`WISH_S`, kill the
+    child when no shape it times is wished for any more, and start one, if none is alive, for the shapes
+    wished for (the newest wish's first)."""
+    for requester in [key for key, wish in _wishes.items() if now - wish.when > WISH_S]:
+        del _wishes[requester]
+    wanted: dict[str, RunConfig] = {}
+    for wish in sorted(_wishes.values(), key=lambda wish: wish.when, reverse=True):
+        for shape, config in sorted(wish.configs.items(), key=lambda item: operations_per_step(item[1]) or 0.0):
+            if shape not in _known:
+                wanted.setdefault(shape, config)
+    for child in list(_children):
+        if not child.shapes & set(wanted):  # nobody waits for its shapes: they are dropped, not known
+            _end(child)
+    if not _children and wanted:
+        newest = max(_wishes.values(), key=lambda wish: wish.when)
+        _children.append(_start_child(list(wanted.values()), newest.parallel, newest.limit_s))
+
+
+def _end(child: _Child) -> None:
+    """Kill ``child`` (our own, by its ``Popen``) and reap it; what it timed is not read."""
+    child.process.kill()
+    child.process.wait()
+    child.process.stdout.close()
+    _children.remove(child)
 
 
 def _worth_timing(config: RunConfig, limit_s: float) -> bool:
@@ -164,8 +216,8 @@ def _worth_timing(config: RunConfig, limit_s: float) -> bool:
 
 
 def _start_child(configs: list[RunConfig], parallel: int, limit_s: float) -> _Child:
-    """A timing child for ``configs`` (cheapest first), their JSON written to its stdin."""
-    configs = sorted(configs, key=lambda config: operations_per_step(config) or 0.0)
+    """A timing child for ``configs`` (in this order: the newest wish's first), their JSON written to its
+    stdin."""
     count = threads.worker_threads(max(1, parallel))
     env = threads.worker_environment(os.environ, count)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
@@ -211,8 +263,10 @@ def _answers(output: bytes) -> dict[str, float]:
 
 
 def stop_children() -> int:
-    """Kill this process's timing children (its own, by their ``Popen``); returns how many were alive."""
+    """Kill this process's timing child (its own, by its ``Popen``) and forget every wish; returns how many
+    children were alive."""
     with _lock:
+        _wishes.clear()
         alive = [child for child in _children if child.process.poll() is None]
         for child in alive:
             child.process.kill()
