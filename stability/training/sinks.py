@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +45,7 @@ STOP_POLL_S = 0.5
 HEARTBEAT_EVERY_S = 30.0  # a store's run shows life at least this often, between its log steps too
 STORE_PATIENCE_S = 300.0  # how long a run rides out a store it cannot write before it fails (Note [A busy store])
 RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0  # the backoff between tries: doubling from the first to the max
+ON_STORE_ERROR = ("raise", "warn")  # what a StoreSink does once the store stays unwritable (Note [An unwritable store])
 SCALAR_COLUMNS = ["step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["step", "wall_time", "name", "index", "value"]
 
@@ -136,13 +139,37 @@ class StoreSink(Sink):
     ``patience_s`` (:data:`STORE_PATIENCE_S`, 5 minutes: under the 10 minutes after which another
     machine takes a silent run of a shared store for dead) is the last error raised, and the run
     fails as before.  A run that was deleted (RunNotFound, a ValueError) is not waited for.  A
-    stop request or claim that cannot be read is looked for again at the next poll."""
+    stop request or claim that cannot be read is looked for again at the next poll, and while
+    the store is failing the polls and the heartbeat wait for the next try, so an unreachable
+    store does not hold the loop up at every step.
+
+    Note [An unwritable store]
+    --------------------------
+    A logging library must not end its user's loop (stability.watch: an external run), so
+    ``on_store_error="warn"`` never raises a StoreError: the first failure is one warning (``warn``,
+    once a sink), the rows wait in memory, at most ``max_pending_rows`` of them, and the tries go on
+    with the same backoff for as long as the loop runs, so a store that comes back gets them.  Past
+    the cap the *oldest* whole steps are dropped (counted in ``dropped_rows``): the newest rows say
+    where the run is and how it ended (the final loss, the last evaluation), which a store that
+    comes back should show; a step's rows go or stay together (stability.watch.run, Note [Whole
+    steps]).  At :meth:`finish` the rows left are tried for ``patience_s``; what still cannot be
+    written is counted in ``unwritten_rows`` for the caller to report.  ``"raise"`` (the default,
+    and the trainer's) is Note [A busy store]'s patience, then the error."""
 
     def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None,
-                 begin_run: Callable[[dict], bool] | None = None, patience_s: float | None = None):
+                 begin_run: Callable[[dict], bool] | None = None, patience_s: float | None = None,
+                 on_store_error: str = "raise", max_pending_rows: int | None = None,
+                 warn: Callable[[str], None] | None = None):
+        if on_store_error not in ON_STORE_ERROR:
+            raise ValueError(f"on_store_error must be one of {', '.join(map(repr, ON_STORE_ERROR))}; "
+                             f"got {on_store_error!r}")
         self.store, self.run_id, self.every_s = store, run_id, every_s
         self.claim, self.begin_run, self.lost = claim, begin_run, False
         self.patience_s = STORE_PATIENCE_S if patience_s is None else patience_s
+        self.on_store_error, self.max_pending_rows = on_store_error, max_pending_rows
+        self.warn = warn or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=2))
+        self.warned = False  # Note [An unwritable store]: one warning a sink
+        self.dropped_rows = self.unwritten_rows = 0
         self.label = f"run {run_id}"
         self.last_poll = self.last_beat = time.time()
         self._series_names = {names.H_T_NORM, names.SPECTRUM}
@@ -174,12 +201,15 @@ class StoreSink(Sink):
 
     def on_step(self, trainer, result):
         now = time.time()
+        if self._failing_since is not None and time.monotonic() < self._next_try:
+            return  # the store is failing: nothing is asked of it before the next try (Note [A busy store])
         if now - self.last_poll >= self.every_s:
             self.last_poll = now
             try:
                 control = self.store.control(self.run_id)
             except RuntimeError:  # the store cannot be read just now: look again at the next poll
                 control = None
+                self.last_poll = now + self._delay  # not at every step of an unreachable server
             if control is not None and self.claim is not None and control["claim"] != self.claim:
                 raise self._lost()
             if control is not None and control["stop_requested"]:
@@ -197,15 +227,45 @@ class StoreSink(Sink):
         self._series_names.update(row[2] for row in series)
         if time.monotonic() >= self._next_try and self._try(self._write_pending):
             self.last_beat = time.time()
+        else:
+            self._drop_oldest()
 
     def finish(self, status, error):
-        """The rows still in memory, written before the lifecycle writes the status."""
-        if not self.lost:
+        """The rows still in memory, written before the lifecycle writes the status; with
+        ``on_store_error="warn"`` tried for ``patience_s`` only, what is left counted in
+        ``unwritten_rows`` (Note [An unwritable store])."""
+        if self.lost:
+            return
+        if self.on_store_error == "raise":
             self._patiently(self._write_pending)
+            return
+        deadline = time.monotonic() + self.patience_s
+        while not self._try(self._write_pending):
+            if self._next_try >= deadline:
+                self.unwritten_rows = self.pending_rows()
+                return
+            time.sleep(max(0.0, self._next_try - time.monotonic()))
 
     def pending_rows(self) -> int:
         """Rows kept in memory because the store could not take them yet."""
         return len(self._scalars) + len(self._series)
+
+    def _drop_oldest(self) -> None:
+        """Past ``max_pending_rows``, drop the oldest whole steps kept, never the newest one (Note
+        [An unwritable store])."""
+        excess = self.pending_rows() - (self.max_pending_rows or 0)
+        if self.max_pending_rows is None or excess <= 0:
+            return
+        counts = Counter(row[0] for row in self._scalars) + Counter(row[0] for row in self._series)
+        cut, dropped = None, 0
+        for step in sorted(counts)[:-1]:
+            if dropped >= excess:
+                break
+            cut, dropped = step, dropped + counts[step]
+        if cut is not None:
+            self._scalars = [row for row in self._scalars if row[0] > cut]
+            self._series = [row for row in self._series if row[0] > cut]
+            self.dropped_rows += dropped
 
     def _write_pending(self) -> None:
         if self._scalars or self._series or self._step is not None:
@@ -217,12 +277,17 @@ class StoreSink(Sink):
         raised once the store has been failing for ``patience_s``."""
         try:
             self._value = call()
-        except RuntimeError:  # a StoreError: busy, unreachable, full (Note [A busy store])
+        except RuntimeError as error:  # a StoreError: busy, unreachable, full (Note [A busy store])
             now = time.monotonic()
             if self._failing_since is None:
                 self._failing_since, self._delay = now, RETRY_FIRST_S
-            if now - self._failing_since >= self.patience_s:
+            if self.on_store_error == "raise" and now - self._failing_since >= self.patience_s:
                 raise
+            if self.on_store_error == "warn" and not self.warned:
+                self.warned = True
+                cap = "" if self.max_pending_rows is None else f" (at most {self.max_pending_rows:,}, the oldest dropped past that)"
+                self.warn(f"{self.label}: the store cannot be written ({' '.join(str(error).split())}); "
+                          f"its rows are kept in memory{cap} and written when it can be, training goes on")
             self._next_try = now + self._delay
             self._delay = min(2 * self._delay, RETRY_MAX_S)
             return False

@@ -19,7 +19,7 @@ step and the float64 :class:`Probe`; ``lightning.py``: the same as a PyTorch Lig
 from __future__ import annotations
 
 from .readings import Probe, Watcher
-from .run import Run, init
+from .run import Run, StoreWarning, init
 from .units import recurrent_units
 
-__all__ = ["init", "Run", "Probe", "Watcher", "recurrent_units"]
+__all__ = ["init", "Run", "Probe", "Watcher", "StoreWarning", "recurrent_units"]

@@ -12,7 +12,9 @@ which Lightning calls with the loss) it takes one :meth:`~stability.watch.run.Ru
 initial state and carried states the module left in its attributes ``stability_h0`` and
 ``stability_states`` during ``training_step`` (optional); ``on_fit_end`` ends the run
 ``completed``, ``on_exception`` ``failed`` (or ``stopped`` on Ctrl-C) with its rows kept. So the
-rows are those the plain API stores for the same model, seed and batches.
+rows are those the plain API stores for the same model, seed and batches. ``on_store_error`` is
+:func:`~stability.watch.init`'s: ``"warn"`` (default: a store that cannot be written is a warning and
+``fit`` goes on) or ``"raise"``.
 """
 from __future__ import annotations
 
@@ -36,8 +38,9 @@ class StabilityCallback(Callback):
     """Log a LightningModule's gradient stability into the run store (module docstring)."""
 
     def __init__(self, name: str | None = None, *, store=None, config: Mapping | None = None, every: int = 10,
-                 probe: Probe | None = None):
+                 probe: Probe | None = None, on_store_error: str = "warn"):
         self.name, self.store, self.config, self.every, self.probe = name, store, config, every, probe
+        self.on_store_error = on_store_error
         self.run: Run | None = None
 
     @property
@@ -46,7 +49,8 @@ class StabilityCallback(Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
-        self.run = init(self.name, store=self.store, config=self.config, total_steps=total)
+        self.run = init(self.name, store=self.store, config=self.config, total_steps=total,
+                        on_store_error=self.on_store_error)
         self.run.watch(pl_module, every=self.every, probe=self.probe)
 
     def on_before_backward(self, trainer, pl_module, loss) -> None:

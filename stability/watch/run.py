@@ -20,7 +20,21 @@ way and the exception raised again. Without ``with``, call :meth:`Run.finish`.
 The rows go through the trainer's own sink (:class:`stability.training.sinks.StoreSink`): kept in
 memory and written, with the run's heartbeat and step, in one transaction once a second (Note
 [Whole steps]), riding out a busy store as a training run does. No server is needed: the dashboard
-reads the store whenever it is started.
+reads the store whenever it is started. A store that cannot be written never ends your loop (Note
+[Your loop goes on]) unless you ask for it with ``init(..., on_store_error="raise")``.
+
+Note [Your loop goes on]
+    A logging library must not kill the loop it logs: a store locked for long, a read-only file, a
+    full disk or a PostgreSQL server gone is one :class:`StoreWarning` (once a run), the rows are
+    kept in memory, at most :data:`MAX_PENDING_ROWS` (past that the oldest whole steps are dropped
+    and counted: the newest say where the run is and how it ended; Note [An unwritable store] in
+    stability.training.sinks), and written when the store takes them again; training goes on. A run
+    that is no longer this process's (deleted, or marked ended from the Runs page or ``stability
+    delete --ended``) is one warning too, and nothing more is logged. At the end the rows left are
+    tried for :data:`FINISH_PATIENCE_S`; what could not be written, and a run that could not be
+    settled (it stays 'running' until it is marked ended, or its process is found dead on its host),
+    is one more warning. ``on_store_error="raise"`` keeps the trainer's rule instead: the store's
+    error is raised once it has failed for 5 minutes (Note [A busy store]).
 
 Note [Whole steps]
     A page polls the rows after the last step it saw (RunStore, Note [since_step]), so a step's
@@ -32,8 +46,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
+import warnings
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,11 +59,18 @@ from torch import nn
 from ..core import metric_names as names
 from ..execution import lifecycle
 from ..execution.signals import Terminated, describe_interrupt
-from ..runs.store import RunStore
-from ..training.sinks import StoreSink
+from ..runs.store import RunNotFound, RunStore
+from ..training.sinks import ON_STORE_ERROR, ClaimLost, StoreSink
 from .readings import Probe, Watcher
 
 WRITE_EVERY_S = 1.0  # rows wait in memory at most this long (once the loop has moved past their step)
+MAX_PENDING_ROWS = 200_000  # rows kept while the store cannot be written (~30 MB; Note [Your loop goes on])
+FINISH_PATIENCE_S = 60.0  # how long the end waits for a store that cannot be written
+_PACKAGE = str(Path(__file__).resolve().parents[1])  # a warning names the first line outside stability/
+
+
+class StoreWarning(RuntimeWarning):
+    """The store could not take a run's rows (or its end); your loop went on (Note [Your loop goes on])."""
 
 
 class _SinkView:
@@ -62,10 +86,16 @@ class _SinkView:
 class Run:
     """One external run of a store (module docstring): ``log``, ``watch``, ``step``, ``finish``."""
 
-    def __init__(self, store: RunStore, claim: lifecycle.Claim, *, owns_store: bool, total_steps: int | None):
+    def __init__(self, store: RunStore, claim: lifecycle.Claim, *, owns_store: bool, total_steps: int | None,
+                 on_store_error: str = "warn", config: Mapping | None = None):
         self.store, self.claim, self.id = store, claim, claim.run_id
         self._owns_store, self.total_steps = owns_store, total_steps
-        self.sink = StoreSink(store, claim.run_id, claim=claim.token)
+        self.on_store_error, self._config = on_store_error, dict(config or {})
+        warn = on_store_error == "warn"
+        self.sink = StoreSink(store, claim.run_id, claim=claim.token, on_store_error=on_store_error,
+                              max_pending_rows=MAX_PENDING_ROWS if warn else None,
+                              patience_s=FINISH_PATIENCE_S if warn else None, warn=self._warn)
+        self._fields: dict = {}  # columns to write once the store takes them (watch(), Note [Your loop goes on])
         self._view = _SinkView()
         self.current_step = 0
         self.status: str | None = None
@@ -105,11 +135,17 @@ class Run:
             self.watcher.close()
         self.watcher = Watcher(model, every, probe)
         units = self.watcher.units
-        config = dict(self.store.record(self.id).raw_config)
+        config = dict(self._config)
         config["cell"] = {"name": f"{type(model).__name__} ({units[0].kind})", "hidden_size": units[0].size,
                           "units": [unit.place for unit in units]}
-        self.store.update_run(self.id, config=config, **self.watcher.describe())
+        self._fields.update(config=config, **self.watcher.describe())
+        self._guarded(self._write_fields)
         return self.watcher
+
+    def _write_fields(self) -> None:
+        if self._fields and not self.sink.lost:
+            self.store.update_run(self.id, **self._fields)
+        self._fields = {}
 
     def step(self, loss: torch.Tensor | None = None, *, h0=None, states=None) -> None:
         """One training step: the step counter moves on by one; ``loss`` (its mean over the steps since
@@ -124,7 +160,7 @@ class Run:
         logged = self.watcher.due(self.current_step) if self.watcher is not None else True
         if logged:
             self._log_step(loss, h0, states)
-        self.sink.on_step(self._view, None)  # the stop request, and the heartbeat between writes
+        self._guarded(lambda: self.sink.on_step(self._view, None))  # the stop request, the heartbeat
         self._advance(self.current_step)
 
     def _log_step(self, loss, h0, states) -> None:
@@ -158,8 +194,37 @@ class Run:
         if done or done_series:
             self._scalars = [row for row in self._scalars if row[0] >= step]
             self._series = [row for row in self._series if row[0] >= step]
-            self.sink.write(max(row[0] for row in done + done_series), done, done_series)
+            self._guarded(lambda: self.sink.write(max(row[0] for row in done + done_series), done, done_series))
             self._written = time.monotonic()
+            if self._fields and self.sink.pending_rows() == 0:  # the store took the rows: the columns too
+                self._guarded(self._write_fields)
+
+    # ------------------------------------------------------------------ an unwritable store
+    def _guarded(self, call) -> None:
+        """``call()``; with ``on_store_error="warn"`` a store that cannot be written, or a run that is
+        no longer this process's, is a warning, never an exception in the loop (Note [Your loop goes on])."""
+        if self.on_store_error == "raise":
+            return call()
+        try:
+            return call()
+        except (ClaimLost, RunNotFound) as error:
+            if not self.sink.lost:
+                self.sink.lost = True
+                self._warn(f"run {self.id}: {' '.join(str(error).split())}; nothing more is logged, "
+                           "your loop goes on")
+        except RuntimeError as error:  # a StoreError outside the sink's tries (update_run, settle)
+            if not self.sink.warned:
+                self.sink.warned = True
+                self._warn(f"run {self.id}: the store cannot be written ({' '.join(str(error).split())}); "
+                           "training goes on")
+        return None
+
+    def _warn(self, message: str) -> None:
+        """One :class:`StoreWarning`, attributed to the first line outside this package (your loop's)."""
+        frame, level = sys._getframe(), 1
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(message, StoreWarning, stacklevel=level)
 
     # ------------------------------------------------------------------ the end
     def finish(self, status: str = "completed", error: str | None = None) -> None:
@@ -169,16 +234,33 @@ class Run:
         try:
             if self._scalars or self._series:
                 last = max(row[0] for row in self._scalars + self._series)
-                self.sink.write(last, self._scalars, self._series)
+                rows, series = self._scalars, self._series
+                self._guarded(lambda: self.sink.write(last, rows, series))
                 self._scalars, self._series = [], []
-            self.sink.finish(status, error)
-            lifecycle.settle(self.store, self.claim, status, error)
+            self._guarded(lambda: self.sink.finish(status, error))
+            self._guarded(self._write_fields)
+            settled = self.sink.lost or self._guarded(lambda: lifecycle.settle(self.store, self.claim, status, error))
             self.status = status
+            self._report_losses(status, settled)
         finally:
             if self.watcher is not None:
                 self.watcher.close()
             if self._owns_store:
                 self.store.close()
+
+    def _report_losses(self, status: str, settled) -> None:
+        """One warning at the end when the store did not get everything (Note [Your loop goes on])."""
+        lost = []
+        if self.sink.dropped_rows:
+            lost.append(f"{self.sink.dropped_rows:,} rows were dropped (the oldest, past the cap of "
+                        f"{MAX_PENDING_ROWS:,} kept while the store could not be written)")
+        if self.sink.unwritten_rows:
+            lost.append(f"{self.sink.unwritten_rows:,} rows could not be written in {FINISH_PATIENCE_S:g} s")
+        if settled is None and not self.sink.lost:
+            lost.append(f"it could not be marked {status} and shows 'running' until it is marked ended "
+                        f"(stability delete --ended {self.id})")
+        if lost:
+            self._warn(f"run {self.id}: " + "; ".join(lost))
 
     def __enter__(self) -> Run:
         return self
@@ -198,12 +280,18 @@ class Run:
 
 def init(name: str | None = None, *, store: RunStore | str | os.PathLike | None = None,
          config: Mapping | None = None, total_steps: int | None = None, metric: str | None = None,
-         baseline: float | None = None) -> Run:
+         baseline: float | None = None, on_store_error: str = "warn") -> Run:
     """A new external run in ``store`` (a RunStore, a path or a PostgreSQL URL; default the one the
     dashboard reads: ``$STABILITY_STORE``, else ~/.stability/runs.db), named ``name``, with your
     ``config`` (any JSON-able dict, shown and exported as given). ``total_steps`` gives the pages a
     progress bar and an ETA; ``metric`` and ``baseline`` (a task's metric name and its memoryless
-    baseline, as stability.tasks give them) let the diagnosis judge ``val/<metric>`` against it."""
+    baseline, as stability.tasks give them) let the diagnosis judge ``val/<metric>`` against it.
+    ``on_store_error``: ``"warn"`` (a store that cannot be written later is a warning and your loop
+    goes on, Note [Your loop goes on]) or ``"raise"`` (its error, once it has failed for 5 minutes).
+    The run itself must be stored: a store that cannot be written now is its one-line StoreError."""
+    if on_store_error not in ON_STORE_ERROR:
+        raise ValueError(f"on_store_error must be one of {', '.join(map(repr, ON_STORE_ERROR))}; "
+                         f"got {on_store_error!r}")
     owns = not isinstance(store, RunStore)
     opened = RunStore(store) if owns else store
     try:
@@ -216,4 +304,5 @@ def init(name: str | None = None, *, store: RunStore | str | os.PathLike | None 
         if owns:
             opened.close()
         raise
-    return Run(opened, claim, owns_store=owns, total_steps=total_steps)
+    return Run(opened, claim, owns_store=owns, total_steps=total_steps, on_store_error=on_store_error,
+               config=stored)

@@ -1,0 +1,204 @@
+"""A logging library never kills its user's loop (issue 33, item 5): stability.watch rides out a store it
+cannot write (stability/watch/run.py, Note [Your loop goes on]; stability/training/sinks.py, Note [An
+unwritable store]); an external run records its process's start time, so a reused pid is not taken for
+it (stability/execution/lifecycle.py); a silent external run can be marked ended and deleted
+(lifecycle.mark_abandoned, ``stability delete``). Real parts: a real SQLite store whose write lock a
+second process holds (BEGIN EXCLUSIVE stops root too, where a chmod does not), a real nn.LSTM loop, real
+processes for the pids."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import stability.runs.engine as engine
+import stability.watch as sw
+import stability.watch.run as watch_run
+from stability.runs.store import RunStore, StoreBusy
+
+HOLDER = r"""
+import sys, sqlite3
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+sys.stdin.readline()  # held until the test says so
+connection.execute("ROLLBACK")
+connection.close()
+"""
+
+
+class Lock:
+    """Another process holding an SQLite store's write lock until :meth:`release`."""
+
+    def __init__(self, path):
+        self.process = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout.readline().strip() == "locked"
+
+    def release(self):
+        if self.process.poll() is None:
+            self.process.stdin.write("\n")
+            self.process.stdin.flush()
+        self.process.wait(timeout=30)
+        self.process.stdin.close()
+        self.process.stdout.close()
+
+
+class LstmLoop:
+    """A small nn.LSTM trained on random data, one :meth:`step` a training step through ``run``."""
+
+    def __init__(self, run, hidden=4):
+        torch.manual_seed(0)
+        self.lstm, self.head = nn.LSTM(3, hidden, batch_first=True), nn.Linear(hidden, 1)
+        self.model = nn.ModuleDict({"lstm": self.lstm, "head": self.head})
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.05)
+        self.run, self.hidden, self.steps = run, hidden, 0
+        run.watch(self.model, every=1)
+
+    def step(self):
+        x, y = torch.randn(2, 5, 3), torch.randn(2, 1)
+        h0 = torch.zeros(1, 2, self.hidden, requires_grad=True)
+        out, _ = self.lstm(x, (h0, torch.zeros(1, 2, self.hidden)))
+        loss = ((self.head(out[:, -1]) - y) ** 2).mean()
+        self.run.step(loss, h0=h0)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        self.steps += 1
+
+
+@pytest.fixture
+def quick_store(tmp_path, monkeypatch):
+    """A real SQLite store whose busy timeout is short (the engine's own constant), so each try on a locked
+    store costs 0.3 s, not 10 s; every row written at once (no 1 s batching) so the loop meets the lock."""
+    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(watch_run, "WRITE_EVERY_S", 0.0)
+    with RunStore(tmp_path / "runs.db") as store:
+        yield store
+
+
+def store_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, sw.StoreWarning)]
+
+
+def test_a_locked_store_warns_once_keeps_the_newest_rows_and_writes_them_when_it_comes_back(quick_store,
+                                                                                            monkeypatch):
+    from stability.training import sinks
+
+    store = quick_store
+    monkeypatch.setattr(watch_run, "MAX_PENDING_ROWS", 120, raising=False)
+    monkeypatch.setattr(sinks, "STORE_PATIENCE_S", 1.0)  # "raise" would give up after 1 s; "warn" never does
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = sw.init("locked", store=store)
+        loop = LstmLoop(run)
+        for _ in range(3):
+            loop.step()
+        per_step = len(store.metrics(run.id).query("step == 1")) + len(run.sink.series().query("step == 1"))
+        lock = Lock(store.path)
+        try:
+            locked = time.monotonic()
+            for _ in range(30):  # the whole outage: the loop goes on, nothing raised
+                loop.step()
+            while time.monotonic() - locked < 2.0:  # past the patience of "raise"
+                time.sleep(0.05)
+                loop.step()
+            assert run.sink.pending_rows() > 0 and run.sink.dropped_rows > 0
+            during = store_warnings(caught)
+        finally:
+            lock.release()
+        for _ in range(200):  # a bounded wait: steps until a retry lands the rows kept
+            loop.step()
+            if run.sink.pending_rows() == 0:
+                break
+            time.sleep(0.05)
+        assert run.sink.pending_rows() == 0
+        run.finish()
+    assert len(during) == 1 and "cannot be written" in during[0] and "training goes on" in during[0]
+    rows = store.metrics(run.id)
+    steps = sorted(set(rows["step"]))
+    missing = sorted(set(range(1, loop.steps + 1)) - set(steps))
+    assert missing and missing == list(range(missing[0], missing[-1] + 1))  # one gap: the oldest dropped
+    assert 3 <= missing[0] < 33 and missing[-1] < loop.steps  # from the outage on; the newest kept and written
+    assert run.sink.dropped_rows == len(missing) * per_step
+    assert store.record(run.id).status == "completed" and store.record(run.id).step == loop.steps
+    assert not rows.duplicated(["step", "name"]).any()
+    end = store_warnings(caught)[len(during):]
+    assert len(end) == 1 and f"{run.sink.dropped_rows:,} rows were dropped (the oldest" in end[0]
+
+
+def test_a_store_locked_at_the_end_is_a_warning_and_the_rows_come_with_the_next_write(quick_store,
+                                                                                     monkeypatch):
+    """The loop ends while the store is still locked: finish waits its patience, warns, never raises."""
+    store = quick_store
+    monkeypatch.setattr(watch_run, "FINISH_PATIENCE_S", 1.0, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lock = None
+        try:
+            with sw.init("locked at the end", store=store) as run:
+                loop = LstmLoop(run)
+                loop.step()
+                lock = Lock(store.path)
+                for _ in range(5):
+                    loop.step()
+        finally:
+            if lock is not None:
+                lock.release()
+    texts = store_warnings(caught)
+    assert len(texts) == 2 and "rows could not be written in 1 s" in texts[1]
+    assert "shows 'running' until it is marked ended" in texts[1]
+    assert store.record(run.id).status == "running"  # not settled: the store never took it
+
+
+def test_on_store_error_raise_keeps_the_old_rule(quick_store, monkeypatch):
+    from stability.training import sinks
+
+    store = quick_store
+    monkeypatch.setattr(sinks, "STORE_PATIENCE_S", 1.5)
+    run = sw.init("raise", store=store, on_store_error="raise")
+    loop = LstmLoop(run)
+    loop.step()
+    lock = Lock(store.path)
+    try:
+        with pytest.raises(StoreBusy, match="locked by another writer"):
+            for _ in range(200):  # bounded: the patience runs out long before
+                loop.step()
+                time.sleep(0.05)
+    finally:
+        lock.release()
+    with pytest.raises(ValueError, match="on_store_error must be one of 'raise', 'warn'"):
+        sw.init("bad", store=store, on_store_error="ignore")
+
+
+def test_a_run_deleted_under_its_loop_is_one_warning_and_the_loop_goes_on(quick_store):
+    store = quick_store
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with sw.init("deleted", store=store) as run:
+            loop = LstmLoop(run)
+            loop.step()
+            store.delete_run(run.id)  # as a Runs page's "Mark ended" and Delete would, the process alive
+            for _ in range(5):
+                loop.step()
+                time.sleep(0.12)  # past the sink's stop poll
+    texts = store_warnings(caught)
+    assert loop.steps == 6 and len(texts) == 1 and "nothing more is logged" in texts[0]
+
+
+def test_the_lightning_callback_takes_on_store_error_through(quick_store):
+    from types import SimpleNamespace
+
+    from stability.watch.lightning import StabilityCallback
+
+    for option in ("raise", "warn"):
+        callback = StabilityCallback("lightning", store=quick_store, on_store_error=option)
+        callback.on_fit_start(SimpleNamespace(max_steps=3), nn.ModuleDict({"lstm": nn.LSTM(3, 4)}))
+        assert callback.run.on_store_error == option and callback.run.sink.on_store_error == option
+        callback.on_fit_end(None, None)
+    assert StabilityCallback("default").on_store_error == "warn"
