@@ -202,3 +202,58 @@ def test_the_lightning_callback_takes_on_store_error_through(quick_store):
         assert callback.run.on_store_error == option and callback.run.sink.on_store_error == option
         callback.on_fit_end(None, None)
     assert StabilityCallback("default").on_store_error == "warn"
+
+
+# ------------------------------------------------------------------ a pid and its start time
+def test_every_claim_records_its_pids_start_time(tmp_path):
+    import psutil
+
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+    from stability.execution import lifecycle
+
+    mine = psutil.Process().create_time()
+    config = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}), TrainConfig(steps=2))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with RunStore(tmp_path / "runs.db") as store:
+            with sw.init("external", store=store) as run:
+                assert store.record(run.id).pid_started == mine  # at birth
+            born = lifecycle.create_claimed(store, config)
+            assert store.record(born.run_id).pid_started == mine
+            queued = store.create_run(config.to_dict(), "queued")
+            claim = lifecycle.claim_for_worker(store, queued)
+            assert store.record(queued).pid_started == mine
+            lifecycle.hand_over(store, claim, child.pid)  # the worker launched for it
+            assert store.record(queued).pid_started == psutil.Process(child.pid).create_time()
+            assert lifecycle.adopt(store, queued, claim.token) is not None
+            assert store.record(queued).pid_started == mine
+            lifecycle.release(store, lifecycle.Claim(queued, claim.token, 0, ""))
+            assert (store.record(queued).pid, store.record(queued).pid_started) == (None, None)
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("external", [True, False])
+def test_a_live_pid_with_another_start_time_is_not_the_claimant(tmp_path, external):
+    """A pid reused by another process (alive, started after the claimant): the claimant is gone."""
+    import psutil
+
+    from stability.execution import lifecycle
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = psutil.Process(child.pid).create_time()
+        with RunStore(tmp_path / "runs.db") as store:
+            def run_with(pid_started):
+                run_id = store.create_run({"name": "x"}, "x", external=external, claimed={
+                    "status": "running", "pid": child.pid, "pid_started": pid_started,
+                    "host": lifecycle.this_host(), "claim": "token"})
+                return store.record(run_id)
+
+            assert not lifecycle.claimant_gone(run_with(started))  # the claimant itself, alive
+            assert lifecycle.claimant_gone(run_with(started - 3600.0))  # its pid, now another process's
+            assert not lifecycle.claimant_gone(run_with(None))  # an older claim: its pid alone
+    finally:
+        child.kill()
+        child.wait()

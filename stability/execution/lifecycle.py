@@ -95,7 +95,7 @@ from ..training.checkpoints import ResumeError, read_for_resume
 from ..training.sinks import StoreSink, TrainResult
 from .locks import sweep_lock
 from .preflight import check_buildable
-from .processes import is_alive
+from .processes import is_alive, process_start_time
 from .signals import Terminated, as_exception, describe_interrupt, interrupts_raise, signals_deferred
 
 RESUMABLE = ("stopped", "interrupted", "failed")
@@ -103,6 +103,7 @@ INTERRUPTED_ERROR = "worker process ended without a final status"
 EXTERNAL_INTERRUPTED_ERROR = "the process logging it ended without finishing the run"
 STALE_HEARTBEAT_S = 60.0  # a run of this host with no pid and no heartbeat for this long is gone
 SHARED_STALE_S = 600.0  # a run of another host with no heartbeat for this long is gone
+PID_START_TOLERANCE_S = 1.0  # a pid whose start time differs from the claim's by more is another process
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,11 @@ def _new_claim(run_id: int | None, pid: int | None = None) -> Claim:
 
 
 def _claimed(claim: Claim) -> dict:
-    """What a claim writes: the run 'queued' (claimed, not yet training: Note [States]), its pid,
-    host and token."""
-    return {"status": "queued", "pid": claim.pid, "host": claim.host, "claim": claim.token}
+    """What a claim writes: the run 'queued' (claimed, not yet training: Note [States]), its pid, the
+    pid's start time (so a pid reused by another process is not taken for the claimant:
+    :func:`claimant_gone`), host and token."""
+    return {"status": "queued", "pid": claim.pid, "pid_started": process_start_time(claim.pid),
+            "host": claim.host, "claim": claim.token}
 
 
 # ------------------------------------------------------------------ claiming
@@ -178,12 +181,14 @@ def claim_for_worker(store, run_id: int, *, resumed: bool = False) -> Claim | No
 
 def hand_over(store, claim: Claim, pid: int) -> None:
     """Record the launched worker's ``pid`` on the queue's claim (a no-op once the worker has adopted it)."""
-    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token, fields={"pid": pid})
+    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token,
+                          fields={"pid": pid, "pid_started": process_start_time(pid)})
 
 
 def release(store, claim: Claim) -> None:
     """Give a queued run back to the queue (its worker could not be launched)."""
-    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token, fields={"pid": None, "claim": None})
+    store.compare_and_set(claim.run_id, statuses=["queued"], claim=claim.token,
+                          fields={"pid": None, "pid_started": None, "claim": None})
 
 
 def adopt(store, run_id: int, token: str) -> Claim | None:
@@ -208,7 +213,7 @@ def requeue(store, run: RunRecord) -> bool:
     """Put a stopped, interrupted or orphaned run (``run`` as last read) back in the queue, unclaimed
     (a sweep's resume); False when it changed meanwhile."""
     return store.compare_and_set(run.id, statuses=[run.status], claim=run.claim, pid=run.pid, fields={
-        "status": "queued", "pid": None, "claim": None, "stop_requested": False})
+        "status": "queued", "pid": None, "pid_started": None, "claim": None, "stop_requested": False})
 
 
 # ------------------------------------------------------------------ resuming
@@ -269,7 +274,8 @@ def queue_resume(store, run_id: int) -> RunConfig:
     cannot be resumed. A sweep's run: hold :func:`resume_lock`."""
     config = check_resumable(store, run_id)
     if not store.compare_and_set(run_id, statuses=RESUMABLE, fields={
-            "status": "queued", "pid": None, "claim": None, "host": this_host(), **_resume_fields(store, run_id)}):
+            "status": "queued", "pid": None, "pid_started": None, "claim": None, "host": this_host(),
+            **_resume_fields(store, run_id)}):
         check_resumable(store, run_id, checkpoint=False)
         raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
     return config
@@ -313,17 +319,28 @@ def heartbeat_age(run: RunRecord, now: float | None = None) -> float:
 
 def claimant_gone(run: RunRecord, here: str | None = None) -> bool:
     """Whether the process that claimed an active ``run`` is gone (the one rule, for the queue's
-    reconcile and a sweep's orphans): on this host (or no host recorded) its pid is dead, or without
-    a pid it has shown no life for :data:`STALE_HEARTBEAT_S`; on another host (a shared store: a pid
-    means nothing here) it has shown no life for :data:`SHARED_STALE_S`. An external run is gone only
-    when its process, on this host, is dead (Note [External runs])."""
+    reconcile and a sweep's orphans): on this host (or no host recorded) its pid is dead or now
+    another process's (:func:`pid_gone`), or without a pid it has shown no life for
+    :data:`STALE_HEARTBEAT_S`; on another host (a shared store: a pid means nothing here) it has
+    shown no life for :data:`SHARED_STALE_S`. An external run is gone only when its process, on this
+    host, is (Note [External runs])."""
     if run.external:
-        return run.host in (None, here or this_host()) and run.pid is not None and not is_alive(run.pid)
+        return run.host in (None, here or this_host()) and run.pid is not None and pid_gone(run)
     if run.host not in (None, here or this_host()):
         return heartbeat_age(run) > SHARED_STALE_S
     if run.pid is not None:
-        return not is_alive(run.pid)
+        return pid_gone(run)
     return heartbeat_age(run) > STALE_HEARTBEAT_S
+
+
+def pid_gone(run: RunRecord) -> bool:
+    """Whether ``run``'s pid (of this host) no longer names its claimant: dead, or alive with a start
+    time other than the claim's ``pid_started`` (the pid reused by another process). A claim of an
+    older version, with no start time recorded, is judged by its pid alone."""
+    if not is_alive(run.pid):
+        return True
+    started = process_start_time(run.pid) if run.pid_started is not None else None
+    return started is not None and abs(started - run.pid_started) > PID_START_TOLERANCE_S
 
 
 # ------------------------------------------------------------------ training
