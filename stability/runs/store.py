@@ -246,9 +246,9 @@ class RunStore(SweepRows):
             conn.execute(SET_STATUS, {**values, "run": self._require(conn, run_id)})
 
     def compare_and_set(self, run_id: int, *, statuses: Iterable[str], fields: Mapping[str, Any],
-                        unclaimed: bool = False, claim: Any = ANY, pid: Any = ANY) -> bool:
+                        unclaimed: bool = False, claim: Any = ANY, pid: Any = ANY, heartbeat: Any = ANY) -> bool:
         """``UPDATE runs SET fields WHERE id = run_id AND status IN statuses`` (``AND pid IS NULL`` with
-        ``unclaimed``; the claim and the pid as given unless ANY, NULL compared as a value) in one
+        ``unclaimed``; the claim, the pid and the heartbeat as given unless ANY, NULL compared as a value) in one
         statement; True when it changed the run, False when the run was not as expected (another
         process won). A ``status`` among ``fields`` sets ``finished_at`` (a terminal one) or clears it
         and keeps the first ``started_at`` ('running'), as :meth:`set_status` does. This is the claim
@@ -271,6 +271,7 @@ class RunStore(SweepRows):
             where += [_RUNS.pid.is_(None)] if unclaimed else []
             where += [] if claim is ANY else [_RUNS.claim.is_not_distinct_from(claim)]
             where += [] if pid is ANY else [_RUNS.pid.is_not_distinct_from(pid)]
+            where += [] if heartbeat is ANY else [_RUNS.heartbeat.is_not_distinct_from(heartbeat)]
             return conn.execute(update(runs_table).where(*where).values(values)).rowcount == 1
 
     def _heartbeat(self, conn: Connection, run_id: int, step: int | None) -> None:
