@@ -18,7 +18,7 @@ import pandas as pd
 from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
 from pages.ui.status import EXTERNAL
 from pages.ui.live import charts_built_together, live_chart_specs, run_rows
-from pages.ui.links import QueryReader
+from pages.ui.links import QueryReader, linked_text
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
@@ -193,7 +193,7 @@ if "metrics" in st.query_params:
     wanted = [name for name in st.query_params["metrics"].split(",") if name]
     unknown = [name for name in wanted if name not in available]
     if unknown:
-        query.note(f"metrics: {', '.join(unknown)} (not logged by the selected runs)")
+        query.note(f"metrics: {linked_text(', '.join(unknown))} (not logged by the selected runs)")
 else:
     wanted = default_metrics(available, metrics.pop() if len(metrics) == 1 else "")
 init_state("cmp_metrics", [name for name in wanted if name in available])

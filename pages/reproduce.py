@@ -19,7 +19,7 @@ import streamlit as st
 from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_switch, explained, explanation,
                                 projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.links import QueryReader
+from pages.ui.links import QueryReader, linked_text
 from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
@@ -70,7 +70,7 @@ def preset_runs(store, query: QueryReader) -> tuple[dict, int | None]:
         except RunNotFound:
             missing.append(str(run_id))
     if missing:
-        query.note(f"runs: {', '.join(missing)} (no such run in this store)")
+        query.note(f"runs: {linked_text(', '.join(missing), 60)} (no such run in this store)")
     return records, None
 
 
@@ -193,7 +193,7 @@ shipped = presets.available()
 chosen = st.query_params.get("preset")
 names = [info.name for info in shipped]
 if chosen is not None and chosen not in names:
-    st.warning(f"Ignored in this link: no preset {chosen!r}; available: {', '.join(names)}.")
+    st.warning(f"Ignored in this link: no preset {linked_text(repr(chosen))}; available: {', '.join(names)}.")
     chosen = None
 
 if chosen is None:

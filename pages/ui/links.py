@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import streamlit as st
@@ -40,7 +41,7 @@ class QueryReader:
             return default
         value = _parse_number(text, type(low))
         if value is None or not low <= value <= high:
-            self.problems.append(f"{key}={_shorten(text)} (expected {_range(low, high)})")
+            self.problems.append(f"{key}={linked_text(text)} (expected {_range(low, high)})")
             return default
         return value
 
@@ -49,7 +50,7 @@ class QueryReader:
         if text is None:
             return default
         if text not in choices:
-            self.problems.append(f"{key}={_shorten(text)} (expected one of {', '.join(map(str, choices))})")
+            self.problems.append(f"{key}={linked_text(text)} (expected one of {', '.join(map(str, choices))})")
             return default
         return text
 
@@ -60,31 +61,74 @@ class QueryReader:
         given = [part.strip() for part in text.split(",") if part.strip()]
         unknown = [part for part in given if part not in choices]
         if unknown:
-            self.problems.append(f"{key}: {_shorten(', '.join(unknown))} (expected names among "
+            self.problems.append(f"{key}: {linked_text(', '.join(unknown))} (expected names among "
                                  f"{', '.join(map(str, choices))})")
         return [part for part in given if part in choices] or default
 
     def ids(self, key: str) -> list[int]:
-        """Run ids from ``?key=1,2,3``; anything that is not a run id is left out and noted."""
+        """Run ids from ``?key=1,2,3``, at most :data:`MAX_LINKED_IDS` (:func:`linked_ids`); anything that is
+        not a run id is left out, and what was left out is noted in one phrase."""
         text = st.query_params.get(key)
         if not text:
             return []
-        ids, bad = [], []
-        low, high = LIMITS["run"]
-        for part in (part.strip() for part in text.split(",") if part.strip()):
-            value = _parse_number(part, int)
-            (ids if value is not None and low <= value <= high else bad).append(value if value is not None
-                                                                               and low <= value <= high else part)
+        ids, bad, given = linked_ids(text)
         if bad:
-            self.problems.append(f"{key}: {_shorten(', '.join(map(str, bad)))} (run ids are integers from 1)")
-        return list(dict.fromkeys(ids))
+            self.problems.append(f"{key}: {linked_text(', '.join(bad))} (run ids are integers from 1)")
+        if given > len(ids):
+            self.problems.append(f"{key}: the ids after the first {len(ids):,} of {given:,} (a link opens at most "
+                                 f"{MAX_LINKED_IDS:,})")
+        return ids
 
     def note(self, problem: str) -> None:
+        """Add a phrase to the warning; what in it the link typed must be :func:`linked_text` already."""
         self.problems.append(problem)
 
     def warn(self) -> None:
+        """One warning line for every problem noted (what the link typed in each :func:`linked_text`)."""
         if self.problems:
             st.warning(f"Ignored in this link: {'; '.join(self.problems)}. Using the defaults instead.")
+
+
+# Note [Linked ids]
+# -----------------
+# Every page reads the run ids of its link (Race's and Reproduce's ?runs=, Compare's ?runs=, Train's ?run=,
+# Sweep's and Reproduce's ?sweep=) with QueryReader.ids, so the one rule is here: the first MAX_LINKED_IDS
+# distinct ids, in the link's order, and one phrase for the rest.  ``race?runs=1,...,20000`` used to read
+# 20,000 runs and draw a warning for each at every refresh (9 s of the server's CPU a look).
+MAX_LINKED_IDS = 100
+
+
+def linked_ids(text: str, limit: int = MAX_LINKED_IDS) -> tuple[list[int], list[str], int]:
+    """``(ids, bad, given)`` of a link's ``1,2,3``: the first ``limit`` distinct run ids (integers within
+    ``LIMITS["run"]``), the parts that are not run ids (the first few), and how many distinct ids it gave."""
+    low, high = LIMITS["run"]
+    ids, bad = {}, []
+    for part in (part.strip() for part in text.split(",")):
+        if not part:
+            continue
+        value = _parse_number(part, int)
+        if value is not None and low <= value <= high:
+            ids[value] = None
+        elif len(bad) < 10:
+            bad.append(part[:40])
+    return list(ids)[:limit], bad, len(ids)
+
+
+# what markdown, HTML, GFM's autolinks and Streamlit's directives read mid-line (a message's value never starts one)
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()<>&!:$~|@]|(?<=www)\.)", re.IGNORECASE)
+
+
+def escaped(text: str) -> str:
+    """``text`` shown as typed inside a line of Streamlit's markdown (a warning, a caption): every character
+    that markdown, HTML, an autolink or a Streamlit directive reads there (``[``, ``(``, ``<``, ``&``, ``:``,
+    ``$``, ``@``, ``www.`` ...) backslash-escaped, so a link's ``?preset=[Log in](http://…)`` is text, not a
+    live link, an image, a colour or a formula; newlines become spaces (a line is one line)."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def linked_text(text: str, limit: int = 40) -> str:
+    """A value the link typed, for a message: shortened to ``limit`` characters and :func:`escaped`."""
+    return escaped(_shorten(str(text), limit))
 
 
 def _parse_number(text: str, kind: type):

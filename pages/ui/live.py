@@ -299,8 +299,9 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
 
     runs, rows, missing = awaited(read, lambda read: all(row.metrics.empty for row in read[1].values()) and any(
         run.status not in TERMINAL for run in read[0].values()), wait_s)
-    for run_id in missing:
-        st.warning(f"Run {run_id} is not in the store {store.location}.")
+    if missing:  # one line however many (the link's ids are capped: Note [Linked ids] in pages/ui/links.py)
+        shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")
+        st.warning(f"Run{'s' * (len(missing) > 1)} {shown} {'are' if len(missing) > 1 else 'is'} not in this store.")
     if any(row.just_finished for row in rows.values()):
         for row in rows.values():
             row.just_finished = False

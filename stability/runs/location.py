@@ -3,6 +3,7 @@
     parse_location("runs.db")                              # sqlite:////abs/path/runs.db
     parse_location("postgresql://lab:secret@gpu/stab")     # postgresql+psycopg://lab:secret@gpu/stab
     masked("postgresql://lab:secret@gpu/stab")             # postgresql://lab:***@gpu/stab
+    masked("postgresql://lab@gpu/stab?password=secret")    # postgresql://lab@gpu/stab?password=***
     store_home(url)                                        # ~/.stability/stores/gpu-5432-stab/
 
 Note [locations]
@@ -95,11 +96,25 @@ def _password_encoded(location: str) -> str:
     return f"{scheme}://{user}:{quote(unquote(password), safe='')}@{host}"
 
 
+# a query parameter whose value is a secret or names one: password, sslpassword, pass, passfile, sslkey, ...
+_SECRET_QUERY = re.compile(r"([?&;][^=&;?#]*(?:pass|secret|token|sslkey|key_?file)[^=&;?#]*=)[^&;#]*", re.IGNORECASE)
+
+
 def masked(text: str) -> str:
-    """A URL as typed, everything between ``://`` and the last ``@`` but the user name replaced by
-    ``***``: a password typed unencoded may hold ``/``, ``:`` or ``@``, so nothing short of the last
+    """A URL as typed with its secrets replaced by ``***`` (Note [Masked locations]): the value of every
+    query parameter that is or names one (``?password=``, ``sslpassword``, ``passfile``, ``sslkey``, any
+    key holding ``pass``, ``secret`` or ``token``), and everything between ``://`` and the last ``@`` but
+    the user name: a password typed unencoded may hold ``/``, ``:`` or ``@``, so nothing short of the last
     ``@`` is sure to end it (``postgresql://lab:pa/ss@host`` -> ``postgresql://lab:***@host``). A user
-    name is kept only when it is one (letters, digits, ``._%+-``); a text without ``@`` has no password."""
+    name is kept only when it is one (letters, digits, ``._%+-``); a text without ``@`` has no password
+    there.
+
+    Note [Masked locations]
+        libpq, and SQLAlchemy after it, takes the password from the query string as well as from the
+        user part (``postgresql://lab@gpu/stab?password=secret``), which SQLAlchemy's
+        ``hide_password`` leaves as it is; so :func:`described`, and through it ``store.location`` and
+        every message that names a store, goes through this one function."""
+    text = _SECRET_QUERY.sub(r"\1***", text) if "://" in text else text
     scheme, sep, rest = text.partition("://")
     if not sep or "@" not in rest:
         return text

