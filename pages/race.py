@@ -17,6 +17,7 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
+from pages.ui.access import current_visitor, view_only_line
 from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control,
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
@@ -29,7 +30,7 @@ from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
 from pages.ui.shared import shared_memo
 from pages.ui.store import keep_warm_slots, open_store, store_guard, store_path
-from stability import cells
+from stability import access, cells
 from stability import charts
 from stability.execution import runner
 from stability.config import ConfigError
@@ -178,6 +179,24 @@ def _curve_parts(frame: Callable[[], pd.DataFrame], options: dict) -> tuple:
             lambda: charts.metric_log_step(frame(), options["names"], references) if options.get("log_y") else None)
 
 
+def start_race(visitor, configs) -> list[int]:
+    """Start one run per cell through the visitor's guard (stability.access), queued beyond the server's slots;
+    the ids started (also put in the link)."""
+    started = []
+    try:
+        for config in configs:
+            started.append(access.start_run(visitor, config, store_path()))
+    except ConfigError as error:  # a bad config, a student's limit, a role that may not start: one line
+        st.error(str(error))
+    slots = runner.max_concurrent_runs()
+    if len(started) > slots:
+        st.info(f"{len(started) - slots} of these runs wait 'queued': this server trains {slots} at a "
+                f"time ({runner.MAX_RUNS_ENV}); each starts as a slot frees.")
+    if started:
+        st.query_params["runs"] = ",".join(map(str, started))
+    return started
+
+
 classroom = classroom_switch()
 classroom_style()
 chart_grid_style()
@@ -188,6 +207,7 @@ if not classroom:
                "vanishes.")
 
 store = open_store()
+visitor = current_visitor()
 query = QueryReader()
 defaults = config_from_query(RACE_DEFAULTS, query)
 chosen_cells = query.choices("cells", cells.available(), race_cells(cells.available()))
@@ -202,24 +222,16 @@ if classroom:  # no form, no controls: the race of the link, drawn with the defa
                   "off (top right) to start one.")
 else:
     form, live = st.columns([1, 2.6], gap="large")
+    configs = stop_column = None
     with form:
-        configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=chosen_cells)
-        start_column, stop_column = st.columns(2)
-        if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
-                               width="stretch"):
-            started = []
-            try:
-                for config in configs:
-                    started.append(runner.start_run(config, store_path()))  # the server's slots, queued beyond
-            except ConfigError as error:
-                st.error(str(error))
-            slots = runner.max_concurrent_runs()
-            if len(started) > slots:
-                st.info(f"{len(started) - slots} of these runs wait 'queued': this server trains {slots} at a "
-                        f"time ({runner.MAX_RUNS_ENV}); each starts as a slot frees.")
-            if started:
-                st.query_params["runs"] = ",".join(map(str, started))
-                race = started
+        if visitor.may_start:
+            configs = config_form("race", defaults=defaults, cells_multi=True, cells_default=chosen_cells)
+            start_column, stop_column = st.columns(2)
+            if start_column.button("Start race", type="primary", disabled=configs is None, key="race_start",
+                                   width="stretch"):
+                race = start_race(visitor, configs) or race
+        else:  # no form: nothing to start (Note [Roles] in stability/access/policy.py)
+            view_only_line(visitor)
     if configs:
         st.query_params.update({key: value for key, value in config_to_query(configs[0]).items() if key != "cell"})
         st.query_params["cells"] = ",".join(config.cell.name for config in configs)
@@ -234,15 +246,21 @@ else:
             ignore_outliers = outliers_control(scale, linked_outliers, key="race_outliers")
         else:
             st.info("Pick the cells on the left and press **Start race**: they train side by side with the same "
-                    "seed and budget, and their curves appear here.")
+                    "seed and budget, and their curves appear here." if visitor.may_start else
+                    "A race opens here from its link (`?runs=1,2,3`), as the lecturer shares it.")
             draw_skeleton(st, "Loss (train, validation): press Start race", CHART_HEIGHT)
 
 active = [run for run in store.active_runs() if run.id in race]
-if not classroom and stop_column.button("Stop race", disabled=not active, key="race_stop", width="stretch"):
-    for run in active:
-        runner.stop_run(run.id, store_path())
+mine = [run for run in active if visitor.may_change(run.owner)]
+if not classroom and stop_column is not None and stop_column.button(
+        "Stop race", disabled=not mine, key="race_stop", width="stretch"):
+    for run in mine:
+        try:
+            access.stop_run(visitor, run.id, store_path())
+        except ConfigError as error:
+            st.error(str(error))
         read_now(store, run.id)  # the panel, no longer polled, shows it stopped
-    active = []
+    active = [run for run in active if run not in mine]
 
 if not classroom and configs and not active:  # a worker with torch imported for each run of the next race
     keep_warm_slots(len(configs))

@@ -16,6 +16,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from pages.ui.access import current_visitor, view_only_line
 from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_switch, explained, explanation,
                                 projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
@@ -24,10 +25,9 @@ from pages.ui.live import charts_built_together, live_chart_specs, show_chart, w
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import figures
-from stability import presets
+from stability import access, presets
 from stability.execution.threads import available_cores
 from stability.presets import measured
-from stability.execution import runner
 from stability import sweeps
 from stability.config import ConfigError
 from stability.core.metric_names import LAYER_NORM
@@ -39,13 +39,16 @@ require_router(__file__)
 
 
 def start(preset, scale: str) -> dict:
-    """Start the preset at ``scale`` in the background; the query parameters that reopen it."""
+    """Start the preset at ``scale`` in the background, an operator's to do (Note [Roles]); the query
+    parameters that reopen it."""
+    visitor = current_visitor()
+    access.operate(visitor, "run a preset")
     if preset.is_sweep:
         spec = preset.sweep_spec(scale, check=True)
         return {"sweep": str(sweeps.start_sweep(spec, store_path(), workers=1, name=preset.name))}
     started = []
     for config in preset.configs(scale).values():
-        started.append(runner.start_run(config, store_path()))
+        started.append(access.start_run(visitor, config, store_path()))
     return {"runs": ",".join(map(str, started))}
 
 
@@ -234,8 +237,16 @@ else:
     query.warn()
     run_ids = list(records)
     active = [run_id for run_id, run in records.items() if run.status in ACTIVE_STATUSES]
+    visitor = current_visitor()
     if classroom_on():  # for the projector: no controls; the link names the runs
         scale = default_scale if default_scale in scale_names else scale_names[0]
+    elif not visitor.may_operate:  # a viewer: the runs the link names, and the way back to the gallery
+        scale = default_scale if default_scale in scale_names else scale_names[0]
+        if st.button("Gallery", key="reproduce_gallery"):
+            for key in ("preset", "scale", "runs", "sweep"):
+                st.query_params.pop(key, None)
+            st.rerun()
+        view_only_line(visitor)
     else:
         scale = st.radio("Scale", scale_names, horizontal=True, key="reproduce_scale",
                          index=scale_names.index(default_scale) if default_scale in scale_names else 0,
@@ -258,13 +269,16 @@ else:
             if sweep_id is not None:
                 sweeps.stop_sweep(sweep_id, store_path())
             for run_id in active:
-                runner.stop_run(run_id, store_path())
+                access.stop_run(visitor, run_id, store_path())
             active = []
     if run_ids:
         st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids,
                                                                    st.query_params.get("scale"))
     elif classroom_on():
         st.info("No runs in this link yet: start the preset in the normal view, then switch to the classroom view.")
+    elif not visitor.may_operate:
+        st.info("No runs in this link yet: the figure and the verdicts fill in here once the lecturer runs it and "
+                "shares its link.")
     else:
         st.info(f"Press **Run** to train its {preset.run_count(scale)} runs at {scale} scale in the background; "
                 "the figure and the verdicts fill in here as they train.")

@@ -13,6 +13,7 @@ import math
 
 import streamlit as st
 
+from pages.ui.access import current_visitor, view_only_line
 from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control,
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained
@@ -45,8 +46,7 @@ from pages.ui.live import (
     show_chart,
     watch,
 )
-from stability import charts
-from stability.execution import runner
+from stability import access, charts
 from stability.config import ConfigError, RunConfig
 from stability.core.metric_names import H_T_NORM as FLOW
 from stability.core.metric_names import LAYER_NORM, SPECTRUM
@@ -234,6 +234,20 @@ def watched_in_class(store, requested: int | None, query: QueryReader) -> int | 
     return watched
 
 
+def start_watching(visitor, config: RunConfig, requested: int | None) -> int | None:
+    """Start ``config`` through the visitor's guard (stability.access) and watch it; the run watched."""
+    try:
+        started = access.start_run(visitor, config, store_path())
+    except ConfigError as error:  # a bad config, a student's limit, a role that may not start: one line
+        st.error(str(error))
+        return requested
+    st.query_params["run"] = str(started)
+    # Watched from now on, whatever ?run= said: set through the widget's state, which the browser
+    # takes too (a removed state would come back from the browser's copy at the next click).
+    st.session_state["train_watch"] = started
+    return started
+
+
 classroom = classroom_switch()
 classroom_style()
 chart_grid_style()
@@ -243,6 +257,7 @@ if not classroom:
                "the singular values of the recurrent matrix and the gradient flow through time, live.")
 
 store = open_store()
+visitor = current_visitor()
 query = QueryReader()
 requested = next(iter(query.ids("run")), None)
 if classroom:  # no form, no controls: the run of the link, drawn with the defaults (Note [Classroom view])
@@ -260,19 +275,16 @@ else:
     query.warn()
     form, live = st.columns([1, 2.6], gap="large")
 
+    config = stop_column = None
     with form:
-        config = config_form("train", defaults=defaults)
-        start_column, stop_column = st.columns(2)
-        if start_column.button("Start", type="primary", disabled=config is None, key="train_start",
-                               width="stretch"):
-            try:
-                requested = runner.start_run(config, store_path())
-                st.query_params["run"] = str(requested)
-                # Watched from now on, whatever ?run= said: set through the widget's state, which the browser
-                # takes too (a removed state would come back from the browser's copy at the next click).
-                st.session_state["train_watch"] = requested
-            except ConfigError as error:
-                st.error(str(error))
+        if visitor.may_start:
+            config = config_form("train", defaults=defaults)
+            start_column, stop_column = st.columns(2)
+            if start_column.button("Start", type="primary", disabled=config is None, key="train_start",
+                                   width="stretch"):
+                requested = start_watching(visitor, config, requested)
+        else:  # no form: nothing to start (Note [Roles] in stability/access/policy.py)
+            view_only_line(visitor)
     if config is not None:
         st.query_params.update(config_to_query(config))
 
@@ -280,7 +292,8 @@ else:
     watched = None
     with live:
         if runs.empty:
-            st.info("No runs yet: configure one on the left and press **Start**.")
+            st.info("No runs yet: configure one on the left and press **Start**." if visitor.may_start else
+                    "No runs yet: they appear here once the lecturer starts one.")
             draw_skeleton(st, "Loss (train, validation): press Start", CHART_HEIGHT)
         else:
             labels = {row.id: run_label(row) for row in runs.itertuples()}
@@ -300,11 +313,17 @@ else:
 
 record = store.run(watched) if watched is not None else None
 status = record["status"] if record is not None else None
-if not classroom and record is not None and record.get("external"):  # not ours to stop (pages/ui/status.py)
+if classroom or stop_column is None:  # the projector's view, or a visitor who starts nothing
+    pass
+elif record is not None and record.get("external"):  # not ours to stop (pages/ui/status.py)
     stop_column.caption(EXTERNAL)
-elif not classroom and stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop",
-                                          width="stretch"):
-    status = runner.stop_run(watched, store_path())
+elif record is not None and not visitor.may_change(record.get("owner")):
+    stop_column.caption("Not your run: its owner or the lecturer stops it.")
+elif stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop", width="stretch"):
+    try:
+        status = access.stop_run(visitor, watched, store_path())
+    except ConfigError as error:
+        st.error(str(error))
 
 if watched is not None:
     if status != record["status"]:  # stopped just now: the panel, no longer polled, reads it once more now

@@ -28,9 +28,9 @@ def read_at_every_rerun(monkeypatch):
 def fake_runner(store, monkeypatch):
     calls = {"start": [], "stop": []}
 
-    def start_run(config, store_path=None, name=None, max_concurrent=None):
+    def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         calls["start"].append((config, store_path, max_concurrent))
-        return store.create_run(config.to_dict())
+        return store.create_run(config.to_dict(), owner=owner)
 
     def stop_run(run_id, store_path=None, timeout=5.0):
         calls["stop"].append(run_id)
@@ -157,7 +157,7 @@ def test_a_bad_value_shows_one_error_and_starts_nothing(store, fake_runner, chan
 
 
 def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
-    def start_run(config, store_path=None, name=None, max_concurrent=None):
+    def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
 
     monkeypatch.setattr(runner, "start_run", start_run)

@@ -30,9 +30,9 @@ def fake_runner(store, monkeypatch):
     """start_run stores the run (so the page can watch it) and records what it was given; stop_run too."""
     calls = {"start": [], "stop": []}
 
-    def start_run(config, store_path=None, name=None, max_concurrent=None):
+    def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         calls["start"].append((config, store_path, max_concurrent))
-        return store.create_run(config.to_dict())
+        return store.create_run(config.to_dict(), owner=owner)
 
     def stop_run(run_id, store_path=None, timeout=5.0):
         calls["stop"].append((run_id, store_path))
@@ -186,7 +186,7 @@ def test_a_sequence_length_out_of_range_is_one_reason_and_no_start():
 
 
 def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
-    def start_run(config, store_path=None, name=None, max_concurrent=None):
+    def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
 
     monkeypatch.setattr(runner, "start_run", start_run)

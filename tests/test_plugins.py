@@ -350,7 +350,7 @@ def started(store, monkeypatch):
     """runner.start_run records the configs and stores them; nothing trains."""
     calls = []
 
-    def start_run(config, store_path=None, name=None, max_concurrent=None):
+    def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         calls.append(config)
         return store.create_run(config.to_dict())
 
