@@ -9,6 +9,7 @@ import gc
 
 import streamlit as st
 
+from pages.ui.access import current_visitor, sidebar_role_line
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
 from stability.core import gpus
@@ -90,6 +91,7 @@ def any_run_in_progress() -> bool:
 
 
 with st.sidebar:
+    sidebar_role_line(current_visitor())
     st.caption(f"Device: {device_line()}")
     st.fragment(runs_in_progress, run_every=ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)()
 

@@ -52,3 +52,11 @@ def view_only_line(visitor: Visitor, where=st) -> None:
     if visitor.role == VIEWER:
         where.caption(f":material/visibility: **View only**: {visitor.reason}. Runs, live charts and results "
                       "are all here; starting and stopping them is for the lecturer's own server.")
+
+
+def sidebar_role_line(visitor: Visitor) -> None:
+    """Who this session is, in the sidebar, wherever it is not the lone operator of a loopback server."""
+    if visitor.role == VIEWER:
+        st.caption(":material/visibility: **View only**" + (f" · {visitor.identity}" if visitor.identity else ""))
+    elif visitor.identity:
+        st.caption(f":material/person: {visitor.identity} · {visitor.role}")
