@@ -137,3 +137,24 @@ def test_a_query_string_password_is_named_nowhere(postgres_cluster, tmp_path, mo
         assert PASSWORD not in str(refused.value)
     finally:
         postgres_cluster.drop_database(url)
+
+
+# ------------------------------------------------------------------ metric columns capped
+def test_a_run_logging_3000_names_keeps_the_runs_table_narrow(store):
+    from stability.runs.table import SUMMARY_COLUMNS, run_table
+
+    run_id = store.create_run(small_config().to_dict())
+    store.update_run(run_id, metric="accuracy")
+    store.set_status(run_id, "completed")
+    names = ["val/loss", "val/accuracy", "test/loss"] + [f"val/m{index:04d}" for index in range(3000)]
+    store.log(run_id, [(10, 0.0, name, 0.5) for name in names])
+    table = run_table(store)
+    finals = [column for column in table.columns if column not in SUMMARY_COLUMNS]
+    # the loss's and the task metric's first, then 20 others; the note's count of the rest
+    assert finals[:2] == ["val/loss", "val/accuracy"] and "test/loss" in finals
+    assert len(finals) == 3 + 20 and table.attrs.get("finals_left_out") == 2980
+    app = page("runs")
+    assert not app.exception
+    shown = app.dataframe[0].value.columns
+    assert len(shown) < 50 and "val/accuracy" in shown and "val/m0000" in shown and "val/m2999" not in shown
+    assert any("2,980 more held-out metrics not shown" in caption.value for caption in app.caption)

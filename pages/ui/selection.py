@@ -5,6 +5,8 @@ disappear (deleted), so before drawing, the stored selection is moved to follow 
 """
 import streamlit as st
 
+from stability.runs.table import LEFT_OUT
+
 FINAL_FORMAT = "%.4g"
 
 
@@ -32,4 +34,8 @@ def run_selection(table, *, key, columns, default_ids=(), column_config=None):
         table[columns], key=key, on_select="rerun", selection_mode="multi-row",
         selection_default={"selection": {"rows": [row for row, run_id in enumerate(ids) if run_id in default_ids]}},
         hide_index=True, width="stretch", placeholder="—", column_config=config)
+    if table.attrs.get(LEFT_OUT):  # a run logging thousands of names (Note [Metric columns] in stability/runs/table.py)
+        st.caption(f"{table.attrs[LEFT_OUT]:,} more held-out metric{'s' * (table.attrs[LEFT_OUT] > 1)} not shown as "
+                   "columns: the table shows the loss, the tasks' metrics and 20 others; open a run in Compare to "
+                   "draw any of them.")
     return table.iloc[event.selection.rows].sort_values("id")

@@ -22,7 +22,8 @@ every run's latest values from the store's latest-metrics table). Columns:
 ``sweep_id``, ``trial``      the run's sweep and Optuna trial (``<NA>`` for a run of no sweep)
 ``external``                whether it was logged from someone's own loop (stability.watch)
 ``varied``                  the sweep's values of the run (``cell=rnn lr=0.001``; "" for none)
-``val/...``, ``test/...``   the last logged value of every held-out metric
+``val/...``, ``test/...``   the last logged value of every held-out metric (the loss's and
+                            the task metrics', then at most 20 others: Note [Metric columns])
 ==========================  ==================================================
 """
 from __future__ import annotations
@@ -42,15 +43,41 @@ SUMMARY_COLUMNS = ["id", "name", "status", "cell", "hidden", "task", "seq_len", 
                    "metric", "baseline", "baseline_label", "sweep_id", "trial", "external", "varied"]
 
 
+MAX_OTHER_FINALS = 20  # held-out metric columns beyond the tasks' own (Note [Metric columns])
+LEFT_OUT = "finals_left_out"  # frame.attrs: how many held-out metric columns the table leaves out
+
+# Note [Metric columns]
+# ---------------------
+# A run logged from someone's own loop may name any metric: one logging 3,000 ``val/*`` names made the
+# Runs table 3,016 columns wide (7.5 s a refresh).  The table keeps the held-out columns of the loss and of
+# every run's task metric (``val/loss``, ``val/accuracy`` ...), then at most MAX_OTHER_FINALS others in
+# their order (final_order); ``frame.attrs[LEFT_OUT]`` says how many it left out, for the page's note.
+
+
 def run_table(store: RunStore) -> pd.DataFrame:
-    """Every run of ``store`` with the columns of the module docstring, newest first."""
+    """Every run of ``store`` with the columns of the module docstring, newest first; the held-out metric
+    columns capped (Note [Metric columns])."""
     rows = [_summary(record) for record in store.records()]
-    finals = sorted({key for row in rows for key in row if is_final(key)}, key=final_order)
+    finals, left_out = kept_finals(rows)
+    if left_out:
+        rows = [{key: value for key, value in row.items() if not is_final(key) or key in finals} for row in rows]
     frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS + finals)
+    frame.attrs[LEFT_OUT] = left_out
     return frame.astype({"id": "int64", "hidden": "Int64", "seq_len": "Int64", "steps": "Int64", "seed": "Int64",
                          "step": "Int64", "total_steps": "Int64", "progress": "float64", "lr": "float64",
                          "sweep_id": "Int64", "trial": "Int64", "external": "bool",
                          "baseline": "float64", **{name: "float64" for name in finals}})
+
+
+def kept_finals(rows: list[dict]) -> tuple[list[str], int]:
+    """The held-out metric columns of ``rows`` the table keeps, in :func:`final_order`, and how many it
+    leaves out: the loss's and the runs' task metrics', then at most :data:`MAX_OTHER_FINALS` others."""
+    names = {key for row in rows for key in row if is_final(key)}
+    known = {f"{prefix}{metric}" for prefix in FINAL_PREFIXES
+             for metric in {"loss", *(row["metric"] for row in rows if row["metric"])}}
+    others = sorted(names - known, key=final_order)
+    kept = (names & known) | set(others[:MAX_OTHER_FINALS])
+    return sorted(kept, key=final_order), len(others) - min(len(others), MAX_OTHER_FINALS)
 
 
 def final_order(name: str) -> tuple:
