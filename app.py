@@ -57,14 +57,21 @@ def runs_in_progress() -> None:
     if not active and not running_sweeps:
         st.caption("No runs in progress.")
         return
-    for sweep in running_sweeps:  # the runs it has not asked for yet are not in the store: count from its spec
+    shown = 5  # bars a list, then "and N more": 1,000 queued runs drew 1,001 bars in every sidebar
+    for sweep in running_sweeps[:shown]:  # the runs it has not asked for yet are not in the store: from its spec
         done = sum(count for status, count in sweep.counts.items() if status in TERMINAL)
         total = max(SweepSpec.from_dict(sweep.spec).size(), sum(sweep.counts.values()), 1)
         st.progress(done / total, text=f"[Sweep #{sweep.id}](sweep?sweep={sweep.id}) · {done}/{total} runs")
+    if len(running_sweeps) > shown:
+        st.caption(f"and {len(running_sweeps) - shown:,} more sweeps running ([Sweep](sweep))")
     if active:
-        st.caption(f"**{len(active)}** run{'s' if len(active) > 1 else ''} in progress")
-    for run in active:
+        training = sum(run.status == "running" for run in active)
+        st.caption(f"**{len(active):,}** run{'s' if len(active) > 1 else ''} in progress: {training:,} training, "
+                   f"{len(active) - training:,} queued")
+    for run in sorted(active, key=lambda run: run.status != "running")[:shown]:  # training first, then oldest
         st.progress(run.progress, text=f"#{run.id} {run.cell} on {run.task} · {run.status}")
+    if len(active) > shown:
+        st.caption(f"and {len(active) - shown:,} more ([Runs](runs))")
 
 
 @st.cache_data(ttl=300, show_spinner=False)

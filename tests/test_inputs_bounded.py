@@ -158,3 +158,47 @@ def test_a_run_logging_3000_names_keeps_the_runs_table_narrow(store):
     shown = app.dataframe[0].value.columns
     assert len(shown) < 50 and "val/accuracy" in shown and "val/m0000" in shown and "val/m2999" not in shown
     assert any("2,980 more held-out metrics not shown" in caption.value for caption in app.caption)
+
+
+# ------------------------------------------------------------------ the queue
+def waiting_runs(store, count: int, claimed_by: int | None = None) -> list[int]:
+    """``count`` queued runs; ``claimed_by``: a live pid of this host holding each (so no reconcile launches
+    a worker for them: a claimed run waits for its claimant)."""
+    from stability.execution import lifecycle
+
+    ids = [store.create_run(small_config().to_dict()) for _ in range(count)]
+    if claimed_by is not None:
+        for run_id in ids:
+            store.update_run(run_id, pid=claimed_by, host=lifecycle.this_host())
+    return ids
+
+
+def test_a_full_queue_refuses_a_start_in_one_line(store, monkeypatch):
+    from stability.config import ConfigError
+    from stability.execution import runner
+
+    monkeypatch.setenv("STABILITY_MAX_QUEUED", "3")
+    waiting_runs(store, 3)
+    with pytest.raises(ConfigError) as refused:
+        runner.start_run(small_config(), str(store.path))
+    assert "3 runs already wait in the queue" in str(refused.value) and "\n" not in str(refused.value)
+    assert len(store.records()) == 3
+    done = subprocess.run([sys.executable, "-m", "stability", "train", "--cell", "rnn", "--hidden-size", "8",
+                           "--steps", "10", "--background", "--store", str(store.path)],
+                          capture_output=True, text=True, env={**os.environ, "STABILITY_MAX_QUEUED": "3"})
+    assert done.returncode == 2 and "already wait in the queue" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and len(store.records()) == 3
+
+
+def test_the_sidebar_shows_counts_and_the_first_five(store):
+    running = store.create_run(small_config().to_dict())
+    store.update_run(running, pid=os.getpid())
+    store.set_status(running, "running")
+    waiting_runs(store, 60, claimed_by=os.getpid())
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    assert not app.exception
+    bars = app.sidebar.get("progress")
+    assert len(bars) == 5 and bars[0].proto.text.startswith(f"#{running} ")
+    captions = [caption.value for caption in app.sidebar.caption]
+    assert any("**61** runs in progress: 1 training, 60 queued" in caption for caption in captions), captions
+    assert any(caption.startswith("and 56 more") for caption in captions), captions

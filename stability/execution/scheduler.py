@@ -25,6 +25,7 @@ import time
 import traceback
 
 from ..config import RunConfig
+from ..core.errors import ConfigError
 from ..runs.records import RunRecord
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore
@@ -34,6 +35,9 @@ from .locks import scheduling_lock
 from .preflight import check_buildable
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
 from .signals import Terminated
+
+MAX_QUEUED_ENV = "STABILITY_MAX_QUEUED"
+DEFAULT_MAX_QUEUED = 50
 
 
 def max_concurrent_runs(max_concurrent: int | None = None) -> int:
@@ -54,7 +58,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     """Store ``config`` as a new run and start a worker for it if a slot is free; return its id.
 
     Raises :class:`stability.config.ConfigError` (nothing is stored) when the configuration is
-    invalid or its cell cannot be built. ``owner``: who started it, where a classroom names its users
+    invalid, its cell cannot be built or the queue is full (:func:`check_queue_room`). ``owner``: who started it, where a classroom names its users
     (stability.access). With every slot busy the run stays 'queued' until a
     finishing worker or :func:`reconcile` launches it.
     """
@@ -62,10 +66,34 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     check_buildable(config)
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store, scheduling_lock(store):
+        check_queue_room(store)
         run_id = store.create_run(config.to_dict(), name or config.name or None, owner=owner)
         store.update_run(run_id, host=lifecycle.this_host())
         _schedule(store, limit)
     return run_id
+
+
+def max_queued_runs() -> int:
+    """``$STABILITY_MAX_QUEUED``, else :data:`DEFAULT_MAX_QUEUED`: how many runs may wait for a slot."""
+    text = os.environ.get(MAX_QUEUED_ENV, str(DEFAULT_MAX_QUEUED))
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ConfigError(f"{MAX_QUEUED_ENV} must be an integer >= 1; got {text!r}")
+    return limit
+
+
+def check_queue_room(store: RunStore) -> None:
+    """Under the scheduling lock: refuse a new run, in one line (ConfigError), when :func:`max_queued_runs`
+    runs already wait for a slot. A queue has a bound like everything a visitor can ask: 1,000 queued runs
+    drew 1,001 progress bars in every page's sidebar, and a click each is all it took."""
+    limit = max_queued_runs()
+    waiting = sum(run.status == "queued" and run.pid is None for run in store.active_runs())
+    if waiting >= limit:
+        raise ConfigError(f"{waiting} runs already wait in the queue, the most this machine takes "
+                          f"({MAX_QUEUED_ENV}={limit}); start this one when some have started, or stop some")
 
 
 def stop_run(run_id: int, store_path=None, timeout: float = 5.0) -> str:
