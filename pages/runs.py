@@ -15,7 +15,7 @@ from pages.ui.selection import final_columns, run_selection
 from pages.ui.status import EXTERNAL
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability.config import ConfigError
-from stability.execution import runner
+from stability.execution import lifecycle, runner
 from stability.execution.runner import RESUMABLE
 from stability.training.checkpoints import ResumeError
 from stability.runs.table import run_table
@@ -113,6 +113,25 @@ def resume_runs(store, selected):
     st.session_state["runs_notice"] = "; ".join(outcome)
 
 
+def silent_external(store, selected):
+    """The selected external runs that may be marked ended: no word from their loop for long (lifecycle.abandoned)."""
+    candidates = selected.loc[selected["status"].isin(ACTIVE_STATUSES) & selected["external"], "id"].tolist()
+    return [run_id for run_id in candidates if lifecycle.abandoned(store.record(run_id)) is None]
+
+
+def mark_ended(store, run_ids):
+    """Mark the silent external runs ended ('interrupted'), so they can be deleted; a run that spoke
+    meanwhile is left alone (lifecycle.mark_abandoned's compare-and-set on its heartbeat)."""
+    outcome = []
+    for run_id in run_ids:
+        try:
+            marked = lifecycle.mark_abandoned(store, store.record(run_id))
+        except RunNotFound:
+            continue
+        outcome.append(f"#{run_id} marked ended" if marked else f"#{run_id} spoke or changed meanwhile; left as it is")
+    st.session_state["runs_notice"] = "; ".join(outcome) or "Nothing to mark ended."
+
+
 def actions(store, selected):
     """Open in Compare, Stop, Resume, Delete (with a confirm step), Export CSV: on the selected runs."""
     ids = selected["id"].tolist()
@@ -136,6 +155,12 @@ def actions(store, selected):
         st.rerun()
     row.button("Delete", key="runs_delete", icon=":material/delete:", disabled=not ids,
                on_click=ask_to_delete, args=(ids,))
+    silent = silent_external(store, selected)
+    if silent:
+        row.button("Mark ended", key="runs_mark_ended", icon=":material/flag:", on_click=mark_ended,
+                   args=(store, silent), help="External runs whose loop has said nothing for "
+                   f"{int(lifecycle.ABANDONED_AFTER_S // 60)} min (e.g. its process died on another machine): "
+                   "mark them ended (interrupted), so they can be deleted.")
     row.download_button("Export CSV", lambda: export_csv(store, ids), key="runs_export",
                         file_name=f"runs-{'-'.join(map(str, ids))}.csv", mime="text/csv",
                         icon=":material/download:", disabled=not ids,

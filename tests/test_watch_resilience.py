@@ -7,6 +7,7 @@ second process holds (BEGIN EXCLUSIVE stops root too, where a chmod does not), a
 processes for the pids."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -257,3 +258,120 @@ def test_a_live_pid_with_another_start_time_is_not_the_claimant(tmp_path, extern
     finally:
         child.kill()
         child.wait()
+
+
+# ------------------------------------------------------------------ a silent external run: marked ended, deleted
+def external_run(store, *, host="notebook-container", silent_min=11.0, pid=None):
+    """An external run as a loop on ``host`` leaves it when its process dies there: 'running', claimed,
+    its last word ``silent_min`` minutes ago (the times written back into the real store's row)."""
+    import sqlite3
+
+    from stability.execution import lifecycle
+
+    claim = lifecycle.create_external(store, {"name": "notebook", "external": True}, "notebook")
+    store.update_run(claim.run_id, host=host, **({} if pid is None else {"pid": pid}))
+    store.flush(claim.run_id, [(1, time.time(), "train/loss", 0.5)], [], heartbeat_step=1)
+    then = time.time() - silent_min * 60
+    with sqlite3.connect(store.path) as connection:
+        connection.execute("UPDATE runs SET created_at = ?, started_at = ?, heartbeat = ? WHERE id = ?",
+                           (then, then, then, claim.run_id))
+    return claim.run_id
+
+
+def delete(store, *args):
+    from stability.cli.main import main
+
+    return main(["delete", "--store", str(store.path), *map(str, args)])
+
+
+def test_cli_delete_deletes_finished_runs_and_says_in_one_line_why_not_the_others(quick_store, capsys):
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+
+    store = quick_store
+    config = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}), TrainConfig(steps=2))
+    done = store.create_run(config.to_dict(), "done")
+    store.set_status(done, "completed")
+    training = store.create_run(config.to_dict(), "training")
+    store.update_run(training, pid=os.getpid())
+    store.set_status(training, "running")
+    silent = external_run(store)
+    speaking = external_run(store, silent_min=1.0)
+    assert delete(store, done, training, silent, speaking, 999) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"deleted run {done}"]
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(line.startswith("stability: error: ") for line in lines)
+    assert f"run {training} is running; stop it first" in lines[0]
+    assert f"--mark-ended {silent}` marks it ended and deletes it" in lines[1]
+    assert f"run {speaking} is an external run that spoke 1 min ago" in lines[2]
+    assert "no run with id 999" in lines[3]
+    assert sorted(run.id for run in store.records()) == sorted([training, silent, speaking])
+    assert delete(store, "--mark-ended", silent) == 0  # the run of a process that died elsewhere
+    assert capsys.readouterr().out.splitlines() == [f"deleted run {silent}"]
+    assert sorted(run.id for run in store.records()) == sorted([training, speaking])
+
+
+def test_mark_ended_leaves_a_run_that_spoke_meanwhile_and_one_alive_on_this_host(quick_store):
+    from stability.execution import lifecycle
+
+    store = quick_store
+    run_id = external_run(store)
+    read = store.record(run_id)
+    assert lifecycle.abandoned(read) is None
+    store.flush(run_id, [(2, time.time(), "train/loss", 0.4)], [], heartbeat_step=2)  # it speaks after the read
+    assert not lifecycle.mark_abandoned(store, read)  # the compare-and-set on the heartbeat read
+    assert store.record(run_id).status == "running"
+    here = external_run(store, host=lifecycle.this_host(), pid=os.getpid())  # silent, but its process lives here
+    assert "is alive on this host" in lifecycle.abandoned(store.record(here))
+    assert not lifecycle.mark_abandoned(store, store.record(here))
+    gone = external_run(store)
+    assert lifecycle.mark_abandoned(store, store.record(gone))
+    record = store.record(gone)
+    assert (record.status, record.claim) == ("interrupted", None) and "marked ended" in record.error
+
+
+def test_a_loop_whose_run_was_marked_ended_is_warned_once_and_goes_on(quick_store):
+    """The loop was only thinking (its process alive elsewhere): marked ended, it logs no more, never raises."""
+    store = quick_store
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with sw.init("thinking", store=store) as run:
+            loop = LstmLoop(run)
+            loop.step()
+            record = store.record(run.id)
+            assert store.compare_and_set(run.id, statuses=["running"], fields={"claim": None})  # as marked ended
+            for _ in range(5):
+                loop.step()
+                time.sleep(0.12)  # past the sink's stop poll
+    texts = store_warnings(caught)
+    assert loop.steps == 6 and len(texts) == 1 and "claimed by another process" in texts[0]
+    assert record.status == "running"
+
+
+def test_the_runs_page_marks_a_silent_external_run_ended_then_deletes_it(quick_store, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from pathlib import Path
+
+    store = quick_store
+    monkeypatch.setenv("STABILITY_STORE", str(store.path))
+    silent = external_run(store)
+    speaking = external_run(store, silent_min=1.0)
+    app = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "pages" / "runs.py"),
+                            default_timeout=30).run()
+    ids = app.dataframe[0].value["id"].tolist()
+    app.session_state["runs_table"] = {"selection": {"rows": [ids.index(speaking)]}}
+    app.run()
+    assert not [b for b in app.button if b.key == "runs_mark_ended"]  # it spoke a minute ago
+    app.session_state["runs_table"] = {"selection": {"rows": [ids.index(silent), ids.index(speaking)]}}
+    app.run()
+    next(b for b in app.button if b.key == "runs_mark_ended").click().run()
+    assert not app.exception
+    assert store.record(silent).status == "interrupted" and store.record(speaking).status == "running"
+    assert f"#{silent} marked ended" in app.success[0].value
+    app.session_state["runs_table"] = {"selection": {"rows": [app.dataframe[0].value["id"].tolist().index(silent)]}}
+    app.run()
+    next(b for b in app.button if b.key == "runs_delete").click().run()
+    next(b for b in app.button if b.key == "runs_delete_confirm").click().run()
+    assert not app.exception
+    assert sorted(run.id for run in store.records()) == [speaking]

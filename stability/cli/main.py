@@ -3,6 +3,7 @@
     python -m stability train --cell spectral --task adding --seq-len 100
     python -m stability train --cell rnn --steps 500 --background
     python -m stability runs | show ID | export ID [--output FILE] | stop ID | resume ID [--background]
+    python -m stability delete ID [ID ...] [--mark-ended]   # finished runs; a silent external one with the flag
     python -m stability export 3 4 --tensorboard tb   # then: tensorboard --logdir tb
     python -m stability cells | tasks [NAME]
     python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
@@ -27,9 +28,9 @@ Exit status: 0 completed or stopped, 1 diverged or failed, 2 bad input
 The store is ``--store PATH``, else ``$STABILITY_STORE``, else ``~/.stability/runs.db``.
 
 One module a concern: :mod:`.arguments` (the parser, the config flags), :mod:`.runs` (train,
-runs, show, stop, resume, export), :mod:`.sweeps` (sweep, sweeps), :mod:`.catalogue` (cells,
-tasks), :mod:`.presets` (reproduce), :mod:`.output` (the error line, tables, the progress line,
-a run's summary); this module builds the parser from them and runs the command. Ctrl-C and
+runs, show, stop, resume, export), :mod:`.deleting` (delete), :mod:`.sweeps` (sweep, sweeps),
+:mod:`.catalogue` (cells, tasks), :mod:`.presets` (reproduce), :mod:`.output` (the error line,
+tables, the progress line, a run's summary); this module builds the parser from them and runs the command. Ctrl-C and
 SIGTERM around a run are handled by :mod:`stability.execution.signals`.
 """
 from __future__ import annotations
@@ -39,7 +40,7 @@ import os
 import sys
 
 from ..runs.store import StoreError
-from . import catalogue, presets, runs, sweeps
+from . import catalogue, deleting, presets, runs, sweeps
 from .arguments import Parser, store_parent
 from .output import PROG, print_error
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store = store_parent()
     runs.add_commands(commands, store)
+    deleting.add_command(commands, store)
     sweeps.add_commands(commands, store)
     catalogue.add_commands(commands)
     presets.add_command(commands, store)

@@ -63,8 +63,15 @@ Note [External runs]
     (:func:`create_external`), which writes its rows (a heartbeat at every write) and settles it
     with :func:`settle` as any claimant. No silence makes it gone: a loop may think for an hour
     between two logged steps, so the pages say "no word for N min" instead; only a dead pid on this
-    host ends it ``interrupted``. Its process is never signalled (``stop_run`` proves a process is
-    its worker first, and an external run has none), and it holds no worker slot.
+    host (or that pid now another process's: ``pid_started``) ends it ``interrupted``. Its process is
+    never signalled (``stop_run`` proves a process is its worker first, and an external run has
+    none), and it holds no worker slot. A process that died elsewhere (a notebook in a container, a
+    shared PostgreSQL) would leave it 'running' for ever, so a person may mark it ended
+    (:func:`mark_abandoned`: the Runs page's "Mark ended", ``stability delete --mark-ended``) once it
+    has said nothing for :data:`ABANDONED_AFTER_S`, unless its pid is alive on this host; the
+    compare-and-set is on the heartbeat read, so a run that spoke meanwhile is left alone. Its claim
+    is cleared with it: a loop that was only thinking finds its run no longer its own at its next
+    step and logs no more (stability.watch warns once; its loop goes on).
 
 Note [Interrupts]
     While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
@@ -103,6 +110,7 @@ INTERRUPTED_ERROR = "worker process ended without a final status"
 EXTERNAL_INTERRUPTED_ERROR = "the process logging it ended without finishing the run"
 STALE_HEARTBEAT_S = 60.0  # a run of this host with no pid and no heartbeat for this long is gone
 SHARED_STALE_S = 600.0  # a run of another host with no heartbeat for this long is gone
+ABANDONED_AFTER_S = 600.0  # an external run silent this long may be marked ended (Note [External runs])
 PID_START_TOLERANCE_S = 1.0  # a pid whose start time differs from the claim's by more is another process
 
 
@@ -308,6 +316,36 @@ def mark_interrupted(store, run: RunRecord) -> bool:
     error = EXTERNAL_INTERRUPTED_ERROR if run.external else INTERRUPTED_ERROR
     return store.compare_and_set(run.id, statuses=ACTIVE_STATUSES, claim=run.claim, pid=run.pid,
                                  fields={"status": "interrupted", "error": error})
+
+
+def abandoned(run: RunRecord, now: float | None = None, here: str | None = None) -> str | None:
+    """Why an external ``run`` may not be marked ended (:func:`mark_abandoned`), in one line; None when
+    it may: active, external and silent for :data:`ABANDONED_AFTER_S`, its pid not alive on this host."""
+    if not run.external:
+        return f"run {run.id} is not an external run: `stability stop {run.id}` stops it"
+    if run.status not in ACTIVE_STATUSES:
+        return f"run {run.id} is {run.status} already"
+    silent = heartbeat_age(run, now)
+    if silent < ABANDONED_AFTER_S:
+        return (f"run {run.id} is an external run that spoke {int(silent // 60)} min ago; it can be marked ended "
+                f"once silent for {int(ABANDONED_AFTER_S // 60)} min (its loop ends it when it finishes)")
+    if run.host in (None, here or this_host()) and run.pid is not None and not pid_gone(run):
+        return (f"run {run.id}'s process (pid {run.pid}) is alive on this host, silent for {int(silent // 60)} min; "
+                "end its loop there")
+    return None
+
+
+def mark_abandoned(store, run: RunRecord) -> bool:
+    """Mark a silent external run (``run`` as read; :func:`abandoned` says None) 'interrupted', its
+    claim cleared, by a compare-and-set on the status, claim, pid and heartbeat read: False when it
+    spoke or changed meanwhile, or may not be marked (Note [External runs])."""
+    if abandoned(run) is not None:
+        return False
+    minutes = int(heartbeat_age(run) // 60)
+    return store.compare_and_set(run.id, statuses=ACTIVE_STATUSES, claim=run.claim, pid=run.pid,
+                                 heartbeat=run.heartbeat, fields={
+                                     "status": "interrupted", "claim": None,
+                                     "error": f"no word from its loop for {minutes} min; marked ended"})
 
 
 # ------------------------------------------------------------------ staleness

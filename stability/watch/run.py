@@ -30,7 +30,7 @@ Note [Your loop goes on]
     and counted: the newest say where the run is and how it ended; Note [An unwritable store] in
     stability.training.sinks), and written when the store takes them again; training goes on. A run
     that is no longer this process's (deleted, or marked ended from the Runs page or ``stability
-    delete --ended``) is one warning too, and nothing more is logged. At the end the rows left are
+    delete --mark-ended``) is one warning too, and nothing more is logged. At the end the rows left are
     tried for :data:`FINISH_PATIENCE_S`; what could not be written, and a run that could not be
     settled (it stays 'running' until it is marked ended, or its process is found dead on its host),
     is one more warning. ``on_store_error="raise"`` keeps the trainer's rule instead: the store's
@@ -96,6 +96,7 @@ class Run:
                               max_pending_rows=MAX_PENDING_ROWS if warn else None,
                               patience_s=FINISH_PATIENCE_S if warn else None, warn=self._warn)
         self._fields: dict = {}  # columns to write once the store takes them (watch(), Note [Your loop goes on])
+        self._lost_warned = False
         self._view = _SinkView()
         self.current_step = 0
         self.status: str | None = None
@@ -208,8 +209,9 @@ class Run:
         try:
             return call()
         except (ClaimLost, RunNotFound) as error:
-            if not self.sink.lost:
-                self.sink.lost = True
+            self.sink.lost = True  # ClaimLost set it already; a run deleted under its loop did not
+            if not self._lost_warned:
+                self._lost_warned = True
                 self._warn(f"run {self.id}: {' '.join(str(error).split())}; nothing more is logged, "
                            "your loop goes on")
         except RuntimeError as error:  # a StoreError outside the sink's tries (update_run, settle)
@@ -258,7 +260,7 @@ class Run:
             lost.append(f"{self.sink.unwritten_rows:,} rows could not be written in {FINISH_PATIENCE_S:g} s")
         if settled is None and not self.sink.lost:
             lost.append(f"it could not be marked {status} and shows 'running' until it is marked ended "
-                        f"(stability delete --ended {self.id})")
+                        f"(stability delete --mark-ended {self.id})")
         if lost:
             self._warn(f"run {self.id}: " + "; ".join(lost))
 
