@@ -4,8 +4,6 @@ runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> act
 While a run is queued or training the table refreshes itself in place.  A sweep's run shows its sweep
 (a link to the Sweep page) and its varied values (``cell=rnn lr=0.001``), as every other page tags it.
 """
-import contextlib
-
 import pandas as pd
 import streamlit as st
 
@@ -20,7 +18,7 @@ from stability.execution.runner import RESUMABLE
 from stability.training.checkpoints import ResumeError
 from stability.runs.table import run_table
 from stability.runs.status import ACTIVE_STATUSES
-from stability.runs.store import RunNotFound
+from stability.runs.store import RunActive, RunNotFound
 
 require_router(__file__)
 
@@ -61,11 +59,24 @@ def ask_to_delete(run_ids):
 
 def delete_runs(store, run_ids):
     """Delete the runs (callback of the confirm button, so the table redraws without them)."""
+    kept = []
     for run_id in run_ids:
-        with contextlib.suppress(RunNotFound):  # already deleted, e.g. from another tab
+        try:
             store.delete_run(run_id)
+        except RunNotFound:  # already deleted, e.g. from another tab
+            pass
+        except RunActive:  # resumed since the button was drawn: the store's delete kept it (Note [Guarded delete])
+            kept.append(run_id)
     st.session_state.pop("runs_pending_delete", None)
-    st.session_state["runs_notice"] = f"Deleted {id_list(run_ids)}."
+    st.session_state["runs_notice"] = deleted_notice(run_ids, kept)
+
+
+def deleted_notice(run_ids, kept):
+    """One line: the runs deleted, and those the store kept because they were queued or running again."""
+    deleted = [run_id for run_id in run_ids if run_id not in kept]
+    return "; ".join(([f"Deleted {id_list(deleted)}"] if deleted else []) + (
+        [f"{id_list(kept)} not deleted: queued or running again (resumed meanwhile); stop "
+         f"{'it' if len(kept) == 1 else 'them'} first"] if kept else [])) + "."
 
 
 def cancel_delete():

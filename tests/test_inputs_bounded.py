@@ -202,3 +202,78 @@ def test_the_sidebar_shows_counts_and_the_first_five(store):
     captions = [caption.value for caption in app.sidebar.caption]
     assert any("**61** runs in progress: 1 training, 60 queued" in caption for caption in captions), captions
     assert any(caption.startswith("and 56 more") for caption in captions), captions
+
+
+# ------------------------------------------------------------------ delete guarded in its write
+def finished_run(store) -> int:
+    run_id = store.create_run(small_config().to_dict())
+    store.set_status(run_id, "completed")
+    store.log(run_id, [(0, 0.0, "train/loss", 1.0), (10, 1.0, "val/loss", 0.5)])
+    return run_id
+
+
+def test_a_run_resumed_after_the_check_is_not_deleted(store_location):
+    from stability.runs.store import RunStore
+
+    with RunStore(store_location) as store:
+        resumed, finished = finished_run(store), finished_run(store)
+        assert store.record(resumed).status == "completed"  # what the page saw when it drew Delete
+        store.set_status(resumed, "queued")                  # resumed meanwhile, from another tab or the CLI
+        with pytest.raises(ValueError) as refused:           # RunActive, a ValueError: one line for the CLI
+            store.delete_run(resumed)
+        assert type(refused.value).__name__ == "RunActive" and str(refused.value) == f"run {resumed} is queued now; it was not deleted (stop it first)"
+        assert store.delete_runs([resumed, finished, 999]) == ([finished], {resumed: "queued"})
+        assert store.record(resumed).status == "queued" and len(store.metrics(resumed)) == 2
+        assert [run.id for run in store.records()] == [resumed]
+
+
+def test_a_delete_waiting_for_a_resume_reads_the_status_it_commits(postgres_url):
+    """PostgreSQL: a resume holding the run's row when the delete comes; the delete waits for it and reads
+    the status it committed (the WHERE of the DELETE itself), so the resumed run is kept."""
+    import threading
+
+    import sqlalchemy
+
+    from stability.runs.store import RunStore
+
+    with RunStore(postgres_url) as store:
+        run_id = finished_run(store)
+        engine = sqlalchemy.create_engine(store.url)
+        outcome = []
+        with engine.connect() as resume:
+            resume.execute(sqlalchemy.text("UPDATE runs SET status = 'queued' WHERE id = :id"), {"id": run_id})
+            def delete():
+                try:
+                    store.delete_run(run_id)
+                    outcome.append("deleted")
+                except ValueError as error:
+                    outcome.append(type(error).__name__)
+
+            deleting = threading.Thread(target=delete)
+            deleting.start()
+            with engine.connect() as watcher:  # until the delete waits for the resume's row lock
+                while not watcher.execute(sqlalchemy.text(
+                        "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'DELETE%'")).first():
+                    assert deleting.is_alive(), outcome
+                    time.sleep(0.05)
+            resume.commit()
+        deleting.join()
+        engine.dispose()
+        assert outcome == ["RunActive"]
+        assert store.record(run_id).status == "queued" and len(store.metrics(run_id)) == 2
+
+
+def test_the_runs_page_keeps_a_run_resumed_before_the_confirm(store):
+    run_id = finished_run(store)
+    app = AppTest.from_file(str(PAGES / "runs.py"), default_timeout=60).run()
+    app.session_state["runs_table"] = {"selection": {"rows": [0]}}
+    app.run()
+    next(b for b in app.button if b.key == "runs_delete").click().run()
+    confirm = next(b for b in app.button if b.key == "runs_delete_confirm")
+    assert not confirm.disabled  # drawn while the run was completed
+    store.set_status(run_id, "queued")  # resumed before the click
+    confirm.click().run()
+    assert not app.exception
+    assert store.record(run_id).status == "queued"
+    assert [success.value for success in app.success] == [
+        f"#{run_id} not deleted: queued or running again (resumed meanwhile); stop it first."]

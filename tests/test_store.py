@@ -319,6 +319,8 @@ def test_delete_run_removes_rows_and_checkpoint(store):
     checkpoint = store.checkpoint_path(run_id)
     assert checkpoint == store.home / "checkpoints" / f"run-{run_id}.pt" and checkpoint.parent.is_dir()
     checkpoint.write_bytes(b"weights")
+    for rid in (run_id, keep):
+        store.set_status(rid, "completed")  # a queued or running run is not deleted (Note [Guarded delete])
     store.delete_run(run_id)
     assert not checkpoint.exists()
     with pytest.raises(RunNotFound):
@@ -1074,6 +1076,7 @@ def test_latest_values_equal_a_brute_force_read_after_random_writes_discards_and
             high[run_id] = int(rng.integers(0, high[run_id] + 1))
             store.discard_after(run_id, high[run_id])
         else:
+            store.set_status(run_id, "completed")  # a queued run is not deleted (Note [Guarded delete])
             store.delete_run(run_id)
             runs[runs.index(run_id)] = store.create_run(CONFIG)
         expected = comparable(brute_force_latest(store))

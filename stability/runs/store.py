@@ -66,11 +66,15 @@ from .status import ACTIVE_STATUSES, STATUSES, SWEEP_STATUSES, TERMINAL
 from .sweep_rows import SweepRows
 
 # What callers import from here: the store, its errors and vocabulary, wherever each is defined.
-__all__ = ["RunStore", "StoreError", "StoreBusy", "RunNotFound", "SweepNotFound", "ENV_VAR", "DEFAULT_PATH",
+__all__ = ["RunStore", "StoreError", "StoreBusy", "RunNotFound", "RunActive", "SweepNotFound", "ENV_VAR", "DEFAULT_PATH",
            "default_path", "SCHEMA_VERSION", "STATUSES", "ACTIVE_STATUSES", "TERMINAL", "SWEEP_STATUSES",
            "METRIC_COLUMNS", "SERIES_COLUMNS", "RUNS_COLUMNS", "MAX_RUN_ID"]
 
 MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER and PostgreSQL's bigint range; any other id names no run
+
+
+class RunActive(ValueError):
+    """A run asked to be deleted is queued or running: it was not deleted (Note [Guarded delete])."""
 
 
 # Fields update_run may set, with the Python type each value is coerced to
@@ -355,13 +359,44 @@ class RunStore(SweepRows):
                              **{c: "float64" for c in float_columns}})
 
     def delete_run(self, run_id: int) -> None:
-        """Remove the run, its metric and series rows, and its checkpoint file if there is one."""
+        """Remove the run, its metric and series rows, and its checkpoint file if there is one, unless it
+        is queued or running when the delete is written (Note [Guarded delete]): :class:`RunActive` (one
+        line) then, :class:`RunNotFound` for an id the store has not."""
+        run_id = self._run_id(run_id)
+        deleted, kept = self.delete_runs([run_id])
+        if kept:
+            raise RunActive(f"run {run_id} is {kept[run_id]} now; it was not deleted (stop it first)")
+        if not deleted:
+            raise RunNotFound(f"no run with id {run_id} in {self.location}")
+
+    def delete_runs(self, run_ids: Iterable[int]) -> tuple[list[int], dict[int, str]]:
+        """Delete the runs of ``run_ids`` that are not queued or running, in one write: ``(deleted ids,
+        {id: status} of those kept as active)``; an id the store has not is in neither.
+
+        Note [Guarded delete]
+            A page decides "finished" when it draws its Delete button, and a run may be resumed (queued,
+            then claimed and running) before the click. So the delete itself says which runs it deletes:
+            ``DELETE FROM runs WHERE id = :id AND status NOT IN ('queued', 'running')``, then the rows of
+            the runs it deleted, in the same transaction. SQLite's write lock, or PostgreSQL's row lock
+            (the WHERE read again after a concurrent resume commits), keeps a run from being resumed
+            between the two, so a run is either deleted whole or kept whole, never under its worker."""
+        deleted, kept = [], {}
         with self._write() as conn:
-            run_id = self._require(conn, run_id)
-            for table in (metrics_table, series_table, latest_table):
-                conn.execute(delete(table).where(table.c.run_id == run_id))
-            conn.execute(delete(runs_table).where(_RUNS.id == run_id))
-        self.checkpoint_path(run_id).unlink(missing_ok=True)
+            for run_id in dict.fromkeys(run_ids):
+                try:
+                    run_id = self._run_id(run_id)
+                except RunNotFound:
+                    continue
+                if conn.execute(delete(runs_table).where(_RUNS.id == run_id,
+                                                         _RUNS.status.not_in(ACTIVE_STATUSES))).rowcount:
+                    for table in (metrics_table, series_table, latest_table):
+                        conn.execute(delete(table).where(table.c.run_id == run_id))
+                    deleted.append(run_id)
+                elif (status := conn.execute(select(_RUNS.status).where(_RUNS.id == run_id)).scalar()) is not None:
+                    kept[run_id] = status
+        for run_id in deleted:
+            self.checkpoint_path(run_id).unlink(missing_ok=True)
+        return deleted, kept
 
     def discard_after(self, run_id: int, step: int) -> None:
         """Delete the run's scalar and series rows with a step after ``step``, and lower its
