@@ -157,6 +157,51 @@ def test_a_store_locked_at_the_end_is_a_warning_and_the_rows_come_with_the_next_
     assert store.record(run.id).status == "running"  # not settled: the store never took it
 
 
+def test_a_postgresql_server_stopped_mid_loop_and_started_again_gets_the_rows_kept(monkeypatch):
+    """A real PostgreSQL server of its own (tests/postgres.py), stopped under the loop and started again."""
+    from postgres import REQUIRE_ENV, Cluster, ClusterUnavailable
+
+    from stability.training import sinks
+
+    monkeypatch.setattr(watch_run, "WRITE_EVERY_S", 0.0)
+    monkeypatch.setattr(sinks, "STORE_PATIENCE_S", 1.0)  # "raise" would give up after 1 s; "warn" never does
+    try:
+        cluster = Cluster.start()
+    except ClusterUnavailable as reason:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"PostgreSQL tests required ({REQUIRE_ENV}=1) but {reason}")
+        pytest.skip(str(reason))
+    try:
+        options = (f"-h 127.0.0.1 -p {cluster.port} -k {cluster.root} -c fsync=off -c synchronous_commit=off"
+                   " -c full_page_writes=off")
+        with RunStore(cluster.new_database()) as store, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run = sw.init("server gone", store=store)
+            loop = LstmLoop(run)
+            for _ in range(3):
+                loop.step()
+            cluster._run("pg_ctl", "-D", str(cluster.data), "-m", "fast", "-w", "stop")
+            gone = time.monotonic()
+            while time.monotonic() - gone < 2.0:  # the server is gone, past the patience of "raise"
+                loop.step()
+                time.sleep(0.05)
+            assert run.sink.pending_rows() > 0
+            during = store_warnings(caught)
+            cluster._run("pg_ctl", "-D", str(cluster.data), "-l", str(cluster.log), "-o", options, "-w", "start")
+            for _ in range(300):  # a bounded wait: steps until a retry lands the rows kept
+                loop.step()
+                if run.sink.pending_rows() == 0:
+                    break
+                time.sleep(0.05)
+            run.finish()
+            assert len(during) == 1 and "cannot be written" in during[0]
+            assert store_warnings(caught) == during  # nothing dropped, nothing left: no second warning
+            assert store.record(run.id).status == "completed"
+            assert sorted(set(store.metrics(run.id)["step"])) == list(range(1, loop.steps + 1))  # every step
+    finally:
+        cluster.stop()
+
+
 def test_on_store_error_raise_keeps_the_old_rule(quick_store, monkeypatch):
     from stability.training import sinks
 
