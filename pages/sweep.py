@@ -485,7 +485,7 @@ if requested is not None and requested not in labels:
 if not known:
     query.warn()
     st.info("No sweeps yet: open **New sweep** above, set a base config and the fields to vary, and press "
-            "**Start**.")
+            "**Start**." if visitor.may_operate else "No sweeps yet: they appear here once the lecturer starts one.")
     st.stop()
 if st.session_state.get("sweep_watch") not in labels:
     st.session_state["sweep_watch"] = requested if requested in labels else known[0].id

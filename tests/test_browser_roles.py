@@ -182,7 +182,8 @@ def test_a_viewer_sees_the_runs_and_no_control_on_any_page(classroom, browser): 
         assert buttons(page, name) == 0, name
     page.goto(f"{classroom['room']}/sweep")
     page.get_by_text("View only", exact=False).first.wait_for(timeout=90_000)
-    assert page.get_by_text("New sweep").count() == 0
+    page.get_by_text("No sweeps yet").wait_for(timeout=90_000)
+    assert page.locator('[data-testid="stExpander"]', has_text="New sweep").count() == 0
     page.goto(f"{classroom['room']}/reproduce?preset=spectral-fig1")
     page.get_by_role("button", name="Gallery").wait_for(timeout=90_000)
     assert buttons(page, "Run") == 0
