@@ -1,8 +1,19 @@
 """Gradient flow: how far back a gradient reaches through a freshly built cell.
 
-Widgets -> cell options -> stability.training.probes.gradient_flow -> charts.
+Widgets -> cell options (finite, within their bounds) -> its cost (budget.flow_work, refused past
+:data:`MAX_FLOW_OPERATIONS`) -> stability.training.probes.gradient_flow -> charts.
 No training: this is where a class sees why Spectral-RNN and SGORNN exist.
+
+Note [A bounded measurement]
+----------------------------
+The measurement runs in the server, for whoever opens the page, so its cost is counted before anything is
+built (budget.flow_work: T x layers x hidden² products and hidden³ singular values) and a setting over
+:data:`MAX_FLOW_OPERATIONS` (a few seconds of a core) is refused in one line saying what to lower (issue 33:
+mlp with layers = 1000 took minutes at T = 1000). Whatever building or measuring raises is one line too,
+its traceback in the server's log, never on the page.
 """
+import logging
+
 import streamlit as st
 import torch
 
@@ -15,12 +26,18 @@ from pages.ui.router import require_router
 from stability import cells
 from stability import charts
 from stability.training import probes as diagnostics
+from stability.config import CellConfig, ConfigError, RunConfig
 from stability.config.demos import GRADIENT_FLOW_CELL
+from stability.config.run_config import check_options
+from stability.core.registry import one_line
+from stability.execution.budget import DEPTH_OPTIONS, flow_work, step_depth
 
 require_router(__file__)
 
+log = logging.getLogger(__name__)
 HIDDEN_SIZES = [8, 16, 32, 64, 128, 256]
 UNUSED_HERE = ("h0", "h0_noise_std")  # the measurement starts every cell from h0 = 0
+MAX_FLOW_OPERATIONS = 3.5e10  # about 5 s of a core (Note [A bounded measurement])
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -42,6 +59,25 @@ def cell_options(name: str) -> dict:
             if value is not None:
                 chosen[option.name] = value
     return chosen
+
+
+class TooCostly(ConfigError):
+    """A measurement over :data:`MAX_FLOW_OPERATIONS`: its one line says what to lower."""
+
+
+def bounded_measure(name: str, hidden: int, seq_len: int, seed: int, chosen: dict) -> diagnostics.GradientFlow:
+    """:func:`measure`, once the options are within their bounds and the cost under :data:`MAX_FLOW_OPERATIONS`
+    (Note [A bounded measurement]); ConfigError (one line) otherwise, TooCostly past the cost."""
+    check_options("cell", name, chosen)
+    config = RunConfig(cell=CellConfig(name, hidden, chosen))
+    operations = flow_work(config, seq_len)
+    if operations > MAX_FLOW_OPERATIONS:
+        option = DEPTH_OPTIONS.get(name)  # a step of several layers: an mlp's layers, a VPRNN's k
+        depth = f", {option} {step_depth(config)}" if option else ""
+        raise TooCostly(f"Not measured: {name} at hidden size {hidden}{depth} and T = {seq_len} would take "
+                        f"~{operations:.1g} operations, over the {MAX_FLOW_OPERATIONS:.2g} this page allows: lower T, "
+                        f"the hidden size{f' or {option}' if option else ''}")
+    return measure(name, hidden, seq_len, seed, tuple(sorted(chosen.items())))
 
 
 classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
@@ -74,9 +110,16 @@ with controls:
 st.query_params.update({"cell": name, "hidden": str(hidden), "T": str(seq_len), "seed": str(seed)})
 
 try:
-    flow = measure(name, hidden, seq_len, seed, tuple(sorted(chosen.items())))
-except ValueError as error:
-    plots.error(f"Cannot build {name}: {error}")
+    flow = bounded_measure(name, hidden, seq_len, seed, chosen)
+except TooCostly as error:
+    plots.error(str(error))
+    st.stop()
+except ValueError as error:  # ConfigError too
+    plots.error(f"Cannot build {name}: {' '.join(str(error).split())}")
+    st.stop()
+except Exception as error:  # noqa: BLE001 - a cell's own code: one line here, the traceback in the server's log
+    log.exception("measuring the gradient flow of %r", name)
+    plots.error(f"Cannot measure {name}: {one_line(error)}")
     st.stop()
 
 with plots:

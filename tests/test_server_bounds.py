@@ -102,3 +102,165 @@ def test_six_edits_of_the_sweep_form_keep_one_timing_child(store, timing):
     assert max(alive) == 1
     wanted = {shape for wish in timing._wishes.values() for shape in wish.configs}
     assert wanted and all('"rnn", 104' in shape or '"spectral", 104' in shape for shape in wanted)
+
+
+# ------------------------------------------------------------------ checks that build models
+class _Counted:
+    """Mixed into an Elman cell: every construction counted on its class (a real build, counted)."""
+
+    made = 0
+
+    def __init__(self, input_size: int, hidden_size: int, *, init_gain: float = 1.0, h0: str = "zero",
+                 h0_noise_std: float = 0.1):
+        type(self).made += 1
+        super().__init__(input_size, hidden_size, init_gain=init_gain, h0=h0, h0_noise_std=h0_noise_std)
+
+
+@pytest.fixture
+def counted():
+    """A freshly registered cell ``counted`` whose class counts its builds; unregistered afterwards."""
+    from stability import cells
+    from stability.cells.rnn import ElmanRNN
+
+    cls = type("Counted", (_Counted, ElmanRNN), {"made": 0, "summary": "an Elman cell counting its builds"})
+    cells.register("counted", cls, replace=True)
+    yield cls
+    cells.unregister("counted")
+
+
+def test_a_check_builds_the_cell_once_whatever_the_seed_lr_or_steps(counted):
+    """Issue 33: a form's check built the cell again at every change of seed, lr or steps."""
+    from stability.execution.preflight import check_buildable
+
+    for seed, lr, steps in [(0, 1e-3, 10), (1, 1e-3, 10), (1, 1e-2, 10), (1, 1e-2, 20), (2, 3e-2, 30)]:
+        check_buildable(tiny("counted", seed=seed, lr=lr, steps=steps))
+    assert counted.made == 1
+    check_buildable(tiny("counted", hidden=16))  # a size changes the build
+    assert counted.made == 2
+
+
+def test_the_train_form_builds_its_cell_once_as_seed_lr_and_steps_change(store, counted):
+    app = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=60).run()
+    app.selectbox(key="train_cell").set_value("counted").run()
+    assert not app.exception and not app.error
+    app.number_input(key="train_seed").set_value(7).run()
+    app.number_input(key="train_lr").set_value(0.02).run()
+    app.number_input(key="train_steps").set_value(300).run()
+    assert not app.exception and not app.error
+    assert counted.made == 1
+
+
+def test_a_sweep_check_builds_at_most_a_few_models(counted):
+    """16 hidden sizes x 4 sequence lengths: 85 checks of which 16 distinct cells; before, every check built
+    its cell (85 builds); now a few, the rest checked without building."""
+    from stability.sweeps import build_spec
+    from stability.sweeps.spec import MAX_CHECK_BUILDS
+
+    spec = build_spec(tiny("counted"), [f"cell.hidden_size={','.join(str(8 * n) for n in range(1, 17))}",
+                                        "task.seq_len=10,20,30,40"])
+    assert spec.size() == 64 and 1 <= counted.made <= MAX_CHECK_BUILDS
+
+
+def test_a_cell_past_the_build_cost_is_not_built_by_a_check(counted):
+    from stability.execution import budget, preflight
+
+    config = tiny("counted", hidden=4096)
+    assert budget.build_cost(config)[0] > preflight.MAX_CHECK_BUILD_WORK
+    preflight.check_buildable(config)
+    assert counted.made == 0
+
+
+# ------------------------------------------------------------------ one line, finite options
+class _Raising:
+    """Mixed into an Elman cell: a RuntimeError from deep inside its build for a gain over 2."""
+
+    def __init__(self, input_size: int, hidden_size: int, *, init_gain: float = 1.0, h0: str = "zero",
+                 h0_noise_std: float = 0.1):
+        if init_gain > 2:
+            raise RuntimeError("from is out of bounds for float\n  (deep inside torch)")
+        super().__init__(input_size, hidden_size, init_gain=init_gain, h0=h0, h0_noise_std=h0_noise_std)
+
+
+def test_any_exception_of_a_build_is_one_config_error_line_and_its_traceback_is_logged(caplog):
+    from stability import cells
+    from stability.cells.rnn import ElmanRNN
+    from stability.config import ConfigError
+    from stability.execution.preflight import check_buildable
+
+    cells.register("raising", type("Raising", (_Raising, ElmanRNN), {}), replace=True)
+    try:
+        config = tiny("raising")
+        config.cell.options = {"init_gain": 3.0}
+        with caplog.at_level("ERROR"), pytest.raises(ConfigError) as raised:
+            check_buildable(config)
+    finally:
+        cells.unregister("raising")
+    assert str(raised.value) == "cell 'raising': RuntimeError: from is out of bounds for float (deep inside torch)"
+    assert "Traceback" in caplog.text and "RuntimeError" in caplog.text
+
+
+@pytest.mark.parametrize("cell", ["vprnn", "sgornn"])
+@pytest.mark.parametrize("value", [1e308, float("inf"), float("nan"), -1e308, 10**400],
+                         ids=["1e308", "inf", "nan", "-1e308", "10**400"])
+def test_a_float_option_beyond_its_finite_bounds_is_one_validation_line(cell, value):
+    from stability.config import ConfigError
+
+    config = tiny(cell)
+    config.cell.options = {"angle_init": value}
+    with pytest.raises(ConfigError, match=r"cell option angle_init of cell '\w+' must be a finite number from 0 to "
+                                          r"1e\+06; got ") as raised:
+        config.validate()
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("page, select", [
+    ("train", lambda app: app.selectbox(key="train_cell").set_value("vprnn")),
+    ("race", lambda app: app.multiselect(key="race_cells").set_value(["vprnn"])),
+    ("sweep", lambda app: app.selectbox(key="sweep_cell").set_value("vprnn")),
+])
+def test_angle_init_1e308_is_one_error_line_on_each_form(store, page, select):
+    """Issue 33: it crashed the Train, Race and Sweep forms with a traceback (RuntimeError in the build)."""
+    app = AppTest.from_file(str(ROOT / "pages" / f"{page}.py"), default_timeout=60).run()
+    select(app).run()
+    app.number_input(key=f"{page}_vprnn_angle_init").set_value(1e308).run()
+    assert not app.exception
+    [error] = [error.value for error in app.error]
+    assert "angle_init" in error and "finite number" in error and "\n" not in error
+
+
+# ------------------------------------------------------------------ gradient flow, bounded
+def gradient_flow(**query):
+    app = AppTest.from_file(str(ROOT / "pages" / "gradient_flow.py"), default_timeout=120)
+    for key, value in query.items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def test_gradient_flow_of_a_1000_layer_mlp_over_its_cost_is_one_line_and_builds_nothing(monkeypatch):
+    from stability import cells
+
+    built = []
+    build = cells.build
+    monkeypatch.setattr(cells, "build", lambda *args, **kwargs: built.append(kwargs) or build(*args, **kwargs))
+    app = gradient_flow(cell="mlp", hidden="256", T="10")
+    app.number_input(key="gf_mlp_layers").set_value(1000).run()
+    assert not app.exception and not app.get("vega_lite_chart")
+    [error] = [error.value for error in app.error]
+    assert error.startswith("Not measured: mlp at hidden size 256, layers 1000 and T = 10") and "or layers" in error
+    assert built and not any(options.get("layers") == 1000 for options in built)  # the refused one never built
+
+
+def test_gradient_flow_of_a_1000_layer_mlp_within_its_cost_draws_its_charts():
+    """Its bound ‖W‖^1000 overflowed a float: an OverflowError traceback on the page."""
+    app = gradient_flow(cell="mlp", hidden="64", T="10")
+    app.number_input(key="gf_mlp_layers").set_value(1000).run()
+    assert not app.exception and not app.error
+    assert len(app.get("vega_lite_chart")) == 2
+
+
+def test_gradient_flow_angle_init_1e308_is_one_line():
+    app = gradient_flow(cell="vprnn", hidden="16", T="10")
+    app.number_input(key="gf_vprnn_angle_init").set_value(1e308).run()
+    assert not app.exception
+    [error] = [error.value for error in app.error]
+    assert error.startswith("Cannot build vprnn: cell option angle_init") and "finite" in error

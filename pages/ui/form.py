@@ -8,6 +8,8 @@ cell built) once per server process, not on every rerun (:func:`config_problem`)
 """
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from pages.ui.limits import LIMITS, limited_input
@@ -24,8 +26,10 @@ from stability.config import (
     TaskConfig,
     TrainConfig,
 )
-from stability.core.registry import OptionInfo
+from stability.core.registry import OptionInfo, one_line
 from stability.execution.preflight import check_buildable
+
+log = logging.getLogger(__name__)
 
 
 def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_multi: bool = False,
@@ -90,8 +94,10 @@ def config_form(key_prefix: str, *, defaults: RunConfig | None = None, cells_mul
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def config_problem(config_json: str) -> str | None:
-    """Why the config (``RunConfig.to_json``) cannot run, or None; each config is checked, and its
-    cell built, once per server process rather than on every rerun of the form."""
+    """Why the config (``RunConfig.to_json``) cannot run, or None, in one line whatever the check raised
+    (its traceback in the server's log); each config is checked once per server process rather than on every
+    rerun of the form, and its cell built once for what changes a build, not again for another seed, lr or
+    steps (stability/execution/preflight.py, Note [Checks that build])."""
     try:
         config = RunConfig.from_json(config_json)
         config.validate()
@@ -102,6 +108,9 @@ def config_problem(config_json: str) -> str | None:
         check_buildable(config)
     except ConfigError as error:
         return str(error)
+    except Exception as error:  # noqa: BLE001 - one line for the visitor, the traceback in the server's log
+        log.exception("checking a run configuration")
+        return one_line(error)
     return None
 
 
@@ -175,8 +184,8 @@ def _number_widget(option: OptionInfo, kind: str, value, key: str, container, he
 def _option_help(option: OptionInfo) -> str:
     """The option's help, then its type, default and range on a line of their own."""
     facts = [f"`{option.type}`", "required" if option.required else f"default `{option.default!r}`"]
-    if option.range:
-        low, high = option.range
+    if option.bounds:
+        low, high = option.bounds  # a float option's open side closed (Note [Finite options])
         facts.append(f"range [{'-∞' if low is None else low}, {'∞' if high is None else high}]")
     return "  \n".join(part for part in (option.help, " · ".join(facts)) if part)
 

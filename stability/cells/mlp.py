@@ -242,10 +242,14 @@ class DeepMLP(RecurrentCell):
         """A bound on ‖∂h_t/∂h_{t-1}‖₂ given ``spectral_norm`` s, the largest singular value of any hidden
         layer (sv/max): |f'| <= 1 for leaky_relu, relu and tanh, so a layer multiplies by at most s and a
         step of L plain layers by s^L; a residual block of two layers, f(W f(W a)) + a, by at most 1 + s²
-        (a last odd layer alone, 1 + s). The Gradient flow page's bound ‖W‖^(T−t) is this to the T − t."""
-        if not self.residual:
-            return spectral_norm ** self.layers
-        return (1 + spectral_norm ** 2) ** (self.layers // 2) * (1 + spectral_norm) ** (self.layers % 2)
+        (a last odd layer alone, 1 + s). The Gradient flow page's bound ‖W‖^(T−t) is this to the T − t; inf
+        past a float (s^1000 overflows for s > 2.03: issue 33's OverflowError)."""
+        try:
+            if not self.residual:
+                return spectral_norm ** self.layers
+            return (1 + spectral_norm ** 2) ** (self.layers // 2) * (1 + spectral_norm) ** (self.layers % 2)
+        except OverflowError:
+            return math.inf
 
     def recurrent_parameter_count(self) -> int:
         if self.layer == "spectral":

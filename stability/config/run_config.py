@@ -151,9 +151,9 @@ class RunConfig:
         :class:`ConfigError` (one line) on the first problem. Returns self."""
         _check_registered("cell", self.cell.name, cells)
         _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1, maximum=math.inf)  # memory: preflight
-        _check_options("cell", self.cell.name, self.cell.options, cells.options(self.cell.name))
+        check_options("cell", self.cell.name, self.cell.options)
         _check_registered("task", self.task.name, tasks)
-        _check_options("task", self.task.name, self.task.options, tasks.options(self.task.name))
+        check_options("task", self.task.name, self.task.options)
         _check_train(self.train)
         return self
 
@@ -228,10 +228,18 @@ def _check_number(label, value, positive=False):
         raise ConfigError(f"{label} must be a {'positive' if positive else 'non-negative'} number; got {value!r}")
 
 
-def _check_options(kind, name, given, valid):
+def check_options(kind: str, name: str, given) -> None:
+    """ConfigError (one line) unless ``given`` names only options of the cell (``kind`` "cell") or task
+    ``name`` and each float option's number is finite and within its bounds (OptionInfo.bounds,
+    Note [Finite options] in stability.core.registry); the class's own check judges the rest."""
+    infos = {option.name: option for option in (cells if kind == "cell" else tasks).describe(name).options}
     if not isinstance(given, dict):
         raise ConfigError(f"{kind} options must be a mapping of option names to values; got {given!r}")
-    unknown = sorted(set(given) - set(valid))
+    unknown = sorted(set(given) - set(infos))
     if unknown:
         raise ConfigError(f"unknown {kind} option(s) {', '.join(unknown)} for {kind} {name!r}; "
-                          f"valid options: {', '.join(valid) or 'none'}")
+                          f"valid options: {', '.join(infos) or 'none'}")
+    for option, value in given.items():
+        problem = infos[option].number_problem(value)
+        if problem:
+            raise ConfigError(f"{kind} option {option} of {kind} {name!r} {problem}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import math
 import os
 import threading
 import warnings
@@ -44,6 +45,18 @@ from typing import Any, Callable
 
 class PluginWarning(UserWarning):
     """A cell or task plugin was left out; the message names it and says why."""
+
+
+# Note [Finite options]
+# ---------------------
+# A float option that a class declares with an open side (``angle_init: (0.0, None)``) or no range at all
+# would take 1e308, inf or nan from a form, a link or a sweep, and fail deep inside torch after the
+# server has spent its time (issue 33: angle_init=1e308 overflowed float32 while building a VPRNN). So the
+# bounds validation holds a float option to (OptionInfo.bounds) close every open side at
+# FLOAT_OPTION_LIMIT, far beyond any value of the papers (a gain, a slope, an angle, a logit); nan and inf
+# are refused; the class's own check stays the authority inside those bounds (OptionInfo.range is what it
+# declares, unchanged).
+FLOAT_OPTION_LIMIT = 1e6
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,28 @@ class OptionInfo:
     def optional(self) -> bool:
         """None is a value of this option (``int | None``, ``Optional[int]``)."""
         return "None" in [part.strip() for part in self.type.split("|")] or self.type.startswith("Optional[")
+
+    @property
+    def bounds(self) -> tuple | None:
+        """The closed bounds validation holds the option to: ``range``, with a float option's open sides at
+        -/+ :data:`FLOAT_OPTION_LIMIT` (Note [Finite options]); ``range`` itself for any other option."""
+        if self.base_type != "float":
+            return self.range
+        low, high = self.range or (None, None)
+        return (-FLOAT_OPTION_LIMIT if low is None else low, FLOAT_OPTION_LIMIT if high is None else high)
+
+    def number_problem(self, value: Any) -> str | None:
+        """Why ``value`` is not a number this float option takes (nan, inf, or outside :attr:`bounds`), or None;
+        a value that is not a number, and any option not a float, is left to the class's own check."""
+        if self.base_type != "float" or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        low, high = self.bounds
+        try:
+            inside = math.isfinite(float(value)) and low <= value <= high
+        except OverflowError:  # an int beyond any float
+            inside = False
+        text = repr(value) if len(repr(value)) <= 24 else f"{repr(value)[:12]}... ({len(repr(value))} digits)"
+        return None if inside else f"must be a finite number from {low:g} to {high:g}; got {text}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type, "default": _jsonable(self.default),

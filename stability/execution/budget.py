@@ -147,6 +147,18 @@ def step_depth(config: RunConfig) -> int:
     return _positive(value)
 
 
+def build_cost(config: RunConfig) -> tuple[int, int]:
+    """``(operations, bytes)`` of building ``config``'s cell, counted from its sizes before building: its
+    recurrent weights (an mlp's every layer, a dense cell's every gate block) written at ten operations each,
+    plus one hidden³ factorisation (the most a built-in's initialisation does: expRNN's matrix exponential, an
+    orthogonal init), and those weights' float32 bytes. A check's bound (stability.execution.preflight,
+    Note [Checks that build])."""
+    hidden = config.cell.hidden_size
+    layers = step_depth(config) if config.cell.name == "mlp" else 1
+    weights = layers * (DENSE_BLOCKS.get(config.cell.name) or 1) * hidden * hidden
+    return hidden ** 3 + 10 * weights, 4 * weights
+
+
 def _positive(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
@@ -233,6 +245,23 @@ def work(config: RunConfig, task=None) -> Work:
     singular_values = 10 * hidden ** 3
     return Work(step=3 * train.batch_size * forward, evaluation=evaluated * forward,
                 probe=3 * train.probe_examples * forward + singular_values)
+
+
+FLOW_BATCH = 8                   # stability.training.probes.gradient_flow's examples
+LAYER_STEP_OPERATIONS = 500_000  # a layer's step in Python and autograd, whatever its size (~50 µs), as operations
+
+
+def flow_work(config: RunConfig, seq_len: int, batch: int = FLOW_BATCH) -> int:
+    """Operations of measuring ``config``'s freshly built cell's gradient flow over ``seq_len`` steps
+    (stability.training.probes.gradient_flow, the Gradient flow page): a float64 forward and backward of
+    ``batch`` examples, each step ``layers`` (an mlp's; else one) of the cell's hidden x hidden products and a
+    fixed cost a layer's step (:data:`LAYER_STEP_OPERATIONS`), the recurrent matrix built once (``k``
+    sublayers for a VPRNN), and the singular values of each layer's W (about 10 hidden³ each). At about
+    7e9 of these a second: mlp 64 x 1000 layers at T = 40 counts 3e10 and took 3.8 s."""
+    hidden, blocks = config.cell.hidden_size, DENSE_BLOCKS.get(config.cell.name) or 1
+    layers = step_depth(config) if config.cell.name == "mlp" else 1
+    per_step = layers * (3 * batch * 2 * blocks * hidden * hidden + LAYER_STEP_OPERATIONS)
+    return seq_len * per_step + step_depth(config) * hidden * hidden + layers * 10 * hidden ** 3
 
 
 def estimate(config: RunConfig, task=None) -> tuple[int, int]:
