@@ -7,11 +7,13 @@ While a run is queued or training the table refreshes itself in place.  A sweep'
 import pandas as pd
 import streamlit as st
 
+from pages.ui.access import current_visitor, view_only_line
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.status import EXTERNAL
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
+from stability import access
 from stability.config import ConfigError
 from stability.execution import lifecycle, runner
 from stability.execution.runner import RESUMABLE
@@ -58,17 +60,20 @@ def ask_to_delete(run_ids):
 
 
 def delete_runs(store, run_ids):
-    """Delete the runs (callback of the confirm button, so the table redraws without them)."""
-    kept = []
+    """Delete the runs (callback of the confirm button, so the table redraws without them), each through the
+    visitor's guard (stability.access)."""
+    visitor, refused, kept = current_visitor(), [], []
     for run_id in run_ids:
         try:
-            store.delete_run(run_id)
+            access.delete_run(visitor, store, run_id)
         except RunNotFound:  # already deleted, e.g. from another tab
             pass
         except RunActive:  # resumed since the button was drawn: the store's delete kept it (Note [Guarded delete])
             kept.append(run_id)
+        except access.Refused as error:
+            refused.append(str(error))
     st.session_state.pop("runs_pending_delete", None)
-    st.session_state["runs_notice"] = deleted_notice(run_ids, kept)
+    st.session_state["runs_notice"] = " ".join(refused[:1]) or deleted_notice(run_ids, kept)
 
 
 def deleted_notice(run_ids, kept):
@@ -107,7 +112,12 @@ def confirm_delete(store, selected):
 def stop_runs(store, selected):
     active = selected.loc[selected["status"].isin(ACTIVE_STATUSES) & ~selected["external"], "id"].tolist()
     with st.spinner(f"Stopping {id_list(active)}…"):
-        outcome = {run_id: runner.stop_run(run_id, store.url) for run_id in active}
+        outcome = {}
+        for run_id in active:
+            try:
+                outcome[run_id] = access.stop_run(current_visitor(), run_id, store.url)
+            except ConfigError as error:  # not the visitor's to stop (stability.access)
+                outcome[run_id] = f"not stopped: {error}"
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
 
 
@@ -116,7 +126,7 @@ def resume_runs(store, selected):
     outcome = []
     for run_id in selected.loc[selected["status"].isin(RESUMABLE) & ~selected["external"], "id"].tolist():
         try:
-            runner.resume_run(run_id, store.url)
+            access.resume_run(current_visitor(), run_id, store.url)
             outcome.append(f"#{run_id} resumed")
         except (ResumeError, RunNotFound, ConfigError) as error:  # ConfigError: a stored config this version refuses
             outcome.append(f"#{run_id} not resumed: {' '.join(str(error).split())}"
@@ -133,19 +143,40 @@ def silent_external(store, selected):
 def mark_ended(store, run_ids):
     """Mark the silent external runs ended ('interrupted'), so they can be deleted; a run that spoke
     meanwhile is left alone (lifecycle.mark_abandoned's compare-and-set on its heartbeat)."""
-    outcome = []
+    outcome, visitor = [], current_visitor()
     for run_id in run_ids:
         try:
-            marked = lifecycle.mark_abandoned(store, store.record(run_id))
+            marked = access.mark_ended(visitor, store, run_id)
         except RunNotFound:
+            continue
+        except access.Refused as error:
+            outcome.append(str(error))
             continue
         outcome.append(f"#{run_id} marked ended" if marked else f"#{run_id} spoke or changed meanwhile; left as it is")
     st.session_state["runs_notice"] = "; ".join(outcome) or "Nothing to mark ended."
 
 
+def changeable(store, selected, visitor):
+    """The selected rows the visitor may stop, resume or delete: every one for an operator, a student's own."""
+    if visitor.may_operate or selected.empty:
+        return selected
+    owners = {run_id: store.record(run_id).owner for run_id in selected["id"].tolist()}
+    return selected[[visitor.may_change(owners[run_id]) for run_id in selected["id"].tolist()]]
+
+
 def actions(store, selected):
-    """Open in Compare, Stop, Resume, Delete (with a confirm step), Export CSV: on the selected runs."""
+    """Open in Compare and Export CSV for everybody; Stop, Resume, Delete (with a confirm step) on the
+    selected runs the visitor may change (stability.access, Note [Roles])."""
     ids = selected["id"].tolist()
+    visitor = current_visitor()
+    if not visitor.may_start:
+        row = st.container(horizontal=True)
+        if row.button("Open in Compare", key="runs_compare", icon=":material/monitoring:", disabled=not ids):
+            st.switch_page("pages/compare.py", query_params={"runs": ",".join(map(str, ids))})
+        export_button(row, store, ids)
+        view_only_line(visitor)
+        return
+    selected = changeable(store, selected, visitor)
     ours = selected[~selected["external"]]  # an external run is its own loop's to stop or run again
     training = ours["status"].isin(ACTIVE_STATUSES).any()
     resumable = ours["status"].isin(RESUMABLE).any()
@@ -164,19 +195,24 @@ def actions(store, selected):
                        "(written every 5 minutes and when a run ends), appending to the same rows."):
         resume_runs(store, selected)
         st.rerun()
-    row.button("Delete", key="runs_delete", icon=":material/delete:", disabled=not ids,
-               on_click=ask_to_delete, args=(ids,))
+    mine = selected["id"].tolist()
+    row.button("Delete", key="runs_delete", icon=":material/delete:", disabled=not mine,
+               on_click=ask_to_delete, args=(mine,))
     silent = silent_external(store, selected)
     if silent:
         row.button("Mark ended", key="runs_mark_ended", icon=":material/flag:", on_click=mark_ended,
                    args=(store, silent), help="External runs whose loop has said nothing for "
                    f"{int(lifecycle.ABANDONED_AFTER_S // 60)} min (e.g. its process died on another machine): "
                    "mark them ended (interrupted), so they can be deleted.")
+    export_button(row, store, ids)
+    confirm_delete(store, selected)
+
+
+def export_button(row, store, ids):
     row.download_button("Export CSV", lambda: export_csv(store, ids), key="runs_export",
                         file_name=f"runs-{'-'.join(map(str, ids))}.csv", mime="text/csv",
                         icon=":material/download:", disabled=not ids,
                         help="Every metric row of the selected runs: run_id, step, wall_time, name, value.")
-    confirm_delete(store, selected)
 
 
 @store_guard
@@ -214,6 +250,7 @@ classroom_style()
 st.title("Runs")
 st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
 store = open_store()
-runner.reconcile(store.url)
+if current_visitor().may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
+    runner.reconcile(store.url)
 polling = bool(store.active_runs())
 st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from stability.config import RunConfig
 from stability.core.errors import ConfigError
-from stability.execution import budget
+from stability.execution import budget, lifecycle
 from stability.execution import runner
 from stability.runs.store import RunStore
 
@@ -89,6 +89,13 @@ def delete_run(visitor: Visitor, store: RunStore, run_id: int) -> None:
     """Delete a run the visitor may change, with its rows and checkpoint."""
     _owned(visitor, store.url, run_id, f"delete run #{run_id}")
     store.delete_run(run_id)
+
+
+def mark_ended(visitor: Visitor, store: RunStore, run_id: int) -> bool:
+    """Mark a silent external run ended, for a visitor who may change it (lifecycle.mark_abandoned: False
+    where the run spoke or changed meanwhile)."""
+    _owned(visitor, store.url, run_id, f"mark run #{run_id} ended")
+    return lifecycle.mark_abandoned(store, store.record(run_id))
 
 
 def operate(visitor: Visitor, action: str) -> None:

@@ -8,6 +8,7 @@
     python -m stability cells | tasks [NAME]
     python -m stability train --cell mylab.cells:LeakyRNN --steps 100     # a cell of your own
     python -m stability reproduce --list | reproduce NAME [--scale classroom|paper] [--json]
+    python -m stability classroom      # the room's view-only server and yours on 127.0.0.1, one store
 
 ``train`` takes the :class:`~stability.config.RunConfig` fields as flags
 (``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
@@ -40,7 +41,7 @@ import os
 import sys
 
 from ..runs.store import StoreError
-from . import catalogue, deleting, presets, runs, sweeps
+from . import catalogue, classroom, deleting, presets, runs, sweeps
 from .arguments import Parser, store_parent
 from .output import PROG, print_error
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweeps.add_commands(commands, store)
     catalogue.add_commands(commands)
     presets.add_command(commands, store)
+    classroom.add_command(commands, store)
     return parser
 
 
