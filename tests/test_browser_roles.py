@@ -276,3 +276,32 @@ def test_a_page_reached_under_another_sites_name_gets_no_websocket(classroom, br
         page.get_by_role("heading", name="Train").wait_for(timeout=90_000)
     finally:
         chromium.close()
+
+
+def test_no_traceback_reaches_a_visitor_and_the_servers_log_keeps_it(tmp_path, browser):  # noqa: F811
+    """The project's .streamlit/config.toml (read from the folder the server starts in) sets
+    client.showErrorDetails to none: an unexpected exception in a page shows no message, path or
+    traceback in the browser, and the server's log has all of it."""
+    script = tmp_path / "boom.py"
+    script.write_text("import streamlit as st\nst.title('Boom page')\n"
+                      "raise RuntimeError('secret detail at /srv/lab/private')\n")
+    port = free_port()
+    log = tmp_path / "boom.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script), "--server.port", str(port),
+                                    "--server.headless", "true"], cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process, log)
+        page = open_page(browser, f"http://127.0.0.1:{port}/")
+        page.get_by_role("heading", name="Boom page").wait_for(timeout=60_000)
+        page.wait_for_timeout(2_000)
+        shown = page.locator("body").inner_text()
+        assert "secret detail" not in shown and "Traceback" not in shown and "/srv/lab" not in shown
+        page.context.close()
+        deadline = time.monotonic() + 10
+        while "secret detail" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "secret detail at /srv/lab/private" in log.read_text()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
