@@ -48,6 +48,11 @@ def test_loopback_is_read_from_the_address_the_server_listens_on(address, loopba
     ("0.0.0.0", {"STABILITY_STUDENTS": "run"}, "bob@school.example", STUDENT),
     ("0.0.0.0", {"STABILITY_STUDENTS": "run"}, None, VIEWER),                 # a student must sign in
     ("0.0.0.0", {"STABILITY_VIEW_ONLY": "0"}, None, VIEWER),                  # '0' switches nothing on
+    # behind an authenticating proxy on this machine: loopback says nothing, the sign-in decides
+    ("127.0.0.1", {"STABILITY_OPERATORS": "ada@school.example"}, None, VIEWER),
+    ("127.0.0.1", {"STABILITY_OPERATORS": "ada@school.example"}, "ada@school.example", OPERATOR),
+    ("127.0.0.1", {"STABILITY_OPERATORS": "ada@school.example", "STABILITY_STUDENTS": "run"},
+     "bob@school.example", STUDENT),
 ])
 def test_each_visitor_gets_the_role_the_rule_gives(address, env, identity, role):
     visitor = Policy.from_environment(address, env).visitor(identity)

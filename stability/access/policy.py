@@ -22,12 +22,15 @@ EDIT and MANAGE with READ the default; JupyterHub gives a classroom roles and pe
 Which role a visitor has (:meth:`Policy.visitor`), in order:
 
 1. ``STABILITY_VIEW_ONLY=1``: everybody views, whatever else is set (a server opened for a room on purpose).
-2. A server that listens on the loopback address only: everybody who reaches it is on this machine, so
-   operator (the lecturer's own server, the default ``.streamlit/config.toml``).
-3. Beyond loopback, a visitor whose identity is in ``STABILITY_OPERATORS`` is an operator; another
-   signed-in visitor is a student where ``STABILITY_STUDENTS=run``, else a viewer; nobody signed in views.
-   With no operators named, that is everybody: **view-only is the default whenever the server listens
-   beyond loopback**.
+2. Where ``STABILITY_OPERATORS`` names operators, the sign-in decides, wherever the server listens: a
+   visitor named there is an operator; another signed-in visitor is a student where
+   ``STABILITY_STUDENTS=run``, else a viewer; nobody signed in views.  (Behind an authenticating proxy the
+   server usually listens on loopback, and every visitor arrives from the proxy: loopback then says nothing
+   about who is on this machine.)
+3. With no operators named, a server that listens on the loopback address only is its machine's: everybody
+   who reaches it is an operator (the lecturer's own server, the default ``.streamlit/config.toml``).
+4. With no operators named, beyond loopback: a signed-in visitor is a student where ``STABILITY_STUDENTS=run``;
+   everybody else views.  **View-only is the default whenever the server listens beyond loopback.**
 
 An identity is what the server's sign-in says (``st.user``: OpenID Connect through ``st.login``, or the
 header an authenticating proxy sets, mapped by ``server.trustedUserHeaders``); the pages read it
@@ -155,7 +158,7 @@ class Policy:
         who = identity.strip().lower() if identity and identity.strip() else None
         if self.view_only:
             return Visitor(VIEWER, who, f"this server is view-only ({VIEW_ONLY_ENV})", self.limits)
-        if self.loopback:
+        if self.loopback and not self.operators:
             return Visitor(OPERATOR, who, "this server listens on this machine only", self.limits)
         if who is not None and who in self.operators:
             return Visitor(OPERATOR, who, f"signed in as {who}, an operator", self.limits)

@@ -81,7 +81,7 @@ def server_commands(args, store: str | None) -> list[tuple[str, list[str], dict[
     room_env = {**os.environ, "STABILITY_OPERATORS": args.operators,
                 "STABILITY_STUDENTS": args.students,
                 "STABILITY_VIEW_ONLY": "0" if (args.operators or args.students == "run") else "1"}
-    own_env = {**os.environ, "STABILITY_VIEW_ONLY": "0"}
+    own_env = {**os.environ, "STABILITY_VIEW_ONLY": "0", "STABILITY_OPERATORS": "", "STABILITY_STUDENTS": ""}
     room = base + ["--server.address", args.address, "--server.port", str(args.room_port), *allowed(hosts)] + after
     own = base + ["--server.address", "127.0.0.1", "--server.port", str(args.port), *allowed(LOOPBACK_HOSTS)] + after
     return [("room", room, room_env), ("lecturer", own, own_env)]
