@@ -277,3 +277,56 @@ def test_the_runs_page_keeps_a_run_resumed_before_the_confirm(store):
     assert store.record(run_id).status == "queued"
     assert [success.value for success in app.success] == [
         f"#{run_id} not deleted: queued or running again (resumed meanwhile); stop it first."]
+
+
+# ------------------------------------------------------------------ lock files
+HOLDER = """
+import fcntl, os, sys
+handles = [os.open(path, os.O_RDONLY | os.O_CREAT, 0o600) for path in sys.argv[1:]]
+for handle in handles:
+    fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_lock_held_by_another_process_is_one_line_not_a_hang(store, monkeypatch):
+    """Another process holds the run queue's lock and never lets go (where it used to be, and where it is
+    now): listing runs skips the reconcile and answers, a start is refused in one line."""
+    from stability.execution import runner
+
+    locks = store.home / "locks"
+    locks.mkdir(mode=0o700, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store.home / "runner.lock"),
+                               str(locks / "runner.lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "STABILITY_LOCK_TIMEOUT": "1"}
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        listed = subprocess.run([sys.executable, "-m", "stability", "runs", "--store", str(store.path)],
+                                capture_output=True, text=True, env=env, timeout=120)  # a hang guard only
+        assert listed.returncode == 0 and "no runs" in listed.stdout, listed.stderr
+        started = subprocess.run([sys.executable, "-m", "stability", "train", "--cell", "rnn", "--hidden-size", "8",
+                                  "--steps", "10", "--background", "--store", str(store.path)],
+                                 capture_output=True, text=True, env=env, timeout=120)
+        assert started.returncode == 2 and len(started.stderr.strip().splitlines()) == 1, started.stderr
+        assert "runner.lock is held by another process" in started.stderr and store.records() == []
+        monkeypatch.setenv("STABILITY_LOCK_TIMEOUT", "0")
+        assert runner.reconcile(str(store.path)) == []  # the page's periodic reconcile: skipped, no error
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert (locks / "runner.lock").exists() and (locks.stat().st_mode & 0o777) == 0o700
+    assert runner.reconcile(str(store.path)) == []  # free again
+
+
+def test_a_link_where_the_lock_belongs_is_refused(store, tmp_path):
+    from stability.execution import runner
+    from stability.runs.store import StoreError
+
+    target = tmp_path / "elsewhere"
+    (store.home / "locks").mkdir(mode=0o700, exist_ok=True)
+    (store.home / "locks" / "runner.lock").symlink_to(target)
+    with pytest.raises(StoreError) as refused:
+        runner.reconcile(str(store.path))
+    assert "runner.lock is a link; it is not used" in str(refused.value) and "\n" not in str(refused.value)
+    assert not target.exists()

@@ -1,14 +1,16 @@
 """The locks between processes that share a store: an exclusive ``flock`` on a file, the run
 queue's scheduling lock, and a sweep's claim lock.
 
-    with file_lock(store.home / "runner.lock"): ...   # one holder at a time, on this machine
     with scheduling_lock(store): ...                 # the run queue (stability.execution.scheduler)
     with sweep_lock(store, sweep_id): ...            # a sweep's claims, on every machine
 
 A ``flock`` is held by an open file, so a process that dies releases it. It only serialises
-processes of one machine (the lock file is in ``store.home``, this machine's folder); a sweep of a
-shared PostgreSQL store is serialised across machines by a PostgreSQL session advisory lock
-instead. Neither lock is what keeps two processes from training one run: the claim is
+processes of one machine (the lock files are in ``<store home>/locks/``, this machine's folder, private
+to its user: Note [Lock files] in stability.core.flock); a sweep of a shared PostgreSQL store is
+serialised across machines by a PostgreSQL session advisory lock instead. A lock not had within its
+timeout is :class:`LockBusy`, one line (a :class:`~stability.runs.errors.StoreBusy`: the CLI and the
+pages answer it as a busy store), and the periodic reconcile skips its turn instead
+(stability.execution.scheduler.reconcile). Neither lock is what keeps two processes from training one run: the claim is
 (:mod:`stability.execution.lifecycle`, Note [claims]); the locks keep a queue from launching more
 workers than it has slots, and a sweep from asking more trials than its budget.
 """
@@ -17,23 +19,51 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..core.flock import file_lock
+from ..core.flock import LockRefused, LockTimeout, file_lock
+from ..runs.errors import StoreBusy, StoreError
 
 SWEEP_LOCK_SPACE = 0x5357  # PostgreSQL advisory locks of sweeps: (space, sweep id)
+SCHEDULING_TIMEOUT_S = 60.0  # a holder launches a few workers: seconds at most
+SWEEP_TIMEOUT_S = 300.0      # a holder asks Optuna for a trial, which may read a long study
 
 
-def scheduling_lock(store):
-    """The store's scheduling lock (``<store home>/runner.lock``), between this machine's processes."""
-    return file_lock(store.home / "runner.lock")
+class LockBusy(StoreBusy):
+    """A lock of the store was held by another process past its timeout (one line)."""
+
+
+def lock_path(store, name: str):
+    """``<store home>/locks/NAME``: the folder made 0700 and refused unless it is this user's
+    (``store.private_subfolder``), so nobody else makes, swaps or holds the file."""
+    return store.private_subfolder("locks") / name
+
+
+@contextlib.contextmanager
+def store_lock(store, name: str, timeout: float):
+    """Hold ``<store home>/locks/NAME`` for the ``with`` block; :class:`LockBusy` after ``timeout`` s
+    (``$STABILITY_LOCK_TIMEOUT`` replaces it), StoreError for a link where the file belongs."""
+    path = lock_path(store, name)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(path, timeout))
+        except LockTimeout as error:
+            raise LockBusy(f"run store {store.location}: {error}") from None
+        except LockRefused as error:
+            raise StoreError(f"run store {store.location}: {error}") from None
+        yield
+
+
+def scheduling_lock(store, timeout: float = SCHEDULING_TIMEOUT_S):
+    """The store's scheduling lock (``<store home>/locks/runner.lock``), between this machine's processes."""
+    return store_lock(store, "runner.lock", timeout)
 
 
 @contextlib.contextmanager
 def sweep_lock(store, sweep_id: int):
     """Hold the sweep's claim lock for the ``with`` block (stability.sweeps.workers, Note [Claiming
-    trials]): a ``flock`` on ``<store home>/sweep-<id>.lock`` for an SQLite store (one machine), a
+    trials]): a ``flock`` on ``<store home>/locks/sweep-<id>.lock`` for an SQLite store (one machine), a
     PostgreSQL session advisory lock for a shared one."""
     if not store.shared:
-        with file_lock(store.home / f"sweep-{int(sweep_id)}.lock"):
+        with store_lock(store, f"sweep-{int(sweep_id)}.lock", SWEEP_TIMEOUT_S):
             yield
         return
     import sqlalchemy

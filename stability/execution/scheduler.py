@@ -20,6 +20,7 @@ sweep workers asked for) starts as slots free.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
@@ -31,13 +32,14 @@ from ..runs.status import TERMINAL
 from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
 from . import gpu_slots, lifecycle, processes, slots, threads, warm
-from .locks import scheduling_lock
-from .preflight import check_buildable
+from .locks import LockBusy, scheduling_lock
+from .preflight import check_buildable, check_room
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
 from .signals import Terminated
 
 MAX_QUEUED_ENV = "STABILITY_MAX_QUEUED"
 DEFAULT_MAX_QUEUED = 50
+RECONCILE_WAIT_S = 5.0  # a reconcile waits this long for the scheduling lock, then skips its turn
 
 
 def max_concurrent_runs(max_concurrent: int | None = None) -> int:
@@ -66,6 +68,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     check_buildable(config)
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store, scheduling_lock(store):
+        check_room(config, store)  # its checkpoints fit on the disk (preflight, Note [Room for checkpoints])
         check_queue_room(store)
         run_id = store.create_run(config.to_dict(), name or config.name or None, owner=owner)
         store.update_run(run_id, host=lifecycle.this_host())
@@ -173,11 +176,18 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
 def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
     """Mark runs whose claimant is gone 'interrupted', start queued runs in free slots.
 
-    Returns the ids newly marked 'interrupted'. Cheap; call it whenever runs are listed.
+    Returns the ids newly marked 'interrupted'. Cheap; call it whenever runs are listed. When another
+    process holds the scheduling lock past :data:`RECONCILE_WAIT_S` (a stuck holder), this turn is
+    skipped (an empty list, a line in the log): the next one catches up.
     """
     limit = max_concurrent_runs(max_concurrent)
-    with RunStore(store_path) as store, scheduling_lock(store):
-        return _schedule(store, limit)
+    with RunStore(store_path) as store:
+        try:
+            with scheduling_lock(store, RECONCILE_WAIT_S):
+                return _schedule(store, limit)
+        except LockBusy as busy:
+            logging.getLogger(__name__).warning("reconcile skipped: %s", busy)
+            return []
 
 
 def keep_warm(store_path=None, max_concurrent: int | None = None, count: int = 1) -> int | None:

@@ -15,7 +15,7 @@ Note [locations]
     (:mod:`stability.runs.schema`). ``store.url`` is the URL with its password, what Optuna's
     storage for a sweep's study is given; ``store.location`` (also ``str(store)``) masks the
     password and is what every message names. ``store.home`` is a folder on this machine for the
-    files that belong with the store (``logs/``, ``checkpoints/``, ``runner.lock``): an SQLite
+    files that belong with the store (``logs/``, ``checkpoints/``, ``locks/``): an SQLite
     file's own folder, and for a URL store ``~/.stability/stores/<host>-<port>-<database>/``
     (``$STABILITY_HOME`` replaces ``~/.stability``), so each machine keeps its own workers' logs
     beside one shared database.
