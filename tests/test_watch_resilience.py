@@ -229,12 +229,14 @@ def test_a_run_deleted_under_its_loop_is_one_warning_and_the_loop_goes_on(quick_
         with sw.init("deleted", store=store) as run:
             loop = LstmLoop(run)
             loop.step()
-            store.delete_run(run.id)  # as a Runs page's "Mark ended" and Delete would, the process alive
+            # as the Runs page's "Mark ended" then Delete do, its process alive all the while
+            assert store.compare_and_set(run.id, statuses=["running"], fields={"status": "interrupted", "claim": None})
+            store.delete_run(run.id)
             for _ in range(5):
                 loop.step()
                 time.sleep(0.12)  # past the sink's stop poll
     texts = store_warnings(caught)
-    assert loop.steps == 6 and len(texts) == 1 and "nothing more is logged" in texts[0]
+    assert loop.steps == 6 and len(texts) == 1 and "it was deleted from the store" in texts[0]
 
 
 def test_the_lightning_callback_takes_on_store_error_through(quick_store):
@@ -389,7 +391,7 @@ def test_a_loop_whose_run_was_marked_ended_is_warned_once_and_goes_on(quick_stor
                 loop.step()
                 time.sleep(0.12)  # past the sink's stop poll
     texts = store_warnings(caught)
-    assert loop.steps == 6 and len(texts) == 1 and "claimed by another process" in texts[0]
+    assert loop.steps == 6 and len(texts) == 1 and "it was marked ended" in texts[0]
     assert record.status == "running"
 
 

@@ -212,7 +212,9 @@ class Run:
             self.sink.lost = True  # ClaimLost set it already; a run deleted under its loop did not
             if not self._lost_warned:
                 self._lost_warned = True
-                self._warn(f"run {self.id}: {' '.join(str(error).split())}; nothing more is logged, "
+                why = ("it was marked ended, or claimed by another process" if isinstance(error, ClaimLost)
+                       else "it was deleted from the store")
+                self._warn(f"run {self.id} is no longer this loop's ({why}); nothing more is logged, "
                            "your loop goes on")
         except RuntimeError as error:  # a StoreError outside the sink's tries (update_run, settle)
             if not self.sink.warned:
