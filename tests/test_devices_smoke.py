@@ -101,10 +101,10 @@ def test_a_run_trains_there_and_stores_its_readings(device, store):
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_stopped_run_resumes_there_exactly(device, store):
     with on(device) as name:
-        whole = train_run(config(name), store)
+        whole = train_run(config(name), store, keep_checkpoint=True)  # the weights compared below
         resumed = store.create_run(config(name).to_dict())
         assert train_run(config(name), store, resumed, hooks=[StopAt(10)]).status == "stopped"
-        assert train_run(config(name), store, resumed, resume=True).status == "completed"
+        assert train_run(config(name), store, resumed, resume=True, keep_checkpoint=True).status == "completed"
     expected = load_checkpoint(store.checkpoint_path(whole.run_id))["model"]
     got = load_checkpoint(store.checkpoint_path(resumed))["model"]
     assert all(torch.equal(expected[key], got[key]) for key in expected)

@@ -291,7 +291,7 @@ def test_a_checkpoint_is_written_and_read_without_following_links(tmp_path):
         run_id = store.create_run(config.to_dict())
         path = store.checkpoint_path(run_id)
         Path(f"{path}.partial").symlink_to(victim)  # where the checkpoint is written first
-        train_run(config, store, run_id)
+        train_run(config, store, run_id, keep_checkpoint=True)
         assert victim.read_text() == "precious"
         assert path.is_file() and not path.is_symlink()
         assert load_checkpoint(path)["step"] == config.train.steps

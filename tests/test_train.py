@@ -35,7 +35,7 @@ def tiny(cell="spectral", task="adding", task_options=None, **train):
 
 def run(store, config):
     run_id = store.create_run(config.to_dict())
-    return run_id, train_run(config, store, run_id).status
+    return run_id, train_run(config, store, run_id, keep_checkpoint=True).status  # its weights read back
 
 
 def test_completed_run_logs_every_diagnostic(store):
@@ -371,7 +371,7 @@ def test_a_stopped_run_resumes_exactly_as_if_it_had_not_stopped(store):
     resumed = store.create_run(config.to_dict())
     assert train_run(config, store, resumed, hooks=[StopAt(18)]).status == "stopped"
     assert store.metrics(resumed, ["train/loss"]).step.max() == 16  # nothing after the stop
-    assert train_run(config, store, resumed, resume=True).status == "completed"
+    assert train_run(config, store, resumed, resume=True, keep_checkpoint=True).status == "completed"
     expected, got = final_weights(store, whole), final_weights(store, resumed)
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
@@ -387,7 +387,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_loses_only_later_rows(stor
     with pytest.raises(RuntimeError, match="worker killed"):
         train_run(config, store, killed, hooks=[CrashAfter(checkpoint=13, crash=27)])
     assert store.metrics(killed, ["train/loss"]).step.max() == 24  # rows up to the crash were kept
-    assert train_run(config, store, killed, resume=True).status == "completed"
+    assert train_run(config, store, killed, resume=True, keep_checkpoint=True).status == "completed"
     # the rows of steps 14..27 were discarded and trained again: one row per step, as uninterrupted
     pd_testing = pytest.importorskip("pandas.testing")
     pd_testing.assert_series_equal(rows_by_step(store, killed), rows_by_step(store, whole))

@@ -259,7 +259,7 @@ def test_a_format_2_checkpoint_resumes_exactly(store):
     assert old["hooks"]["8:StepsSeen"] == {"seen": 18} and old["hooks"]["0:TrainingWindow"]["steps"] == 2
     torch.save(old, path)
     lifecycle.check_resumable(store, stopped.run_id)  # the runner's check accepts it
-    resumed = train_run(config, store, stopped.run_id, hooks=[StepsSeen()], resume=True)
+    resumed = train_run(config, store, stopped.run_id, hooks=[StepsSeen()], resume=True, keep_checkpoint=True)
     pd.testing.assert_series_equal(by_step(resumed.metrics), by_step(whole.metrics))
     assert load_checkpoint(path)["format"] == 3
 

@@ -73,6 +73,12 @@ Note [External runs]
     is cleared with it: a loop that was only thinking finds its run no longer its own at its next
     step and logs no more (stability.watch warns once; its loop goes on).
 
+Note [Checkpoints kept]
+    A checkpoint is kept while its run can be resumed (stopped, interrupted, failed); a run settled
+    completed, diverged or pruned drops it (:func:`train_claimed`), so finished runs do not fill the
+    disk (issue 33: one step of an LSTM of hidden size 2048 in float64 left 403 MB). Whoever wants a
+    completed run's trained weights asks for them: ``train_run(..., keep_checkpoint=True)``.
+
 Note [Interrupts]
     While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
     (:class:`~stability.execution.signals.Terminated`) end it ``stopped`` ("interrupted from the
@@ -98,10 +104,10 @@ from ..config import RunConfig
 from ..runs.records import RunRecord
 from ..runs.status import ACTIVE_STATUSES
 from ..training import run as training
-from ..training.checkpoints import ResumeError, read_for_resume
+from ..training.checkpoints import ResumeError, read_for_resume, remove_checkpoint
 from ..training.sinks import StoreSink, TrainResult
 from .locks import sweep_lock
-from .preflight import check_buildable
+from .preflight import check_buildable, check_room
 from .processes import is_alive, process_start_time
 from .signals import Terminated, as_exception, describe_interrupt, interrupts_raise, signals_deferred
 
@@ -151,7 +157,11 @@ def _claimed(claim: Claim) -> dict:
 # ------------------------------------------------------------------ claiming
 def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None) -> Claim:
-    """A new run of ``config``, claimed by this process in the INSERT that makes it."""
+    """A new run of ``config``, claimed by this process in the INSERT that makes it; ConfigError (one
+    line, nothing stored) when its checkpoints would not fit on the disk (preflight.check_room; a sweep's
+    trial: its sweep was checked when it started)."""
+    if sweep_id is None:
+        check_room(config, store)
     claim = _new_claim(None)
     run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
                               params=params, claimed=_claimed(claim))
@@ -383,12 +393,14 @@ def pid_gone(run: RunRecord) -> bool:
 
 # ------------------------------------------------------------------ training
 def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
-                  progress: Callable[[dict], None] | None = None, caught=()) -> TrainResult:
+                  progress: Callable[[dict], None] | None = None, caught=(),
+                  keep_checkpoint: bool = False) -> TrainResult:
     """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
     once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
     ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
     the status is written. ``caught``: the signals that arrived while the run was claimed (the run
-    stops at once)."""
+    stops at once). A run settled in a state that cannot be resumed drops its checkpoint unless
+    ``keep_checkpoint`` (Note [Checkpoints kept])."""
     sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim))
     with signals_deferred() as late:
         try:
@@ -402,7 +414,8 @@ def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = Fals
         except Exception as error:
             settle(store, claim, "failed", describe_error(error))
             raise
-        settle(store, claim, result.status, result.error)
+        if settle(store, claim, result.status, result.error) and result.status not in RESUMABLE and not keep_checkpoint:
+            remove_checkpoint(store.checkpoint_path(claim.run_id))  # Note [Checkpoints kept]
     if late:  # arrived while the status was written: act on it now
         raise as_exception(late[0])
     return result
@@ -434,7 +447,8 @@ def begin_training(store, claim: Claim, fields: dict) -> bool:
 
 
 def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks=(),
-              progress: Callable[[dict], None] | None = None, resume: bool = False) -> TrainResult:
+              progress: Callable[[dict], None] | None = None, resume: bool = False,
+              keep_checkpoint: bool = False) -> TrainResult:
     """Train ``config`` in this process; return its :class:`~stability.training.sinks.TrainResult`.
 
     Without a store, :func:`stability.training.run.train_run`: the rows are kept in memory (or by a
@@ -443,7 +457,9 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     :class:`~stability.training.checkpoints.ResumeError` otherwise; when ``run_id`` is None, a new
     run named ``config.name``, claimed at birth once ``check_buildable`` passes, so nothing refused
     is stored), trained and settled by :func:`train_claimed`: an exception marks it failed and is
-    raised again. The model's initial weights follow ``config.train.seed``.
+    raised again. The model's initial weights follow ``config.train.seed``. A completed (diverged,
+    pruned) run's checkpoint is removed unless ``keep_checkpoint``: then its trained weights stay at
+    ``store.checkpoint_path(run_id)`` (Note [Checkpoints kept]).
     """
     config.validate()
     if store is None:
@@ -463,4 +479,5 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
         if claim is None:
             raise ValueError(f"run {run_id} is {store.record(run_id).status}; only a queued run that no "
                              "process has claimed can be trained (resume=True continues a stopped one)")
-    return train_claimed(store, claim, config, resume=resume, hooks=hooks, progress=progress)
+    return train_claimed(store, claim, config, resume=resume, hooks=hooks, progress=progress,
+                         keep_checkpoint=keep_checkpoint)

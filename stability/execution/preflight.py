@@ -2,6 +2,7 @@
 
     config.validate()            # the config alone: names, types, ranges (stability.config)
     check_buildable(config)      # what only the builders know: option values, memory, the device
+    check_room(config, store)    # its checkpoints fit on the disk beside the store, with a reserve
 
 Nothing is downloaded or trained, and nothing large is allocated: a run that
 passes can still fail later only on its data (a dataset not cached) or on a
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import threading
 from collections import OrderedDict
 
@@ -154,3 +157,47 @@ def check_device_needs(name: str, cell, device) -> None:
     for need, why in devices.missing_needs(device, needs):
         raise ConfigError(f"cell {name!r} cannot train on {devices.device_facts(device).name}: it needs {need} for {needs[need]}, "
                           f"and {why}; use device cpu")
+
+
+DISK_RESERVE_ENV = "STABILITY_DISK_RESERVE"
+DISK_RESERVE = 256 * 2**20  # bytes kept free beside a new run's checkpoints (Note [Room for checkpoints])
+
+
+def check_room(config: RunConfig, store) -> None:
+    """ConfigError (one line) when a new run of ``config`` could not keep its checkpoint on the disk of
+    ``store``'s checkpoint folder with :func:`disk_reserve` left free (Note [Room for checkpoints]).
+
+    Note [Room for checkpoints]
+    ---------------------------
+    A run writes its checkpoint (weights and optimizer state: budget.checkpoint_bytes) every few minutes and
+    at its end, each time a whole new file beside the old one before it replaces it, so it needs twice that
+    while it trains; a full disk then stops every run and the store's own writes. So a new run is refused
+    when the disk holding the checkpoints has less than twice its checkpoint free plus a reserve
+    (``$STABILITY_DISK_RESERVE`` bytes, default :data:`DISK_RESERVE`: the store's rows, logs, the system).
+    A completed run drops its checkpoint (stability.execution.lifecycle, Note [Checkpoints kept]); the
+    free space is read when the run is asked for (shutil.disk_usage), by every start: the CLI's train, the
+    queue's start (the pages, ``--background``), a preset, ``train_run`` and a sweep's start."""
+    folder = store.private_subfolder("checkpoints")
+    needed, reserve = 2 * budget.checkpoint_bytes(config), disk_reserve()
+    free = shutil.disk_usage(folder).free
+    if free < needed + reserve:
+        raise ConfigError(f"not enough free disk for this run: its checkpoints need ~{budget.format_bytes(needed)} "
+                          "(weights and optimizer state, twice while one replaces the other) and "
+                          f"{budget.format_bytes(reserve)} is kept free (${DISK_RESERVE_ENV}), but {folder} has "
+                          f"{budget.format_bytes(free)} free: free some space there (deleting finished runs "
+                          "removes their checkpoints) or choose a smaller hidden_size")
+
+
+def disk_reserve() -> int:
+    """Bytes a new run leaves free beside its checkpoints: ``$STABILITY_DISK_RESERVE`` (bytes), else
+    :data:`DISK_RESERVE`; ConfigError (one line) for a value that is no count of bytes."""
+    text = os.environ.get(DISK_RESERVE_ENV, "").strip()
+    if not text:
+        return DISK_RESERVE
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{DISK_RESERVE_ENV} must be a number of bytes >= 0; got {text!r}")
+    return value

@@ -13,11 +13,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from ..config import RunConfig
+from ..config import ConfigError, RunConfig
 from ..core.determinism import fix_cublas_workspace
 from ..execution import lifecycle, processes, scheduler, slots, threads
 from ..execution.lifecycle import Claim
 from ..execution.locks import sweep_lock
+from ..execution.preflight import check_room
 from ..execution.signals import Terminated, signals_deferred
 from ..runs.status import ACTIVE_STATUSES
 from ..runs.store import RunStore
@@ -89,6 +90,10 @@ def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name:
     spec.validate(allow_large=True)
     workers = min(check_workers(workers), scheduler.max_concurrent_runs())
     with RunStore(store_location) as store:
+        try:
+            check_room(spec.base, store)  # a run's checkpoints fit on the disk (preflight, Note [Room for checkpoints])
+        except ConfigError as error:
+            raise SweepError(str(error)) from None
         sweep_id = store_sweep(store, spec, workers=workers, name=name)
         scheduler.start_sweep_workers(store, sweep_id, workers)
     return sweep_id

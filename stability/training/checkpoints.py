@@ -59,6 +59,16 @@ def save_checkpoint(state: dict, path) -> None:
     os.replace(temporary, path)
 
 
+def remove_checkpoint(path) -> None:
+    """Remove the checkpoint at ``path`` and a save's leftover beside it, if there are any: a run that can
+    no longer be resumed (completed, diverged, pruned) keeps none, so a classroom's finished runs do not
+    fill the disk (stability.execution.lifecycle, Note [Checkpoints kept]). A file that cannot be removed
+    is left: the run's status is written already, and deleting the run removes it later."""
+    for name in (f"{path}.partial", path):
+        with contextlib.suppress(OSError):  # gone already (FileNotFoundError), or not ours to remove
+            os.unlink(name)
+
+
 def is_resumable(state: dict) -> bool:
     """Whether this version continues ``state`` exactly (its format is one of :data:`RESUMABLE_FORMATS`)."""
     return state.get("format") in RESUMABLE_FORMATS

@@ -138,7 +138,8 @@ class StoreSink(Sink):
     place, as nothing else is left to do.  Only when the store has stayed unwritable for
     ``patience_s`` (:data:`STORE_PATIENCE_S`, 5 minutes: under the 10 minutes after which another
     machine takes a silent run of a shared store for dead) is the last error raised, and the run
-    fails as before.  A run that was deleted (RunNotFound, a ValueError) is not waited for.  A
+    fails as before.  A run that was deleted (RunNotFound, a ValueError) is not waited for, nor is a
+    damaged store (a StoreError whose ``lasting`` is true: StoreDamaged), raised at once.  A
     stop request or claim that cannot be read is looked for again at the next poll, and while
     the store is failing the polls and the heartbeat wait for the next try, so an unreachable
     store does not hold the loop up at every step.
@@ -278,6 +279,9 @@ class StoreSink(Sink):
         try:
             self._value = call()
         except RuntimeError as error:  # a StoreError: busy, unreachable, full (Note [A busy store])
+            if getattr(error, "lasting", False):  # a damaged file: no wait mends it, raised at once
+                self._drop_oldest()
+                raise
             now = time.monotonic()
             if self._failing_since is None:
                 self._failing_since, self._delay = now, RETRY_FIRST_S
