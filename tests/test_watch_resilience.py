@@ -319,9 +319,16 @@ def external_run(store, *, host="notebook-container", silent_min=11.0, pid=None)
     store.update_run(claim.run_id, host=host, **({} if pid is None else {"pid": pid}))
     store.flush(claim.run_id, [(1, time.time(), "train/loss", 0.5)], [], heartbeat_step=1)
     then = time.time() - silent_min * 60
-    with sqlite3.connect(store.path) as connection:
-        connection.execute("UPDATE runs SET created_at = ?, started_at = ?, heartbeat = ? WHERE id = ?",
-                           (then, then, then, claim.run_id))
+    if store.dialect == "sqlite":
+        with sqlite3.connect(store.path) as connection:
+            connection.execute("UPDATE runs SET created_at = ?, started_at = ?, heartbeat = ? WHERE id = ?",
+                               (then, then, then, claim.run_id))
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url.replace("postgresql+psycopg://", "postgresql://")) as connection:
+            connection.execute("UPDATE runs SET created_at = %s, started_at = %s, heartbeat = %s WHERE id = %s",
+                               (then, then, then, claim.run_id))
     return claim.run_id
 
 
@@ -358,10 +365,14 @@ def test_cli_delete_deletes_finished_runs_and_says_in_one_line_why_not_the_other
     assert sorted(run.id for run in store.records()) == sorted([training, speaking])
 
 
-def test_mark_ended_leaves_a_run_that_spoke_meanwhile_and_one_alive_on_this_host(quick_store):
+def test_mark_ended_leaves_a_run_that_spoke_meanwhile_and_one_alive_on_this_host(store_location):
     from stability.execution import lifecycle
 
-    store = quick_store
+    with RunStore(store_location) as store:
+        check_mark_ended(store, lifecycle)
+
+
+def check_mark_ended(store, lifecycle):
     run_id = external_run(store)
     read = store.record(run_id)
     assert lifecycle.abandoned(read) is None
