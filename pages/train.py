@@ -177,7 +177,7 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         look, rows = watch(store, run_id, flow=True,  # at the first point's pace, waits for the first rows
                            wait_s=FIRST_ROWS_WAIT_S if every == FIRST_POINT_EVERY_S else 0.0)
     except RunNotFound:
-        st.warning(f"Run {run_id} is not in the store {store.location}.")
+        st.warning(f"Run {run_id} is not in this store.")
         return
     run, record = look.run, look.record
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button

@@ -79,7 +79,7 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         try:
             run = store.record(run)
         except RunNotFound:
-            st.warning(f"Run {run} is not in the store {store.location}.")
+            st.warning(f"Run {run} is not in this store.")
             return
     status, step, total = run.status, run.step or 0, run.total_steps or 0
     if status in TERMINAL and run.started_at and run.finished_at:
