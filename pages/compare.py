@@ -22,7 +22,7 @@ from pages.ui.links import QueryReader, linked_text
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
-from pages.ui.store import open_store, store_guard
+from pages.ui.store import STORE_ERRORS, open_store, store_guard, store_problem
 from stability import charts
 from stability.analysis.groups import group_curves, seed_groups
 from stability.core.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
@@ -62,6 +62,16 @@ def baseline_applies(name, metric):
     split, _, measured = name.partition("/")
     return split in ("train", "val", "test") and (measured == metric or
                                                   (measured == "loss" and is_loss_metric(metric)))
+
+
+def read_or_stop(read):
+    """``read()``; a store that breaks under it (a damaged page, say) stops the page with the store's one error
+    line, as every other page shows it, not an exception box."""
+    try:
+        return read()
+    except STORE_ERRORS as error:
+        st.error(store_problem(error))
+        st.stop()
 
 
 def init_state(key, value):
@@ -162,7 +172,7 @@ st.caption("Select runs in the table (click the row checkboxes) to overlay their
 
 store = open_store()
 query = QueryReader()
-table = run_table(store)
+table = read_or_stop(lambda: run_table(store))
 if table.empty:
     query.warn()
     st.info("No runs stored yet. Start one on the **Train** page (or race several cells on **Race**), "
@@ -182,8 +192,8 @@ if selected.empty:
     st.info("Select one or more runs in the table to draw their curves.")
     st.stop()
 
-available = sorted(set().union(*(set(run_rows(store, store.record(run.id)).metrics["name"])
-                                  for run in selected.itertuples())), key=metric_order)
+available = sorted(read_or_stop(lambda: set().union(*(set(run_rows(store, store.record(run.id)).metrics["name"])
+                                                       for run in selected.itertuples()))), key=metric_order)
 if not available:
     query.warn()
     st.info("The selected runs have not logged any metrics yet.")

@@ -21,6 +21,7 @@ from ..execution import lifecycle, runner
 from ..execution.preflight import check_buildable
 from ..execution.signals import Terminated, signals_deferred
 from ..runs.status import TERMINAL
+from ..runs.errors import StoreFull
 from ..runs.store import RunStore, StoreBusy
 from .arguments import add_config_flags, config_from_args
 from .output import ProgressLine, or_blank, print_error, print_rows, print_summary, printable
@@ -153,10 +154,10 @@ def _report(store: RunStore, run_id: int, status: str, args) -> int:
 
 def _reconcile(store_path) -> None:
     """Mark runs whose worker is gone and start queued ones; this housekeeping writes, so a
-    store locked by a writer skips it: listing and showing only read."""
+    store locked by a writer, or on a full disk, skips it: listing and showing only read."""
     try:
         runner.reconcile(store_path)
-    except StoreBusy:
+    except (StoreBusy, StoreFull):
         pass
 
 
