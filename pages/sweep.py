@@ -124,16 +124,17 @@ def without_default_options(config: RunConfig) -> RunConfig:
 
 @st.cache_data(show_spinner=False, max_entries=128)
 def checked_spec(base_json: str, texts: tuple, seeds: int, sampler: str, trials: int | None,
-                 prune: bool) -> tuple[dict | None, str | None]:
-    """(the checked spec as a dict, None) or (None, the SweepError's line); each sweep is checked, its
-    configs built, once per server process, and only over the fields the form offers (:data:`OFFERED`),
-    every size refused before it is listed or built (stability/sweeps/spec.py, Note [Bounded checks])."""
+                 prune: bool) -> tuple[dict | None, str | None, str | None]:
+    """(the checked spec as a dict, None, a note on the models not built) or (None, the SweepError's line,
+    None); each sweep is checked once per server process, a few of its models built, and only over the
+    fields the form offers (:data:`OFFERED`), every size refused before it is listed or built
+    (stability/sweeps/spec.py, Note [Bounded checks])."""
     try:
         spec = sweeps.build_spec(RunConfig.from_json(base_json), list(texts), seeds=seeds, sampler=sampler,
                                  trials=trials, prune=prune, offered=OFFERED)
     except sweeps.SweepError as error:
-        return None, str(error)
-    return spec.to_dict(), None
+        return None, str(error), None
+    return spec.to_dict(), None, spec.check_note()
 
 
 class TimingPending(Exception):
@@ -219,13 +220,13 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
     """The checked sweep's description, runs and rough time, and the Start button (or the one error line)."""
     if base is None:
         return None
-    spec_dict, problem = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"],
-                                      settings["sampler"], settings["trials"], settings["prune"])
+    spec_dict, problem, note = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"],
+                                            settings["sampler"], settings["trials"], settings["prune"])
     if problem:
         st.error(problem)
         return None
     spec = sweeps.SweepSpec.from_dict(spec_dict)
-    st.caption(spec.describe())
+    st.caption(spec.describe() + (f" · {note}" if note else ""))
     spec_json = json.dumps(spec_dict, sort_keys=True)
     if (rough_time(spec_json, settings["workers"]) or {}).get("pending"):
         st.fragment(rough_time_line, run_every=TIMING_EVERY_S)(spec_json, spec.size(), settings["workers"], True)
@@ -419,7 +420,7 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         sweep = store.sweep(sweep_id)
         results = sweeps.results(store, sweep_id)
     except SweepNotFound:  # deleted meanwhile
-        st.warning(f"Sweep {sweep_id} is not in the store {store.location}.")
+        st.warning(f"Sweep {sweep_id} is not in this store.")
         return
     counts = results["status"].value_counts().to_dict()
     was_active = st.session_state.get("_sweep_active", {}).get(sweep_id)

@@ -159,6 +159,7 @@ def test_a_sweep_check_builds_at_most_a_few_models(counted):
     spec = build_spec(tiny("counted"), [f"cell.hidden_size={','.join(str(8 * n) for n in range(1, 17))}",
                                         "task.seq_len=10,20,30,40"])
     assert spec.size() == 64 and 1 <= counted.made <= MAX_CHECK_BUILDS
+    assert spec.unbuilt and spec.check_note().startswith(f"{spec.unbuilt} of this sweep's models were checked without")
 
 
 def test_a_cell_past_the_build_cost_is_not_built_by_a_check(counted):

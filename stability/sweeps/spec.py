@@ -380,6 +380,7 @@ class _Checks:
         self.problems: dict[str, str | None] = {}
         self.builds: dict[str, str | None] = {}
         self.built = 0        # cells this check had built (Note [Bounded checks])
+        self.unbuilt = 0      # distinct models it checked without building their cells
         self.build_work = 0   # their cost in operations (budget.build_cost)
 
     def problem(self, config: RunConfig) -> str | None:
@@ -416,6 +417,7 @@ class _Checks:
         except ValueError:  # an unknown cell: check_buildable says so in one line
             return True
         if self.built >= MAX_CHECK_BUILDS or self.build_work + operations > MAX_CHECK_WORK:
+            self.unbuilt += 1
             return False
         self.built, self.build_work = self.built + 1, self.build_work + operations
         return True
@@ -493,6 +495,7 @@ class SweepSpec:
     sampler: str = "grid"
     trials: int | None = None
     prune: bool = False
+    unbuilt: int = field(default=0, compare=False)  # models the last check left to their runs: not stored
 
     def validate(self, allow_large: bool = False) -> SweepSpec:
         """The sweep's shape (no config is built); SweepError on the first problem. Returns self."""
@@ -563,7 +566,15 @@ class SweepSpec:
             if problem:
                 described = ", ".join(f"{path}={shown(value)}" for path, value in combination.items())
                 raise SweepError(f"vary {described}: {problem}")
+        self.unbuilt = checks.unbuilt
         return self
+
+    def check_note(self) -> str | None:
+        """One line when the last :meth:`check` left some models' cells to their runs (Note [Bounded checks])."""
+        if not self.unbuilt:
+            return None
+        return (f"{self.unbuilt:,} of this sweep's models were checked without building their cells (at most "
+                f"{MAX_CHECK_BUILDS} are built to check a sweep): a cell that refuses its options fails its run")
 
     def _built(self) -> list[Vary]:
         """The varied fields a builder reads (every one but :data:`TRAINING_ONLY`)."""
