@@ -110,9 +110,10 @@ def check_cell(config: RunConfig, device, *, build: bool = True) -> bool:
         problem = _verdicts.get(key)
     ran = known or (build and _cheap_to_build(config))
     if not known and ran:
-        problem = _build_verdict(config)
+        problem, lasting = _build_verdict(config)
         with _verdicts_lock:
-            _verdicts[key] = problem
+            if lasting:
+                _verdicts[key] = problem
             while len(_verdicts) > KEPT_VERDICTS:
                 _verdicts.popitem(last=False)
     if problem:
@@ -126,22 +127,23 @@ def _cheap_to_build(config: RunConfig) -> bool:
     return operations <= MAX_CHECK_BUILD_WORK and weight_bytes <= MAX_CHECK_BUILD_BYTES
 
 
-def _build_verdict(config: RunConfig) -> str | None:
-    """Build ``config``'s cell on the host, as a run builds it before moving it; its problem in one line."""
+def _build_verdict(config: RunConfig) -> tuple[str | None, bool]:
+    """Build ``config``'s cell on the host, as a run builds it before moving it: its problem in one line (None
+    when it builds), and whether that verdict lasts (a MemoryError says more about this moment than the cell)."""
     global _cells_built
     name = config.cell.name
     try:
         with devices.on_host():
             cells.build(name, 1, config.cell.hidden_size, **config.cell.options)
     except ValueError as error:
-        return f"cell {name!r}: {error}"
+        return f"cell {name!r}: {error}", True
     except Exception as error:  # noqa: BLE001 - a class's own code: one line here, the traceback in the log
         log.exception("building cell %r to check it", name)
-        return f"cell {name!r}: {one_line(error)}"
+        return f"cell {name!r}: {one_line(error)}", not isinstance(error, MemoryError)
     finally:
         with _verdicts_lock:
             _cells_built += 1
-    return None
+    return None, True
 
 
 def check_without_building(config: RunConfig) -> None:
