@@ -34,8 +34,8 @@ fields that size a run: every field but :data:`TRAINING_ONLY`); each distinct co
 Sizes are refused before anything is listed or built (Note [Bounded checks]): a ``--vary`` text of
 more than :data:`MAX_VARY_CHARS` characters, a list or a range's COUNT of more values than the sweep
 may have runs (:data:`MAX_RUNS`, or :data:`MAX_LARGE_RUNS` with ``allow_large``), a grid over more
-runs, and (without ``allow_large``) a sweep whose checks would build more than :data:`MAX_BUILDS`
-distinct models.
+runs, and (without ``allow_large``) a sweep whose checks would check more than :data:`MAX_BUILDS`
+distinct models; of those a check builds at most :data:`MAX_CHECK_BUILDS` (issue 33).
 
 What a page may vary is narrower than what the CLI may (Note [Offered fields]): ``offered``, an
 :class:`Offered`, names the train fields its form shows; cell and task options must be ones a form
@@ -581,7 +581,7 @@ class SweepSpec:
         return [vary for vary in self.vary if vary.field.removeprefix("train.") not in TRAINING_ONLY]
 
     def builds_needed(self) -> int:
-        """At most how many distinct models :meth:`check` builds, counted without building or listing
+        """At most how many distinct models :meth:`check` checks (building a few), counted without building or listing
         any: the base, each value of a field a builder reads, and every combination of them."""
         counts = [len(vary.points()) for vary in self._built()]
         return 1 + sum(counts) + (math.prod(counts) if counts else 0)
