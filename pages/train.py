@@ -21,7 +21,7 @@ from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
-from pages.ui.status import EXTERNAL, run_status_panel
+from pages.ui.status import EXTERNAL, live_status, status_every
 from pages.ui.store import open_store, store_guard, store_path
 from pages.ui.live import (
     DEFAULT_REFRESH,
@@ -184,12 +184,12 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    classroom = classroom_on()
-    run_status_panel(store, record)  # with its latest values: speed and ETA
+    classroom = classroom_on()  # the status line above is a fragment of its own (pages/ui/status.py)
     if not classroom:
         st.caption(describe_refresh(refresh, every, run, rows))
     if every is None and run["status"] not in TERMINAL and not classroom:
-        st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look.")
+        if st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look."):
+            st.rerun()  # the whole page: the status line's fragment too
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
         draw_skeleton(st, "Loss (train, validation): waiting for the first rows", CHART_HEIGHT)
@@ -333,5 +333,6 @@ if watched is not None:
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
         rows = run_rows(store, record, flow=True)
     every = live_every(refresh, record, rows)
-    with live:
+    with live:  # the status line every second, the charts at the run's log cadence (Note [A status that moves])
+        st.fragment(live_status, run_every=status_every(refresh, record))(watched)
         st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every, ignore_outliers)

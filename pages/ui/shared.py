@@ -166,15 +166,20 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
     # new, ended since (read in full once more), resumed, or with step 0 its last step (Note [Step 0 again])
     if old is None or terminal != old.final or (old.position != position and _last_step(old.metrics) == 0):
         metrics = store.metrics(run_id)
-        look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
-                    latest=_latest(metrics), token=next(_tokens))
+        if old is not None and terminal == old.final and len(metrics) == len(old.metrics):
+            look = replace(old, run=run, record=record, position=position)  # step 0 was whole (Note [Between log steps])
+        else:
+            look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
+                        latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
         look = replace(old, run=run, record=record, position=position)
     else:
         new = store.metrics(run_id, since_step=_last_step(old.metrics))
-        look = replace(old, run=run, record=record, position=position, metrics=_appended(old.metrics, new),
-                       counts=_counts(new, old.counts), latest={**old.latest, **_latest(new)}, token=next(_tokens))
-        if series:
+        look = replace(old, run=run, record=record, position=position)  # Note [Between log steps]
+        if len(new):
+            look = replace(look, metrics=_appended(old.metrics, new), counts=_counts(new, old.counts),
+                           latest={**old.latest, **_latest(new)}, token=next(_tokens))
+        if series and len(new):
             look = replace(look, **{attribute: _appended(getattr(old, attribute), store.series(
                 run_id, name, since_step=_last_step(getattr(old, attribute))))
                 for attribute, name in SERIES.items() if getattr(old, attribute) is not None})
@@ -183,6 +188,15 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
                        **{attribute: store.series(run_id, name) for attribute, name in SERIES.items()})
     return look
 
+
+# Note [Between log steps]
+# ------------------------
+# A run writes its step and heartbeat once a second between its log steps (stability/training/sinks.py, Note
+# [A moving step]), so a look finds the run moved at nearly every read while its rows come only at log steps.
+# A read that finds no metric row after the last step read keeps the rows, the series (a step's series rows
+# are stored in the transaction of its metric rows) and the token: what is computed from the rows (chart
+# specs, findings, log-axis ticks) is not computed again for a step that only moved. So does a read of step 0
+# again (Note [Step 0 again]) that finds as many rows as before.
 
 # Note [Step 0 again]
 # --------------------

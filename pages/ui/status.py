@@ -1,4 +1,24 @@
-"""A run's status line: badge, config in one line, its sweep, progress with ETA and speed, and what went wrong."""
+"""A run's status line: badge, config in one line, its sweep, progress with ETA and speed, and what went wrong.
+
+    st.fragment(live_status, run_every=status_every(refresh, run))(run_id)   # the Train page's, every second
+
+Note [A status that moves]
+--------------------------
+A run logs about 200 points, so a 20,000-step run's rows come every few seconds, and the Train page, whose
+status line was drawn with its charts, showed a new step every 2.8 s on average and stood still up to 5.9 s
+(real Chromium, 2 cores). Between its log steps a run now writes its step and heartbeat to its row once a
+second (stability/training/sinks.py, Note [A moving step]), and the page draws its status line in a fragment
+of its own (:func:`live_status`), rerun every :data:`STATUS_EVERY_S` while the run is active, beside the
+charts' fragment, which keeps its log cadence (pages/ui/live.py, Note [Watching cheaply]). The status
+fragment draws three or four elements (the badge and the run in one line, the progress bar with the step,
+ETA and speed, and a notice when the run is not training) from the server's shared look at the run
+(pages/ui/shared.py, Note [Many watchers]): the run's row and latest values, read at most once every
+READ_EVERY_S for every session together, and only the metric rows after the last step read, none between
+log steps. The ETA moves with the step: the one logged at the last log step scaled by the steps left
+(:func:`moving_eta`). Paused, or once the run has ended, the fragment is drawn once with the page and not
+polled. What a watcher then costs the server: benchmarks/live_watchers.py --clients headless --run long
+(issue 33's table in the closing note).
+"""
 from __future__ import annotations
 
 import math
@@ -13,8 +33,10 @@ from stability.runs.records import RunRecord
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound, RunStore
 
+from .shared import shared_runs
+from .store import open_store, store_guard
 
-
+STATUS_EVERY_S = 1.0  # the status line's rhythm while its run is active (Note [A status that moves])
 EXTERNAL = "external run — logged from your own loop"  # what the pages say instead of offering Start/Stop/Resume
 QUIET_AFTER_S = 120.0  # an external run silent this long is "no word for N min" (never failed for it)
 
@@ -71,10 +93,42 @@ def sweep_tag(run: RunRecord) -> str:
     return f"[sweep #{run.sweep_id}](sweep?sweep={run.sweep_id}){trial}{varied}"
 
 
-def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
+def status_every(refresh: str, run) -> float | None:
+    """Seconds between the status fragment's reruns: :data:`STATUS_EVERY_S` while ``run`` (a
+    :meth:`RunStore.run` dict or a ``RunRecord``) is active and the live updates (``refresh``, a key of
+    pages/ui/live.py's REFRESH_CHOICES) are not paused; None otherwise (Note [A status that moves])."""
+    status = run["status"] if isinstance(run, dict) else run.status
+    return None if status in TERMINAL or refresh == "off" else STATUS_EVERY_S
+
+
+@store_guard
+def live_status(run_id: int) -> None:
+    """The status line of run ``run_id`` from the server's shared look at it (Note [A status that moves]):
+    the fragment a page reruns every :func:`status_every` seconds."""
+    store = open_store()
+    try:
+        look = shared_runs().look(store, run_id)
+    except RunNotFound:
+        st.warning(f"Run {run_id} is not in the store {store.location}.")
+        return
+    run_status_panel(store, look.record, eta_step=look.counts.get(ETA_S, (0, None))[1])
+
+
+def moving_eta(run: RunRecord, eta_step: int | None) -> float | None:
+    """The ETA logged at the run's last log step (``eta_step``, when known), scaled to the steps left at the
+    run's current step, which moves between log steps (Note [A status that moves]); None when not logged."""
+    eta = run.latest.get(ETA_S)  # none for an external run that gave no total_steps
+    step, total = run.step or 0, run.total_steps or 0
+    if eta is None or eta_step is None or not math.isfinite(eta) or not total or total <= eta_step:
+        return eta
+    return eta * max(0, total - step) / (total - eta_step)
+
+
+def run_status_panel(store: RunStore, run: RunRecord | int, eta_step: int | None = None) -> None:
     """Status badge, a progress bar with ETA and steps/s, the device; a diverged, failed or interrupted
     run's error as a plain message.  ``run`` is the :class:`~stability.runs.records.RunRecord` a live panel
-    has just read (its ``latest`` values give speed and ETA), or a run id to read it now."""
+    has just read (its ``latest`` values give speed and ETA; ``eta_step``: the step the ETA was logged at,
+    :func:`moving_eta`), or a run id to read it now."""
     if not isinstance(run, RunRecord):
         try:
             run = store.record(run)
@@ -87,7 +141,7 @@ def run_status_panel(store: RunStore, run: RunRecord | int) -> None:
         speed, timing = (step / elapsed if elapsed > 0 else math.nan), f"took {format_duration(elapsed)}"
     else:
         speed = run.latest.get(STEPS_PER_S, math.nan) if status == "running" else math.nan
-        eta = run.latest.get(ETA_S)  # none for an external run that gave no total_steps
+        eta = moving_eta(run, eta_step)
         timing = f"ETA {format_duration(eta)}" if status == "running" and eta is not None and math.isfinite(eta) else ""
     head = st.container(horizontal=True, vertical_alignment="center")
     head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
