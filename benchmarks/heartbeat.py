@@ -3,7 +3,7 @@
     python benchmarks/heartbeat.py                       # rnn 16 on adding T = 10, 3,000 steps, 5 reps each
     python benchmarks/heartbeat.py --steps 10000 --reps 3
 
-Between its log steps a store's run writes its step and heartbeat once a second (stability/training/sinks.py,
+Between its log steps a store's run writes its step and heartbeat every half second (stability/training/sinks.py,
 Note [A moving step]): one compare-and-set of the run's row.  The cost shows best on a run whose steps are
 short and that logs rarely, so every second of it is steps and beats: here rnn 16 on adding T = 10, batch
 64, logging only at its last step (``log_every`` = steps), evaluation and probes at the ends only, trained by

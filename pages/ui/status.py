@@ -6,8 +6,8 @@ Note [A status that moves]
 --------------------------
 A run logs about 200 points, so a 20,000-step run's rows come every few seconds, and the Train page, whose
 status line was drawn with its charts, showed a new step every 2.8 s on average and stood still up to 5.9 s
-(real Chromium, 2 cores). Between its log steps a run now writes its step and heartbeat to its row once a
-second (stability/training/sinks.py, Note [A moving step]), and the page draws its status line in a fragment
+(real Chromium, 2 cores). Between its log steps a run now writes its step and heartbeat to its row every
+half second (stability/training/sinks.py, Note [A moving step]), and the page draws its status line in a fragment
 of its own (:func:`live_status`), rerun every :data:`STATUS_EVERY_S` while the run is active, beside the
 charts' fragment, which keeps its log cadence (pages/ui/live.py, Note [Watching cheaply]). The status
 fragment draws three or four elements (the badge and the run in one line, the progress bar with the step,

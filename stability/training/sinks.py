@@ -44,7 +44,7 @@ from .hooks import Hook
 
 STOP_POLL_S = 0.5
 HEARTBEAT_EVERY_S = 30.0  # a store's run shows life at least this often, between its log steps too
-STEP_BEAT_EVERY_S = 1.0  # and its step this often, between log steps (Note [A moving step])
+STEP_BEAT_EVERY_S = 0.5  # and its step this often, between log steps (Note [A moving step])
 STORE_PATIENCE_S = 300.0  # how long a run rides out a store it cannot write before it fails (Note [A busy store])
 RETRY_FIRST_S, RETRY_MAX_S = 1.0, 30.0  # the backoff between tries: doubling from the first to the max
 ON_STORE_ERROR = ("raise", "warn")  # what a StoreSink does once the store stays unwritable (Note [An unwritable store])
@@ -167,11 +167,16 @@ class StoreSink(Sink):
     5.9 s.  Between flushes the sink therefore writes the trainer's step and the heartbeat, at most once
     every :data:`STEP_BEAT_EVERY_S` of wall time and only when the step moved: one UPDATE of the run's
     row, no metric row, so a reader (the page's status line, pages/ui/status.py) sees the step move
-    every second whatever the log cadence, and the rows stay what the log steps stored.  The UPDATE is
+    every second whatever the log cadence, and the rows stay what the log steps stored.  Half a second,
+    not one: the page looks every second at the server's shared read of the run, itself up to 0.75 s
+    old (pages/ui/shared.py, READ_EVERY_S), so two looks a second apart may see reads only 0.75 s apart;
+    a beat every second (1.03 s with the default run's steps) then left one such window in four without
+    a new step, and a watcher among thirty saw the step stand still 2 s at one look in seven (a
+    simulation of these rules); a beat every half second falls in every window.  The UPDATE is
     a compare-and-set on the claim (``store.compare_and_set``): a sink whose run was claimed by another
     process never moves that run's step, even in the half second before its next poll finds it
-    (:class:`ClaimLost`); a beat that finds the run not as it was only hastens that poll.  Its cost: the
-    beat writes once a second beside steps of ~0.1-10 ms (benchmarks/heartbeat.py gives the steps/s
+    (:class:`ClaimLost`); a beat that finds the run not as it was only hastens that poll.  Its cost:
+    two writes of a row a second beside steps of ~0.1-10 ms (benchmarks/heartbeat.py gives the steps/s
     with and without it, side by side)."""
 
     def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None,
