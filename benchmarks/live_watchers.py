@@ -4,6 +4,7 @@
     python benchmarks/live_watchers.py --before /tmp/main-code      # and the same with main's pages, side by side
     python benchmarks/live_watchers.py --watchers 1 5 --refresh "" 2  # per ?refresh= setting ('' = Auto)
     python benchmarks/live_watchers.py --clients headless --watchers 1 10 30 60   # watchers without a browser
+    python benchmarks/live_watchers.py --clients headless --run long --before /tmp/main-code   # a 20,000-step run
 
 For each checkout (this one, and ``--before``'s, a plain copy of another commit: ``git archive main | tar -x
 -C DIR``) a real ``streamlit run app.py`` of that checkout on a temporary store (warm workers off: the runs
@@ -24,6 +25,13 @@ in one process of their own that ask the server for what a tab asks (the page's 
 auto-rerun, the browser's message cache) and draw nothing; "watchers CPU" is then that process's. The
 server's work a watcher is the same; the run shares its cores with the server and a few % of client
 instead of N renderers, so the ratio is the one a classroom (browsers elsewhere) would see.
+
+``--run long``: the run is the README's default shape at 20,000 steps with the trainer's own cadence (a log
+every 100 steps, ~200 points), whose rows come every few seconds: the refresh seen is then the status line's
+own rhythm between log steps (pages/ui/status.py, Note [A status that moves]; the step a run writes between
+its log steps, stability/training/sinks.py, Note [A moving step]). That step is the worker's doing, so with
+``--run long`` each checkout's runs are started by that checkout's code (its runner, hence its worker:
+``python -c`` in its folder), not this one's.
 """
 from __future__ import annotations
 
@@ -49,8 +57,42 @@ from stability.runs.store import RunStore  # noqa: E402
 from live_page import (CHROMIUM, CHROMIUM_ARGS, SHOWN_STEP_SCRIPT, SPEED, chromium_pids, cpu_seconds, started_run,  # noqa: E402
                        descendants, fmt_interval, shown_intervals, streamlit_server)
 
-RUN = RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
-                train=TrainConfig(steps=1_000_000, log_every=10, eval_every=200, probe_every=200))
+RUNS = {  # --run: what the watchers watch
+    "classroom": RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
+                           train=TrainConfig(steps=1_000_000, log_every=10, eval_every=200, probe_every=200)),
+    "long": RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
+                      train=TrainConfig(steps=20_000)),  # the trainer's cadence: a log every 100 steps
+}
+START_SCRIPT = ("import json, sys; from stability.config import RunConfig; from stability.execution import runner; "
+                "print(runner.start_run(RunConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], max_concurrent=1))")
+
+
+def started_run_of(root: Path, store_path: Path, config: RunConfig) -> int:
+    """``config`` started by the checkout ``root``'s own runner (so its worker is that checkout's), once it has
+    logged its speed, as live_page.started_run does for this checkout."""
+    if root.resolve() == ROOT:
+        return started_run(store_path, config)
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-c", START_SCRIPT, json.dumps(config.to_dict()), str(store_path)],
+                          cwd=root, env=env, capture_output=True, text=True, check=True)
+    run_id = int(done.stdout.split()[-1])
+    with RunStore(store_path) as store:
+        deadline = time.monotonic() + 180
+        while store.metrics(run_id, names=[SPEED]).empty:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"run {run_id} never logged {SPEED}: {store.record(run_id)}")
+            time.sleep(0.2)
+    return run_id
+
+
+def stopped(store_path: Path, run_id: int) -> None:
+    """Stop the run; a worker the stop could not prove ours (another checkout's) is killed by its pid."""
+    runner.stop_run(run_id, store_path)
+    with RunStore(store_path) as store:
+        record = store.record(run_id)
+    if record.status in ("queued", "running") and record.pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGKILL)
 
 
 def speed(store_path: Path, run_id: int, start: float, end: float) -> float:
@@ -84,10 +126,10 @@ def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: lis
             page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first.wait_for(timeout=60_000)
 
 
-def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str) -> dict:
+def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str, root: Path = ROOT) -> dict:
     """The run alone, then watched by ``count`` tabs (or headless watchers, ``browser`` None): speeds, CPU
-    shares and the refresh seen."""
-    run_id = started_run(store_path, RUN)
+    shares and the refresh seen. ``root``: the checkout whose runner starts the run with ``--run long``."""
+    run_id = started_run_of(root if args.run == "long" else ROOT, store_path, RUNS[args.run])
     me = os.getpid()
     groups = {"server": lambda: {server.pid},
               "watchers": lambda: chromium_pids(descendants(me) - {server.pid} - descendants(server.pid))}
@@ -110,7 +152,7 @@ def one_case(args, browser, server, url: str, store_path: Path, count: int, quer
                     page.close()
         watched_speed = speed(store_path, run_id, start, end)
     finally:
-        runner.stop_run(run_id, store_path)
+        stopped(store_path, run_id)
     return {"alone": alone_speed, "watched": watched_speed, "server_alone": alone["server"],
             "server": watched["server"], "watchers": watched["watchers"], "seen": seen, "errors": errors}
 
@@ -161,7 +203,7 @@ def code_cases(args, root: Path, label: str, folder: Path, rows: list) -> None:
         for setting in args.refresh:
             query = f"&refresh={setting}" if setting else ""
             for count in args.watchers:
-                result = one_case(args, browser, server, url, store_path, count, query)
+                result = one_case(args, browser, server, url, store_path, count, query, root)
                 rows.append((label, setting or "Auto", count, result))
                 print(f"  {label}, refresh {setting or 'Auto'}, {count} {args.clients} watchers: "
                       f"{result['alone']:.3g} -> {result['watched']:.3g} steps/s, server "
@@ -171,7 +213,9 @@ def code_cases(args, root: Path, label: str, folder: Path, rows: list) -> None:
 
 
 def report(args, rows: list) -> None:
-    print(f"\n{args.seconds:g} s windows after {args.settle:g} s; machine: {os.cpu_count()} cores, load average "
+    print(f"\nthe run: {args.run} ({RUNS[args.run].train.steps:,} steps, a log every "
+          f"{RUNS[args.run].train.resolved_log_every()} steps)")
+    print(f"{args.seconds:g} s windows after {args.settle:g} s; machine: {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f} at the end.\n")
     watchers = "Chromium tabs" if args.clients == "chromium" else "headless watchers"
     print(f"| pages | refresh | {watchers} | steps/s alone | steps/s watched | ratio (target ≥ 0.9) | server CPU, "
@@ -194,6 +238,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=5.0)
     parser.add_argument("--clients", choices=["chromium", "headless"], default="chromium",
                         help="tabs in a real Chromium, or benchmarks/headless_watchers.py's protocol clients")
+    parser.add_argument("--run", choices=sorted(RUNS), default="classroom",
+                        help="classroom: a log every 10 steps; long: the default run at 20,000 steps (its own cadence)")
     args = parser.parse_args()
     # `timeout` (SIGTERM) ends the benchmark through its cleanups: the runs it started are stopped, its server ended
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

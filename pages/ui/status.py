@@ -10,8 +10,8 @@ status line was drawn with its charts, showed a new step every 2.8 s on average 
 half second (stability/training/sinks.py, Note [A moving step]), and the page draws its status line in a fragment
 of its own (:func:`live_status`), rerun every :data:`STATUS_EVERY_S` while the run is active, beside the
 charts' fragment, which keeps its log cadence (pages/ui/live.py, Note [Watching cheaply]). The status
-fragment draws three or four elements (the badge and the run in one line, the progress bar with the step,
-ETA and speed, and a notice when the run is not training) from the server's shared look at the run
+fragment draws two elements while the run trains (one markdown line with the status badge and the run, the
+progress bar with the step, ETA and speed; a notice too when the run is not training) from the server's shared look at the run
 (pages/ui/shared.py, Note [Many watchers]): the run's row and latest values, read at most once every
 READ_EVERY_S for every session together, and only the metric rows after the last step read, none between
 log steps. The ETA moves with the step: the one logged at the last log step scaled by the steps left
@@ -143,11 +143,9 @@ def run_status_panel(store: RunStore, run: RunRecord | int, eta_step: int | None
         speed = run.latest.get(STEPS_PER_S, math.nan) if status == "running" else math.nan
         eta = moving_eta(run, eta_step)
         timing = f"ETA {format_duration(eta)}" if status == "running" and eta is not None and math.isfinite(eta) else ""
-    head = st.container(horizontal=True, vertical_alignment="center")
-    head.badge(status, color=STATUS_COLOURS.get(status, "gray"))
-    head.markdown(f"**Run {run.id}** · {describe_run(run)}")
-    if (quiet := quiet_for(run)) is not None:
-        head.badge(quiet, color="gray")
+    quiet = quiet_for(run)  # one markdown element with its badges: drawn every second (Note [A status that moves])
+    st.markdown(f":{STATUS_COLOURS.get(status, 'gray')}-badge[{status}] **Run {run.id}** · {describe_run(run)}"
+                + ("" if quiet is None else f" :gray-badge[{quiet}]"))
     if run.sweep_id is not None:
         st.markdown(sweep_tag(run))
     parts = [f"step {step:,} / {total:,}" if total else f"step {step:,}", timing, f"{speed:.1f} steps/s" if math.isfinite(speed) else "",

@@ -171,8 +171,9 @@ class StoreSink(Sink):
     not one: the page looks every second at the server's shared read of the run, itself up to 0.75 s
     old (pages/ui/shared.py, READ_EVERY_S), so two looks a second apart may see reads only 0.75 s apart;
     a beat every second (1.03 s with the default run's steps) then left one such window in four without
-    a new step, and a watcher among thirty saw the step stand still 2 s at one look in seven (a
-    simulation of these rules); a beat every half second falls in every window.  The UPDATE is
+    a new step, and a watcher among thirty saw the step stand still 2 s at one look in seven
+    (benchmarks/status_cadence.py, these rules simulated); a beat every half second falls in every
+    window (the same, 0 % of the looks).  The UPDATE is
     a compare-and-set on the claim (``store.compare_and_set``): a sink whose run was claimed by another
     process never moves that run's step, even in the half second before its next poll finds it
     (:class:`ClaimLost`); a beat that finds the run not as it was only hastens that poll.  Its cost:
