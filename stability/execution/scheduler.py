@@ -78,14 +78,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
 
 def max_queued_runs() -> int:
     """``$STABILITY_MAX_QUEUED``, else :data:`DEFAULT_MAX_QUEUED`: how many runs may wait for a slot."""
-    text = os.environ.get(MAX_QUEUED_ENV, str(DEFAULT_MAX_QUEUED))
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = 0
-    if limit < 1:
-        raise ConfigError(f"{MAX_QUEUED_ENV} must be an integer >= 1; got {text!r}")
-    return limit
+    return threads.positive_setting(MAX_QUEUED_ENV, DEFAULT_MAX_QUEUED)
 
 
 def check_queue_room(store: RunStore) -> None:

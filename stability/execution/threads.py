@@ -61,6 +61,7 @@ from pathlib import Path
 import torch
 
 from ..core import devices
+from ..core.errors import ConfigError
 
 THREADS_ENV = "STABILITY_THREADS"
 RESERVED_CORES = 1  # for the Streamlit server and the OS
@@ -82,18 +83,24 @@ def available_cores() -> int:
     return max(1, cores)
 
 
+def positive_setting(name: str, default: int) -> int:
+    """The whole number ``$name`` (``default`` where unset), at least 1; anything else is one line
+    (ConfigError, a ValueError)."""
+    text = os.environ.get(name) or str(default)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1; got {text!r}")
+    return value
+
+
 def worker_threads(concurrent_runs: int, cores: int | None = None) -> int:
     """Torch threads for one of ``concurrent_runs`` workers: ``max(1, (cores - 1) // concurrent_runs)``,
     or ``$STABILITY_THREADS`` when set."""
-    override = os.environ.get(THREADS_ENV)
-    if override:
-        try:
-            threads = int(override)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise ValueError(f"{THREADS_ENV} must be an integer >= 1; got {override!r}")
-        return threads
+    if os.environ.get(THREADS_ENV):
+        return positive_setting(THREADS_ENV, 1)
     if concurrent_runs < 1:
         raise ValueError(f"concurrent_runs must be >= 1; got {concurrent_runs}")
     cores = available_cores() if cores is None else cores
