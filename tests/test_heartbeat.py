@@ -141,6 +141,11 @@ def test_the_status_line_is_a_fragment_of_its_own_every_second_while_the_run_is_
     [progress] = app.get("progress")
     assert "step 150 / 10,000" in progress.proto.text
     assert "ETA 3 min 17 s" in progress.proto.text  # 198 s at step 100, scaled to the 9,850 steps left
+    sent.clear()
+    app.selectbox(key="train_refresh").set_value("off").run()  # paused: nothing polled, the status line neither
+    assert not app.exception and fragments(sent)[0] == {}
+    app.selectbox(key="train_refresh").set_value("auto").run()
+    assert not app.exception
     store.set_status(run_id, "completed")
     sent.clear()
     app.run()
