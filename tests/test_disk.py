@@ -50,7 +50,16 @@ def one_error_line(result) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints kept
-def test_a_completed_run_drops_its_checkpoint_and_a_resumable_one_keeps_it(store):
+@pytest.fixture
+def any_store(store_location, tmp_path, monkeypatch):
+    """A store on SQLite or on the real PostgreSQL server; its checkpoints under tmp_path either way."""
+    monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
+    with RunStore(store_location) as opened:
+        yield opened
+
+
+def test_a_completed_run_drops_its_checkpoint_and_a_resumable_one_keeps_it(any_store):
+    store = any_store
     completed = train_run(tiny(), store)
     assert completed.status == "completed" and not store.checkpoint_path(completed.run_id).exists()
     stopped = train_run(tiny(), store, hooks=[StopAt(2)])
@@ -104,10 +113,15 @@ def test_a_start_without_room_for_its_checkpoints_is_refused_in_one_line_by_ever
         assert store.records() == [] and store.sweeps() == []  # nothing refused was stored
 
 
-def test_the_same_start_with_room_is_taken(tmp_path, monkeypatch):
+def test_a_start_on_a_shared_store_is_refused_by_the_disk_of_its_checkpoint_folder(any_store, no_room):
+    with pytest.raises(ConfigError, match="not enough free disk") as raised:
+        train_run(tiny(), any_store)
+    assert str(any_store.home / "checkpoints") in str(raised.value) and any_store.records() == []
+
+
+def test_the_same_start_with_room_is_taken(any_store, monkeypatch):
     monkeypatch.setenv(DISK_RESERVE_ENV, "0")
-    with RunStore(tmp_path / "runs.db") as store:
-        assert train_run(tiny(), store).status == "completed"
+    assert train_run(tiny(), any_store).status == "completed"
 
 
 def test_a_disk_reserve_that_is_no_count_of_bytes_is_one_line(tmp_path):

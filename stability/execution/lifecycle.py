@@ -401,7 +401,8 @@ def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = Fals
     the status is written. ``caught``: the signals that arrived while the run was claimed (the run
     stops at once). A run settled in a state that cannot be resumed drops its checkpoint unless
     ``keep_checkpoint`` (Note [Checkpoints kept])."""
-    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim))
+    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim),
+                     keep_checkpoint=keep_checkpoint)  # Note [Checkpoints kept]: none written only to be dropped
     with signals_deferred() as late:
         try:
             with interrupts_raise():

@@ -358,7 +358,8 @@ class ProgressCallback(Hook):
 
 
 class Checkpoints(Hook):
-    """Saves a checkpoint every ``every_s`` seconds and at the end of a run that did not diverge,
+    """Saves a checkpoint every ``every_s`` seconds and at the end of a run that did not diverge (and
+    whose sink keeps it: ``keeps_final_checkpoint``, not a store's completed run, which drops it),
     so a killed run loses at most the steps since the last one (``python -m stability resume``).
     Where it goes is the sink's (``trainer.save_checkpoint()`` writes nothing where it keeps none)."""
 
@@ -373,7 +374,7 @@ class Checkpoints(Hook):
             self.last = now
 
     def on_end(self, trainer):
-        if trainer.status != "diverged":
+        if trainer.status != "diverged" and trainer.sink.keeps_final_checkpoint(trainer.status):
             trainer.save_checkpoint()
 
 

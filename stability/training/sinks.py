@@ -67,6 +67,11 @@ class Sink(Hook):
     def checkpoint_path(self) -> Path | None:
         return None
 
+    def keeps_final_checkpoint(self, status: str) -> bool:
+        """Whether a run that ends ``status`` keeps its checkpoint: else none is written at its end (a
+        store's run that cannot be resumed drops it, stability.execution.lifecycle, Note [Checkpoints kept])."""
+        return True
+
     def metrics(self) -> pd.DataFrame:
         raise NotImplementedError
 
@@ -183,12 +188,13 @@ class StoreSink(Sink):
     def __init__(self, store, run_id: int, every_s: float = STOP_POLL_S, claim: str | None = None,
                  begin_run: Callable[[dict], bool] | None = None, patience_s: float | None = None,
                  on_store_error: str = "raise", max_pending_rows: int | None = None,
-                 warn: Callable[[str], None] | None = None):
+                 warn: Callable[[str], None] | None = None, keep_checkpoint: bool = True):
         if on_store_error not in ON_STORE_ERROR:
             raise ValueError(f"on_store_error must be one of {', '.join(map(repr, ON_STORE_ERROR))}; "
                              f"got {on_store_error!r}")
         self.store, self.run_id, self.every_s = store, run_id, every_s
         self.claim, self.begin_run, self.lost = claim, begin_run, False
+        self.keep_checkpoint = keep_checkpoint  # False: a run that cannot be resumed writes none at its end
         self.patience_s = STORE_PATIENCE_S if patience_s is None else patience_s
         self.on_store_error, self.max_pending_rows = on_store_error, max_pending_rows
         self.warn = warn or (lambda message: warnings.warn(message, RuntimeWarning, stacklevel=2))
@@ -344,6 +350,9 @@ class StoreSink(Sink):
 
     def checkpoint_path(self):
         return self.store.checkpoint_path(self.run_id)
+
+    def keeps_final_checkpoint(self, status):
+        return self.keep_checkpoint or status in ("stopped", "interrupted", "failed")  # those resume
 
     def metrics(self):
         return self.store.metrics(self.run_id)[SCALAR_COLUMNS]
