@@ -248,7 +248,8 @@ def runs_panel(polling):
 classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
 classroom_style()
 st.title("Runs")
-st.caption("Every stored run. Select rows to open them in Compare, stop, delete or export them.")
+st.caption("Every stored run. Select rows to open them in Compare, " +
+           ("stop, delete or export them." if current_visitor().may_start else "or export their rows."))
 store = open_store()
 if current_visitor().may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
     runner.reconcile(store.url)

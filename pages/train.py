@@ -252,12 +252,13 @@ classroom = classroom_switch()
 classroom_style()
 chart_grid_style()
 st.title("Train")
+visitor = current_visitor()
 if not classroom:
-    st.caption("Pick a cell and a task, press Start, and watch the loss, the gradient reaching the first step, "
-               "the singular values of the recurrent matrix and the gradient flow through time, live.")
+    st.caption(("Pick a cell and a task, press Start, and watch" if visitor.may_start else "Watch a run:") +
+               " the loss, the gradient reaching the first step, the singular values of the recurrent matrix and "
+               "the gradient flow through time, live.")
 
 store = open_store()
-visitor = current_visitor()
 query = QueryReader()
 requested = next(iter(query.ids("run")), None)
 if classroom:  # no form, no controls: the run of the link, drawn with the defaults (Note [Classroom view])
