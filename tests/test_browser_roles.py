@@ -305,3 +305,35 @@ def test_no_traceback_reaches_a_visitor_and_the_servers_log_keeps_it(tmp_path, b
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_server_started_outside_the_checkout_still_refuses_a_rebound_name(tmp_path, browser):  # noqa: F811
+    """Streamlit reads the .streamlit/config.toml beside the app's script too, not only the one of the folder
+    it starts in: a server started elsewhere (with no address given) still listens on loopback only and
+    refuses the websocket of a name that is not this machine's, and serves the app by its address."""
+    store = tmp_path / "runs.db"
+    RunStore(store).close()
+    port = free_port()
+    log = tmp_path / "elsewhere.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+                                    "--server.port", str(port), "--server.headless", "true"],
+                                   cwd=tmp_path, stdout=output, stderr=subprocess.STDOUT,
+                                   env=dict(os.environ, STABILITY_STORE=str(store)))
+    chromium = browser.browser_type.launch(
+        executable_path=CHROMIUM, args=[*CHROMIUM_FLAGS, "--host-resolver-rules=MAP rebind.example 127.0.0.1"])
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process, log)
+        assert f"127.0.0.1:{port}" in log.read_text() and "0.0.0.0" not in log.read_text()  # loopback only
+        page = chromium.new_page()
+        page.goto(f"http://rebind.example:{port}/")
+        page.wait_for_timeout(8_000)
+        assert page.get_by_role("heading", name="Train").count() == 0 and buttons(page, "Start") == 0
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.get_by_role("heading", name="Train").wait_for(timeout=90_000)
+        page.get_by_role("button", name="Start", exact=True).wait_for(timeout=90_000)  # loopback: an operator
+        assert "Rejecting WebSocket connection" in log.read_text()
+    finally:
+        chromium.close()
+        process.terminate()
+        process.wait(timeout=30)
