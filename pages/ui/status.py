@@ -16,8 +16,11 @@ progress bar with the step, ETA and speed; a notice too when the run is not trai
 READ_EVERY_S for every session together, and only the metric rows after the last step read, none between
 log steps. The ETA moves with the step: the one logged at the last log step scaled by the steps left
 (:func:`moving_eta`). Paused, or once the run has ended, the fragment is drawn once with the page and not
-polled. What a watcher then costs the server: benchmarks/live_watchers.py --clients headless --run long
-(issue 33's table in the closing note).
+polled. Measured (benchmarks/live_watchers.py --clients headless --run long, 2 cores, 2026-11-28, before ->
+after): the refresh seen 1.5 s (max 1.5-1.6) -> 1.0 s (max 1.1-1.3) at 1 and 10 watchers, one Chromium tab
+1.5 s (max 3) -> 1 s (max 1); but the server's CPU 5 -> 7 % at 1, 14 -> 24 % at 10, 52 -> 99 % at 30, where
+the watchers then saw no progress at all in the window (98 % and the same at 60): a 1-s fragment about
+doubles what a watcher costs, so many watchers need a cheaper rhythm (issue 33, item 6; not done here).
 """
 from __future__ import annotations
 
