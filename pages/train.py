@@ -21,7 +21,7 @@ from pages.ui.diagnosis import live_findings, show_findings
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
-from pages.ui.status import EXTERNAL, live_status, status_every
+from pages.ui.status import EXTERNAL, run_status_panel
 from pages.ui.store import open_store, store_guard, store_path
 from pages.ui.live import (
     DEFAULT_REFRESH,
@@ -49,7 +49,7 @@ from pages.ui.live import (
 from stability import access, charts
 from stability.config import ConfigError, RunConfig
 from stability.core.metric_names import H_T_NORM as FLOW
-from stability.core.metric_names import LAYER_NORM, SPECTRUM
+from stability.core.metric_names import ETA_S, LAYER_NORM, SPECTRUM
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound
 
@@ -184,7 +184,9 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
         rows.just_finished = False
         st.rerun()
     retime_if_needed(refresh, every, run, rows)
-    classroom = classroom_on()  # the status line above is a fragment of its own (pages/ui/status.py)
+    classroom = classroom_on()
+    # the status line at the charts' rhythm, its step moving between log steps (Note [A status that moves])
+    run_status_panel(store, record, eta_step=rows.counts.get(ETA_S, (0, None))[1])
     if not classroom:
         st.caption(describe_refresh(refresh, every, run, rows))
     if every is None and run["status"] not in TERMINAL and not classroom:
@@ -334,6 +336,5 @@ if watched is not None:
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them
         rows = run_rows(store, record, flow=True)
     every = live_every(refresh, record, rows)
-    with live:  # the status line every second, the charts at the run's log cadence (Note [A status that moves])
-        st.fragment(live_status, run_every=status_every(refresh, record))(watched)
+    with live:
         st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every, ignore_outliers)

@@ -1,26 +1,24 @@
 """A run's status line: badge, config in one line, its sweep, progress with ETA and speed, and what went wrong.
 
-    st.fragment(live_status, run_every=status_every(refresh, run))(run_id)   # the Train page's, every second
+    run_status_panel(store, record, eta_step=step)     # in the Train page's live panel, at the charts' rhythm
 
 Note [A status that moves]
 --------------------------
 A run logs about 200 points, so a 20,000-step run's rows come every few seconds, and the Train page, whose
-status line was drawn with its charts, showed a new step every 2.8 s on average and stood still up to 5.9 s
+status line is drawn with its charts, showed a new step every 2.8 s on average and stood still up to 5.9 s
 (real Chromium, 2 cores). Between its log steps a run now writes its step and heartbeat to its row every
-half second (stability/training/sinks.py, Note [A moving step]), and the page draws its status line in a fragment
-of its own (:func:`live_status`), rerun every :data:`STATUS_EVERY_S` while the run is active, beside the
-charts' fragment, which keeps its log cadence (pages/ui/live.py, Note [Watching cheaply]). The status
-fragment draws two elements while the run trains (one markdown line with the status badge and the run, the
-progress bar with the step, ETA and speed; a notice too when the run is not training) from the server's shared look at the run
-(pages/ui/shared.py, Note [Many watchers]): the run's row and latest values, read at most once every
-READ_EVERY_S for every session together, and only the metric rows after the last step read, none between
-log steps. The ETA moves with the step: the one logged at the last log step scaled by the steps left
-(:func:`moving_eta`). Paused, or once the run has ended, the fragment is drawn once with the page and not
-polled. Measured (benchmarks/live_watchers.py --clients headless --run long, 2 cores, 2026-11-28, before ->
-after): the refresh seen 1.5 s (max 1.5-1.6) -> 1.0 s (max 1.1-1.3) at 1 and 10 watchers, one Chromium tab
-1.5 s (max 3) -> 1 s (max 1); but the server's CPU 5 -> 7 % at 1, 14 -> 24 % at 10, 52 -> 99 % at 30, where
-the watchers then saw no progress at all in the window (98 % and the same at 60): a 1-s fragment about
-doubles what a watcher costs, so many watchers need a cheaper rhythm (issue 33, item 6; not done here).
+half second (stability/training/sinks.py, Note [A moving step]), so the status line, still drawn in the
+charts' fragment, shows a new step at every look of the panel (1.5-2 s at Auto: pages/ui/live.py, Note
+[Watching cheaply]), and the ETA moves with it: the one logged at the last log step scaled by the steps
+left (:func:`moving_eta`).
+
+A status line of its own, a fragment rerun every second, was built and measured, and taken out again
+(benchmarks/live_watchers.py --clients headless --run long, 2 cores, 2026-11-28, charts' fragment only ->
+with a 1-s status fragment): the refresh seen 1.5 s -> 1.0 s at 1 and 10 watchers, but the server's CPU
+5 -> 7 % at 1, 14 -> 24 % at 10 and 52 -> 99 % at 30, where the watchers then saw no progress at all in
+the window: a second fragment a watcher doubles what a watcher costs.  A classroom of thirty matters more
+than a second's cadence; a status that moves every second for many watchers needs a cheaper rerun
+(issue 33, item 6).
 """
 from __future__ import annotations
 
@@ -36,10 +34,7 @@ from stability.runs.records import RunRecord
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound, RunStore
 
-from .shared import shared_runs
-from .store import open_store, store_guard
 
-STATUS_EVERY_S = 1.0  # the status line's rhythm while its run is active (Note [A status that moves])
 EXTERNAL = "external run — logged from your own loop"  # what the pages say instead of offering Start/Stop/Resume
 QUIET_AFTER_S = 120.0  # an external run silent this long is "no word for N min" (never failed for it)
 
@@ -94,27 +89,6 @@ def sweep_tag(run: RunRecord) -> str:
     trial = f" trial {run.trial}" if run.trial is not None else ""
     varied = f": {setting_label(run.params)}" if run.params else ""
     return f"[sweep #{run.sweep_id}](sweep?sweep={run.sweep_id}){trial}{varied}"
-
-
-def status_every(refresh: str, run) -> float | None:
-    """Seconds between the status fragment's reruns: :data:`STATUS_EVERY_S` while ``run`` (a
-    :meth:`RunStore.run` dict or a ``RunRecord``) is active and the live updates (``refresh``, a key of
-    pages/ui/live.py's REFRESH_CHOICES) are not paused; None otherwise (Note [A status that moves])."""
-    status = run["status"] if isinstance(run, dict) else run.status
-    return None if status in TERMINAL or refresh == "off" else STATUS_EVERY_S
-
-
-@store_guard
-def live_status(run_id: int) -> None:
-    """The status line of run ``run_id`` from the server's shared look at it (Note [A status that moves]):
-    the fragment a page reruns every :func:`status_every` seconds."""
-    store = open_store()
-    try:
-        look = shared_runs().look(store, run_id)
-    except RunNotFound:
-        st.warning(f"Run {run_id} is not in the store {store.location}.")
-        return
-    run_status_panel(store, look.record, eta_step=look.counts.get(ETA_S, (0, None))[1])
 
 
 def moving_eta(run: RunRecord, eta_step: int | None) -> float | None:
