@@ -215,3 +215,22 @@ st.write("done")
             while store.record(dead).status != expected and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert store.record(dead).status == expected
+
+
+def test_a_failed_runs_log_path_is_shown_to_operators_only(store, monkeypatch):
+    """The server's log path of a failed run is the operators' to read; a viewer gets the error alone."""
+    from streamlit.testing.v1 import AppTest
+
+    run_id = store.create_run(tiny().to_dict())
+    store.set_status(run_id, "failed", error="RuntimeError: boom")
+    shown = {}
+    for view_only in ("0", "1"):
+        monkeypatch.setenv("STABILITY_VIEW_ONLY", view_only)
+        app = AppTest.from_file(str(ROOT / "pages" / "train.py"), default_timeout=60)
+        app.query_params["run"] = str(run_id)
+        app.run()
+        assert not app.exception
+        [error] = [element.value for element in app.error if "boom" in element.value]
+        shown[view_only] = error
+    assert "log:" in shown["0"] and "run-" in shown["0"]
+    assert "log:" not in shown["1"] and str(store.home) not in shown["1"]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages.ui.access import current_visitor
 from stability.config.fields import setting_label
 from stability.core.metric_names import ETA_S, STEPS_PER_S
 from stability.runs.records import RunRecord
@@ -139,8 +140,9 @@ def _explain(store: RunStore, run: RunRecord, step: int) -> None:
                  "or a cell that bounds its spectrum.")
     elif run.status == "failed" and run.external:
         st.error(f"Run {run.id} failed: {error} (raised in the loop that logged it)")
-    elif run.status == "failed":
-        st.error(f"Run {run.id} failed: {error} (log: {Path(store.home) / 'logs' / f'run-{run.id}.log'})")
+    elif run.status == "failed":  # the log's path is the server's, for its operators only (Note [Roles])
+        log = f" (log: {Path(store.home) / 'logs' / f'run-{run.id}.log'})" if current_visitor().may_operate else ""
+        st.error(f"Run {run.id} failed: {error}{log}")
     elif run.status == "interrupted":
         st.warning(f"Run {run.id} was interrupted: {error}")
     elif run.status == "stopped":
