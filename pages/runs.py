@@ -111,11 +111,11 @@ def confirm_delete(store, selected):
 
 def stop_runs(store, selected):
     active = selected.loc[selected["status"].isin(ACTIVE_STATUSES) & ~selected["external"], "id"].tolist()
+    visitor, outcome = current_visitor(), {}
     with st.spinner(f"Stopping {id_list(active)}…"):
-        outcome = {}
         for run_id in active:
             try:
-                outcome[run_id] = access.stop_run(current_visitor(), run_id, store.url)
+                outcome[run_id] = access.stop_run(visitor, run_id, store.url)
             except ConfigError as error:  # not the visitor's to stop (stability.access)
                 outcome[run_id] = f"not stopped: {error}"
     st.session_state["runs_notice"] = "; ".join(f"#{run_id} {status}" for run_id, status in outcome.items())
@@ -123,10 +123,10 @@ def stop_runs(store, selected):
 
 def resume_runs(store, selected):
     """Queue the selected stopped, interrupted or failed runs to continue from their checkpoints."""
-    outcome = []
+    visitor, outcome = current_visitor(), []
     for run_id in selected.loc[selected["status"].isin(RESUMABLE) & ~selected["external"], "id"].tolist():
         try:
-            access.resume_run(current_visitor(), run_id, store.url)
+            access.resume_run(visitor, run_id, store.url)
             outcome.append(f"#{run_id} resumed")
         except (ResumeError, RunNotFound, ConfigError) as error:  # ConfigError: a stored config this version refuses
             outcome.append(f"#{run_id} not resumed: {' '.join(str(error).split())}"
@@ -248,10 +248,11 @@ def runs_panel(polling):
 classroom_switch()  # ?classroom=1: the projector's view on every page (pages/ui/classroom.py)
 classroom_style()
 st.title("Runs")
+visitor = current_visitor()
 st.caption("Every stored run. Select rows to open them in Compare, " +
-           ("stop, delete or export them." if current_visitor().may_start else "or export their rows."))
+           ("stop, delete or export them." if visitor.may_start else "or export their rows."))
 store = open_store()
-if current_visitor().may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
+if visitor.may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
     runner.reconcile(store.url)
 polling = bool(store.active_runs())
 st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)
