@@ -44,19 +44,18 @@ def check_start(visitor: Visitor, config: RunConfig, store: RunStore) -> None:
     limits = visitor.limits
     if config.train.steps > limits.steps:
         raise Refused(f"{config.train.steps:,} steps is more than a student's {limits.steps:,}: ask the lecturer.")
-    used = budget.footprint(config)
+    used, checkpoint = budget.footprint(config), budget.checkpoint_bytes(config)
     operations = budget.work(config).per_step(config) * config.train.steps
-    for what, value, limit, words in (
-            ("operations", operations, limits.operations, f"{operations:.2g} operations"),
-            ("memory", used.peak, limits.memory_bytes, f"{used.peak / 2**20:,.0f} MiB of memory"),
-            ("checkpoint", used.parameters, limits.checkpoint_bytes,
-             f"a checkpoint of {used.parameters / 2**20:,.0f} MiB")):
+    for value, limit, words in (
+            (operations, limits.operations, f"{operations:.2g} operations"),
+            (used.peak, limits.memory_bytes, f"{budget.format_bytes(used.peak)} of memory"),
+            (checkpoint, limits.checkpoint_bytes, f"a checkpoint of {budget.format_bytes(checkpoint)}")):
         if value > limit:
             raise Refused(f"This run needs {words}, more than a student's limit: a smaller hidden size, "
                           "sequence or step count, or ask the lecturer.")
-    mine = [run.id for run in store.active_runs() if run.owner == visitor.identity]
-    if len(mine) >= limits.active_runs:
-        raise Refused(f"You have {len(mine)} runs queued or training (at most {limits.active_runs} at once): "
+    mine = sum(run.owner == visitor.identity for run in store.active_runs())
+    if mine >= limits.active_runs:
+        raise Refused(f"You have {mine} runs queued or training (at most {limits.active_runs} at once): "
                       "wait for one to end or stop one.")
 
 

@@ -76,7 +76,7 @@ class Limits:
     steps: int = 5_000
     operations: float = 2e12         # floating-point operations of the whole run (budget.work)
     memory_bytes: int = 1 << 30      # the run's peak (budget.footprint)
-    checkpoint_bytes: int = 64 << 20  # parameters, gradients and optimizer state: what a checkpoint holds
+    checkpoint_bytes: int = 64 << 20  # weights and optimizer state (budget.checkpoint_bytes, as the disk check)
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> Limits:
