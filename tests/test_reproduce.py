@@ -487,6 +487,7 @@ def test_reproduce_json_is_what_save_writes_and_the_loader_reads_back(tmp_path):
     printed = json.loads(done.stdout)
     assert measured.read(saved) == printed
     assert tuple(printed) == measured.KEYS and printed["schema"] == measured.SCHEMA
+    assert str(tmp_path) not in saved.read_text(encoding="utf-8")  # shipped as it is: no folder of this machine
     (verdict,) = printed["verdicts"]
     assert printed["counts"] == measured.counts(printed["verdicts"])
     assert printed["counts"][verdict["outcome"]] == 1 and printed["counts"]["claims"] == 1

@@ -15,7 +15,7 @@ Note [Measured results]
 
         schema     1
         preset, scale, title, paper, figure
-        store, run_ids, runs          # where the runs are, and each run's id, name (its group), status, step
+        run_ids, runs                 # each run's id, name (its group), status, step
         verdicts                      # Verdict.to_dict() of each claim, in the preset's order
         counts                        # how many claims had each outcome (judging.OUTCOMES), and "claims"
         measured                      # cpu_seconds (this process and its children: the runs train here),
@@ -23,6 +23,12 @@ Note [Measured results]
                                       # load_average (1-minute, at the start and at the end), machine, when
         version                       # stability's version, the git commit (or $STABILITY_COMMIT where the
                                       # code is a copy without its git folder), python, torch
+
+    It says what the machine was like (its processor, cores and load), never which machine it was:
+    no store location, no path, no host or user name. A saved result ships in the package, and where its runs were stored was a
+    folder of the machine that measured them (``reproduce``'s text output names the store; a file
+    saved before this rule with a ``store`` key still reads). ``tests/test_shipped_data.py`` fails on
+    an absolute path or a host name in any file that ships under ``stability/``.
 
     The gallery's counts and its time for a preset are read from the file of its scale
     (:func:`time_here`: the measurement made on a machine with as many cores as this one);
@@ -45,8 +51,8 @@ from .vocabulary import PRESETS_DIR, PresetError, one_line
 
 MEASURED_DIR = PRESETS_DIR / "measured"
 SCHEMA = 1
-KEYS = ("schema", "preset", "scale", "title", "paper", "figure", "store", "run_ids", "runs", "verdicts", "counts",
-        "measured", "version")
+KEYS = ("schema", "preset", "scale", "title", "paper", "figure", "run_ids", "runs", "verdicts", "counts", "measured",
+        "version")
 
 
 class Clock:
@@ -74,7 +80,7 @@ def result(preset, scale: str, store, run_ids: list[int], verdicts: list[Verdict
 
     records = [store.record(run_id) for run_id in run_ids]
     return {"schema": SCHEMA, "preset": preset.name, "scale": scale, "title": preset.title, "paper": preset.paper,
-            "figure": preset.figure, "store": str(store), "run_ids": list(run_ids),
+            "figure": preset.figure, "run_ids": list(run_ids),
             "runs": [{"id": r.id, "name": group_of(r, preset), "status": r.status, "step": r.step} for r in records],
             "verdicts": [verdict.to_dict() for verdict in verdicts], "counts": counts(verdicts),
             "measured": clock.reading(), "version": provenance()}
