@@ -10,6 +10,7 @@ import gc
 import streamlit as st
 
 from pages.ui.access import current_visitor, sidebar_role_line
+from pages.ui.live import polled
 from pages.ui.store import STORE_ERRORS, open_store_quietly, reconcile_now_and_then, store_problem
 from pages.ui.router import app_pages, routed
 from stability.core import gpus
@@ -23,7 +24,10 @@ from stability.sweeps import SweepSpec
 # With torch, pandas and Altair loaded that walks ~250,000 objects: 0.15-0.25 s of CPU, once a second per
 # open live page, ten times what the panel itself costs.  Those objects live as long as the server, so
 # the first run moves them out of the collector's sight (gc.freeze); what pages create later is
-# collected as before.
+# collected as before.  The pages' own imports (Altair's schema classes, the charts) come after that first
+# freeze, and thirty headless watchers still spent 39 % of the server's core in that collection (py-spy,
+# 2026-11-28), so .streamlit/config.toml also switches it off (runner.postScriptGC = false); the freeze
+# stays for a server started with another config, and for Python's own rare full collections.
 if gc.get_freeze_count() == 0:
     gc.collect()
     gc.freeze()
@@ -100,7 +104,7 @@ def any_run_in_progress() -> bool:
 with st.sidebar:
     sidebar_role_line(current_visitor())
     st.caption(f"Device: {device_line()}")
-    st.fragment(runs_in_progress, run_every=ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)()
+    polled(runs_in_progress, ACTIVE_REFRESH_S if any_run_in_progress() else IDLE_REFRESH_S)
 
 try:
     with routed():

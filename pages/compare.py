@@ -17,7 +17,7 @@ import pandas as pd
 
 from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
 from pages.ui.status import EXTERNAL
-from pages.ui.live import charts_built_together, live_chart_specs, run_rows
+from pages.ui.live import charts_built_together, live_chart_specs, polled, run_rows
 from pages.ui.links import QueryReader, linked_text
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
@@ -244,5 +244,5 @@ if not names:
     st.info("Choose at least one metric.")
     st.stop()
 live = selected["status"].isin(ACTIVE_STATUSES).any()
-st.fragment(draw_charts, run_every=2.0 if live else None)(selected, names, smoothing, log_y, x,
-                                                         tuple(by) if grouped else None, ignore_outliers)
+polled(draw_charts, 2.0 if live else None, selected, names, smoothing, log_y, x,
+       tuple(by) if grouped else None, ignore_outliers)

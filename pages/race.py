@@ -23,8 +23,8 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, LiveChart, awaiting_first_point, cached_rows,
-                           draw_skeleton, drawn_in_turn, leave_first_point_pace, live_chart_specs, read_now, run_rows,
-                           watched_runs)
+                           draw_skeleton, drawn_in_turn, leave_first_point_pace, live_chart_specs, polled, read_now,
+                           run_rows, watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -267,4 +267,4 @@ if not classroom and configs and not active:  # a worker with torch imported for
 if race:
     every = race_every(store, active)
     with live:
-        st.fragment(race_panel, run_every=every)(race, smoothing, log_loss, ignore_outliers, every)
+        polled(race_panel, every, race, smoothing, log_loss, ignore_outliers, every)

@@ -21,7 +21,7 @@ from pages.ui.classroom import (SPLIT, classroom_on, classroom_style, classroom_
                                 projected, show_cells)
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.links import QueryReader, linked_text
-from pages.ui.live import charts_built_together, live_chart_specs, show_chart, watched_runs
+from pages.ui.live import charts_built_together, live_chart_specs, polled, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import figures
@@ -272,8 +272,7 @@ else:
                 access.stop_run(visitor, run_id, store_path())
             active = []
     if run_ids:
-        st.fragment(live_panel, run_every=2.0 if active else None)(preset.name, run_ids,
-                                                                   st.query_params.get("scale"))
+        polled(live_panel, 2.0 if active else None, preset.name, run_ids, st.query_params.get("scale"))
     elif classroom_on():
         st.info("No runs in this link yet: start the preset in the normal view, then switch to the classroom view.")
     elif not visitor.may_operate:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from pages.ui.access import current_visitor, view_only_line
 from pages.ui.classroom import classroom_style, classroom_switch
+from pages.ui.live import polled
 from pages.ui.router import require_router
 from pages.ui.selection import final_columns, run_selection
 from pages.ui.status import EXTERNAL
@@ -255,4 +256,4 @@ store = open_store()
 if visitor.may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
     runner.reconcile(store.url)
 polling = bool(store.active_runs())
-st.fragment(runs_panel, run_every=REFRESH_S if polling else None)(polling)
+polled(runs_panel, REFRESH_S if polling else None, polling)

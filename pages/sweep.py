@@ -33,7 +33,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from pages.ui.access import current_visitor, view_only_line
 from pages.ui.form import config_form
-from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, refresh_control, show_chart
+from pages.ui.live import (REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, polled, refresh_control,
+                           show_chart)
 from pages.ui.links import QueryReader
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
@@ -522,4 +523,4 @@ st.caption(f"Sweep #{watched}: {spec.describe()}")
 controls = chart_controls(spec)
 every = (None if not active or refresh == "off" else AUTO_EVERY_S if refresh == "auto" else float(refresh))
 st.session_state.setdefault("_sweep_active", {})[watched] = active  # what the buttons above were drawn for
-st.fragment(sweep_panel, run_every=every)(watched, controls)
+polled(sweep_panel, every, watched, controls)

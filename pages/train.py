@@ -39,6 +39,7 @@ from pages.ui.live import (
     describe_refresh,
     live_chart_specs,
     live_every,
+    polled,
     refresh_control,
     retime_if_needed,
     run_rows,
@@ -337,4 +338,4 @@ if watched is not None:
         rows = run_rows(store, record, flow=True)
     every = live_every(refresh, record, rows)
     with live:
-        st.fragment(live_panel, run_every=every)(watched, smoothing, log_loss, refresh, every, ignore_outliers)
+        polled(live_panel, every, watched, smoothing, log_loss, refresh, every, ignore_outliers)

@@ -49,6 +49,7 @@ import json
 import math
 import re
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -57,6 +58,7 @@ import streamlit as st
 from altair.utils.schemapi import debug_mode
 
 from stability.config import ConfigError, RunConfig
+from stability.live import Audience, paced
 from stability.runs.status import TERMINAL
 
 from .shared import awaited, shared_memo, shared_runs
@@ -78,6 +80,7 @@ KEPT_SLOTS = 4              # runs whose chart specs a session keeps
 SHARED_SLOTS = 16           # slots (watched runs, races) whose chart specs the server keeps (Note [Shared specs])
 SHARED_SPECS_PER_SLOT = 24  # chart specs (a chart and its controls) it keeps a slot
 ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
+AUDIENCE_KEY, PACED_KEY = "_live_audience", "_live_paced"  # this session's token; its last re-pacing
 
 
 # ---------------------------------------------------------------------------------------- refresh
@@ -138,6 +141,41 @@ def leave_first_point_pace(every: float | None, waiting: bool) -> None:
     (Note [The first point]); call it after the panel has drawn what it read."""
     if every == FIRST_POINT_EVERY_S and not waiting:
         st.rerun()
+
+
+# ---------------------------------------------------------------------------------------- the audience
+@st.cache_resource(show_spinner=False)
+def server_audience() -> Audience:
+    """The server process's :class:`~stability.live.Audience` (every session, every page)."""
+    return Audience()
+
+
+def watching() -> int:
+    """This session looks now (Note [A class watching], stability/live/audience.py); the number of sessions
+    that looked at a live panel lately, this one included."""
+    token = st.session_state.setdefault(AUDIENCE_KEY, uuid.uuid4().hex)
+    return server_audience().look(token)
+
+
+def polled(panel: Callable, every: float | None, *args, **kwargs) -> None:
+    """``panel(*args, **kwargs)`` as a fragment that reruns every ``every`` seconds (None: once), slowed so
+    that the server's watchers together stay within its looks a second (:func:`stability.live.paced`). The
+    fragment counts its session at every look, and when the audience has moved its pace
+    :data:`RETIME_FACTOR` away it reruns the page (which sets its timer again), at most every
+    :data:`RETIME_EVERY_S`."""
+    period = paced(every, watching())
+
+    @functools.wraps(panel)  # the fragment keeps the panel's name, hence its id (Streamlit's: module, name, place)
+    def look(*args, **kwargs):
+        wanted = paced(every, watching())
+        if period is not None and max(wanted, period) / min(wanted, period) >= RETIME_FACTOR:
+            now = time.monotonic()
+            if now - st.session_state.get(PACED_KEY, -math.inf) >= RETIME_EVERY_S:
+                st.session_state[PACED_KEY] = now
+                st.rerun()
+        panel(*args, **kwargs)
+
+    st.fragment(look, run_every=period)(*args, **kwargs)
 
 
 def live_every(refresh: str, run: dict, rows: LiveRows | None = None) -> float | None:
@@ -627,6 +665,8 @@ __all__ = [
     "draw_skeleton",
     "SKELETON_KEY",
     "live_every",
+    "polled",
+    "watching",
     "log_interval",
     "read_now",
     "refresh_control",
