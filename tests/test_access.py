@@ -18,6 +18,7 @@ from stability.access import OPERATOR, STUDENT, VIEWER, Limits, Policy
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.execution import lifecycle
 from stability.runs.store import RunStore
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,7 +106,7 @@ def test_a_viewer_starts_stops_resumes_and_deletes_nothing(store_path):
     held = occupy_the_slot(store_path)
     with RunStore(store_path) as store:
         done = store.create_run(tiny().to_dict())
-        store.set_status(done, "completed")
+        set_status(store, done, "completed")
     viewer = Policy.from_environment("0.0.0.0", {}).visitor(None)
     for attempt in (lambda: access.start_run(viewer, tiny(), store_path),
                     lambda: access.stop_run(viewer, held, store_path),
@@ -222,7 +223,7 @@ def test_a_failed_runs_log_path_is_shown_to_operators_only(store, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     run_id = store.create_run(tiny().to_dict())
-    store.set_status(run_id, "failed", error="RuntimeError: boom")
+    set_status(store, run_id, "failed", error="RuntimeError: boom")
     shown = {}
     for view_only in ("0", "1"):
         monkeypatch.setenv("STABILITY_VIEW_ONLY", view_only)

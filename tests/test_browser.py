@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from browsers import ROOT, STORES, browser, server  # noqa: F401 - the fixtures of tests/browsers.py
+from statuses import set_status
 
 ARTIFACTS = ROOT / "artifacts"
 
@@ -217,7 +218,7 @@ def write_race(store):
             store.log(run_id, [(step, 1000.0 + step, name, value) for name, value in [
                 ("train/loss", loss), ("val/loss", loss), ("grad/h0_norm", h0[cell](step)), ("sv/min", 0.9),
                 ("sv/max", 1.1), ("sv/margin", 0.1)]])
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
         ids.append(run_id)
     return ids
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from browsers import browser, streamlit_server  # noqa: F401 - the fixtures and server of tests/browsers.py
+from statuses import set_status
 
 pytestmark = pytest.mark.browser
 
@@ -189,7 +190,7 @@ def test_resume_of_a_run_whose_config_this_version_refuses_is_one_line(lab, brow
               "train": {"steps": 10, "lr": -1.0}, "name": "refused"}  # lr -1: ConfigError on validate
     with RunStore(lab["store"]) as store:
         run_id = store.create_run(config, "refused")
-        store.set_status(run_id, "failed", error="made by the test")
+        set_status(store, run_id, "failed", error="made by the test")
         save_checkpoint({"config": config, "step": 5}, store.checkpoint_path(run_id))
     page = new_page(browser, f"{lab['url']}/runs")
     grid = page.locator('[data-testid="stDataFrame"]').first

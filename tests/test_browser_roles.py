@@ -24,6 +24,7 @@ import pytest
 
 from browsers import CHROMIUM, CHROMIUM_FLAGS, ROOT, browser, free_port  # noqa: F401 - browser: the fixture
 from stability.runs.store import RunStore
+from statuses import set_status
 
 pytestmark = pytest.mark.browser
 
@@ -54,7 +55,7 @@ def trained_store(folder: Path) -> Path:
     with RunStore(store) as runs:
         first = runs.records()[0]
         eves = runs.create_run(first.config.to_dict(), owner=EVE)
-        runs.set_status(eves, "stopped")
+        set_status(runs, eves, "stopped")
     return store
 
 

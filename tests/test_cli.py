@@ -20,6 +20,7 @@ from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
 
 from store_files import corrupt
+from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--cell", "rnn", "--hidden-size", "8", "--seq-len", "10", "--steps", "30", "--log-every", "3",
@@ -297,7 +298,7 @@ def test_a_corrupted_store_is_one_line_naming_it_and_is_never_written(tmp_path, 
     with RunStore(path) as opened:
         run_id = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}})
         opened.log(run_id, [(step, 0.0, "train/loss", step) for step in range(2000)])
-        opened.set_status(run_id, "completed")  # nothing for `runs` to schedule
+        set_status(opened, run_id, "completed")  # nothing for `runs` to schedule
     corrupt(path, where)
     before = path.read_bytes()
     # `runs` and `show` read the runs and latest-value tables only: with just the metric pages
@@ -318,7 +319,7 @@ def test_runs_and_show_read_while_another_writer_holds_the_lock(tmp_path):
     path = tmp_path / "runs.db"
     with RunStore(path) as opened:
         run_id = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}}, name="held")
-        opened.set_status(run_id, "completed")
+        set_status(opened, run_id, "completed")
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # held until both commands have answered (longer than the 10 s busy timeout)
     try:
@@ -439,7 +440,7 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     path = tmp_path / "runs.db"
     with RunStore(path) as opened:
         done = opened.create_run({"cell": {"name": "rnn"}, "task": {"name": "adding"}})
-        opened.set_status(done, "completed")
+        set_status(opened, done, "completed")
     # 8,000 steps (~16 s here): `stop`, a fresh CLI process (~4 s to start, more on a busy machine), must
     # arrive while the worker still trains; the foreground resume then trains what is left
     started = cli("train", "--cell", "rnn", "--hidden-size", "8", "--seq-len", "10", "--steps", "8000",

@@ -23,6 +23,7 @@ from stability.execution.preflight import DISK_RESERVE_ENV
 from stability.runs.errors import StoreDamaged, StoreFull
 from stability.runs.store import RunStore
 from stopping import StopAt
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_GUARD_S = 120  # a subprocess that waits a damaged store out (5 minutes) fails the test here
@@ -234,7 +235,7 @@ def stored_runs(path: Path, count: int) -> None:
             store.update_run(run_id, metric="mse", baseline=1 / 6, total_steps=100, step=100)
             store.log(run_id, [(step, now + step, name, 0.5) for step in range(0, 101, 5)
                                for name in ("train/loss", "val/loss", "val/mse", "grad/h0_norm")])
-            store.set_status(run_id, "completed")
+            set_status(store, run_id, "completed")
 
 
 def test_train_on_a_damaged_store_is_one_line_at_once_not_a_busy_store_waited_out(tmp_path):

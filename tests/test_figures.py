@@ -12,6 +12,7 @@ from stability.charts import figures
 from stability import presets
 from stability.config.fields import field_label, field_value
 from stability.core.formatting import shown
+from statuses import set_status
 
 LAYOUT = """
 name = "laid"
@@ -82,7 +83,7 @@ def laid(store, tmp_path):
         store.flush(run_id, [(step, float(step), metric, values[i]) for i, step in enumerate((0, 5, 10))
                              for metric, values in (("val/loss", LOSSES[name]), ("grad/h0_norm", GRADS[name]))])
         store.update_run(run_id, baseline=1 / 6, baseline_label="memoryless", metric="mse", step=10)
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
         runs[run_id] = store.record(run_id)
         metrics[run_id] = store.metrics(run_id)
     return preset, runs, metrics

@@ -20,6 +20,7 @@ from stability.core.gpus import GpuMemory
 from stability.execution import budget, gpu_slots, runner
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
+from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
 GIB = 2**30
@@ -111,10 +112,10 @@ def test_a_run_takes_the_lowest_slot_no_running_run_holds(tmp_path):
     with RunStore(tmp_path / "runs.db") as store:
         first, second, third = (store.create_run(RunConfig().to_dict()) for _ in range(3))
         assert gpu_slots.run_environment(store, first, 2, ["0", "1"]) == {"CUDA_VISIBLE_DEVICES": "0"}
-        store.update_run(first, status="running", pid=os.getpid())
+        set_status(store, first, "running", pid=os.getpid())
         assert gpu_slots.run_environment(store, second, 2, ["0", "1"]) == {"CUDA_VISIBLE_DEVICES": "1"}
-        store.update_run(second, status="running", pid=os.getpid())
-        store.set_status(first, "completed")  # slot 0 and its GPU are free again
+        set_status(store, second, "running", pid=os.getpid())
+        set_status(store, first, "completed")  # slot 0 and its GPU are free again
         assert gpu_slots.run_environment(store, third, 2, ["0", "1"]) == {"CUDA_VISIBLE_DEVICES": "0"}
         assert gpu_slots.run_slot(store, third) == {"slot": 0, "gpu": "0"}
         assert gpu_slots.run_environment(store, third, 2, []) == {}  # no GPU: nothing added

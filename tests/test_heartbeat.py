@@ -18,6 +18,7 @@ from stability.execution import lifecycle
 from stability.runs.store import RunStore
 from stability.training import sinks
 from stability.training.hooks import Hook
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 
@@ -62,7 +63,7 @@ def test_the_beat_moves_nothing_once_another_process_holds_the_claim(store):
     neither the step nor the heartbeat, and its next poll ends the run (ClaimLost)."""
     config = tiny(100)
     run_id = store.create_run(config.to_dict())
-    store.update_run(run_id, status="running", claim="mine", step=0)
+    set_status(store, run_id, "running", claim="mine", step=0)
     sink = sinks.StoreSink(store, run_id, claim="mine")
     trainer = types.SimpleNamespace(step=5, stop=lambda *args: None)
     sink.last_beat = sink.last_poll = time.time() - 60  # a beat and a poll are due
@@ -121,7 +122,7 @@ def test_the_status_line_shows_the_beats_step_in_the_one_fragment_a_watcher_reru
     config = tiny(10_000, 100)
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, total_steps=10_000, metric="mse")
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     now = time.time()
     for step in (0, 100):
         store.flush(run_id, [(step, now, name, value) for name, value in (
@@ -145,7 +146,7 @@ def test_the_status_line_shows_the_beats_step_in_the_one_fragment_a_watcher_reru
     assert not app.exception and fragments(sent)[0] == {}
     app.selectbox(key="train_refresh").set_value("auto").run()
     assert not app.exception
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     sent.clear()
     app.run()
     assert not app.exception
@@ -190,7 +191,7 @@ def test_a_look_that_finds_only_the_step_moved_keeps_its_rows_and_token(store):
 
     config = tiny(1000, 100)
     run_id = store.create_run(config.to_dict())
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     for step in (0, 100):
         store.flush(run_id, [(step, time.time(), "train/loss", 0.1)], [], heartbeat_step=step)
     looks = SharedRuns(read_every_s=0.0)

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "pages"
@@ -145,7 +146,7 @@ def test_a_run_logging_3000_names_keeps_the_runs_table_narrow(store):
 
     run_id = store.create_run(small_config().to_dict())
     store.update_run(run_id, metric="accuracy")
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     names = ["val/loss", "val/accuracy", "test/loss"] + [f"val/m{index:04d}" for index in range(3000)]
     store.log(run_id, [(10, 0.0, name, 0.5) for name in names])
     table = run_table(store)
@@ -193,7 +194,7 @@ def test_a_full_queue_refuses_a_start_in_one_line(store, monkeypatch):
 def test_the_sidebar_shows_counts_and_the_first_five(store):
     running = store.create_run(small_config().to_dict())
     store.update_run(running, pid=os.getpid())
-    store.set_status(running, "running")
+    set_status(store, running, "running")
     waiting_runs(store, 60, claimed_by=os.getpid())
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
     assert not app.exception
@@ -207,7 +208,7 @@ def test_the_sidebar_shows_counts_and_the_first_five(store):
 # ------------------------------------------------------------------ delete guarded in its write
 def finished_run(store) -> int:
     run_id = store.create_run(small_config().to_dict())
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     store.log(run_id, [(0, 0.0, "train/loss", 1.0), (10, 1.0, "val/loss", 0.5)])
     return run_id
 
@@ -218,7 +219,7 @@ def test_a_run_resumed_after_the_check_is_not_deleted(store_location):
     with RunStore(store_location) as store:
         resumed, finished = finished_run(store), finished_run(store)
         assert store.record(resumed).status == "completed"  # what the page saw when it drew Delete
-        store.set_status(resumed, "queued")                  # resumed meanwhile, from another tab or the CLI
+        set_status(store, resumed, "queued")                  # resumed meanwhile, from another tab or the CLI
         with pytest.raises(ValueError) as refused:           # RunActive, a ValueError: one line for the CLI
             store.delete_run(resumed)
         assert type(refused.value).__name__ == "RunActive" and str(refused.value) == f"run {resumed} is queued now; it was not deleted (stop it first)"
@@ -271,7 +272,7 @@ def test_the_runs_page_keeps_a_run_resumed_before_the_confirm(store):
     next(b for b in app.button if b.key == "runs_delete").click().run()
     confirm = next(b for b in app.button if b.key == "runs_delete_confirm")
     assert not confirm.disabled  # drawn while the run was completed
-    store.set_status(run_id, "queued")  # resumed before the click
+    set_status(store, run_id, "queued")  # resumed before the click
     confirm.click().run()
     assert not app.exception
     assert store.record(run_id).status == "queued"

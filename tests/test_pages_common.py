@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from stability import cells
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "pages"
@@ -29,7 +30,7 @@ def add_run(store, status="completed", cell="rnn", pid=None):
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, metric="mse", baseline=1 / 6, baseline_label="always predict 1", total_steps=100,
                      step=100, pid=pid)
-    store.set_status(run_id, status)
+    set_status(store, run_id, status)
     now = time.time()
     store.log(run_id, [(step, now + step, name, value) for step in (0, 50, 100)
                        for name, value in (("train/loss", 0.2), ("val/loss", 0.21), ("val/mse", 0.21),
@@ -207,7 +208,7 @@ def test_the_sidebar_shows_a_running_sweep_with_a_link_to_its_page(store):
     sweep_id = store.create_sweep(spec.to_dict())
     done = store.create_run(spec.config_for({"train.lr": 1e-3}, 0).to_dict(), sweep_id=sweep_id, trial=0,
                             params={"train.lr": 1e-3})
-    store.set_status(done, "completed")
+    set_status(store, done, "completed")
     app = run(ROOT / "app.py")
     assert not app.exception
     texts = [bar.proto.text for bar in app.sidebar.get("progress")]

@@ -12,6 +12,7 @@ from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "compare.py"
 ADDING_BASELINE = 1 / 6
@@ -25,7 +26,7 @@ def add_run(store, cell, task, metric, baseline, status="completed", seq_len=50)
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, metric=metric, baseline=baseline, baseline_label="memoryless", total_steps=100,
                      step=90)
-    store.set_status(run_id, status)
+    set_status(store, run_id, status)
     start = 1000.0 * run_id
     rows = []
     for step in STEPS:
@@ -271,7 +272,7 @@ def add_seeded(store, cell, seed, lr=1e-3):
                        train=TrainConfig(steps=100, lr=lr, seed=seed))
     run_id = store.create_run(config.to_dict(), name=f"{cell} seed {seed}")
     store.update_run(run_id, metric="mse", baseline=ADDING_BASELINE, total_steps=100, step=90)
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     rows = []
     for step in STEPS:
         rows += [(step, 10.0 * run_id + step, "val/loss", (1 + seed) / (1 + step) + lr),

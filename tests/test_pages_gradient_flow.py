@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "pages" / "gradient_flow.py"
@@ -72,7 +73,7 @@ def test_app_frame_shows_the_device_and_runs_in_progress(tmp_path, monkeypatch):
 
     run_id = store.create_run(RunConfig().to_dict())
     import os
-    store.update_run(run_id, status="running", pid=os.getpid(), step=50, total_steps=200)
+    set_status(store, run_id, "running", pid=os.getpid(), step=50, total_steps=200)
     app = run(ROOT / "app.py")
     assert not app.exception
     assert any("1** run in progress" in caption.value for caption in app.sidebar.caption)

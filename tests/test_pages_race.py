@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
 
@@ -34,7 +35,7 @@ def fake_runner(store, monkeypatch):
 
     def stop_run(run_id, store_path=None, timeout=5.0):
         calls["stop"].append(run_id)
-        store.set_status(run_id, "stopped")
+        set_status(store, run_id, "stopped")
         return "stopped"
 
     monkeypatch.setattr(runner, "start_run", start_run)
@@ -46,7 +47,7 @@ def add_run(store, cell, status="running", error=None, h0_norm=1e-3):
     config = RunConfig(CellConfig(cell, 16), TaskConfig("adding", {"seq_len": 200}), TrainConfig(steps=100))
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, metric="mse", baseline=1 / 6, baseline_label="always predict 1", total_steps=100, step=20)
-    store.set_status(run_id, status, error=error)
+    set_status(store, run_id, status, error=error)
     now = time.time()
     for step in (0, 10, 20):
         store.log(run_id, [(step, now + step, name, value) for name, value in [
@@ -115,7 +116,7 @@ def test_a_started_race_draws_its_charts_in_turn_from_the_first_rows_then_looks_
     titles = lambda: [json.loads(chart.proto.spec).get("title", "") for chart in charts(app)]  # noqa: E731
     assert titles() == ["Loss (train, validation): waiting for the first rows"] and drawn_rows(charts(app)[0]) == 0
     first = min(store.runs()["id"])
-    store.set_status(first, "running")
+    set_status(store, first, "running")
     log(store, first, (0,))
     app.run()
     assert not app.exception

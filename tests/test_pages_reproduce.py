@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from stability import presets
 from stability.execution import runner
 from stability.runs.status import ACTIVE_STATUSES
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "reproduce.py"
 
@@ -44,7 +45,7 @@ def write_fig1_runs(store, rnn_loss, spectral_loss):
                              (("val/loss", loss), ("grad/h0_norm", h0), ("sv/margin", 0.005))])
         store.update_run(run_id, baseline=1 / 6, baseline_label="memoryless", metric="mse", total_steps=1500,
                          step=1500)
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
         ids[name] = run_id
     return ids
 

@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from stability.execution import runner
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "pages" / "runs.py"
@@ -26,7 +27,7 @@ def add_run(store, cell, status, pid=None, step=40):
                        train=TrainConfig(steps=100))
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, pid=pid, step=step, total_steps=100, metric="mse")
-    store.set_status(run_id, status)
+    set_status(store, run_id, status)
     store.log(run_id, [(s, 100.0 + s, name, 1.0 / (1 + s)) for s in range(0, step + 1, 10)
                        for name in ("train/loss", "val/loss")])
     return run_id
@@ -197,7 +198,7 @@ def test_a_store_path_that_is_a_folder_is_one_error_line(tmp_path, monkeypatch):
 def test_a_run_whose_stored_config_no_longer_parses_is_listed_with_the_reason(store, three_runs):
     old = store.create_run({"cell": {"name": "rnn", "hidden_size": 16, "retired_option": 1},
                             "task": {"name": "adding"}, "train": {"steps": 100}}, name="from an old version")
-    store.set_status(old, "completed")
+    set_status(store, old, "completed")
     app = run()
     assert not app.exception and not app.error
     table = app.dataframe[0].value
@@ -232,7 +233,7 @@ def test_a_sweeps_runs_show_their_sweep_and_varied_values(store):
     config = RunConfig(cell=CellConfig("lstm", 16), task=TaskConfig("adding", {"seq_len": 30}),
                        train=TrainConfig(steps=100, lr=0.01))
     tagged = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=4, params={"cell": "lstm", "train.lr": 0.01})
-    store.set_status(tagged, "completed")
+    set_status(store, tagged, "completed")
     app = AppTest.from_file(str(PAGE), default_timeout=30).run()
     assert not app.exception
     table = app.dataframe[0].value.set_index("id")

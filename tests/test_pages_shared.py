@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import pages.ui.shared as shared
 from test_pages_train import add_run, log
+from statuses import set_status
 
 TRAIN = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 SESSIONS = 3
@@ -104,7 +105,7 @@ def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store
     assert second.latest["grad/h0_norm"] == pytest.approx(1e-20) and second.counts["train/loss"] == (3, 20)
 
     store.log(run_id, [(20, time.time(), "test/mse", 0.05)])  # a row at a step already read
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     clock.now += shared.READ_EVERY_S
     reads.clear()
     final = runs.look(store, run_id)
@@ -169,7 +170,7 @@ def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monk
 
     run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
     monkeypatch.setattr(runner, "stop_run", lambda run_id, store_path=None, timeout=5.0:
-                        store.set_status(run_id, "stopped") or "stopped")
+                        set_status(store, run_id, "stopped") or "stopped")
     app = AppTest.from_file(str(TRAIN), default_timeout=30)
     app.query_params["run"] = str(run_id)
     app.run()

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from stability import sweeps
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "sweep.py"
 STEPS = range(0, 101, 10)
@@ -65,9 +66,9 @@ def store_sweep(store, cells=("rnn", "spectral"), lrs=(1e-3, 1e-2, 1e-1), seeds=
             store.flush(run_id, rows, heartbeat_step=last)
             store.update_run(run_id, total_steps=100, metric="mse", baseline=1 / 6, baseline_label="memoryless")
             if key in running:
-                store.set_status(run_id, "running")
+                set_status(store, run_id, "running")
             else:
-                store.set_status(run_id, "diverged" if key in diverge else "pruned" if key in prune else "completed")
+                set_status(store, run_id, "diverged" if key in diverge else "pruned" if key in prune else "completed")
     if not running:
         store.update_sweep(sweep_id, status=status)
     return sweep_id, spec
@@ -447,7 +448,7 @@ def test_a_random_search_over_a_sampled_range_is_drawn_by_its_sampled_values(sto
                                       trial=2 * trial + seed, params=setting)
             store.flush(run_id, [(100, 1.0, "val/loss", final_loss(setting["cell"], setting["train.lr"], seed))],
                         heartbeat_step=100)
-            store.set_status(run_id, "completed")
+            set_status(store, run_id, "completed")
     app = run(sweep=str(sweep_id))
     assert not app.exception and not app.error
     table = settings_table(app)
@@ -470,7 +471,7 @@ def test_switching_to_a_sweep_that_varies_other_fields_resets_the_chart_controls
     for trial, setting in enumerate(spec.settings()):
         run_id = store.create_run(spec.config_for(setting, 0).to_dict(), sweep_id=other, trial=trial, params=setting)
         store.flush(run_id, [(100, 1.0, "val/loss", 0.1 + trial / 100)], heartbeat_step=100)
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
     app = run(sweep=str(first))
     app.selectbox(key="sweep_x").set_value("cell").run()
     app.selectbox(key="sweep_watch").set_value(other).run()
@@ -486,7 +487,7 @@ def test_a_sweep_of_seeds_only_shows_its_one_setting_and_its_curves(store):
     for seed in spec.seed_values():
         run_id = store.create_run(spec.config_for({}, seed).to_dict(), sweep_id=sweep_id, trial=seed, params={})
         store.flush(run_id, [(step, 1.0, "val/loss", 0.2 / (1 + step + seed)) for step in STEPS], heartbeat_step=100)
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
     app = run(sweep=str(sweep_id))
     assert not app.exception and not app.error
     assert list(charts_of(app)) == ["val/loss: mean over seeds, min-max band"]

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
+from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 
@@ -36,7 +37,7 @@ def fake_runner(store, monkeypatch):
 
     def stop_run(run_id, store_path=None, timeout=5.0):
         calls["stop"].append((run_id, store_path))
-        store.set_status(run_id, "stopped")
+        set_status(store, run_id, "stopped")
         return "stopped"
 
     monkeypatch.setattr(runner, "start_run", start_run)
@@ -50,7 +51,7 @@ def add_run(store, status="running", cell="sgornn", steps=(0, 10, 20), total=100
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, device="cpu (2 threads)", metric="mse", baseline=1 / 6, baseline_label="always predict 1",
                      total_steps=total)
-    store.set_status(run_id, status, error=error)
+    set_status(store, run_id, status, error=error)
     log(store, run_id, steps, gates=cell in ("sgornn", "fastrnn"))
     return run_id
 
@@ -256,7 +257,7 @@ def test_a_run_that_finishes_is_read_in_full_once_and_polling_stops(store):
     log(store, run_id, (100,))
     store.log(run_id, [(100, time.time(), "test/mse", 0.05)])
     store.update_run(run_id, step=100)
-    store.set_status(run_id, "completed")
+    set_status(store, run_id, "completed")
     app.run()
     assert not app.exception and not app.error
     [rows] = app.session_state["_live_rows"].values()
@@ -445,7 +446,7 @@ def test_a_sweeps_run_says_which_sweep_trial_and_values_with_a_link(store):
     config = RunConfig(cell=CellConfig("rnn", 16), task=TaskConfig("adding", {"seq_len": 20}),
                        train=TrainConfig(steps=100, lr=0.001))
     run_id = store.create_run(config.to_dict(), sweep_id=sweep_id, trial=3, params={"cell": "rnn", "train.lr": 0.001})
-    store.set_status(run_id, "pruned")
+    set_status(store, run_id, "pruned")
     app = run(run=str(run_id))
     assert not app.exception
     tags = [markdown.value for markdown in app.markdown if "sweep #" in markdown.value]
@@ -523,7 +524,7 @@ def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_u
     run_id = max(store.runs()["id"])
     assert any("first point" in caption.value for caption in app.caption)
     assert titles(app) == ["Loss (train, validation): waiting for the first rows"]
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     log(store, run_id, (0,))
     app.run()
     assert not app.exception

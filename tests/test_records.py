@@ -15,6 +15,7 @@ from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.records import RunRecord
 from stability.runs.status import STATUSES, TERMINAL
 from stability.runs.store import RunNotFound, RunStore
+from statuses import set_status
 
 CONFIG = RunConfig(cell=CellConfig("lstm", 12, {}), task=TaskConfig("copy", {"seq_len": 30}),
                    train=TrainConfig(steps=300, lr=2e-3, seed=4), name="copy lstm")
@@ -29,7 +30,7 @@ def store(store_location):
 
 def test_a_record_carries_the_typed_config_the_columns_and_the_latest_values(store):
     run_id = store.create_run(CONFIG.to_dict())
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     store.update_run(run_id, device="cpu", pid=77, total_params=1000, recurrent_params=144, metric="cross_entropy",
                      baseline=0.3, baseline_label="memoryless", resumes=1)
     store.flush(run_id, [(10, 1.0, "val/loss", 0.9), (20, 2.0, "val/loss", 0.5), (20, 2.0, "sv/max", math.inf)],
@@ -76,7 +77,7 @@ def test_records_filter_by_status_newest_first_and_match_one_record_each(store):
     ids = {}
     for status in STATUSES:
         ids[status] = store.create_run(CONFIG.to_dict(), name=status)
-        store.set_status(ids[status], status)
+        set_status(store, ids[status], status)
         store.flush(ids[status], [(1, 0.0, "train/loss", float(ids[status]))])
     every = store.records()
     assert [record.id for record in every] == sorted(ids.values(), reverse=True)
@@ -96,7 +97,7 @@ def test_a_trial_record_carries_its_sweep_and_records_filter_by_sweep(store):
     for number, (sweep_id, lr) in enumerate([(first, 0.1), (second, 0.1), (first, 0.01), (first, 0.001)]):
         trials[number] = store.create_run(CONFIG.to_dict(), sweep_id=sweep_id, trial=number, params={"train.lr": lr})
     store.update_run(trials[2], host="gpu-2")
-    store.set_status(trials[3], "pruned")
+    set_status(store, trials[3], "pruned")
     record = store.record(trials[2])
     assert (record.sweep_id, record.trial, dict(record.params), record.host) == (first, 2, {"train.lr": 0.01}, "gpu-2")
     with pytest.raises(TypeError):
@@ -120,7 +121,7 @@ def test_params_that_are_not_a_json_object_read_as_empty(store):
 def test_active_runs_are_the_queued_and_running_ones_oldest_first(store):
     statuses = ["running", "completed", "queued", "failed", "running", "interrupted"]
     for status in statuses:
-        store.set_status(store.create_run(CONFIG.to_dict()), status)
+        set_status(store, store.create_run(CONFIG.to_dict()), status)
     frame = store.runs()
     expected = sorted(frame.loc[frame["status"].isin(["queued", "running"]), "id"])
     active = store.active_runs()
@@ -177,7 +178,7 @@ def test_a_sweep_record_types_its_columns_parses_its_spec_and_counts_its_runs(st
 
     for trial, status in enumerate(["completed", "failed", "queued", "completed", "pruned"]):
         run_id = store.create_run(CONFIG.to_dict(), sweep_id=sweep_id, trial=trial, params={"train.lr": 0.1})
-        store.set_status(run_id, status)
+        set_status(store, run_id, status)
     store.create_run(CONFIG.to_dict())  # no sweep's: counted nowhere
     store.update_sweep(sweep_id, status="stopped", workers=np.int64(3), stop_requested=True, finished_at=5)
     sweep = store.sweep(sweep_id)
@@ -197,3 +198,17 @@ def test_an_unknown_sweep_record_is_the_stores_one_line(store, sweep_id):
     with pytest.raises(SweepNotFound) as info:
         store.sweep(sweep_id)
     assert str(info.value) == f"no sweep with id {sweep_id} in {store.location}" and "\n" not in str(info.value)
+
+
+def test_records_without_latest_values_are_one_query_and_a_limit_keeps_the_newest(store):
+    ids = [store.create_run(CONFIG.to_dict()) for _ in range(4)]
+    for run_id in ids:
+        store.flush(run_id, [(0, 1.0, "train/loss", float(run_id))], heartbeat_step=0)
+    sent = statements_while(store, lambda: store.records(latest=False, limit=2))
+    cheap = store.records(latest=False, limit=2)
+    assert [record.id for record in cheap] == ids[:1:-1] and all(record.latest == {} for record in cheap)
+    assert len([statement for statement in sent if statement.lstrip().upper().startswith("SELECT")]) == 1
+    full = store.records(limit=2)
+    assert [dict(record.latest) for record in full] == [{"train/loss": float(ids[3])}, {"train/loss": float(ids[2])}]
+    assert [dataclasses.replace(record, latest={}) for record in full] == cheap
+    assert store.record(ids[0], latest=False) == dataclasses.replace(store.record(ids[0]), latest={})

@@ -11,6 +11,7 @@ from stability import presets
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.config.fields import field_value
 from stability.presets import PresetError
+from statuses import set_status
 
 # A handful of steps of a tiny model: the machinery, not the paper's outcome.
 TINY = {"cell": {"hidden_size": 8},
@@ -132,7 +133,7 @@ def _hand_run(store, name: str, values: dict[str, list[float]], **fields) -> int
     rows = [(step, time.time(), metric, value) for metric, series in values.items()
             for step, value in enumerate(series, 1)]
     store.flush(run_id, rows)
-    store.update_run(run_id, **fields)
+    set_status(store, run_id, fields.pop("status", "queued"), **fields)
     return run_id
 
 
@@ -408,7 +409,7 @@ def _finished(store, preset, losses: dict[str, float]) -> list[int]:
     for name, config in preset.configs("classroom").items():
         run_id = store.create_run(config.to_dict())
         store.flush(run_id, [(step, float(step), "val/loss", losses[name]) for step in (0, 5)])
-        store.set_status(run_id, "completed")
+        set_status(store, run_id, "completed")
         ids.append(run_id)
     return ids
 

@@ -12,6 +12,7 @@ import pytest
 
 from stability import presets
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from statuses import set_status
 
 MINE = ("spectral-fig2", "kru-fig2", "kru-fig6")
 
@@ -101,7 +102,7 @@ def _sweep_run(store, sweep_id: int, strength: float, rows: dict[str, list[float
                               params={"cell.penalty_strength": strength})
     store.flush(run_id, [(step, time.time(), metric, value) for metric, series in rows.items()
                          for step, value in enumerate(series, 1)])
-    store.update_run(run_id, status="completed", baseline=1 / 6)
+    set_status(store, run_id, "completed", baseline=1 / 6)
     return run_id
 
 

@@ -10,6 +10,7 @@ from stability.runs.table import SUMMARY_COLUMNS, run_table
 from stability.runs.store import RunStore
 
 from store_files import statements_while
+from statuses import set_status
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_empty_store_has_the_columns_and_no_rows(store):
 def test_config_summary_progress_and_final_metrics(store):
     first = create(store, steps=400, lr=3e-3, seed=7)
     store.update_run(first, step=100, total_steps=400, metric="accuracy", baseline=0.5, baseline_label="majority")
-    store.set_status(first, "failed", error="boom")
+    set_status(store, first, "failed", error="boom")
     store.log(first, [(50, 1.0, "val/accuracy", 0.6), (100, 2.0, "val/accuracy", 0.7), (100, 2.0, "test/loss", 0.4),
                       (100, 2.0, "val/loss", 0.5), (100, 2.0, "train/loss", 0.3), (100, 2.0, "test/accuracy", 0.65)])
     second = create(store, cell="lstm", task=TaskConfig("mnist", {}))

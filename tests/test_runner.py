@@ -16,6 +16,7 @@ from stability.execution import processes, runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
+from statuses import set_status
 
 LONG = 100_000  # steps: a run that only ends when stopped or killed
 WAIT_S = 60.0  # generous: a worker's start (fresh interpreter, torch import) on a loaded machine
@@ -193,7 +194,7 @@ def innocent():
 
 def crafted_running_run(store, pid: int) -> int:
     run_id = store.create_run(tiny(LONG).to_dict())
-    store.update_run(run_id, status="running", pid=pid, heartbeat=time.time())
+    set_status(store, run_id, "running", pid=pid, heartbeat=time.time())
     return run_id
 
 
@@ -356,7 +357,7 @@ def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(stor
     with pytest.raises(ResumeError, match=f"run {done} is completed; only a stopped"):
         runner.resume_run(done, store_path)
     never_ran = store.create_run(tiny().to_dict())
-    store.set_status(never_ran, "stopped")
+    set_status(store, never_ran, "stopped")
     with pytest.raises(ResumeError, match=f"run {never_ran} has no checkpoint"):
         runner.resume_run(never_ran, store_path)
     assert [store.run(i)["resumes"] for i in (done, never_ran)] == [0, 0]

@@ -21,6 +21,7 @@ from stability.runs.location import described, masked, parse_location
 from stability.runs.store import RunStore, StoreError
 from stability.training.checkpoints import ResumeError, load_checkpoint, read_for_resume
 from stability.execution.lifecycle import train_run
+from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
 ESCAPE = "\x1b]0;pwned\x07\x1b[2J\r\u202e"  # sets the window title, clears the screen, returns, flips text
@@ -277,7 +278,7 @@ def test_a_checkpoint_folder_another_user_made_is_refused_in_one_line(tmp_path, 
         message = str(raised.value)
         assert "belongs to another user" in message and str(tmp_path / "checkpoints") in message
         assert "\n" not in message
-        store.set_status(run_id, "stopped")
+        set_status(store, run_id, "stopped")
         result = cli("resume", str(run_id), store=tmp_path / "runs.db")
     assert result.returncode == 2 and "belongs to another user" in result.stderr
     assert list(theirs.iterdir()) == []

@@ -1,3 +1,4 @@
+import dataclasses
 import io
 import math
 import os
@@ -18,7 +19,8 @@ from sqlalchemy import text
 from stability.runs.store import SCHEMA_VERSION, RunNotFound, RunStore, StoreError, SweepNotFound
 from stability.runs.status import STATUSES, SWEEP_STATUSES, TERMINAL
 
-from store_files import corrupt, raw_connection, raw_rows, schema_layout, write_order, write_v4_store
+from store_files import corrupt, raw_connection, raw_rows, schema_layout, statements_while, write_order, write_v4_store
+from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = {"cell": {"name": "spectral", "hidden_size": 8, "options": {}},
@@ -74,26 +76,54 @@ def test_update_run_coerces_numpy_and_rejects_unknown_fields(store):
     assert type(run["pid"]) is int
     with pytest.raises(ValueError, match="unknown run field.*colour.*valid: name"):
         store.update_run(run_id, colour="red")
-    with pytest.raises(ValueError, match="unknown run status 'done'; valid: queued"):
-        store.update_run(run_id, status="done")
+    for fields in ({"status": "running"}, {"status": "done"}):  # a status is the lifecycle's (compare_and_set)
+        with pytest.raises(ValueError, match="status is written only by stability.execution.lifecycle"):
+            store.update_run(run_id, **fields)
+        with pytest.raises(ValueError, match="status is written only by stability.execution.lifecycle"):
+            store.create_run(CONFIG, fields=fields)
+    assert not hasattr(store, "set_status") and store.run(run_id)["status"] == "queued"
+
+
+def test_a_run_is_created_in_one_insert_with_its_fields(store):
+    made = []
+    sent = statements_while(store, lambda: made.append(store.create_run(
+        CONFIG, owner="ann", fields={"host": "gpu-1", "total_steps": np.int64(7)})))
+    run_id = made[0]
+    writes = [statement for statement in sent if statement.split()[0] in ("INSERT", "UPDATE", "DELETE")]
+    assert len(writes) == 1 and writes[0].startswith("INSERT INTO runs")
+    record = store.record(run_id, latest=False)
+    assert (record.host, record.total_steps, record.owner, record.status) == ("gpu-1", 7, "ann", "queued")
+    with pytest.raises(ValueError, match="unknown run field.*colour"):
+        store.create_run(CONFIG, fields={"colour": "red"})
 
 
 def test_status_transitions_set_timestamps(store):
     run_id = store.create_run(CONFIG)
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     run = store.run(run_id)
     assert run["status"] == "running" and run["started_at"] is not None and run["finished_at"] is None
     started = run["started_at"]
-    store.set_status(run_id, "failed", error="ValueError: boom")
+    set_status(store, run_id, "failed", error="ValueError: boom")
     run = store.run(run_id)
     assert run["status"] == "failed" and run["error"] == "ValueError: boom"
     assert run["finished_at"] >= started and run["started_at"] == started
     for status in TERMINAL:
         other = store.create_run(CONFIG)
-        store.set_status(other, status)
+        set_status(store, other, status)
         assert store.run(other)["finished_at"] is not None
     with pytest.raises(ValueError, match="unknown run status 'finished'"):
-        store.set_status(run_id, "finished")
+        set_status(store, run_id, "finished")
+
+
+def test_a_record_without_its_latest_values_is_one_query_of_the_run(store):
+    run_id = store.create_run(CONFIG)
+    store.flush(run_id, [(0, 1.0, "train/loss", 0.5)], heartbeat_step=0)
+    sent = statements_while(store, lambda: store.record(run_id, latest=False))
+    cheap = store.record(run_id, latest=False)
+    assert len([statement for statement in sent if statement.startswith("SELECT")]) == 1
+    full = store.record(run_id)
+    assert cheap.latest == {} and full.latest == {"train/loss": 0.5}
+    assert cheap == dataclasses.replace(full, latest=cheap.latest)
 
 
 def test_stop_flag_and_heartbeat(store):
@@ -140,9 +170,9 @@ SPEC = {"base": CONFIG, "vary": [{"field": "train.lr", "values": [0.1, 0.01]}], 
 def test_pruned_is_a_terminal_status(store):
     assert "pruned" in STATUSES and "pruned" in TERMINAL
     run_id = store.create_run(CONFIG)
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     store.log(run_id, [(step, 0.0, "val/loss", 1.0 / (step + 1)) for step in range(3)])
-    store.set_status(run_id, "pruned")
+    set_status(store, run_id, "pruned")
     run = store.run(run_id)
     assert run["status"] == "pruned" and run["finished_at"] >= run["started_at"]
     assert len(store.metrics(run_id)) == 3  # its rows are kept
@@ -206,7 +236,7 @@ def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
     for number in range(40):
         sweep_id = [None, *sweep_ids][rng.integers(4)]
         run_id = store.create_run(CONFIG, sweep_id=sweep_id, trial=number, params={"train.lr": 0.1})
-        store.set_status(run_id, STATUSES[rng.integers(len(STATUSES))])
+        set_status(store, run_id, STATUSES[rng.integers(len(STATUSES))])
     frame = store.runs()
     expected = frame.dropna(subset=["sweep_id"]).groupby(["sweep_id", "status"]).size()
     listed = store.sweeps()
@@ -299,7 +329,7 @@ def test_flush_writes_scalars_series_and_heartbeat_together(store):
 
 def test_unknown_run_raises_one_line(store):
     store.create_run(CONFIG)
-    calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1), lambda: store.set_status(99, "running"),
+    calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1),
              lambda: store.discard_after(99, 0), lambda: store.request_stop(99), lambda: store.stop_requested(99),
              lambda: store.log(99, []), lambda: store.flush(99, [], []), lambda: store.record(99),
              lambda: store.metrics(99), lambda: store.series(99, "x"), lambda: store.latest(99),
@@ -320,7 +350,7 @@ def test_delete_run_removes_rows_and_checkpoint(store):
     assert checkpoint == store.home / "checkpoints" / f"run-{run_id}.pt" and checkpoint.parent.is_dir()
     checkpoint.write_bytes(b"weights")
     for rid in (run_id, keep):
-        store.set_status(rid, "completed")  # a queued or running run is not deleted (Note [Guarded delete])
+        set_status(store, rid, "completed")  # a queued or running run is not deleted (Note [Guarded delete])
     store.delete_run(run_id)
     assert not checkpoint.exists()
     with pytest.raises(RunNotFound):
@@ -580,7 +610,7 @@ def test_processes_creating_one_store_at_once_all_get_it(store_location):
 def test_run_ids_that_cannot_exist_are_not_found(store, run_id):
     store.create_run(CONFIG)
     for call in (lambda: store.run(run_id), lambda: store.metrics(run_id), lambda: store.latest(run_id),
-                 lambda: store.series(run_id, "x"), lambda: store.set_status(run_id, "stopped"),
+                 lambda: store.series(run_id, "x"),
                  lambda: store.request_stop(run_id), lambda: store.stop_requested(run_id),
                  lambda: store.flush(run_id, [], []), lambda: store.delete_run(run_id),
                  lambda: store.record(run_id), lambda: store.discard_after(run_id, 0),
@@ -596,7 +626,7 @@ def test_a_keyboard_interrupt_right_after_begin_still_lets_the_status_land(store
     from sqlalchemy import event
 
     run_id = store.create_run(CONFIG)
-    store.set_status(run_id, "running")
+    set_status(store, run_id, "running")
     armed = [True]
 
     def interrupt(conn):  # listens after the store's own begin listener, which sent the BEGIN
@@ -608,7 +638,7 @@ def test_a_keyboard_interrupt_right_after_begin_still_lets_the_status_land(store
     with pytest.raises(KeyboardInterrupt):
         store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [], heartbeat_step=0)
     assert not armed
-    store.set_status(run_id, "stopped", error="interrupted from the keyboard")  # what the CLI does
+    set_status(store, run_id, "stopped", error="interrupted from the keyboard")  # what the CLI does
     with RunStore(store.url) as other:  # another process's view: committed, nothing half-written
         assert other.run(run_id)["status"] == "stopped"
         assert other.metrics(run_id).empty
@@ -626,7 +656,7 @@ def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
     monkeypatch.setattr(RunStore, "_insert_series", interrupted)
     with pytest.raises(KeyboardInterrupt):
         store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "v", 0, 1.0)])
-    store.set_status(run_id, "stopped")
+    set_status(store, run_id, "stopped")
     with RunStore(store.url) as other:
         assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
 
@@ -667,10 +697,10 @@ def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypat
             assert len(reader.metrics(run_id)) == 1
             assert time.monotonic() - started < 0.3
             with pytest.raises(store_module.StoreBusy, match="locked by another writer") as info:
-                reader.set_status(run_id, "running")
+                set_status(reader, run_id, "running")
             assert "\n" not in str(info.value) and str(store.path) in str(info.value)
             holder.execute("ROLLBACK")
-            reader.set_status(run_id, "running")  # the connection is usable again
+            set_status(reader, run_id, "running")  # the connection is usable again
             assert reader.run(run_id)["status"] == "running"
     finally:
         holder.close()
@@ -1076,7 +1106,7 @@ def test_latest_values_equal_a_brute_force_read_after_random_writes_discards_and
             high[run_id] = int(rng.integers(0, high[run_id] + 1))
             store.discard_after(run_id, high[run_id])
         else:
-            store.set_status(run_id, "completed")  # a queued run is not deleted (Note [Guarded delete])
+            set_status(store, run_id, "completed")  # a queued run is not deleted (Note [Guarded delete])
             store.delete_run(run_id)
             runs[runs.index(run_id)] = store.create_run(CONFIG)
         expected = comparable(brute_force_latest(store))
@@ -1281,10 +1311,10 @@ def test_a_postgresql_write_blocked_by_another_writers_lock_is_store_busy_after_
         try:
             holder.execute("SELECT * FROM runs WHERE id = %s FOR UPDATE", (run_id,))  # holds the row's lock
             with pytest.raises(store_module.StoreBusy, match="locked by another writer") as info:
-                store.set_status(run_id, "running")
+                set_status(store, run_id, "running")
             assert "\n" not in str(info.value) and store.location in str(info.value)
             holder.rollback()
-            store.set_status(run_id, "running")  # the store is usable again
+            set_status(store, run_id, "running")  # the store is usable again
             assert store.run(run_id)["status"] == "running"
         finally:
             holder.close()

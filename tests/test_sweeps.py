@@ -22,6 +22,7 @@ from stability.sweeps import spec as spec_module
 from stability.sweeps import (SweepError, SweepSpec, build_spec, create_study, load_study, next_trial, objective_name,
                               parse_varies, setting_of, tell)
 from stability.execution.lifecycle import train_run
+from statuses import set_status
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -516,7 +517,7 @@ def test_an_orphaned_run_is_taken_over_from_step_zero_and_counted_once(store):
         job = sweeps.claim(store, study, spec, sweep_id)
     store.flush(job.run_id, [(2, 0.0, "train/loss", 9.0)], heartbeat_step=2)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    store.update_run(job.run_id, status="running", pid=int(dead.stdout))  # its worker has died
+    set_status(store, job.run_id, "running", pid=int(dead.stdout))  # its worker has died
     assert sweeps.work(store, sweep_id) == 2
     frame = assert_each_setting_and_seed_once(store, spec, sweep_id)
     assert (frame["status"] == "completed").all() and store.sweep(sweep_id).status == "completed"
@@ -575,7 +576,7 @@ def test_setting_rows_agree_with_a_pandas_groupby_over_random_stored_sweeps(stor
         status = rng.choice(["completed", "completed", "diverged", "pruned", "running"])
         value = float(rng.lognormal())
         store.flush(run_id, [(10, 0.0, metric_names.VAL_LOSS, value + 1), (20, 0.0, metric_names.VAL_LOSS, value)])
-        store.set_status(run_id, str(status))
+        set_status(store, run_id, str(status))
         expected.append({**setting, "seed": seed, "status": status, "value": value})
     truth = pd.DataFrame(expected)
     rows = sweeps.setting_rows(sweeps.results(store, sweep_id), spec)
@@ -613,8 +614,8 @@ def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(sto
     for cell, seconds in per_step.items():
         for factor in (0.5, 1.0, 4.0):  # the median of these is the one taken
             run_id = store.create_run(tiny(cell, lr=0.3).to_dict())
-            store.update_run(run_id, status="running", started_at=1000.0, step=100)
-            store.update_run(run_id, status="completed", finished_at=1000.0 + 100 * seconds * factor)
+            set_status(store, run_id, "running", started_at=1000.0, step=100)
+            set_status(store, run_id, "completed", finished_at=1000.0 + 100 * seconds * factor)
     estimate = sweeps.estimate(spec, store, workers=1)
     assert estimate["seconds"] == pytest.approx(sum(50 * s * 2 * 3 for s in per_step.values()))
     assert "2 shapes from completed runs in the store" in estimate["basis"]

@@ -21,6 +21,7 @@ import stability.runs.engine as engine
 import stability.watch as sw
 import stability.watch.run as watch_run
 from stability.runs.store import RunStore, StoreBusy
+from statuses import set_status
 
 HOLDER = r"""
 import sys, sqlite3
@@ -344,10 +345,10 @@ def test_cli_delete_deletes_finished_runs_and_says_in_one_line_why_not_the_other
     store = quick_store
     config = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}), TrainConfig(steps=2))
     done = store.create_run(config.to_dict(), "done")
-    store.set_status(done, "completed")
+    set_status(store, done, "completed")
     training = store.create_run(config.to_dict(), "training")
     store.update_run(training, pid=os.getpid())
-    store.set_status(training, "running")
+    set_status(store, training, "running")
     silent = external_run(store)
     speaking = external_run(store, silent_min=1.0)
     assert delete(store, done, training, silent, speaking, 999) == 1

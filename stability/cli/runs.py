@@ -19,7 +19,7 @@ import time
 
 from ..execution import lifecycle, runner
 from ..execution.preflight import check_buildable
-from ..execution.signals import Terminated, signals_deferred
+from ..execution.signals import Terminated
 from ..runs.status import TERMINAL
 from ..runs.errors import StoreFull
 from ..runs.store import RunStore, StoreBusy
@@ -82,9 +82,7 @@ def cmd_train(args) -> int:
         return 0
 
     with RunStore(args.store) as store:
-        with signals_deferred() as caught:  # never a claimed run that nobody trains or stops
-            claim = lifecycle.create_claimed(store, config, args.name or None)
-        return _train_attached(store, claim, config, args, caught)
+        return _train_attached(store, lambda: lifecycle.create_claimed(store, config, args.name or None), config, args)
 
 
 def cmd_resume(args) -> int:
@@ -98,45 +96,56 @@ def cmd_resume(args) -> int:
     with RunStore(args.store) as store:
         if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
             return _resume_trial(store, args)
-        with signals_deferred() as caught:
-            claim, config = lifecycle.claim_resume(store, args.run_id)
-        return _train_attached(store, claim, config, args, caught, resume=True)
+        config = lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
+        return _train_attached(store, lambda: lifecycle.claim_resume(store, args.run_id, checkpoint=False)[0], config,
+                               args, resume=True)
 
 
-def _train_attached(store: RunStore, claim, config, args, caught: list, resume: bool = False) -> int:
-    """Train (or resume) a run claimed by this process, with a progress line; Ctrl-C stops it."""
+def _train_attached(store: RunStore, take, config, args, resume: bool = False) -> int:
+    """Claim a run with ``take()`` and train (or resume) it here (``lifecycle.claimed``), with a progress
+    line; Ctrl-C stops it."""
     from .. import tasks
+    from ..execution import lifecycle
 
-    progress = ProgressLine(tasks.describe(config.task.name).metric)
+    progress, run = ProgressLine(tasks.describe(config.task.name).metric), None
     try:
-        with lifecycle.settled_on_error(store, claim):
-            status = lifecycle.train_claimed(store, claim, config, resume=resume, progress=progress,
-                                             caught=caught).status
+        with lifecycle.claimed(store, take) as run:
+            status = run.train(config, resume=resume, progress=progress).status
     except (KeyboardInterrupt, Terminated):
+        if run is None:
+            raise
         status = "stopped"  # and so stored, with its rows and checkpoint
     except Exception as error:
+        if run is None:  # the claim itself: its one line, nothing stored
+            raise
         if isinstance(error, (ValueError, tasks.DatasetUnavailable)):  # the task's options or data
             print_error(error)
             return 2
         status = "failed"
     finally:
         progress.finish()
-    return _report(store, claim.run_id, status, args)
+    return _report(store, run.run_id, status, args)
 
 
 def _resume_trial(store: RunStore, args) -> int:
     """Continue a sweep's run in this process and tell its trial how it ended (stability.sweeps)."""
     from .. import sweeps, tasks
 
-    with signals_deferred() as caught:
-        study, spec, job = sweeps.workers.claim_resumed_trial(store, args.run_id)
-    progress = ProgressLine(tasks.describe(job.config.task.name).metric)
+    lines = []
+
+    def progress_line(config):
+        lines.append(ProgressLine(tasks.describe(config.task.name).metric))
+        return lines[0]
+
     try:
-        status = sweeps.train_trial(store, study, spec, job, progress=progress, caught=caught)
+        status = sweeps.workers.resume_trial(store, args.run_id, step_progress=progress_line)
     except (KeyboardInterrupt, Terminated):
+        if not lines:  # before its claim: nothing to report
+            raise
         status = "stopped"
     finally:
-        progress.finish()
+        for line in lines:
+            line.finish()
     return _report(store, args.run_id, status, args)
 
 

@@ -60,14 +60,13 @@ def _run_worker(run_id: int, store: str) -> int:
     from ..execution.runner import run_worker
     from ..runs.store import RunStore
 
-    with RunStore(store) as opened:
-        of_sweep = opened.record(run_id).sweep_id is not None
-    if of_sweep:
-        from ..sweeps.workers import run_trial_worker
+    with RunStore(store) as opened:  # opened once: the worker trains in this store
+        if opened.record(run_id, latest=False).sweep_id is not None:
+            from ..sweeps.workers import run_trial_worker
 
-        status = run_trial_worker(run_id, store)
-    else:
-        status = run_worker(run_id, store)
+            status = run_trial_worker(run_id, opened)
+        else:
+            status = run_worker(run_id, opened)
     print(f"run {run_id}: {status}", flush=True)
     return 0
 

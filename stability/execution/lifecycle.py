@@ -1,15 +1,21 @@
 """The run lifecycle: every change of a run's status, and training a claimed run in this process.
 
-    claim = create_claimed(store, config)                   # a new run, claimed by this process
-    claim = claim_queued(store, run_id)                     # a queued run nobody has claimed, or None
-    claim, config = claim_resume(store, run_id)             # a stopped, interrupted or failed run
-    result = train_claimed(store, claim, config, resume=False, progress=print)   # trains, then settles
+    with claimed(store, lambda: create_claimed(store, config)) as run:   # signals held back while it claims
+        result = run.train(config, progress=print)          # 'running', trains, settles its ending
+    # an exception or interrupt in the block: the run settled as ending(exc) says, then raised again
+    status, error = ending(exc)                             # the one mapping: exception -> (status, error)
     result = train_run(config, store)                       # both at once: the public API
 
+    take = lambda: claim_queued(store, run_id)              # a queued run nobody has claimed, or None
+    take = lambda: claim_resume(store, run_id)[0]           # a stopped, interrupted or failed run
+
 Every path that trains a run of a store (a background worker, a sweep's worker, a preset, the
-CLI's foreground ``train`` and ``resume``, ``train_run``) claims it here and trains it with
-:func:`train_claimed`; the queue (:mod:`stability.execution.scheduler`) and the sweeps change a
-run's status only through the functions below. Nothing else writes a run's status.
+CLI's foreground ``train`` and ``resume``, ``train_run``) claims it and trains it in one
+composition, :func:`claimed`; the queue (:mod:`stability.execution.scheduler`) and the sweeps change a
+run's status only through the functions below. Nothing else writes a run's status: the store takes a
+status only in a new run's INSERT (:func:`create_queued`, :func:`create_claimed`, :func:`create_external`)
+and in ``RunStore.compare_and_set``, which only this module calls with one
+(``tests/test_lifecycle_writes.py`` reads the source for it).
 
 Note [States]
     ``queued``: waiting for a process, or (with a pid) claimed by one that prepares to train it.
@@ -75,19 +81,22 @@ Note [External runs]
 
 Note [Checkpoints kept]
     A checkpoint is kept while its run can be resumed (stopped, interrupted, failed); a run settled
-    completed, diverged or pruned drops it (:func:`train_claimed`), so finished runs do not fill the
+    completed, diverged or pruned drops it (:meth:`ClaimedRun.train`), so finished runs do not fill the
     disk (issue 33: one step of an LSTM of hidden size 2048 in float64 left 403 MB). Whoever wants a
     completed run's trained weights asks for them: ``train_run(..., keep_checkpoint=True)``.
 
 Note [Interrupts]
     While a claimed run trains, Ctrl-C (KeyboardInterrupt) and SIGTERM
     (:class:`~stability.execution.signals.Terminated`) end it ``stopped`` ("interrupted from the
-    keyboard", "terminated"), its rows and checkpoint kept; any exception ends it ``failed``. Both
-    are raised again once the status is written, for the caller to end or go on. The claim and the
-    final status are written with both signals held back (``signals_deferred``); one that arrived
-    while a run was being claimed is handed to :func:`train_claimed` (``caught``), which stops the
-    run at once, and :func:`settled_on_error` settles a run whatever interrupts its claimant
-    between the claim and the training.
+    keyboard", "terminated"), its rows and checkpoint kept; any exception ends it ``failed``
+    (:func:`ending`, the one mapping). Both are raised again once the status is written, for the
+    caller to end or go on. :func:`claimed` is the one composition: the claim is made with both
+    signals held back (``signals_deferred``); then, for the whole ``with`` block, Ctrl-C raises
+    KeyboardInterrupt and SIGTERM Terminated (``interrupts_raise``), and whatever ends the block
+    settles the run, so no claimed run is left held by a live process that does not train it: a
+    signal that arrived during the claim stops the run at once, an exception or interrupt between
+    the claim and the training settles it as :func:`ending` says, and a block that ends without
+    training it settles it ``failed``. The final status is written with both signals held back too.
 """
 from __future__ import annotations
 
@@ -98,18 +107,21 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..config import RunConfig
 from ..runs.records import RunRecord
 from ..runs.status import ACTIVE_STATUSES
-from ..training import run as training
 from ..training.checkpoints import ResumeError, read_for_resume, remove_checkpoint
-from ..training.sinks import StoreSink, TrainResult
 from .locks import sweep_lock
-from .preflight import check_buildable, check_room
 from .processes import is_alive, process_start_time
 from .signals import Terminated, as_exception, describe_interrupt, interrupts_raise, signals_deferred
+
+if TYPE_CHECKING:
+    from ..training.sinks import TrainResult
+
+# The trainer, its sink and the preflight checks (torch) are imported where a run is created or trained: the
+# queue's reconcile, and so the CLI's `runs` and `show`, read this module without torch (stability/cli/main.py).
 
 RESUMABLE = ("stopped", "interrupted", "failed")
 INTERRUPTED_ERROR = "worker process ended without a final status"
@@ -142,6 +154,15 @@ def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {message[0]}" if message else type(error).__name__
 
 
+def ending(exception: BaseException) -> tuple[str, str]:
+    """``(status, error)`` of a run that ``exception`` ends (Note [Interrupts]), the one mapping every
+    claimant uses: Ctrl-C ``("stopped", "interrupted from the keyboard")``, SIGTERM ``("stopped",
+    "terminated")``, anything else ``("failed", "ExceptionType: first line")``."""
+    if isinstance(exception, (KeyboardInterrupt, Terminated)):
+        return "stopped", describe_interrupt(exception)
+    return "failed", describe_error(exception)
+
+
 def _new_claim(run_id: int | None, pid: int | None = None) -> Claim:
     return Claim(run_id, secrets.token_hex(16), os.getpid() if pid is None else pid, this_host())
 
@@ -155,12 +176,22 @@ def _claimed(claim: Claim) -> dict:
 
 
 # ------------------------------------------------------------------ claiming
+def create_queued(store, config: RunConfig, name: str | None = None, *, owner: str | None = None,
+                  sweep_id: int | None = None, trial: int | None = None, params: dict | None = None) -> int:
+    """A new run of ``config``, 'queued' for a worker, nobody's claim, with this host (the machine that
+    queued it launches it: a pid means something on its host only), in one INSERT; returns its id."""
+    return store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
+                            params=params, owner=owner, fields={"host": this_host()})
+
+
 def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None) -> Claim:
     """A new run of ``config``, claimed by this process in the INSERT that makes it; ConfigError (one
     line, nothing stored) when its checkpoints would not fit on the disk (preflight.check_room; a sweep's
     trial: its sweep was checked when it started)."""
     if sweep_id is None:
+        from .preflight import check_room
+
         check_room(config, store)
     claim = _new_claim(None)
     run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
@@ -168,12 +199,14 @@ def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_i
     return Claim(run_id, claim.token, claim.pid, claim.host)
 
 
-def create_external(store, config: dict, name: str | None = None) -> Claim:
+def create_external(store, config: dict, name: str | None = None, fields: dict | None = None) -> Claim:
     """A new external run (:mod:`stability.watch`: logged from someone's own loop, ``config`` their
-    dict), 'running' at once and claimed by this process in the INSERT that makes it: its rows and
-    final status are this claim's (Note [External runs])."""
+    dict), 'running' at once and claimed by this process in the INSERT that makes it, with ``fields``
+    (its ``total_steps``, ``metric``, ``baseline``, ``step``): its rows and final status are this
+    claim's (Note [External runs])."""
     claim = _new_claim(None)
-    run_id = store.create_run(config, name, claimed={**_claimed(claim), "status": "running"}, external=True)
+    run_id = store.create_run(config, name, claimed={**_claimed(claim), "status": "running"}, external=True,
+                              fields=fields)
     return Claim(run_id, claim.token, claim.pid, claim.host)
 
 
@@ -185,11 +218,12 @@ def claim_queued(store, run_id: int) -> Claim | None:
     return claim if won else None
 
 
-def claim_for_worker(store, run_id: int, *, resumed: bool = False) -> Claim | None:
+def claim_for_worker(store, run_id: int, *, resumed: bool = False, pid: int | None = None) -> Claim | None:
     """The queue's claim on a run it is about to launch a worker for: a queued run nobody has claimed
-    (or, ``resumed``, a stopped, interrupted or failed run, counted as resumed), with this process's
-    pid until :func:`hand_over` names the worker's. None when another process won."""
-    claim = _new_claim(run_id)
+    (or, ``resumed``, a stopped, interrupted or failed run, counted as resumed), with ``pid`` (the warm
+    worker it is to be handed to, which adopts it without a write), else this process's pid until
+    :func:`hand_over` names the worker's. None when another process won."""
+    claim = _new_claim(run_id, pid)
     if resumed:
         return claim if store.compare_and_set(run_id, statuses=RESUMABLE, fields={
             **_claimed(claim), **_resume_fields(store, run_id)}) else None
@@ -212,8 +246,14 @@ def release(store, claim: Claim) -> None:
 def adopt(store, run_id: int, token: str) -> Claim | None:
     """A launched worker takes over the claim the queue made for it (``token``, handed in its
     environment), with this process's pid. None when the claim is gone (the run was stopped or
-    marked interrupted meanwhile)."""
+    marked interrupted meanwhile). Where the queue has recorded this process already
+    (:func:`hand_over`), the claim is only read: nothing is written."""
     claim = Claim(run_id, token, os.getpid(), this_host())
+    run = store.record(run_id, latest=False)
+    if run.claim != token or run.status != "queued":
+        return None
+    if run.pid == claim.pid and run.host == claim.host and run.pid_started is not None:
+        return claim
     won = store.compare_and_set(run_id, statuses=["queued"], claim=token, fields=_claimed(claim))
     return claim if won else None
 
@@ -225,6 +265,20 @@ def take_over(store, run: RunRecord) -> Claim | None:
     won = store.compare_and_set(run.id, statuses=[run.status], claim=run.claim, pid=run.pid,
                                 fields={**_claimed(claim), "stop_requested": False, "error": None})
     return claim if won else None
+
+
+def count_resume(store, claim: Claim) -> bool:
+    """A claimed run that continues from its checkpoint (a sweep's requeued or orphaned run): counted as
+    resumed, its error cleared, while the claim holds."""
+    return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token, fields={
+        "resumes": store.record(claim.run_id, latest=False).resumes + 1, "error": None})
+
+
+def start_over(store, claim: Claim) -> bool:
+    """A claimed run that trains again from step 0 (a sweep's run with no checkpoint here): its rows
+    discarded, its error cleared, while the claim holds."""
+    store.discard_after(claim.run_id, -1)
+    return store.compare_and_set(claim.run_id, statuses=ACTIVE_STATUSES, claim=claim.token, fields={"error": None})
 
 
 def requeue(store, run: RunRecord) -> bool:
@@ -392,51 +446,93 @@ def pid_gone(run: RunRecord) -> bool:
 
 
 # ------------------------------------------------------------------ training
-def train_claimed(store, claim: Claim, config: RunConfig, *, resume: bool = False, hooks=(),
-                  progress: Callable[[dict], None] | None = None, caught=(),
-                  keep_checkpoint: bool = False) -> TrainResult:
-    """Train the run of ``claim`` in this process and settle its status (Note [Interrupts]): 'running'
-    once its trainer begins, then the loop's ending (completed, stopped, diverged, pruned ...);
-    ``stopped`` on Ctrl-C or SIGTERM and ``failed`` on an exception, which are raised again once
-    the status is written. ``caught``: the signals that arrived while the run was claimed (the run
-    stops at once). A run settled in a state that cannot be resumed drops its checkpoint unless
-    ``keep_checkpoint`` (Note [Checkpoints kept])."""
-    sink = StoreSink(store, claim.run_id, claim=claim.token, begin_run=functools.partial(begin_training, store, claim),
-                     keep_checkpoint=keep_checkpoint)  # Note [Checkpoints kept]: none written only to be dropped
-    with signals_deferred() as late:
-        try:
-            with interrupts_raise():
-                if caught:
-                    raise as_exception(caught[0])
-                result = training.train_run(config, hooks=[sink, *hooks], progress=progress, resume=resume)
-        except (KeyboardInterrupt, Terminated) as interrupt:
-            settle(store, claim, "stopped", describe_interrupt(interrupt))
-            raise
-        except Exception as error:
-            settle(store, claim, "failed", describe_error(error))
-            raise
-        if settle(store, claim, result.status, result.error) and result.status not in RESUMABLE and not keep_checkpoint:
-            remove_checkpoint(store.checkpoint_path(claim.run_id))  # Note [Checkpoints kept]
-    if late:  # arrived while the status was written: act on it now
-        raise as_exception(late[0])
-    return result
+NOT_TRAINED_ERROR = "its claimant ended without training it"
+
+
+class ClaimedRun:
+    """A run this process holds in :func:`claimed`: its ``claim``, :meth:`train`, and once settled
+    its ``status`` and ``error`` (None while it is still to be settled)."""
+
+    def __init__(self, store, claim: Claim):
+        self.store, self.claim = store, claim
+        self.status: str | None = None
+        self.error: str | None = None
+
+    @property
+    def run_id(self) -> int:
+        return self.claim.run_id
+
+    def train(self, config: RunConfig, *, resume: bool = False, hooks=(),
+              progress: Callable[[dict], None] | None = None, keep_checkpoint: bool = False) -> TrainResult:
+        """Train the run in this process and settle it (Note [Interrupts]): 'running' once its trainer
+        begins (:func:`begin_training`), then the loop's ending (completed, stopped, diverged, pruned
+        ...); an exception or interrupt settles it as :func:`ending` says and is raised again. A run
+        settled in a state that cannot be resumed drops its checkpoint unless ``keep_checkpoint``
+        (Note [Checkpoints kept])."""
+        from ..training import run as training
+        from ..training.sinks import StoreSink
+
+        sink = StoreSink(self.store, self.run_id, claim=self.claim.token,
+                         begin_run=functools.partial(begin_training, self.store, self.claim),
+                         keep_checkpoint=keep_checkpoint)  # Note [Checkpoints kept]: none written only to be dropped
+        with signals_deferred() as late:
+            try:
+                with interrupts_raise():
+                    result = training.train_run(config, hooks=[sink, *hooks], progress=progress, resume=resume)
+            except BaseException as error:
+                self.end(error)
+                raise
+            if self.settle(result.status, result.error) and result.status not in RESUMABLE and not keep_checkpoint:
+                remove_checkpoint(self.store.checkpoint_path(self.run_id))  # Note [Checkpoints kept]
+        if late:  # arrived while the status was written: act on it now (the run is settled)
+            raise as_exception(late[0])
+        return result
+
+    def settle(self, status: str, error: str | None = None) -> bool:
+        """:func:`settle` the run once, with both signals held back; False when it was settled already
+        or is no longer this claim's."""
+        if self.status is not None:
+            return False
+        with signals_deferred():
+            written = settle(self.store, self.claim, status, error)
+        self.status, self.error = status, error
+        return written
+
+    def end(self, exception: BaseException) -> tuple[str, str] | None:
+        """Settle the run as ``exception`` ends it (:func:`ending`; an interrupt or an Exception, nothing
+        for SystemExit and the like), unless it was settled already; ``(status, error)`` as settled."""
+        if not isinstance(exception, (Exception, KeyboardInterrupt, Terminated)):
+            return None
+        self.settle(*ending(exception))
+        return self.status, self.error
 
 
 @contextlib.contextmanager
-def settled_on_error(store, claim: Claim):
-    """Around what a claimant does between claiming a run and :func:`train_claimed` settling it: an
-    interrupt ends the run 'stopped', an exception 'failed' (both raised again), unless it was
-    settled already; so no claimed run is left for its live process to hold untrained."""
-    try:
-        yield
-    except (KeyboardInterrupt, Terminated) as interrupt:
-        with signals_deferred():
-            settle(store, claim, "stopped", describe_interrupt(interrupt))
-        raise
-    except Exception as error:
-        with signals_deferred():
-            settle(store, claim, "failed", describe_error(error))
-        raise
+def claimed(store, take: Callable[[], Claim | None]) -> Iterator[ClaimedRun | None]:
+    """The one composition of a claimant (Note [Interrupts]): ``take()`` claims the run with Ctrl-C and
+    SIGTERM held back (:func:`create_claimed`, :func:`claim_queued`, :func:`adopt`, a sweep's job
+    under its lock ...); the block gets the :class:`ClaimedRun` (None when ``take`` found nothing:
+    nothing to settle then), with both signals raised as exceptions in it; whatever ends the block
+    settles the run: its training (:meth:`ClaimedRun.train`), an exception or interrupt as
+    :func:`ending` says (raised again, for the caller to end or go on), a signal caught during the
+    claim at once ('stopped'), a block that returns without training it 'failed'."""
+    with signals_deferred() as caught:
+        claim = take()
+    if claim is None:
+        if caught:
+            raise as_exception(caught[0])
+        yield None
+        return
+    run = ClaimedRun(store, claim)
+    with interrupts_raise():
+        try:
+            if caught:  # arrived while the run was claimed: it stops at once
+                raise as_exception(caught[0])
+            yield run
+        except BaseException as error:
+            run.end(error)
+            raise
+        run.settle("failed", NOT_TRAINED_ERROR)  # a no-op once trained
 
 
 def begin_training(store, claim: Claim, fields: dict) -> bool:
@@ -457,11 +553,14 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     claimed; with ``resume``, a stopped, interrupted or failed one with a checkpoint:
     :class:`~stability.training.checkpoints.ResumeError` otherwise; when ``run_id`` is None, a new
     run named ``config.name``, claimed at birth once ``check_buildable`` passes, so nothing refused
-    is stored), trained and settled by :func:`train_claimed`: an exception marks it failed and is
+    is stored), trained and settled in :func:`claimed`: an exception marks it failed and is
     raised again. The model's initial weights follow ``config.train.seed``. A completed (diverged,
     pruned) run's checkpoint is removed unless ``keep_checkpoint``: then its trained weights stay at
     ``store.checkpoint_path(run_id)`` (Note [Checkpoints kept]).
     """
+    from ..training import run as training
+    from .preflight import check_buildable
+
     config.validate()
     if store is None:
         if run_id is not None:
@@ -471,14 +570,14 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
         if resume:
             raise ResumeError("resume needs the id of the run to continue")
         check_buildable(config)  # nothing that cannot be built is stored
-        claim = create_claimed(store, config)
+        take = functools.partial(create_claimed, store, config)
     elif resume:
         read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
-        claim, _ = claim_resume(store, run_id, checkpoint=False)
+        take = lambda: claim_resume(store, run_id, checkpoint=False)[0]  # noqa: E731
     else:
-        claim = claim_queued(store, run_id)
-        if claim is None:
-            raise ValueError(f"run {run_id} is {store.record(run_id).status}; only a queued run that no "
-                             "process has claimed can be trained (resume=True continues a stopped one)")
-    return train_claimed(store, claim, config, resume=resume, hooks=hooks, progress=progress,
-                         keep_checkpoint=keep_checkpoint)
+        take = functools.partial(claim_queued, store, run_id)
+    with claimed(store, take) as run:
+        if run is None:
+            raise ValueError(f"run {run_id} is {store.record(run_id, latest=False).status}; only a queued run that "
+                             "no process has claimed can be trained (resume=True continues a stopped one)")
+        return run.train(config, resume=resume, hooks=hooks, progress=progress, keep_checkpoint=keep_checkpoint)

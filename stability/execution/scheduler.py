@@ -20,6 +20,7 @@ sweep workers asked for) starts as slots free.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -33,7 +34,6 @@ from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
 from . import gpu_slots, lifecycle, processes, slots, threads, warm
 from .locks import LockBusy, scheduling_lock
-from .preflight import check_buildable, check_room
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
 from .signals import Terminated
 
@@ -64,14 +64,15 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     (stability.access). With every slot busy the run stays 'queued' until a
     finishing worker or :func:`reconcile` launches it.
     """
+    from .preflight import check_buildable, check_room  # torch: reconcile (`stability runs`) imports no torch
+
     config.validate()
     check_buildable(config)
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store, scheduling_lock(store):
         check_room(config, store)  # its checkpoints fit on the disk (preflight, Note [Room for checkpoints])
         check_queue_room(store)
-        run_id = store.create_run(config.to_dict(), name or config.name or None, owner=owner)
-        store.update_run(run_id, host=lifecycle.this_host())
+        run_id = lifecycle.create_queued(store, config, name, owner=owner)  # with this host, in one INSERT
         _schedule(store, limit)
     return run_id
 
@@ -194,26 +195,26 @@ def keep_warm(store_path=None, max_concurrent: int | None = None, count: int = 1
         return warm.keep_warm(store, limit, count)
 
 
-def run_worker(run_id: int, store_path) -> str:
-    """Train run ``run_id`` in this process (the worker's entry point); return its final status.
+def run_worker(run_id: int, store) -> str:
+    """Train run ``run_id`` of ``store`` (a RunStore, or its location) in this process (the worker's
+    entry point); return its final status.
 
     The worker takes over the claim the queue made for it (its token in ``$STABILITY_RUN_CLAIM``;
-    without one, it claims the run if it is queued and unclaimed) and trains it with
-    :func:`stability.execution.lifecycle.train_claimed`: an exception marks the run 'failed'
-    (printed here), SIGTERM 'stopped'. Before returning, the next queued run is launched into the
-    slot this one frees.
+    without one, it claims the run if it is queued and unclaimed) and trains it in
+    :func:`stability.execution.lifecycle.claimed`: an exception marks the run 'failed' (printed
+    here), SIGTERM 'stopped'. Before returning, the next queued run is launched into the slot this
+    one frees.
     """
     limit = max_concurrent_runs()
     threads.apply_worker_threads(threads.worker_threads(limit))
-    with RunStore(store_path) as store:
+    with _opened(store) as store:
+        token = os.environ.get(CLAIM_ENV)
         try:
-            token = os.environ.get(CLAIM_ENV)
-            claim = lifecycle.adopt(store, run_id, token) if token else lifecycle.claim_queued(store, run_id)
-            if claim is not None:  # else: stopped or taken before this worker got to it
-                with lifecycle.settled_on_error(store, claim):
-                    run = store.record(run_id)
-                    lifecycle.train_claimed(store, claim, RunConfig.from_dict(dict(run.raw_config)),
-                                            resume=bool(run.resumes))
+            with lifecycle.claimed(store, lambda: lifecycle.adopt(store, run_id, token) if token
+                                   else lifecycle.claim_queued(store, run_id)) as run:
+                if run is not None:  # else: stopped or taken before this worker got to it
+                    record = store.record(run_id, latest=False)
+                    run.train(RunConfig.from_dict(dict(record.raw_config)), resume=bool(record.resumes))
         except Exception:
             traceback.print_exc()
         except Terminated:
@@ -221,7 +222,12 @@ def run_worker(run_id: int, store_path) -> str:
         finally:
             with scheduling_lock(store):
                 _schedule(store, limit)
-        return store.record(run_id).status
+        return store.record(run_id, latest=False).status
+
+
+def _opened(store) -> contextlib.AbstractContextManager:
+    """``store`` as it is (a RunStore: the caller's to close), or a RunStore opened at its location."""
+    return contextlib.nullcontext(store) if isinstance(store, RunStore) else RunStore(store)
 
 
 # ------------------------------------------------------------------ scheduling
@@ -284,7 +290,8 @@ def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> 
     """Claim ``run_id`` for a worker, start the worker (or hand the run to this process's idle warm
     worker: :mod:`stability.execution.warm`) and hand it the claim; False when another process claimed
     the run first (nothing is started then)."""
-    claim = lifecycle.claim_for_worker(store, run_id, resumed=resumed)
+    warm_pid = None if resumed else warm.idle_pid(store)  # the warm worker to be handed it: claimed with its pid
+    claim = lifecycle.claim_for_worker(store, run_id, resumed=resumed, pid=warm_pid)
     if claim is None:
         return False
     try:
@@ -297,5 +304,6 @@ def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> 
         lifecycle.release(store, claim)
         raise
     processes.write_identity(store, run_id, identity)
-    lifecycle.hand_over(store, claim, process.pid)
+    if process.pid != claim.pid:  # a fresh worker, or another warm one than the claim named
+        lifecycle.hand_over(store, claim, process.pid)
     return True

@@ -27,7 +27,7 @@ Note [Warm workers]
     ``STABILITY_MAX_RUNS`` and the GPU of :func:`stability.execution.gpu_slots.run_environment`), the
     worker's identity is written and the claim handed over to its pid. The warm worker puts that
     environment into its own, adopts the claim (:func:`stability.execution.lifecycle.adopt`) and trains
-    the run through ``scheduler.run_worker`` (``train_claimed``), exactly as a fresh worker would, then
+    the run through ``scheduler.run_worker`` (``lifecycle.claimed``), exactly as a fresh worker would, then
     exits; a fresh warm worker takes its place at once. A warm worker counts as a slot only while it
     trains: the queue counts claimed runs, and an idle warm worker has none.
 

@@ -30,9 +30,10 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
     started and ended; ``step_progress(config)`` may return the trainer's ``progress`` callback for
     that run (its ``finish()``, if it has one, is called when the run ends; a sweep's runs train
     without one); ``override`` is a partial config laid over every run last (a test's handful of
-    steps). A run that diverges or fails keeps its status and rows; the others still run."""
+    steps). A run that diverges or fails keeps its status and rows, its end said in one line (a
+    failure with its error, ``"ExceptionType: first line"``); the others still run. Ctrl-C and SIGTERM
+    stop the run in training and are raised again."""
     from ..execution import lifecycle
-    from ..execution.signals import signals_deferred
 
     say = progress or (lambda line: None)
     if preset.is_sweep:
@@ -45,22 +46,23 @@ def run(preset: Preset, store, scale: str = "classroom", progress: Callable[[str
             raise PresetError(f"preset {preset.name!r} run {name!r} ({scale}): {one_line(error)}") from None
     run_ids = []
     for index, (name, config) in enumerate(configs.items(), 1):
-        with signals_deferred() as caught:
-            claim = lifecycle.create_claimed(store, config)
-        run_ids.append(claim.run_id)
-        started, callback = time.time(), None
+        started, callback, run = time.time(), None, None
         try:
-            with lifecycle.settled_on_error(store, claim):
-                say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {config.cell.name} on "
+            with lifecycle.claimed(store, lambda: lifecycle.create_claimed(store, config)) as run:
+                run_ids.append(run.run_id)
+                say(f"[{index}/{len(configs)}] run {run.run_id} {name}: {config.cell.name} on "
                     f"{config.task.name}, {config.train.steps} steps")
                 callback = step_progress(config) if step_progress is not None else None
-                status = lifecycle.train_claimed(store, claim, config, progress=callback, caught=caught).status
-        except Exception:  # noqa: BLE001 - the lifecycle marked the run failed; the preset goes on
-            status = "failed"
+                run.train(config, progress=callback)
+        except Exception:
+            if run is None or run.status is None:  # nothing stored (the claim failed), or not settled: it ends
+                raise
+            # settled failed by the lifecycle, with its one-line error; the preset goes on with its next run
         finally:
             if hasattr(callback, "finish"):
                 callback.finish()
-        say(f"[{index}/{len(configs)}] run {claim.run_id} {name}: {status} in {time.time() - started:.1f} s")
+        ending = f"{run.status} ({run.error})" if run.error else run.status
+        say(f"[{index}/{len(configs)}] run {run.run_id} {name}: {ending} in {time.time() - started:.1f} s")
     return run_ids
 
 

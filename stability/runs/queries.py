@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import functools
 
-from sqlalchemy import Table, Text, bindparam, func, insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.sql.expression import ColumnElement, Insert, Select, Update
 
-from .schema import FLOAT, latest_table, metrics_table, runs_table, series_table, write_order
+from .schema import latest_table, metrics_table, runs_table, series_table, write_order
 
 _RUNS, _METRICS, _SERIES, _LATEST = runs_table.c, metrics_table.c, series_table.c, latest_table.c
 
@@ -39,13 +39,6 @@ CONTROL = select(_RUNS.stop_requested, _RUNS.claim, _RUNS.status).where(_RUNS.id
 LATEST_OF_RUN = select(_LATEST.run_id, _LATEST.name, _LATEST.value).where(_LATEST.run_id == bindparam("id")) \
     .order_by(_LATEST.name)
 REQUEST_STOP = update(runs_table).where(_RUNS.id == bindparam("run")).values(stop_requested=1)
-# A status, and the error if one is given; a terminal status gives ``:finished``, 'running' gives
-# ``:started`` (kept if the run had started before).
-SET_STATUS = update(runs_table).where(_RUNS.id == bindparam("run")).values(
-    status=bindparam("new_status"), error=func.coalesce(bindparam("new_error", type_=Text()), _RUNS.error),
-    finished_at=func.coalesce(bindparam("finished", type_=FLOAT), _RUNS.finished_at),
-    started_at=func.coalesce(_RUNS.started_at, bindparam("started", type_=FLOAT)))
-
 
 @functools.cache
 def runs_query(by_status: bool, of_sweep: bool) -> Select:

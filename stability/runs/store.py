@@ -58,7 +58,7 @@ from .engine import WRITE, driver_errors, store_error
 from .errors import RunNotFound, StoreBusy, StoreError, SweepNotFound
 from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_location, private_folder, store_home
 from .opening import open_engine
-from .queries import (CONTROL, LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, SET_STATUS, STOP_REQUESTED,
+from .queries import (CONTROL, LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, STOP_REQUESTED,
                       latest_from_metrics, latest_many_query, metrics_query, runs_query, series_query, update_by_id)
 from .records import RunRecord, parse_params, record_from_row, section_name
 from .schema import SCHEMA_VERSION, as_flag, json_object, latest_table, metrics_table, runs_table, series_table
@@ -201,22 +201,26 @@ class RunStore(SweepRows):
     def create_run(self, config: dict, name: str | None = None, *, sweep_id: int | None = None,
                    trial: int | None = None, params: dict | None = None,
                    claimed: Mapping[str, Any] | None = None, external: bool = False,
-                   owner: str | None = None) -> int:
-        """A new run in status 'queued'; ``name`` defaults to ``config['name']``; a sweep's trial
-        also gets its sweep, trial number and varied values (Note [sweeps]). ``claimed`` (``status``,
-        ``pid``, ``host``, ``claim``: what :meth:`claim_run` sets) makes it a run claimed at birth,
-        in the same INSERT (stability.execution.lifecycle). ``external``: a run logged from someone's
-        own loop (stability.watch), whose ``config`` is theirs, no RunConfig. ``owner``: who started it,
-        where a classroom names its users (stability.access). Returns its id."""
+                   owner: str | None = None, fields: Mapping[str, Any] | None = None) -> int:
+        """A new run in status 'queued', in one INSERT; ``name`` defaults to ``config['name']``; a sweep's
+        trial also gets its sweep, trial number and varied values (Note [sweeps]). ``claimed``
+        (``status``, ``pid``, ``pid_started``, ``host``, ``claim``: what a claim sets) makes it a run
+        claimed at birth (stability.execution.lifecycle, the one caller that gives a status).
+        ``external``: a run logged from someone's own loop (stability.watch), whose ``config`` is theirs,
+        no RunConfig. ``owner``: who started it, where a classroom names its users (stability.access).
+        ``fields``: other columns :meth:`update_run` may set (its ``host``, an external run's
+        ``total_steps`` ...), written in the same INSERT. Returns its id."""
         if not isinstance(config, dict):
             raise TypeError(f"config must be a dict (RunConfig.to_dict()); got {type(config).__name__}")
+        fields = _checked_fields(fields or {})
         now = time.time()
         values = {"name": name if name is not None else str(config.get("name") or ""),
                   "config": json.dumps(config), "status": "queued", "created_at": now,
                   "sweep_id": None if sweep_id is None else int(sweep_id),
                   "trial": None if trial is None else int(trial),
                   "params": None if params is None else json_object(params, "params"),
-                  "external": as_flag(external), "owner": None if owner is None else str(owner)}
+                  "external": as_flag(external), "owner": None if owner is None else str(owner),
+                  **_coerced(fields)}
         if claimed:
             values.update(_coerced({key: claimed[key] for key in ("status", "pid", "host", "claim", "pid_started")
                                     if key in claimed}))
@@ -226,12 +230,10 @@ class RunStore(SweepRows):
             return int(conn.execute(insert(runs_table).values(values).returning(_RUNS.id)).scalar())
 
     def update_run(self, run_id: int, **fields: Any) -> None:
-        """Set any of the columns in ``_UPDATABLE``; ``None`` clears a column."""
-        unknown = sorted(set(fields) - set(_UPDATABLE))
-        if unknown:
-            raise ValueError(f"unknown run field(s) {', '.join(unknown)}; valid: {', '.join(_UPDATABLE)}")
-        if "status" in fields:
-            _check_status(fields["status"])
+        """Set any of the columns in ``_UPDATABLE`` but the status (a status changes only by a
+        compare-and-set of stability.execution.lifecycle: :meth:`compare_and_set`); ``None`` clears a
+        column."""
+        fields = _checked_fields(fields)
         if not fields:
             return
         values = {f"new_{key}": value for key, value in _coerced(fields).items()}
@@ -239,24 +241,14 @@ class RunStore(SweepRows):
             run_id = self._require(conn, run_id)
             conn.execute(update_by_id(runs_table, tuple(sorted(fields))), {**values, "row_id": run_id})
 
-    def set_status(self, run_id: int, status: str, error: str | None = None) -> None:
-        """Set the status (and error, if given); terminal statuses set ``finished_at``,
-        'running' sets ``started_at`` unless already set."""
-        _check_status(status)
-        now = time.time()
-        values = {"new_status": status, "new_error": error, "finished": now if status in TERMINAL else None,
-                  "started": now if status == "running" else None}
-        with self._write() as conn:
-            conn.execute(SET_STATUS, {**values, "run": self._require(conn, run_id)})
-
     def compare_and_set(self, run_id: int, *, statuses: Iterable[str], fields: Mapping[str, Any],
                         unclaimed: bool = False, claim: Any = ANY, pid: Any = ANY, heartbeat: Any = ANY) -> bool:
         """``UPDATE runs SET fields WHERE id = run_id AND status IN statuses`` (``AND pid IS NULL`` with
         ``unclaimed``; the claim, the pid and the heartbeat as given unless ANY, NULL compared as a value) in one
         statement; True when it changed the run, False when the run was not as expected (another
         process won). A ``status`` among ``fields`` sets ``finished_at`` (a terminal one) or clears it
-        and keeps the first ``started_at`` ('running'), as :meth:`set_status` does. This is the claim
-        and every status change of stability.execution.lifecycle (Note [claims] there)."""
+        and keeps the first ``started_at`` ('running'). This is the claim and every status change of
+        stability.execution.lifecycle (Note [claims] there), the one caller that gives a status."""
         unknown = sorted(set(fields) - set(_UPDATABLE))
         if unknown:
             raise ValueError(f"unknown run field(s) {', '.join(unknown)}; valid: {', '.join(_UPDATABLE)}")
@@ -304,10 +296,10 @@ class RunStore(SweepRows):
         return {"stop_requested": bool(rows[0][0]), "claim": rows[0][1], "status": rows[0][2]}
 
     def run(self, run_id: int) -> dict[str, Any]:
-        """Deprecated: read a run with :meth:`record` (a typed RunRecord). Every column of the run,
-        ``config`` and ``params`` parsed back to dicts; kept only for pages/train.py and
-        pages/ui/live.py until their rewrite moves them to :meth:`record` (nothing else in
-        stability/, pages/ or benchmarks/ reads a run this way), then to go."""
+        """Deprecated: read a run with :meth:`record` (a typed RunRecord; ``latest=False`` for a live
+        poll: one query of one row). Every column of the run, ``config`` and ``params`` parsed back to
+        dicts; kept only for pages/train.py, pages/ui/live.py and pages/ui/shared.py until they move to
+        :meth:`record` (nothing else in stability/, pages/ or benchmarks/ reads a run this way), then to go."""
         rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
@@ -317,17 +309,22 @@ class RunStore(SweepRows):
         run["stop_requested"] = bool(run["stop_requested"])
         return run
 
-    def record(self, run_id: int) -> RunRecord:
-        """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values."""
+    def record(self, run_id: int, *, latest: bool = True) -> RunRecord:
+        """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values, or
+        (``latest=False``: one query of one row, what a live poll and a claimant read) without them:
+        ``record.latest`` is then empty."""
         rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
-        return record_from_row(rows[0], self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}))
+        values = self.latest_many([rows[0]["id"]]).get(rows[0]["id"], {}) if latest else {}
+        return record_from_row(rows[0], values)
 
-    def records(self, statuses: Iterable[str] | None = None, sweep_id: int | None = None) -> list[RunRecord]:
-        """Every run (or those in one of ``statuses``, or of one sweep) as a
+    def records(self, statuses: Iterable[str] | None = None, sweep_id: int | None = None, *,
+                latest: bool = True, limit: int | None = None) -> list[RunRecord]:
+        """Every run (or those in one of ``statuses``, or of one sweep; the newest ``limit``) as a
         :class:`~stability.runs.records.RunRecord`, newest first, in two queries: the runs, then all
-        their latest values (Note [latest])."""
+        their latest values (Note [latest]); with ``latest=False`` one query, ``record.latest`` empty
+        (a page's list of runs to choose from)."""
         params = {}
         if statuses is not None:
             params["statuses"] = [statuses] if isinstance(statuses, str) else list(statuses)
@@ -335,9 +332,12 @@ class RunStore(SweepRows):
                 _check_status(status)
         if sweep_id is not None:
             params["sweep_id"] = int(sweep_id)
-        rows = self._dicts(runs_query(statuses is not None, sweep_id is not None), params)
-        latest = self.latest_many() if not params else self.latest_many(row["id"] for row in rows)
-        return [record_from_row(row, latest.get(row["id"], {})) for row in rows]
+        statement = runs_query(statuses is not None, sweep_id is not None)
+        rows = self._dicts(statement if limit is None else statement.limit(max(0, int(limit))), params)
+        if not latest:
+            return [record_from_row(row, {}) for row in rows]
+        values = self.latest_many() if not params and limit is None else self.latest_many(row["id"] for row in rows)
+        return [record_from_row(row, values.get(row["id"], {})) for row in rows]
 
     def active_runs(self) -> list[RunRecord]:
         """The runs a worker will still write to (``ACTIVE_STATUSES``: queued or running), oldest
@@ -348,7 +348,8 @@ class RunStore(SweepRows):
         """Deprecated: the pages' table of runs is :func:`stability.runs.table.run_table` (built from
         :meth:`records`). One row per run of the stored columns, newest first; ``cell`` and ``task``
         are the config's cell and task names, ``sweep_id`` and ``trial`` empty (``<NA>``) for a run
-        of no sweep. Kept only for pages/train.py until its rewrite, then to go."""
+        of no sweep. Kept only for pages/train.py until it moves to :meth:`records` (``latest=False,
+        limit=n``: its list of runs to choose from, one query), then to go."""
         rows = self._query(select(*(_RUNS[name] for name in RUNS_COLUMNS), _RUNS.config).order_by(_RUNS.id.desc()))
         frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
         configs = [json.loads(row[-1]) for row in rows]
@@ -540,6 +541,19 @@ def _latest_by_run(rows: Iterable[tuple], run_ids: Iterable[int]) -> dict[int, d
 def _coerced(fields: Mapping[str, Any]) -> dict[str, Any]:
     """Values of ``_UPDATABLE`` fields as their columns take them (None stays None)."""
     return {key: None if value is None else _UPDATABLE[key](value) for key, value in fields.items()}
+
+
+def _checked_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` if all are columns :meth:`RunStore.update_run` may set: ValueError for an unknown one,
+    and for ``status``, which only stability.execution.lifecycle writes (:meth:`RunStore.compare_and_set`)."""
+    if "status" in fields:
+        raise ValueError("a run's status is written only by stability.execution.lifecycle "
+                         "(RunStore.compare_and_set); update_run does not set it")
+    unknown = sorted(set(fields) - set(_UPDATABLE))
+    if unknown:
+        raise ValueError(f"unknown run field(s) {', '.join(unknown)}; valid: "
+                         f"{', '.join(key for key in _UPDATABLE if key != 'status')}")
+    return dict(fields)
 
 
 def _check_status(status: str) -> None:

@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -19,7 +20,7 @@ from ..execution import lifecycle, processes, scheduler, slots, threads
 from ..execution.lifecycle import Claim
 from ..execution.locks import sweep_lock
 from ..execution.preflight import check_room
-from ..execution.signals import Terminated, signals_deferred
+from ..execution.signals import Terminated
 from ..runs.status import ACTIVE_STATUSES
 from ..runs.store import RunStore
 from ..training.hooks import Pruning
@@ -33,7 +34,7 @@ from .study import create_study, next_trial, setting_of, storage, tell
 #     Workers (:func:`work`, one process each, started by :func:`start_sweep`, :func:`resume_sweep`
 #     or :func:`join_sweep` through :mod:`stability.execution.processes`) loop: under the sweep's lock
 #     (Note [Claiming trials]) check the sweep's stop flag and take the next job, train it in-process
-#     (``lifecycle.train_claimed``, which settles the run's status), report the run's final objective
+#     (``lifecycle.claimed``, which settles the run's status), report the run's final objective
 #     to its trial, until the study has asked all its runs or the sweep's stop flag is set.  Every
 #     trial is an ordinary run of the store, tagged with the sweep's id, the trial's number and the
 #     varied values (``runs.sweep_id``, ``trial``, ``params``).
@@ -226,13 +227,17 @@ def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
     study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
     trained = 0
     while max_runs is None or trained < max_runs:
-        with signals_deferred() as caught:  # never a trial asked without its run (Note [Claiming trials])
+        jobs: list[Job | None] = []
+
+        def take() -> Claim | None:  # signals held back: never a trial asked without its run (Note [Claiming trials])
             with sweep_lock(store, sweep_id):
-                job = claim(store, study, spec, sweep_id)
-        if job is None:
-            break
-        with lifecycle.settled_on_error(store, job.claim):
-            train_trial(store, study, spec, job, caught=caught)
+                jobs.append(claim(store, study, spec, sweep_id))
+            return None if jobs[0] is None else jobs[0].claim
+
+        with lifecycle.claimed(store, take) as run:
+            if run is None:
+                break
+            train_trial(store, study, spec, jobs[0], run=run)
         trained += 1
     with sweep_lock(store, sweep_id):
         _settle(store, study, spec, sweep_id)
@@ -272,28 +277,32 @@ def _orphaned(run) -> bool:
     return lifecycle.claimant_gone(run)
 
 
-def train_trial(store, study, spec: SweepSpec, job: Job, *, progress=None, caught=()) -> str:
+def train_trial(store, study, spec: SweepSpec, job: Job, *, run: lifecycle.ClaimedRun | None = None,
+                progress=None) -> str:
     """Train ``job``'s run in this process (continuing it when it can) and tell its trial how it
-    ended, where the trial is still open; returns the run's status. A run stopped by a request
-    stays its trial's (not told). Ctrl-C and SIGTERM stop the run and are raised again."""
-    claimed = job.claim or lifecycle.claim_queued(store, job.run_id)
-    if claimed is None:
-        raise SweepError(f"run {job.run_id} is {store.record(job.run_id).status}; another process has it")
+    ended, where the trial is still open; returns the run's status. ``run``: the run as this process
+    holds it (``lifecycle.claimed``); without it, the job's claim (or a claim on its queued run) is
+    held here. A run stopped by a request stays its trial's (not told). An exception ends the run
+    'failed' and is printed, and the worker goes on; Ctrl-C and SIGTERM stop the run and are raised
+    again."""
+    if run is None:
+        with lifecycle.claimed(store, lambda: job.claim or lifecycle.claim_queued(store, job.run_id)) as run:
+            if run is None:
+                raise SweepError(f"run {job.run_id} is {store.record(job.run_id, latest=False).status}; "
+                                 "another process has it")
+            return train_trial(store, study, spec, job, run=run, progress=progress)
     try:
-        with lifecycle.settled_on_error(store, claimed):
-            resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
-            if resume and not job.counted:
-                store.update_run(job.run_id, resumes=store.record(job.run_id).resumes + 1, error=None)
-            elif job.resume and not resume:  # no checkpoint here: from step 0, rows discarded (training is seeded)
-                store.discard_after(job.run_id, -1)
-                store.update_run(job.run_id, error=None)
-            trial = _trial(study, job.trial)
-            hooks = [Pruning(trial, objective_name(spec))] if spec.prune and trial is not None else []
-            status = lifecycle.train_claimed(store, claimed, job.config, resume=resume, hooks=hooks,
-                                             progress=progress, caught=caught).status
-    except Exception:
+        resume = job.resume and lifecycle.resumable_here(store, job.run_id, job.config)
+        if resume and not job.counted:
+            lifecycle.count_resume(store, run.claim)
+        elif job.resume and not resume:  # no checkpoint here: from step 0, rows discarded (training is seeded)
+            lifecycle.start_over(store, run.claim)
+        trial = _trial(study, job.trial)
+        hooks = [Pruning(trial, objective_name(spec))] if spec.prune and trial is not None else []
+        status = run.train(job.config, resume=resume, hooks=hooks, progress=progress).status
+    except Exception as error:  # the run ends failed (lifecycle.ending); the worker goes on with the next
         traceback.print_exc()
-        status, trial = "failed", _trial(study, job.trial)
+        status, trial = run.end(error)[0], _trial(study, job.trial)
     if trial is not None:
         _tell(study, spec, job, trial, status, store)
     return status
@@ -366,8 +375,8 @@ def _give_runless_trials_a_run(store, study, spec: SweepSpec, sweep_id: int) -> 
             continue
         setting = setting_of(trial.params, spec)
         config = spec.config_for(setting, seed)
-        store.create_run(config.to_dict(), config.name, sweep_id=sweep_id, trial=trial.number,
-                         params={path: _jsonable(value) for path, value in setting.items()})
+        lifecycle.create_queued(store, config, config.name, sweep_id=sweep_id, trial=trial.number,
+                                params={path: _jsonable(value) for path, value in setting.items()})
 
 
 def _settle(store, study, spec: SweepSpec, sweep_id: int) -> None:
@@ -383,7 +392,7 @@ def claim_resumed_trial(store, run_id: int):
     """Claim a stopped, interrupted or failed run of a sweep to continue it in this process, under
     its sweep's lock; returns ``(study, spec, job)`` for :func:`train_trial`. ResumeError (one line)
     when it cannot be resumed."""
-    run = store.record(run_id)
+    run = store.record(run_id, latest=False)
     sweep = store.sweep(run.sweep_id)
     spec = SweepSpec.from_dict(sweep.spec)
     study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
@@ -392,27 +401,48 @@ def claim_resumed_trial(store, run_id: int):
     return study, spec, Job(run_id, run.trial, config, resume=True, claim=taken, counted=True)
 
 
+def resume_trial(store, run_id: int, *, step_progress=None) -> str:
+    """Continue a stopped, interrupted or failed run of a sweep in this process (the CLI's foreground
+    ``resume``): claimed under its sweep's lock (:func:`claim_resumed_trial`), trained and its trial
+    told (:func:`train_trial`); returns its status. ``step_progress(config)`` may return the trainer's
+    progress callback. ResumeError (one line) when it cannot be resumed."""
+    found = []
+
+    def take() -> Claim:
+        found.append(claim_resumed_trial(store, run_id))
+        return found[0][2].claim
+
+    with lifecycle.claimed(store, take) as run:
+        study, spec, job = found[0]
+        progress = None if step_progress is None else step_progress(job.config)
+        return train_trial(store, study, spec, job, run=run, progress=progress)
+
+
 def run_trial_worker(run_id: int, store_location) -> str:
     """A worker process for one resumed run of a sweep (``python -m stability.cli.worker --worker ID``
     where the run is a sweep's; ``scheduler.resume_run`` launched it under the sweep's lock): takes
-    over the claim it is handed, trains the run and tells its trial. Returns the run's status."""
+    over the claim it is handed, trains the run and tells its trial. Returns the run's status.
+    ``store_location``: a RunStore (the caller's) or its location."""
     threads.apply_worker_threads(threads.worker_threads(scheduler.max_concurrent_runs()))
-    with RunStore(store_location) as store:
+    given = isinstance(store_location, RunStore)
+    with contextlib.nullcontext(store_location) if given else RunStore(store_location) as store:
         token = os.environ.get(processes.CLAIM_ENV)
-        taken = lifecycle.adopt(store, run_id, token) if token else None
-        if taken is not None:
-            run = store.record(run_id)
-            sweep = store.sweep(run.sweep_id)
-            spec = SweepSpec.from_dict(sweep.spec)
-            study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
-            job = Job(run_id, run.trial, RunConfig.from_dict(dict(run.raw_config)), resume=True, claim=taken,
-                      counted=True)
-            try:
-                train_trial(store, study, spec, job)
-            except Terminated:
-                pass  # the run is settled 'stopped'
+        try:
+            with lifecycle.claimed(store, lambda: lifecycle.adopt(store, run_id, token) if token else None) as run:
+                if run is not None:
+                    record = store.record(run_id, latest=False)
+                    sweep = store.sweep(record.sweep_id)
+                    spec = SweepSpec.from_dict(sweep.spec)
+                    study = create_study(spec, storage(store), sweep.study, load_if_exists=True)
+                    job = Job(run_id, record.trial, RunConfig.from_dict(dict(record.raw_config)), resume=True,
+                              claim=run.claim, counted=True)
+                    train_trial(store, study, spec, job, run=run)
+        except Exception:  # the run is settled 'failed' (lifecycle.claimed); the slot is still handed on
+            traceback.print_exc()
+        except Terminated:
+            pass  # the run is settled 'stopped'
         scheduler.hand_on_slot(store, os.getpid())
-        return store.record(run_id).status
+        return store.record(run_id, latest=False).status
 
 
 def run_sweep_worker(sweep_id: int, store_location) -> int:

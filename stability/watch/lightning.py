@@ -28,8 +28,7 @@ except ImportError:  # the older package name
     except ImportError:
         raise ImportError("stability.watch.lightning needs PyTorch Lightning: pip install -e \".[lightning]\"") from None
 
-from ..execution.lifecycle import describe_error
-from ..execution.signals import Terminated, describe_interrupt
+from ..execution.lifecycle import ending
 from .readings import Probe
 from .run import Run, init
 
@@ -63,9 +62,5 @@ class StabilityCallback(Callback):
             self.run.finish("completed")
 
     def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
-        if self.run is None:
-            return
-        if isinstance(exception, (KeyboardInterrupt, Terminated)):
-            self.run.finish("stopped", describe_interrupt(exception))
-        else:
-            self.run.finish("failed", describe_error(exception))
+        if self.run is not None:
+            self.run.finish(*ending(exception))  # stopped on Ctrl-C or SIGTERM, else failed

@@ -58,7 +58,6 @@ from torch import nn
 
 from ..core import metric_names as names
 from ..execution import lifecycle
-from ..execution.signals import Terminated, describe_interrupt
 from ..runs.store import RunNotFound, RunStore
 from ..training.sinks import ON_STORE_ERROR, ClaimLost, StoreSink
 from .readings import Probe, Watcher
@@ -272,10 +271,8 @@ class Run:
     def __exit__(self, kind, error, traceback) -> None:
         if error is None:
             self.finish("completed")
-        elif isinstance(error, (KeyboardInterrupt, Terminated)):
-            self.finish("stopped", describe_interrupt(error))
         else:
-            self.finish("failed", lifecycle.describe_error(error))
+            self.finish(*lifecycle.ending(error))  # stopped on Ctrl-C or SIGTERM, else failed
         # the exception, if any, goes on to the caller
 
     def __repr__(self) -> str:
@@ -301,9 +298,9 @@ def init(name: str | None = None, *, store: RunStore | str | os.PathLike | None 
     try:
         stored = {"name": name or "", "external": True, "config": json.loads(json.dumps(dict(config or {}), default=repr)),
                   "cell": {"name": "your model"}, "task": {"name": "your loop"}}
-        claim = lifecycle.create_external(opened, stored, name)
         fields = {"total_steps": total_steps, "metric": metric, "baseline": baseline, "step": 0}
-        opened.update_run(claim.run_id, **{key: value for key, value in fields.items() if value is not None})
+        claim = lifecycle.create_external(opened, stored, name,  # one INSERT
+                                          {key: value for key, value in fields.items() if value is not None})
     except BaseException:
         if owns:
             opened.close()
