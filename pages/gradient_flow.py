@@ -29,7 +29,7 @@ from stability.training import probes as diagnostics
 from stability.config import CellConfig, ConfigError, RunConfig
 from stability.config.demos import GRADIENT_FLOW_CELL
 from stability.config.run_config import check_options
-from stability.core.registry import one_line
+from stability.core.errors import one_line
 from stability.execution.budget import DEPTH_OPTIONS, flow_work, step_depth
 
 require_router(__file__)
@@ -119,7 +119,7 @@ except ValueError as error:  # ConfigError too
     st.stop()
 except Exception as error:  # noqa: BLE001 - a cell's own code: one line here, the traceback in the server's log
     log.exception("measuring the gradient flow of %r", name)
-    plots.error(f"Cannot measure {name}: {one_line(error)}")
+    plots.error(f"Cannot measure {name}: {one_line(error, named=True)}")
     st.stop()
 
 with plots:

@@ -45,3 +45,14 @@ def test_the_loss_metrics_are_those_a_task_reports_as_its_mean_loss(metric):
     task = SimpleNamespace(metric=metric)
     for loss in (0.7, 2.5):
         assert metric_names.is_loss_metric(metric) is (Task.metric_from_loss(task, loss) == loss)
+
+
+def test_the_margin_is_drawn_on_a_linear_axis_wherever_a_metric_picks_its_own_axis():
+    """One log-axis rule (metric_names.is_log_metric): a preset without a layout of its own used to draw
+    sv/margin on a log axis (its ``grad/``, ``sv/`` prefix test), the Sweep page's curves on a linear one."""
+    from stability.presets.layout import default_layout
+
+    logged = {panel.metric: panel.log for panel in default_layout(["sv/margin", "sv/min", "grad/h0_norm",
+                                                                   "val/loss"]).panels}
+    assert logged == {"sv/margin": False, "sv/min": True, "grad/h0_norm": True, "val/loss": False}
+    assert not metric_names.is_log_metric("sv/margin/lstm.l0.f")

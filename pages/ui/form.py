@@ -26,7 +26,8 @@ from stability.config import (
     TaskConfig,
     TrainConfig,
 )
-from stability.core.registry import OptionInfo, one_line
+from stability.core.errors import one_line
+from stability.core.registry import OptionInfo
 from stability.execution.preflight import check_buildable
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ def config_problem(config_json: str) -> str | None:
         return str(error)
     except Exception as error:  # noqa: BLE001 - one line for the visitor, the traceback in the server's log
         log.exception("checking a run configuration")
-        return one_line(error)
+        return one_line(error, named=True)
     return None
 
 

@@ -28,21 +28,15 @@ paper shows the noise acts as an explicit regulariser on dL/dh0 (§5.2).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from ..core.errors import check_choice
+
 H0_MODES = ("zero", "learned", "noisy")
 IMPLS = ("auto", "loop", "scan", "native")
-
-
-def check_choice(option: str, value: Any, choices: Sequence[Any]) -> Any:
-    """Return ``value`` if it is one of ``choices``, else a ValueError naming them."""
-    if value not in choices:
-        valid = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{option} must be one of {valid}; got {value!r}")
-    return value
 
 
 def check_bool(option: str, value: Any) -> bool:

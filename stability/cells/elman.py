@@ -32,7 +32,8 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from .base import RecurrentCell, check_choice, check_nonnegative, project_time_major
+from ..core.errors import check_choice
+from .base import RecurrentCell, check_nonnegative, project_time_major
 from .scan import ACTIVATIONS, apply_activation, elman_scan
 
 # cuDNN asks for one flat weight buffer; ours is rebuilt each forward pass.

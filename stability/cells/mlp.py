@@ -77,7 +77,8 @@ from torch import Tensor, nn
 
 from ..core.devices import run_with_kernel
 from ..parametrizations.householder import register_rectangular_householder_svd
-from .base import (RecurrentCell, check_band, check_bool, check_choice, check_nonnegative, check_positive_int,
+from ..core.errors import check_choice
+from .base import (RecurrentCell, check_band, check_bool, check_nonnegative, check_positive_int,
                    project_time_major)
 from .scan import apply_activation
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import check_choice, check_nonnegative
+from ..core.errors import check_choice
+from .base import check_nonnegative
 from .elman import ElmanCell
 
 RECURRENT_INITS = ("gaussian", "orthogonal", "identity")

@@ -33,7 +33,8 @@ from torch.nn.utils import parametrize
 
 from ..parametrizations.exponential import SKEW_INITS, SkewExponential, skew_block_init
 from ..parametrizations.unitary import RestrictedUnitary, initial_factors
-from .base import check_choice, check_nonnegative
+from ..core.errors import check_choice
+from .base import check_nonnegative
 from .elman import ElmanCell
 from .modrelu import ModReLUCell
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.fields import field_label
+from ..core.formatting import shown
 
 LOG_FIELDS = ("train.lr", "train.weight_decay")  # drawn on a log axis whenever their values are positive
 LOG_SPAN = 100.0  # other numeric fields: a log axis when their positive values span this factor or more
@@ -25,19 +26,12 @@ def is_numeric_field(values: pd.Series) -> bool:
                                  and not (isinstance(v, float) and math.isnan(v)) for v in present)
 
 
-def value_label(value) -> str:
-    """A field's value as an axis or tooltip label: ``0.001``, ``none``, ``lstm``."""
-    if isinstance(value, (float, np.floating)):
-        return f"{float(value):g}"
-    return "none" if value is None else str(value)
-
-
 def category_order(values: pd.Series) -> list[str]:
     """Distinct labels of ``values``: numbers in ascending order, names in the order they first appear."""
     distinct = list(dict.fromkeys(values))
     if is_numeric_field(pd.Series(distinct, dtype=object)):
         distinct = sorted(distinct)
-    return list(dict.fromkeys(value_label(v) for v in distinct))
+    return list(dict.fromkeys(shown(v) for v in distinct))
 
 
 def field_title(path: str | None) -> str:
@@ -69,10 +63,10 @@ def axis_positions(values: pd.Series, log: bool) -> tuple[pd.Series, list[tuple[
         distinct = np.unique(numbers)
         if len(distinct) > 6:
             distinct = distinct[np.unique(np.linspace(0, len(distinct) - 1, 6).round().astype(int))]
-        ticks = [(float((np.log10(v) if log else v) - low) / (high - low) if high > low else 0.5, value_label(v))
+        ticks = [(float((np.log10(v) if log else v) - low) / (high - low) if high > low else 0.5, shown(v))
                  for v in distinct]
         return position.astype(float), ticks
     order = category_order(values)
     step = 1.0 / (len(order) - 1) if len(order) > 1 else 0.0
     where = {label: (index * step if len(order) > 1 else 0.5) for index, label in enumerate(order)}
-    return values.map(value_label).map(where).astype(float), [(where[label], label) for label in order]
+    return values.map(shown).map(where).astype(float), [(where[label], label) for label in order]

@@ -15,8 +15,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ..core.formatting import shown
 from .decimation import check_max_points, downsample_indices
-from .fields import LOG_SPAN, is_numeric_field, value_label
+from .fields import LOG_SPAN, is_numeric_field
 from .legends import extra_height, legend_for
 from .scales import (EDGE_ABOVE, EDGE_BELOW, NOTE_ABOVE, NOTE_BELOW, NOTE_NAN, NOTE_OVERFLOW, RUN_COLOURS,
                      clamp_to_range, clipped_to_plot, early_points, finite_or_nan, log_axis, log_axis_at, log_edges,
@@ -295,10 +296,10 @@ def field_chart(points: pd.DataFrame, *, x_title: str, y_title: str, log_y: bool
         values_x = pd.to_numeric(data["x"]).astype(float)
         positive = values_x[values_x > 0]
         if len(positive) > 1 and positive.max() / positive.min() > LOG_SPAN:
-            numeric_x, order = False, [value_label(value) for value in sorted(set(values_x))]
+            numeric_x, order = False, [shown(value) for value in sorted(set(values_x))]
     else:
-        order = list(dict.fromkeys(data["x"].map(value_label)))  # texts: first seen
-    data["x"] = data["x"].astype(float) if numeric_x else data["x"].map(value_label)
+        order = list(dict.fromkeys(data["x"].map(shown)))  # texts: first seen
+    data["x"] = data["x"].astype(float) if numeric_x else data["x"].map(shown)
     values = data["value"].astype(float)
     if log_y:
         edges = log_edges(values)
@@ -336,13 +337,13 @@ def _metric_rows(frame: pd.DataFrame, names: list, smoothing: float, x: str, log
                  max_points: int) -> pd.DataFrame:
     """:func:`prepare`'s rows of ``names`` with what the chart draws: y (smoothed or raw), y_raw and note."""
     data = prepare(frame[frame["name"].isin(names)], smoothing=smoothing, x=x, log=log_y, max_points=max_points)
-    shown = "smoothed" if smoothing > 0 else "value"
+    column = "smoothed" if smoothing > 0 else "value"
     if log_y:
-        edges = log_edges(pd.concat([data[shown], data["value"]]))
-        data["y"], _ = on_log_axis(data[shown], edges)
+        edges = log_edges(pd.concat([data[column], data["value"]]))
+        data["y"], _ = on_log_axis(data[column], edges)
         data["y_raw"], data["note"] = on_log_axis(data["value"], edges)
     else:
-        y, raw = data[shown].to_numpy(dtype=float), data["value"].to_numpy(dtype=float)
+        y, raw = data[column].to_numpy(dtype=float), data["value"].to_numpy(dtype=float)
         data["y"] = np.where(np.isfinite(y), y, np.nan)
         data["y_raw"] = np.where(np.isfinite(raw), raw, np.nan)
         data["note"] = np.where(np.isinf(raw), NOTE_OVERFLOW, np.where(np.isfinite(raw), "", NOTE_NAN))

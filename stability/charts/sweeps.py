@@ -9,7 +9,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .fields import axis_positions, category_order, field_title, is_numeric_field, value_label
+from ..core.formatting import shown
+from .fields import axis_positions, category_order, field_title, is_numeric_field
 from .legends import extra_height, legend_for
 from .scales import RUN_COLOURS, finite_or_nan, log_axis, log_edges, on_log_axis, top_edge
 
@@ -90,10 +91,10 @@ def _objective_rows(results: pd.DataFrame, fields: list[str], numeric_x: bool, l
 
     x_field, color_field = fields[0], fields[-1]
     table = setting_table(results, fields, direction)
-    colour_of = (lambda frame: frame[color_field].map(value_label)) if len(fields) > 1 else (
+    colour_of = (lambda frame: frame[color_field].map(shown)) if len(fields) > 1 else (
         lambda frame: pd.Series("all runs", index=frame.index))
     x_of = (lambda frame: frame[x_field].astype(float)) if numeric_x else (
-        lambda frame: frame[x_field].map(value_label))
+        lambda frame: frame[x_field].map(shown))
     runs = results.reset_index(drop=True)
     values = pd.to_numeric(runs["objective"], errors="coerce").astype(float)
     top = top_edge(pd.concat([values, table["max"]]), log_y)
@@ -143,26 +144,26 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, *, log_color:
         if name not in table:
             raise ValueError(f"the settings table has no column {name!r}")
     data = pd.DataFrame({
-        "x": table[x_field].map(value_label), "y": table[y_field].map(value_label),
+        "x": table[x_field].map(shown), "y": table[y_field].map(shown),
         "setting": table["setting"], "mean": table["mean"].astype(float), "min": table["min"],
         "max": table["max"], "n": table["n"], "seeds": table["seeds"], "diverged": table["diverged"],
         "pruned": table["pruned"]})
-    shown = np.isfinite(data["mean"]) & ((data["mean"] > 0) if log_color else True)
+    coloured = np.isfinite(data["mean"]) & ((data["mean"] > 0) if log_color else True)
     data["label"] = [
         (f"{mean:.3g}" if ok else ("diverged" if diverged == seeds else "—"))
         + (f"\n{diverged}/{seeds} diverged" if 0 < diverged < seeds else "")
-        for mean, ok, diverged, seeds in zip(data["mean"], shown, data["diverged"], data["seeds"])]
+        for mean, ok, diverged, seeds in zip(data["mean"], coloured, data["diverged"], data["seeds"])]
     encoding = dict(
         x=alt.X("x:O", title=field_title(x_field), axis=alt.Axis(labelAngle=0),
                 sort=category_order(pd.Series(list(x_order) if x_order is not None else table[x_field]))),
         y=alt.Y("y:O", title=field_title(y_field),
                 sort=category_order(pd.Series(list(y_order) if y_order is not None else table[y_field]))),
         tooltip=_setting_tooltip())
-    cells = alt.Chart(data[shown]).mark_rect().encode(**encoding, color=alt.Color(
+    cells = alt.Chart(data[coloured]).mark_rect().encode(**encoding, color=alt.Color(
         "mean:Q", title=f"mean {objective}", legend=alt.Legend(format=".3~g"),
         scale=alt.Scale(type="log" if log_color else "linear", scheme="viridis", reverse=True)))
-    empty = alt.Chart(data[~shown]).mark_rect(color="#d9d9d9").encode(**encoding)
-    data["dark"] = _dark_cells(data["mean"].where(shown), log_color)
+    empty = alt.Chart(data[~coloured]).mark_rect(color="#d9d9d9").encode(**encoding)
+    data["dark"] = _dark_cells(data["mean"].where(coloured), log_color)
     text = alt.Chart(data).mark_text(fontSize=12, lineBreak="\n").encode(
         **encoding, text="label:N", color=alt.condition(alt.datum.dark, alt.value("white"), alt.value("black")))
     return alt.layer(cells, empty, text).properties(title=title, height=height)
@@ -193,10 +194,10 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
     axes, long, ticks = [], [], []
     for name in [*fields, objective]:
         if name == objective:
-            shown = values[finite]
-            position, marks = axis_positions(shown, log_objective) if len(shown) else (shown, [])
+            drawn = values[finite]
+            position, marks = axis_positions(drawn, log_objective) if len(drawn) else (drawn, [])
             position = position.reindex(runs.index).fillna(1.08)
-            ends = {value_label(v) for v in (shown.min(), shown.max())}
+            ends = {shown(v) for v in (drawn.min(), drawn.max())}
             marks = [(p, f"{float(text):.3g}") for p, text in marks if text in ends]
             marks.append((1.08, "no finite value"))
         else:
@@ -204,7 +205,7 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
         axis = field_title(name)
         axes.append(axis)
         long.append(pd.DataFrame({"run_id": runs["run_id"].astype("int64"), "axis": axis, "position": position,
-                                  "value": (runs[name].map(value_label) if name != objective else
+                                  "value": (runs[name].map(shown) if name != objective else
                                             values.map(lambda v: f"{v:.4g}")),
                                   "objective": values.where(finite), "status": runs["status"].astype(str),
                                   "setting": runs["setting"] if "setting" in runs else ""}))

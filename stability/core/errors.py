@@ -10,3 +10,20 @@ from __future__ import annotations
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message says which, and what is allowed."""
+
+
+def check_choice(name: str, value, choices):
+    """``value`` when it is one of ``choices``, else a ValueError naming them all (a cell's or a task's
+    option: ``data must be one of 'real', 'standin', 'auto', got 'fake'``)."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def one_line(error: BaseException | str, *, named: bool = False) -> str:
+    """An error's message (or a text) on one line, its whitespace runs made single spaces; ``named``: after
+    the error's type, ``"ValueError: ..."`` (where the type says what the message alone does not, as a
+    plugin's failed import)."""
+    text = f"{type(error).__name__}: {error}" if named and isinstance(error, BaseException) else str(error)
+    return " ".join(text.split())

@@ -42,6 +42,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .errors import one_line
+
 
 class PluginWarning(UserWarning):
     """A cell or task plugin was left out; the message names it and says why."""
@@ -200,10 +202,6 @@ def option_infos(cls: type, *, positional: int, skip: tuple[str, ...] = ()) -> t
     return tuple(infos)
 
 
-def one_line(error: BaseException) -> str:
-    return " ".join(f"{type(error).__name__}: {error}".split())
-
-
 def import_path(cls: type) -> str | None:
     """``"module:Qualified.Name"`` when importing that gives back ``cls``, else None."""
     module, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", "")
@@ -308,7 +306,7 @@ class Registry:
         try:
             points = importlib.metadata.entry_points(group=self.group)
         except Exception as error:  # noqa: BLE001 - a broken installation must not hide the built-ins
-            _warn(f"could not read the {self.group} entry points: {one_line(error)}")
+            _warn(f"could not read the {self.group} entry points: {one_line(error, named=True)}")
             points = ()
         for point in points:
             yield point.name, point.value, point.load
@@ -330,7 +328,7 @@ class Registry:
             self._check_name(name, cls)
             self._check(name, cls)
         except Exception as error:  # noqa: BLE001 - any failure of someone else's code
-            _warn(f"skipped {label}: {one_line(error)}")
+            _warn(f"skipped {label}: {one_line(error, named=True)}")
             return
         self._entries[name] = cls
         self._plugins.add(name)
@@ -342,7 +340,7 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except Exception as error:  # noqa: BLE001 - ImportError, or whatever the module raises
-            raise ValueError(f"cannot import {self.kind} {path!r}: {one_line(error)}") from None
+            raise ValueError(f"cannot import {self.kind} {path!r}: {one_line(error, named=True)}") from None
         try:
             return _attribute_path(module, qualname)
         except AttributeError:

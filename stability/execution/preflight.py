@@ -21,7 +21,7 @@ from .. import cells, tasks
 from ..config import ConfigError, RunConfig
 from ..core import devices
 from ..core.devices import resolve_device
-from ..core.registry import one_line
+from ..core.errors import one_line
 from . import budget
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ def check_buildable(config: RunConfig, *, build: bool = True) -> None:
         raise ConfigError(f"task {config.task.name!r}: {error}") from None
     except Exception as error:  # noqa: BLE001 - a class's own code: one line here, the traceback in the log
         log.exception("checking task %r", config.task.name)
-        raise ConfigError(f"task {config.task.name!r}: {one_line(error)}") from None
+        raise ConfigError(f"task {config.task.name!r}: {one_line(error, named=True)}") from None
     if task is not None and task.fresh_training_data:
         config.train.with_epochs_as_steps(None)  # ConfigError when epochs is set
     device = resolve_device(config.train.device)
@@ -139,7 +139,7 @@ def _build_verdict(config: RunConfig) -> tuple[str | None, bool]:
         return f"cell {name!r}: {error}", True
     except Exception as error:  # noqa: BLE001 - a class's own code: one line here, the traceback in the log
         log.exception("building cell %r to check it", name)
-        return f"cell {name!r}: {one_line(error)}", not isinstance(error, MemoryError)
+        return f"cell {name!r}: {one_line(error, named=True)}", not isinstance(error, MemoryError)
     finally:
         with _verdicts_lock:
             _cells_built += 1

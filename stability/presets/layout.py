@@ -41,7 +41,7 @@ from typing import Any
 
 from ..config import ConfigError, RunConfig
 from ..config.fields import resolve_field
-from ..core.metric_names import LAYER_NORM, LOG_PREFIXES
+from ..core.metric_names import LAYER_NORM, is_log_metric
 from .vocabulary import RUN_FIELDS, Fail, check_stat, is_number, number, table, unknown_keys
 
 _LAYOUT_KEYS = {"columns", "color", "panels"}
@@ -96,11 +96,11 @@ class Layout:
 
 def default_layout(metrics: list[str]) -> Layout:
     """A panel per metric, as the papers draw them: a loss with the task's baseline, gradients and
-    singular values (:data:`~stability.core.metric_names.LOG_PREFIXES`) on a log axis."""
+    singular values on a log axis, the margin |σ − 1| not (:func:`~stability.core.metric_names.is_log_metric`)."""
     panels = []
     for name in metrics:
         marks = (Mark(None, "baseline"),) if name.endswith("/loss") else ()
-        panels.append(Panel(name, name, name.startswith(LOG_PREFIXES), marks=marks))
+        panels.append(Panel(name, name, is_log_metric(name), marks=marks))
     return Layout(tuple(panels))
 
 

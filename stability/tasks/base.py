@@ -29,6 +29,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..core.errors import check_choice
+from ..core.metric_names import is_loss_metric
+
 Arrays = Mapping[str, np.ndarray]
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -177,7 +180,7 @@ class Task:
         over a whole split compute them from the mean loss, never by
         averaging batch perplexities (see :meth:`summarize`).
         """
-        if self.metric in ("mse", "cross_entropy"):
+        if is_loss_metric(self.metric):
             return mean_loss
         if self.metric == "perplexity":
             return math.exp(min(mean_loss, 700.0))
@@ -281,13 +284,6 @@ def check_fraction(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
         raise ValueError(f"{name} must be a number between 0 and 1 (exclusive), got {value!r}")
     return float(value)
-
-
-def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
-    choices = tuple(choices)
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value  # type: ignore[return-value]
 
 
 def one_hot(ids: torch.Tensor, size: int) -> torch.Tensor:

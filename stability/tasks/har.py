@@ -43,7 +43,8 @@ import pandas as pd
 import torch
 
 from .standin import DATA_CHOICES, DATA_HELP, balanced_labels, har_windows, label as standin_label
-from .base import (Arrays, Batch, StoredTask, check_choice, check_count, check_fraction, majority_baseline, rng,
+from ..core.errors import check_choice
+from .base import (Arrays, Batch, StoredTask, check_count, check_fraction, majority_baseline, rng,
                    split_off)
 from .download import DatasetUnavailable, Progress, Remote, data_root, fetch, write_atomic, zip_members
 

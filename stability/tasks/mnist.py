@@ -37,7 +37,8 @@ import numpy as np
 import torch
 
 from .standin import DATA_CHOICES, DATA_HELP, LazyImages, balanced_labels, label as standin_label
-from .base import Arrays, Batch, StoredTask, check_choice, check_count, majority_baseline, rng, split_off
+from ..core.errors import check_choice
+from .base import Arrays, Batch, StoredTask, check_count, majority_baseline, rng, split_off
 from .download import DatasetUnavailable, Progress, data_root, fetch, mirrored
 
 PIXELS = 28 * 28
