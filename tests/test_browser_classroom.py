@@ -34,7 +34,8 @@ def train_tiny_run(store_path) -> int:
 
 
 def test_a_real_run_in_classroom_view_shows_what_to_look_at_and_the_cells_equations(server, browser):
-    from pages.ui.classroom import EXPLANATIONS, ROOT_FONT_PX
+    from pages.ui.classroom import ROOT_FONT_PX
+    from stability.charts.classroom import EXPLANATIONS
     from stability import cells
 
     run_id = train_tiny_run(STORES[server])

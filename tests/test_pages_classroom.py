@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages.ui.classroom import CHART_FONTS, CHART_HEIGHT, EXPLANATIONS, explanation
+from stability.charts.classroom import CHART_FONTS, CHART_HEIGHT, EXPLANATIONS, explanation
 from stability import cells
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
@@ -71,15 +71,6 @@ def spec(chart) -> dict:
 
 def labels(elements) -> list[str]:
     return [element.label for element in elements]
-
-
-def test_explanations_are_found_by_name_and_by_pattern():
-    assert explanation("grad/h0_norm") == EXPLANATIONS["grad/h0_norm"]
-    assert explanation("gate/beta_raw") == EXPLANATIONS["gate/*"]
-    assert explanation("val/accuracy") == EXPLANATIONS["*/accuracy"]
-    assert explanation("gap/accuracy") == EXPLANATIONS["gap/*"]  # the gap's words, not accuracy's
-    assert "[1 − r, 1 + r]" in explanation("sv/min") and "eq. 4" in explanation("sv/min")  # spectral paper §4
-    assert explanation("speed/steps_per_s") is None and explanation("nonsense") is None
 
 
 def test_train_in_classroom_view_hides_the_form_and_explains_every_chart_of_a_real_run(runs, monkeypatch):

@@ -112,7 +112,7 @@ def test_the_figure_follows_the_layout_and_the_classroom_view_explains_it_withou
         "reproduce_run", "reproduce_gallery", "reproduce_stop"]
     normal_words = " ".join(block.value for block in app.markdown)
 
-    from pages.ui.classroom import explanation
+    from stability.charts.classroom import explanation
 
     projector = run(**link, classroom="1")
     assert not projector.exception
