@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import sys
 
-from ..execution import lifecycle
+from ..runs.errors import RunNotFound, StoreError
 from ..runs.status import ACTIVE_STATUSES
-from ..runs.store import RunNotFound, RunStore, StoreError
 from .output import print_error
+
+# lifecycle.ABANDONED_AFTER_S in minutes, for the parser's help: the lifecycle and the store are imported
+# by the command itself (Note [A command line without torch] in stability/cli/main.py);
+# tests/test_cli_startup.py checks that the two agree.
+ABANDONED_AFTER_MIN = 10
 
 
 def add_command(commands, store) -> None:
@@ -30,13 +34,15 @@ def add_command(commands, store) -> None:
     delete.add_argument("run_id", type=int, metavar="ID", nargs="+", help="the runs to delete")
     delete.add_argument("--mark-ended", action="store_true",
                         help="first mark ended (interrupted) an external run, logged from your own loop, that has "
-                             f"said nothing for {int(lifecycle.ABANDONED_AFTER_S // 60)} min, e.g. its "
+                             f"said nothing for {ABANDONED_AFTER_MIN} min, e.g. its "
                              "process died on another machine; then delete it")
     delete.set_defaults(handler=cmd_delete)
 
 
 def cmd_delete(args) -> int:
     """Delete each run given; a line on stdout for each deleted, on stderr for each not."""
+    from ..runs.store import RunStore
+
     refused = 0
     with RunStore(args.store) as store:
         for run_id in dict.fromkeys(args.run_id):  # each once, in the order given
@@ -52,6 +58,8 @@ def cmd_delete(args) -> int:
 
 def _delete(store, run_id: int, mark_ended: bool) -> str | None:
     """Delete one run; why not, in one line, or None once deleted."""
+    from ..execution import lifecycle
+
     try:
         run = store.record(run_id)
         if run.status in ACTIVE_STATUSES:

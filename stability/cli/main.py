@@ -13,7 +13,10 @@
 ``train`` takes the :class:`~stability.config.RunConfig` fields as flags
 (``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
 ``--task-option K=V``). In the foreground it trains in this process with a
-progress line on stderr and ends with a summary; ``--background`` hands the
+progress line on stderr and ends with a summary, under the background workers'
+thread policy (:mod:`stability.execution.threads`: passive OpenMP waiting, one
+core kept free, the threads of one of ``STABILITY_MAX_RUNS`` workers; so does a
+foreground ``resume`` and ``reproduce``); ``--background`` hands the
 run to a worker (:mod:`stability.execution.runner`) and prints its id; ``--json`` ends
 with exactly one JSON object on stdout,
 ``{"run_id": ..., "status": ..., "final": {name: value}}``.
@@ -33,6 +36,26 @@ runs, show, stop, resume, export), :mod:`.deleting` (delete), :mod:`.sweeps` (sw
 :mod:`.catalogue` (cells, tasks), :mod:`.presets` (reproduce), :mod:`.output` (the error line,
 tables, the progress line, a run's summary); this module builds the parser from them and runs the command. Ctrl-C and
 SIGTERM around a run are handled by :mod:`stability.execution.signals`.
+
+Note [A command line without torch]
+    ``stability --help``, a command's ``--help``, an argument error, ``runs`` and ``show`` import no
+    torch, and the help and argument errors no pandas, SQLAlchemy or Optuna either (on a loaded
+    2-core machine ``show abc`` took 4.2-5.3 s, ``--help`` 6.2-8.5 s and ``runs`` 4.8-8.0 s while
+    every command imported torch; then 0.3-0.9 s, 0.5-0.7 s and 1.6-2.5 s, the store's pandas and
+    SQLAlchemy most of the last): the modules of this package import at their top only what building
+    the parser needs (the config dataclasses, the output helpers, the signals), and each command
+    imports the store, the queue, the sweeps or the trainer when it runs. The lower rooms keep the
+    chain cut: ``config`` imports the cell and task registries in ``validate()``, the lifecycle and
+    the queue import the trainer and the preflight checks where a run is created or trained,
+    ``execution/threads`` imports torch only to set its threads. A name the parser shows that is
+    defined beside torch or Optuna is written where the parser reads it (the optimizers in
+    ``config/run_config.py``, the samplers and the largest sweep in ``cli/sweeps.py``, the minutes
+    before an external run may be marked ended in ``cli/deleting.py``);
+    ``tests/test_cli_startup.py`` checks each against its source, and checks, in a fresh process
+    each, that no ``--help`` or argument error imports torch or pandas and that ``runs`` and
+    ``show`` of a real store import no torch. A foreground run (``train``, ``resume``,
+    ``reproduce``) sets the workers' OpenMP environment before its command first imports torch,
+    which is why those imports too wait for the command.
 """
 from __future__ import annotations
 
@@ -40,13 +63,13 @@ import argparse
 import os
 import sys
 
-from ..runs.store import StoreError
+from ..runs.errors import StoreError
 from . import catalogue, classroom, deleting, presets, runs, sweeps
 from .arguments import Parser, store_parent
 from .output import PROG, print_error
 
-# cells, tasks, presets and the trainer are imported by the commands that use them,
-# so that `runs`, `show`, `export`, `stop` and usage errors answer at once.
+# cells, tasks, presets, the store and the trainer are imported by the commands that use them
+# (Note [A command line without torch]).
 
 # ConfigError and RunNotFound are ValueErrors; OSError: e.g. an export file that cannot be written
 BAD_INPUT = (ValueError, StoreError, OSError)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from ..runs.store import RunStore
+if TYPE_CHECKING:  # the parser imports this module: no pandas, no store at import (stability/cli/main.py)
+    from ..runs.store import RunStore
 
 PROG = "stability"
 
@@ -45,6 +45,8 @@ def print_rows(rows: list[tuple]) -> None:
 
 def or_blank(value) -> str:
     """``value`` as text, ``-`` where there is none (None or NaN)."""
+    import pandas as pd  # already imported by the store whose values these are
+
     return "-" if value is None or pd.isna(value) else str(value)
 
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..execution import threads
 from ..execution.signals import Terminated, describe_interrupt
-from ..runs.store import RunStore
 from .output import ProgressLine, duration, print_rows
+
+if TYPE_CHECKING:
+    from ..runs.store import RunStore
 
 
 def add_command(commands, store) -> None:
@@ -45,8 +48,13 @@ def add_command(commands, store) -> None:
 
 
 def cmd_reproduce(args) -> int:
+    # the runs train here one after another, as one background worker would: its thread policy (a torch
+    # thread per spare core, passive OpenMP waiting; two threads spinning on a busy 2-core machine ran ~10x
+    # slower), set before the presets import torch (stability.execution.threads)
+    threads.adopt_worker_policy(1)
     from .. import presets
     from ..presets import measured
+    from ..runs.store import RunStore
 
     if args.list or args.table:
         if args.preset is not None or (args.list and args.table):
@@ -60,9 +68,6 @@ def cmd_reproduce(args) -> int:
         raise presets.PresetError("give a preset NAME (see `python -m stability reproduce --list`) or --list")
     preset = presets.load(args.preset)
     preset.scale(args.scale)  # a scale the preset does not define: one line, before anything is stored
-    # the runs train here one after another, as one background worker would: its thread policy (a torch
-    # thread per spare core; two threads spinning on a busy 2-core machine ran ~10x slower)
-    threads.apply_worker_threads(threads.worker_threads(1))
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)

@@ -16,15 +16,20 @@ import json
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from ..execution import lifecycle, runner
-from ..execution.preflight import check_buildable
 from ..execution.signals import Terminated
 from ..runs.status import TERMINAL
-from ..runs.errors import StoreFull
-from ..runs.store import RunStore, StoreBusy
+from ..runs.errors import StoreBusy, StoreFull
 from .arguments import add_config_flags, config_from_args
 from .output import ProgressLine, or_blank, print_error, print_rows, print_summary, printable
+
+if TYPE_CHECKING:
+    from ..runs.store import RunStore
+
+# The store, the queue and the trainer are imported by the commands that use them: the parser, `runs`
+# and `show` never import torch, and a foreground `train` or `resume` sets its thread policy before
+# torch is first imported (Note [A command line without torch] in stability/cli/main.py).
 
 EXIT_CODES = {"completed": 0, "stopped": 0, "diverged": 1, "failed": 1}
 
@@ -64,7 +69,12 @@ def add_commands(commands, store) -> None:
 
 
 def cmd_train(args) -> int:
+    if not args.background:
+        _foreground_threads()  # before anything below imports torch
     from ..core.devices import resolve_device
+    from ..execution import lifecycle, runner
+    from ..execution.preflight import check_buildable
+    from ..runs.store import RunStore
 
     config = config_from_args(args)
     config.validate()
@@ -87,6 +97,11 @@ def cmd_train(args) -> int:
 
 def cmd_resume(args) -> int:
     """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker."""
+    if not args.background:
+        _foreground_threads()  # before anything below imports torch
+    from ..execution import lifecycle, runner
+    from ..runs.store import RunStore
+
     if args.background:
         runner.resume_run(args.run_id, args.store)
         print(args.run_id)
@@ -164,6 +179,8 @@ def _report(store: RunStore, run_id: int, status: str, args) -> int:
 def _reconcile(store_path) -> None:
     """Mark runs whose worker is gone and start queued ones; this housekeeping writes, so a
     store locked by a writer, or on a full disk, skips it: listing and showing only read."""
+    from ..execution import runner
+
     try:
         runner.reconcile(store_path)
     except (StoreBusy, StoreFull):
@@ -171,6 +188,8 @@ def _reconcile(store_path) -> None:
 
 
 def cmd_runs(args) -> int:
+    from ..runs.store import RunStore
+
     _reconcile(args.store)
     with RunStore(args.store) as store:
         records = store.records()  # newest first, latest values included: two queries in all
@@ -198,6 +217,8 @@ def _final_metric(run) -> str:
 
 
 def cmd_show(args) -> int:
+    from ..runs.store import RunStore
+
     _reconcile(args.store)
     with RunStore(args.store) as store:
         run = store.record(args.run_id)
@@ -222,6 +243,7 @@ def cmd_export(args) -> int:
     """CSV on stdout or into ``--output`` (refused where it exists, unless ``--force``; never the store),
     or TensorBoard event files (runs/export.py, Note [Exporting over files])."""
     from ..runs.export import csv_output, to_tensorboard
+    from ..runs.store import RunStore
 
     with RunStore(args.store) as store:
         if args.tensorboard is not None:
@@ -242,9 +264,20 @@ def cmd_export(args) -> int:
 def cmd_stop(args) -> int:
     """The run's status once stopped (exit 0); a run that could not be stopped is left as it is, with
     one line on stderr saying why (exit 1)."""
+    from ..execution import runner
+
     outcome = runner.stop_run(args.run_id, args.store)
     if outcome in TERMINAL:
         print(outcome)
         return 0
     print_error(outcome)
     return 1
+
+
+def _foreground_threads() -> None:
+    """A run trained in this process gets the background workers' thread policy (stability.execution.threads):
+    passive OpenMP waiting set before torch is first imported here, one core kept free, the threads of one of
+    ``STABILITY_MAX_RUNS`` workers."""
+    from ..execution import scheduler, threads
+
+    threads.adopt_worker_policy(scheduler.max_concurrent_runs())

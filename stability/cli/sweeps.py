@@ -15,18 +15,23 @@ import json
 import math
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from .. import sweeps
 from ..core import gpus as gpu_facts
 from ..core.formatting import shown
-from ..execution import runner, slots
 from ..execution.gpu_slots import gpu_for
 from ..execution.signals import signals_deferred
-from ..runs.store import RunStore
-from ..sweeps.spec import MAX_RUNS, SAMPLERS
 from .arguments import add_config_flags, config_from_args, store_parent
 from .output import print_error, print_rows, printable
 
+if TYPE_CHECKING:
+    from ..runs.store import RunStore
+
+# stability.sweeps (Optuna, the queue, the trainer) and the store are imported by the commands that use
+# them (Note [A command line without torch] in stability/cli/main.py); so the parser's two values of
+# stability.sweeps.spec are written here, and tests/test_cli_startup.py checks that they are the spec's.
+SAMPLERS = ("grid", "random", "tpe")
+MAX_RUNS = 10_000
 DONE_STATUSES = ("completed", "diverged", "pruned", "failed")
 
 
@@ -80,6 +85,7 @@ def _add_sweep_command(commands, store) -> None:
 
 
 def cmd_sweep(args) -> int:
+    from .. import sweeps
     from ..core.devices import resolve_device
 
     config = config_from_args(args)
@@ -101,6 +107,9 @@ def cmd_sweep(args) -> int:
 
 def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
     """Print each run as it ends, until the sweep is done; Ctrl-C stops the sweep. Ends with the table."""
+    from .. import sweeps
+    from ..runs.store import RunStore
+
     reported: set[int] = set()
     try:
         with RunStore(store_location) as store:
@@ -127,6 +136,9 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
 def _capped_workers(workers) -> int:
     """``--workers``, at most this machine's run slots (``STABILITY_MAX_RUNS``, set by whoever starts the
     CLI or the server: stability.execution.slots, Note [Slots]); one line on stderr when it is capped."""
+    from .. import sweeps
+    from ..execution import runner
+
     workers = sweeps.check_workers(workers)
     limit = runner.max_concurrent_runs()
     if workers > limit:
@@ -138,6 +150,8 @@ def _capped_workers(workers) -> int:
 def _workers_here(store_location, store, sweep_id: int) -> bool:
     """Whether a worker of the sweep lives on this machine or waits for a slot here (started by the
     scheduler as one frees, from this process or from a worker handing its slot on)."""
+    from ..execution import runner, slots
+
     runner.launched_workers()  # reaps the ones this process started
     if slots.waiting(store, sweep_id):
         runner.reconcile(store_location)
@@ -147,12 +161,17 @@ def _workers_here(store_location, store, sweep_id: int) -> bool:
 
 def _print_run_ended(run, count: int, spec) -> None:
     """``[count/size] run ID SETTING seed=S: STATUS  OBJECTIVE VALUE`` on stderr."""
+    from .. import sweeps
+
     value = "" if math.isnan(run.objective) else f"  {sweeps.objective_name(spec)} {run.objective:.4g}"
     print(f"[{count}/{spec.size()}] run {run.run_id} {printable(run.setting)} seed={run.seed}: {run.status}{value}",
           file=sys.stderr, flush=True)
 
 
 def cmd_sweeps(args) -> int:
+    from .. import sweeps
+    from ..runs.store import RunStore
+
     with RunStore(args.store) as store:
         listed = store.sweeps()
         if not listed:
@@ -170,6 +189,8 @@ def cmd_sweeps(args) -> int:
 
 
 def cmd_sweeps_show(args) -> int:
+    from ..runs.store import RunStore
+
     with RunStore(args.store) as store:
         _print_sweep(store, args.sweep_id, args.json)
     return 0
@@ -177,6 +198,8 @@ def cmd_sweeps_show(args) -> int:
 
 def _print_sweep(store: RunStore, sweep_id: int, as_json: bool) -> None:
     """The sweep's settings: a table (best first), or one JSON object per setting."""
+    from .. import sweeps
+
     sweep = store.sweep(sweep_id)
     spec = sweeps.SweepSpec.from_dict(sweep.spec)
     settings = sweeps.setting_rows(sweeps.results(store, sweep_id), spec)
@@ -206,6 +229,8 @@ def _statistic(value: float | None) -> str:
 
 
 def cmd_sweeps_join(args) -> int:
+    from .. import sweeps
+
     gpus = gpu_facts.parse_gpu_list(args.gpus) if args.gpus is not None else gpu_facts.visible_gpus()
     count = _capped_workers(args.workers if args.workers is not None else max(1, len(gpus)))
     workers = sweeps.join_sweep(args.sweep_id, args.store, workers=count, gpus=gpus)
@@ -218,6 +243,8 @@ def cmd_sweeps_join(args) -> int:
 
 
 def cmd_sweeps_resume(args) -> int:
+    from .. import sweeps
+
     requeued = sweeps.resume_sweep(args.sweep_id, args.store, workers=_capped_workers(args.workers))
     print(f"sweep {args.sweep_id} resumed: {requeued} run{'s' * (requeued != 1)} continue from their checkpoints",
           file=sys.stderr)
@@ -227,6 +254,9 @@ def cmd_sweeps_resume(args) -> int:
 def _wait_for_workers(args) -> int:
     """In the foreground, wait for this machine's workers, those waiting for a slot included (a SLURM
     job must outlive them), then print the sweep's table; Ctrl-C stops the sweep."""
+    from .. import sweeps
+    from ..runs.store import RunStore
+
     if args.background:
         print(args.sweep_id)
         return 0
@@ -245,6 +275,8 @@ def _wait_for_workers(args) -> int:
 def cmd_sweeps_stop(args) -> int:
     """The sweep's status once stopped (exit 0); one line on stderr and exit 1 when some of its runs
     could not be stopped (they are left as they are, the sweep's stop requested)."""
+    from .. import sweeps
+
     outcome = sweeps.stop_sweep(args.sweep_id, args.store)
     if outcome in ("stopped", "completed"):
         print(outcome)

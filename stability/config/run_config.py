@@ -17,10 +17,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from .. import cells, tasks  # the registries know the valid names and options
-from ..core.devices import dtype_problem
 from ..core.errors import ConfigError
-from ..models.optimizers import OPTIMIZERS  # adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras
+
+# The registries (stability.cells, stability.tasks), the optimizers and the devices import torch, so
+# they are imported by the checks that use them: the CLI's parser and its `runs` and `show` read this
+# module without torch (Note [A command line without torch] in stability/cli/main.py).
+
+# The names of stability.models.optimizers' registry, in its order, written here so that the choices
+# are known without torch (tests/test_cli_startup.py checks that they are the registry's names):
+# adam, rmsprop (torch), sgd, rmsprop_tf, rmsprop_keras.
+OPTIMIZERS: tuple[str, ...] = ("adam", "rmsprop", "sgd", "rmsprop_tf", "rmsprop_keras")
 
 # none; step: lr *= lr_gamma every lr_step_size steps; linear: to zero at the last step
 # (SGORNN §3.1); plateau: lr *= lr_gamma when the validation loss stops improving.
@@ -149,6 +155,8 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Check every field, each number within its bound (``MAX_*`` above); raise
         :class:`ConfigError` (one line) on the first problem. Returns self."""
+        from .. import cells, tasks  # the registries know the valid names and options (torch)
+
         _check_registered("cell", self.cell.name, cells)
         _check_int("cell.hidden_size", self.cell.hidden_size, minimum=1, maximum=math.inf)  # memory: preflight
         check_options("cell", self.cell.name, self.cell.options)
@@ -177,8 +185,11 @@ def _check_train(train: TrainConfig) -> None:
     _check_int("seed", train.seed, minimum=0, maximum=MAX_SEED)
     _check_choice("device", train.device, DEVICES)
     _check_choice("dtype", train.dtype, DTYPES)
-    if train.device != "auto" and dtype_problem(train.device, train.dtype):  # float64 on mps
-        raise ConfigError(dtype_problem(train.device, train.dtype))
+    if train.device != "auto":
+        from ..core.devices import dtype_problem  # torch
+
+        if dtype_problem(train.device, train.dtype):  # float64 on mps
+            raise ConfigError(dtype_problem(train.device, train.dtype))
     for name in ("log_every", "eval_every", "probe_every"):
         if getattr(train, name) is not None:
             _check_int(name, getattr(train, name), minimum=1, maximum=MAX_STEPS)
@@ -232,6 +243,8 @@ def check_options(kind: str, name: str, given) -> None:
     """ConfigError (one line) unless ``given`` names only options of the cell (``kind`` "cell") or task
     ``name`` and each float option's number is finite and within its bounds (OptionInfo.bounds,
     Note [Finite options] in stability.core.registry); the class's own check judges the rest."""
+    from .. import cells, tasks  # torch
+
     infos = {option.name: option for option in (cells if kind == "cell" else tasks).describe(name).options}
     if not isinstance(given, dict):
         raise ConfigError(f"{kind} options must be a mapping of option names to values; got {given!r}")

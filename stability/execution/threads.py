@@ -3,6 +3,7 @@
     worker_threads(concurrent_runs)   # torch threads for one worker
     worker_environment(env, threads)  # the worker's environment, set before torch is imported
     apply_worker_threads(threads)     # in the worker, right after ``import torch``
+    adopt_worker_policy(concurrent_runs)   # a foreground run (the CLI's train, resume): both, in this process
 
 Thread policy
 -------------
@@ -23,6 +24,14 @@ other workers), so it must never ask for more cores than are left to it:
   a step stalls for whole scheduler slices. ``KMP_BLOCKTIME`` only concerns
   Intel's OpenMP, which these wheels do not use, so it is not set. A caller's
   own ``OMP_WAIT_POLICY`` is left as it is.
+* a foreground run (``stability train`` and ``resume`` without ``--background``)
+  trains in the CLI's own process, so it takes the same policy there
+  (:func:`adopt_worker_policy`): the environment a worker would be started
+  with, set in ``os.environ`` before this process first imports torch (libgomp
+  reads ``OMP_WAIT_POLICY`` when it loads), then the same torch threads. Where
+  torch is loaded already (``main()`` called from a session that imported it),
+  the wait policy can no longer change and only the thread counts apply. This
+  module imports torch only in :func:`apply_worker_threads` for that reason.
 
 Measured with ``python benchmarks/live_page.py --neighbour busy --seconds 15``
 on a 2-core machine: steps/s of a real worker alone and beside a
@@ -58,9 +67,6 @@ import math
 import os
 from pathlib import Path
 
-import torch
-
-from ..core import devices
 from ..core.errors import ConfigError
 
 THREADS_ENV = "STABILITY_THREADS"
@@ -108,19 +114,44 @@ def worker_threads(concurrent_runs: int, cores: int | None = None) -> int:
     return max(1, (cores - reserved) // concurrent_runs)
 
 
-def worker_environment(env: dict[str, str], threads: int) -> dict[str, str]:
-    """A copy of ``env`` for a worker process: OpenMP/MKL thread counts set to ``threads``, and
-    passive waiting unless ``env`` chooses a wait policy itself; with MPS, torch's CPU fallback for
-    ops MPS has no kernel for (:func:`stability.core.devices.worker_environment`) unless ``env`` says."""
+def thread_environment(env: dict[str, str], threads: int) -> dict[str, str]:
+    """A copy of ``env`` with OpenMP/MKL thread counts set to ``threads``, and passive waiting unless
+    ``env`` chooses a wait policy itself (no torch needed to know it)."""
     env = dict(env)
     env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    for name, value in {**WORKER_OPENMP_ENV, **devices.worker_environment()}.items():
+    for name, value in WORKER_OPENMP_ENV.items():
         env.setdefault(name, value)
     return env
 
 
+def worker_environment(env: dict[str, str], threads: int) -> dict[str, str]:
+    """A copy of ``env`` for a worker process: :func:`thread_environment`, and with MPS, torch's CPU
+    fallback for ops MPS has no kernel for (:func:`stability.core.devices.worker_environment`) unless
+    ``env`` says."""
+    from ..core import devices  # torch: whether this machine has MPS
+
+    env = thread_environment(env, threads)
+    for name, value in devices.worker_environment().items():
+        env.setdefault(name, value)
+    return env
+
+
+def adopt_worker_policy(concurrent_runs: int) -> int:
+    """This process trains a run as one of ``concurrent_runs`` workers would (the CLI's foreground
+    ``train`` and ``resume``): its environment as :func:`thread_environment` makes a worker's, set
+    before torch is first imported here, then :func:`apply_worker_threads`. Returns the thread count.
+    The MPS fallback of :func:`worker_environment` is not set: knowing whether there is MPS needs torch."""
+    count = worker_threads(concurrent_runs)
+    wanted = thread_environment(os.environ, count)
+    os.environ.update({name: value for name, value in wanted.items() if os.environ.get(name) != value})
+    apply_worker_threads(count)
+    return count
+
+
 def apply_worker_threads(threads: int) -> None:
     """``threads`` intra-op threads and one inter-op thread in this process."""
+    import torch
+
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(1)

@@ -19,8 +19,6 @@ import os
 from dataclasses import asdict
 from typing import Iterable
 
-import torch
-
 from ..config import TrainConfig
 
 CHECKPOINT_FORMAT = 3
@@ -35,6 +33,8 @@ class ResumeError(ValueError):
 def load_checkpoint(path) -> dict:
     """A checkpoint written by :func:`save_checkpoint` (tensors on the CPU); the file is opened without
     following a link (OSError for one: Note [No links])."""
+    import torch  # here, not at the top: the lifecycle and the queue import this module (ResumeError) without torch
+
     with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), "rb") as file:
         return torch.load(file, map_location="cpu", weights_only=True)
 
@@ -50,6 +50,8 @@ def save_checkpoint(state: dict, path) -> None:
     refused: ``O_EXCL | O_NOFOLLOW``, mode 0600) and renamed over ``path``, which replaces a link
     rather than writing through it; :func:`load_checkpoint` refuses a link. The folder itself is
     checked by whoever names it (``RunStore.checkpoint_path``: 0700, this user's)."""
+    import torch
+
     temporary = f"{path}.partial"
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary)  # a crash's leftover, or a planted link: unlink removes the link itself
