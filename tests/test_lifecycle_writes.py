@@ -80,19 +80,26 @@ def test_sigterm_in_the_block_raises_terminated_and_stops_the_run(store):
     assert store.record(run.run_id, latest=False).status == "stopped"
 
 
-def test_a_signal_during_the_claim_is_held_back_then_stops_the_run_at_once(store):
-    entered = []
-
+def claimed_while_interrupted(store):
     def take():
         claim = lifecycle.create_claimed(store, tiny())
         os.kill(os.getpid(), signal.SIGINT)  # arrives while the claim is being written: held back
         return claim
 
+    return lifecycle.claimed(store, take)
+
+
+def test_a_signal_during_the_claim_is_held_back_then_stops_the_run_where_it_would_train(store):
     with pytest.raises(KeyboardInterrupt):
-        with lifecycle.claimed(store, take):
-            entered.append(True)
-    (record,) = store.records()
-    assert not entered and (record.status, record.error) == ("stopped", "interrupted from the keyboard")
+        with claimed_while_interrupted(store) as run:
+            assert store.record(run.run_id, latest=False).status == "queued"  # claimed, the caller knows it
+            run.train(tiny())
+    record = store.record(run.run_id)
+    assert (record.status, record.error) == ("stopped", "interrupted from the keyboard") and record.latest == {}
+    with pytest.raises(KeyboardInterrupt):  # a block that never trains it: stopped at its end
+        with claimed_while_interrupted(store) as other:
+            pass
+    assert (store.record(other.run_id, latest=False).status, other.error) == ("stopped", "interrupted from the keyboard")
 
 
 def test_a_block_that_ends_without_training_settles_its_run_and_nothing_claimed_is_none(store):

@@ -47,8 +47,13 @@ Note [Claims]
     new owner wrote, and its sink stops writing rows (``ClaimLost``). The claim sets ``pid`` and
     ``host`` with the token: a pid means something on its host only. A new run is claimed at
     birth, in its INSERT. A background worker's run is claimed by the queue before the worker
-    starts (its pid first that of the queue's process, then the worker's) and taken over by the
-    worker with the token it is handed (:func:`adopt`).
+    starts (with the pid of the idle warm worker it is handed to; else with the queue's own, then
+    the spawned worker's, :func:`hand_over`) and taken over by the worker with the token it is handed
+    (:func:`adopt`: a read, where the claim already names the worker's pid). So a run started from the
+    Train page writes its row four or five times before its first metric row: its INSERT (with its
+    host), the queue's claim, the spawned worker's pid (none for a warm worker), 'running' with what
+    the pages show (:func:`begin_training`), and the heartbeat in the transaction of the first rows
+    (``tests/test_lifecycle_writes.py`` counts them).
 
 Note [Stop and resume]
     A stop is a request in the store (``stop_requested``), which the claimant reads every half
@@ -94,9 +99,10 @@ Note [Interrupts]
     signals held back (``signals_deferred``); then, for the whole ``with`` block, Ctrl-C raises
     KeyboardInterrupt and SIGTERM Terminated (``interrupts_raise``), and whatever ends the block
     settles the run, so no claimed run is left held by a live process that does not train it: a
-    signal that arrived during the claim stops the run at once, an exception or interrupt between
-    the claim and the training settles it as :func:`ending` says, and a block that ends without
-    training it settles it ``failed``. The final status is written with both signals held back too.
+    signal that arrived during the claim stops the run where its training would begin, an exception
+    or interrupt between the claim and the training settles it as :func:`ending` says, and a block
+    that ends without training it settles it ``failed``. The final status is written with both
+    signals held back too.
 """
 from __future__ import annotations
 
@@ -453,8 +459,9 @@ class ClaimedRun:
     """A run this process holds in :func:`claimed`: its ``claim``, :meth:`train`, and once settled
     its ``status`` and ``error`` (None while it is still to be settled)."""
 
-    def __init__(self, store, claim: Claim):
+    def __init__(self, store, claim: Claim, pending: list[int] | tuple = ()):
         self.store, self.claim = store, claim
+        self.pending = list(pending)  # signals that arrived while the run was claimed: it stops when it would train
         self.status: str | None = None
         self.error: str | None = None
 
@@ -478,6 +485,8 @@ class ClaimedRun:
         with signals_deferred() as late:
             try:
                 with interrupts_raise():
+                    if self.pending:  # arrived while the run was claimed: it stops at once
+                        raise as_exception(self.pending.pop(0))
                     result = training.train_run(config, hooks=[sink, *hooks], progress=progress, resume=resume)
             except BaseException as error:
                 self.end(error)
@@ -514,8 +523,10 @@ def claimed(store, take: Callable[[], Claim | None]) -> Iterator[ClaimedRun | No
     under its lock ...); the block gets the :class:`ClaimedRun` (None when ``take`` found nothing:
     nothing to settle then), with both signals raised as exceptions in it; whatever ends the block
     settles the run: its training (:meth:`ClaimedRun.train`), an exception or interrupt as
-    :func:`ending` says (raised again, for the caller to end or go on), a signal caught during the
-    claim at once ('stopped'), a block that returns without training it 'failed'."""
+    :func:`ending` says (raised again, for the caller to end or go on), a block that returns without
+    training it 'failed'. A signal caught during the claim stops the run ('stopped', raised) where
+    its training would begin, or at the block's end: the block still gets the run, so a caller can
+    say how it ended."""
     with signals_deferred() as caught:
         claim = take()
     if claim is None:
@@ -523,12 +534,12 @@ def claimed(store, take: Callable[[], Claim | None]) -> Iterator[ClaimedRun | No
             raise as_exception(caught[0])
         yield None
         return
-    run = ClaimedRun(store, claim)
+    run = ClaimedRun(store, claim, caught)
     with interrupts_raise():
         try:
-            if caught:  # arrived while the run was claimed: it stops at once
-                raise as_exception(caught[0])
             yield run
+            if run.pending and run.status is None:  # caught during the claim, never trained
+                raise as_exception(run.pending.pop(0))
         except BaseException as error:
             run.end(error)
             raise
