@@ -16,8 +16,7 @@ from pages.ui.router import app_pages, routed
 from stability.core import gpus
 from stability.core.devices import describe_device, resolve_device
 from stability.core.errors import ConfigError
-from stability.runs.status import TERMINAL
-from stability.sweeps import SweepSpec
+from stability.sweeps import SweepSpec, watching
 
 # Note [Garbage collector]
 # Streamlit runs a full gc.collect() after every script run, a live panel's fragment reruns included.
@@ -63,9 +62,8 @@ def runs_in_progress() -> None:
         return
     shown = 5  # bars a list, then "and N more": 1,000 queued runs drew 1,001 bars in every sidebar
     for sweep in running_sweeps[:shown]:  # the runs it has not asked for yet are not in the store: from its spec
-        done = sum(count for status, count in sweep.counts.items() if status in TERMINAL)
-        total = max(SweepSpec.from_dict(sweep.spec).size(), sum(sweep.counts.values()), 1)
-        st.progress(done / total, text=f"[Sweep #{sweep.id}](sweep?sweep={sweep.id}) · {done}/{total} runs")
+        done, total = watching.done_and_total(SweepSpec.from_dict(sweep.spec), sweep.counts)
+        st.progress(done / max(total, 1), text=f"[Sweep #{sweep.id}](sweep?sweep={sweep.id}) · {done}/{total} runs")
     if len(running_sweeps) > shown:
         st.caption(f"and {len(running_sweeps) - shown:,} more sweeps running ([Sweep](sweep))")
     if active:

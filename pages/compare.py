@@ -17,7 +17,7 @@ import pandas as pd
 
 from pages.ui.chart_view import CHART_HEIGHT, chart_grid, chart_grid_style, outliers_control, outliers_from_query
 from pages.ui.status import EXTERNAL
-from pages.ui.live import charts_built_together, live_chart_specs, polled, run_rows
+from pages.ui.live import live_chart_specs, polled, run_rows
 from pages.ui.links import QueryReader, linked_text
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
@@ -26,6 +26,7 @@ from pages.ui.store import STORE_ERRORS, open_store, store_guard, store_problem
 from stability import charts
 from stability.analysis.groups import group_curves, seed_groups
 from stability.core.metric_names import H0_NORM, TRAIN_LOSS, VAL_LOSS, is_loss_metric, split_name
+from stability.live import charts_built_together
 from stability.runs.table import run_table
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import RunNotFound

@@ -22,9 +22,9 @@ from pages.ui.chart_view import (CHART_HEIGHT, chart_grid, chart_grid_style, out
                                   outliers_from_query)
 from pages.ui.classroom import classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
-from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, LiveChart, awaiting_first_point, cached_rows,
-                           draw_skeleton, drawn_in_turn, leave_first_point_pace, live_chart_specs, polled, read_now,
-                           run_rows, watched_runs)
+from pages.ui.live import (FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S, awaiting_first_point, cached_rows, draw_skeleton,
+                           drawn_in_turn, leave_first_point_pace, live_chart_specs, polled, read_now, run_rows,
+                           watched_runs)
 from pages.ui.form import config_form
 from pages.ui.links import QueryReader, config_from_query, config_to_query
 from pages.ui.router import require_router
@@ -36,6 +36,7 @@ from stability.execution import runner
 from stability.config import ConfigError
 from stability.config.demos import RACE_DEFAULTS, race_cells
 from stability.core.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
+from stability.live import LiveChart
 from stability.runs.records import RunRecord
 
 require_router(__file__)
@@ -126,7 +127,7 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
     if in_turn and not classroom_on():  # the first point's pace: one new chart a look, training loss first,
         drawn_in_turn(slot, live_charts, lambda specs: chart_grid(st, specs, "race", places=True),  # built after
                       final=final, shared=True)                                     # the others are drawn
-        return                                                                      # (Note [Drawn in turn])
+        return                                                            # (Note [Drawn in turn], live/specs.py)
     specs = live_chart_specs(slot, live_charts, final=final, shared=True, in_turn=in_turn)
     if classroom_on():  # the cells once, above; beside each chart what to look at (its cells are all of them)
         show_cells(run.cell for run in runs.values())
@@ -149,8 +150,8 @@ def race_chart_parts(frame: Callable[[], pd.DataFrame], first: RunRecord, smooth
     """Training and validation loss (with the baseline where it is in the loss's units), the task metric,
     ‖∂L/∂h₀‖ and the singular-value band, every run overlaid, each chart from ``frame()`` as (build, rows, log
     step), so that a panel at the first point's pace draws them in turn (Note [Drawn in turn] in
-    pages/ui/live.py): ``build()`` its Altair chart, ``rows()``
-    its datasets alone (a live page puts them into the spec it has: Note [Live charts] in pages/ui/live.py),
+    stability/live/specs.py): ``build()`` its Altair chart, ``rows()``
+    its datasets alone (a live page puts them into the spec it has: Note [Live charts] in stability/live/specs.py),
     ``log step()`` the decades between its log axis's labels (None on a linear axis), the one part of its spec
     that its rows set (stability.charts.lines, Note [Light charts])."""
     metric = first.metric

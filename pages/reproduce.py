@@ -20,17 +20,17 @@ from pages.ui.access import current_visitor, view_only_line
 from pages.ui.classroom import SPLIT, classroom_on, classroom_style, classroom_switch, explained, show_cells
 from pages.ui.diagnosis import live_findings, race_line
 from pages.ui.links import QueryReader, linked_text
-from pages.ui.live import charts_built_together, live_chart_specs, polled, show_chart, watched_runs
+from pages.ui.live import live_chart_specs, polled, show_chart, watched_runs
 from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
-from stability.charts import figures
-from stability.charts.classroom import explanation, projected
+from stability.charts import explanation, figures, projected
 from stability import access, presets
 from stability.execution.threads import available_cores
 from stability.presets import measured
 from stability import sweeps
 from stability.config import ConfigError
 from stability.core.metric_names import LAYER_NORM
+from stability.live import charts_built_together
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import RunNotFound, SweepNotFound
 

@@ -16,10 +16,11 @@ A sweep's workers train beside the page, so the page must cost little to keep op
 (the "Live updates" setting; Auto looks every :data:`AUTO_EVERY_S` s while the sweep runs, never after
 it ended).  Each rerun reads the sweep's row and its runs' results (sweeps.results: the runs and their
 latest values, two indexed queries).  The charts of the objective are rebuilt only when a run's status
-or objective changed (:func:`objective_version`: at evaluation steps, not at every training step); the
-curves only when a run reached a new step (:func:`results_version`), and only then are their rows read,
+or objective changed (``watching.objective_version``: at evaluation steps, not at every training step); the
+curves only when a run reached a new step (``watching.results_version``), and only then are their rows read,
 in one query for the chosen metric.  An unchanged chart is sent as the identical spec, which the browser
-does not redraw (pages/ui/live.py, Notes [Watching cheaply], [Live charts], [Stable specs]).  When the
+does not redraw (Note [Watching cheaply] in pages/ui/live.py; Notes [Live charts], [Stable specs] in
+stability/live/specs.py).  When the
 sweep ends the page reruns once, to stop polling and update its buttons.
 """
 from __future__ import annotations
@@ -33,21 +34,20 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from pages.ui.access import current_visitor, view_only_line
 from pages.ui.form import config_form
-from pages.ui.live import (REFRESH_CHOICES, DEFAULT_REFRESH, LiveChart, live_chart_specs, polled, refresh_control,
-                           show_chart)
+from pages.ui.live import REFRESH_CHOICES, DEFAULT_REFRESH, live_chart_specs, polled, refresh_control, show_chart
 from pages.ui.links import QueryReader
 from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
-from stability import access, cells, sweeps
+from stability import access, sweeps
 from stability.execution import runner
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
-from stability.runs.records import SweepRecord
-from stability.runs.status import ACTIVE_STATUSES, TERMINAL
+from stability.live import LiveChart
 from stability.runs.store import SweepNotFound
+from stability.sweeps import starting, watching
 from stability.sweeps.spec import Offered
 
 require_router(__file__)
@@ -58,39 +58,25 @@ TIMING_EVERY_S = 1.0               # the rough time line looks again this often 
 SWEEP_CHOICES = 100                # newest sweeps offered in the "Watching" box
 VARY_ROWS = 2                      # rows of the Vary editor at first
 MAX_VARY_ROWS = 8
-DEFAULT_VARY = [("lr", "1e-4:1e-1:4:log"), ("cell", "rnn,spectral")]
-FIELD_HINTS = {                    # field -> an example of its values, in the --vary syntax
-    "lr": "1e-4:1e-1:4:log", "cell": "rnn,lstm,spectral", "cell.hidden_size": "32,64,128",
-    "task.seq_len": "50,100,200", "optimizer": "adam,sgd,rmsprop", "clip_grad_norm": "none,1.0",
-    "cell.h0": "zero,learned,noisy", "cell.h0_noise_std": "0.1,0.5", "steps": "500,1000",
-    "batch_size": "32,64", "weight_decay": "0,1e-4",
-}
 # What the Vary rows may name: the fields the config form shows, nothing it hides (stability/sweeps/spec.py,
 # Note [Offered fields]). The train fields are those of pages/ui/form.py's "Training" section.
 OFFERED = Offered(train=frozenset({"optimizer", "lr", "lr_schedule", "lr_step_size", "lr_gamma", "batch_size",
                                    "steps", "clip_grad_norm", "weight_decay", "dtype", "device",
                                    "freeze_recurrent"}))
-CURVE_METRICS = ("val/loss", "train/loss", "grad/h0_norm", "sv/min", "sv/max", "sv/margin", "gap/loss")
-STATUS_ORDER = ("completed", "running", "queued", "pruned", "diverged", "stopped", "failed", "interrupted")
 CHART_HEIGHT = 360  # px, a chart with its title, legend and axes: room for a wrapped legend above its plot
 NO_COLOUR = "(none)"
 
 
 # ------------------------------------------------------------------------------------ start
-def field_choices(cell: str) -> list[str]:
-    """The fields a user most often varies, then the chosen cell's own options."""
-    options = [f"cell.{option.name}" for option in cells.describe(cell).options if option.in_form]
-    return list(dict.fromkeys([*FIELD_HINTS, *options]))
-
-
 def vary_editor(base: RunConfig) -> list[str]:
     """Rows of (field, values); returns the ``FIELD=VALUES`` texts of the filled rows."""
     count = st.session_state.setdefault("sweep_vary_rows", VARY_ROWS)
-    choices = field_choices(base.cell.name)
+    choices = starting.field_choices(base.cell.name)
     texts = []
     for row in range(count):
         field_column, values_column = st.columns([1, 1.4])
-        default_field, default_values = DEFAULT_VARY[row] if row < len(DEFAULT_VARY) else (None, "")
+        vary = starting.DEFAULT_VARY
+        default_field, default_values = vary[row] if row < len(vary) else (None, "")
         field = field_column.selectbox(
             "Field" if row == 0 else f"Field {row + 1}", choices, key=f"sweep_vary_field_{row}",
             index=choices.index(default_field) if default_field in choices else None, accept_new_options=True,
@@ -99,7 +85,7 @@ def vary_editor(base: RunConfig) -> list[str]:
                  "task.OPTION, a training setting).")
         values = values_column.text_input(
             "Values" if row == 0 else f"Values {row + 1}", value=default_values, key=f"sweep_vary_values_{row}",
-            placeholder=FIELD_HINTS.get(field or "", "V1,V2,... or LOW:HIGH:COUNT[:log]"),
+            placeholder=starting.FIELD_HINTS.get(field or "", "V1,V2,... or LOW:HIGH:COUNT[:log]"),
             label_visibility="visible" if row == 0 else "collapsed",
             help="V1,V2,... or LOW:HIGH:COUNT (evenly spaced), LOW:HIGH:COUNT:log (log-spaced); random and "
                  "TPE also take LOW:HIGH[:log], any value in the range.")
@@ -111,16 +97,6 @@ def vary_editor(base: RunConfig) -> list[str]:
     remove.button("Remove the last", key="sweep_vary_remove", disabled=count <= 1, width="stretch",
                   on_click=lambda: st.session_state.update(sweep_vary_rows=count - 1))
     return texts
-
-
-def without_default_options(config: RunConfig) -> RunConfig:
-    """``config`` without the cell options the form filled in at their defaults: they say nothing the cell
-    would not do anyway, and a sweep that varies ``cell`` would otherwise hand one cell's options to the
-    others (``m1`` to an rnn)."""
-    defaults = {option.name: option.default for option in cells.describe(config.cell.name).options}
-    options = {name: value for name, value in config.cell.options.items()
-               if name not in defaults or value != defaults[name]}
-    return RunConfig.from_dict({**config.to_dict(), "cell": {**config.to_dict()["cell"], "options": options}})
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
@@ -221,8 +197,9 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
     """The checked sweep's description, runs and rough time, and the Start button (or the one error line)."""
     if base is None:
         return None
-    spec_dict, problem, note = checked_spec(without_default_options(base).to_json(), tuple(texts), settings["seeds"],
-                                            settings["sampler"], settings["trials"], settings["prune"])
+    spec_dict, problem, note = checked_spec(starting.without_default_options(base).to_json(), tuple(texts),
+                                            settings["seeds"], settings["sampler"], settings["trials"],
+                                            settings["prune"])
     if problem:
         st.error(problem)
         return None
@@ -243,57 +220,16 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
 
 
 # ------------------------------------------------------------------------------------ watch
-def sweep_label(sweep: SweepRecord) -> str:
-    """``#3 lr x cell · running · 5/12 runs``: the runs done of the spec's total (trials not asked yet
-    have no run in the store)."""
-    done = sum(count for status, count in sweep.counts.items() if status in TERMINAL)
-    total = max(sweeps.SweepSpec.from_dict(sweep.spec).size(), sum(sweep.counts.values()))
-    return f"#{sweep.id}{' ' + sweep.name if sweep.name else ''} · {sweep.status} · {done}/{total} runs"
-
-
-def sweep_active(sweep: SweepRecord) -> bool:
-    return sweep.status == "running" or any(sweep.counts.get(status) for status in ACTIVE_STATUSES)
-
-
-def progress(spec: sweeps.SweepSpec, counts: dict) -> None:
+def show_progress(spec: sweeps.SweepSpec, counts: dict) -> None:
     """Runs done of the sweep's total, and how many are in each status."""
-    total = max(spec.size(), sum(counts.values()))
-    done = sum(count for status, count in counts.items() if status in TERMINAL)
-    parts = [f"{counts[status]} {status}" for status in STATUS_ORDER if counts.get(status)]
-    st.progress(done / total if total else 0.0, text=f"{done} / {total} runs done · " + " · ".join(parts))
-
-
-def in_spec_order(results: pd.DataFrame, spec: sweeps.SweepSpec) -> pd.DataFrame:
-    """The runs ordered by their varied values as the spec lists them (``cell=rnn,spectral``: rnn first),
-    then by seed: the order the charts give names and lines (they keep the order values first appear in)."""
-    keys = {}
-    for vary in spec.vary:
-        listed = {json.dumps(value, default=str): index for index, value in enumerate(vary.values)}
-        keys[vary.field] = results[vary.field].map(
-            lambda value, listed=listed: listed.get(json.dumps(value, default=str), len(listed)))
-    if not keys:
-        return results
-    order = pd.DataFrame(keys).assign(seed=results["seed"], run_id=results["run_id"])
-    return results.loc[order.sort_values([*keys, "seed", "run_id"], kind="stable").index].reset_index(drop=True)
-
-
-def results_version(results: pd.DataFrame) -> tuple:
-    """Changes when a run of the sweep appears, changes status or reaches a new step: the curves' version."""
-    return tuple(zip(results["run_id"].tolist(), results["status"].tolist(),
-                     results["step"].fillna(-1).astype(int).tolist()))
-
-
-def objective_version(results: pd.DataFrame) -> tuple:
-    """Changes when a run appears, changes status or its objective moves (at an evaluation step): the version
-    of the charts of the objective, which a training step alone does not change."""
-    values = [None if pd.isna(value) else float(value) for value in results["objective"]]  # NaN != NaN
-    return tuple(zip(results["run_id"].tolist(), results["status"].tolist(), values))
+    fraction, text = watching.progress(spec, counts)
+    st.progress(fraction, text=text)
 
 
 def settings_of(sweep_id: int, results: pd.DataFrame, fields: list[str], direction: str) -> pd.DataFrame:
     """groups.setting_table of the results, computed again only when a run's status or objective changed."""
     cache = st.session_state.setdefault("_sweep_settings", {})
-    version = (sweep_id, tuple(fields), direction, objective_version(results))
+    version = (sweep_id, tuple(fields), direction, watching.objective_version(results))
     if cache.get("version") != version:
         cache.update(version=version, table=groups.setting_table(results, fields, direction))
     return cache["table"]
@@ -318,10 +254,10 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
     """x field, colour field, heatmap fields, curve metric, log objective; the choices read the spec."""
     fields = [vary.field for vary in spec.vary]
     if not fields:
-        metric = st.selectbox("Curves of", CURVE_METRICS, key="sweep_metric")
+        metric = st.selectbox("Curves of", watching.CURVE_METRICS, key="sweep_metric")
         return {"fields": [], "metric": metric, "log_y": True}
-    logged = {vary.field: vary.log for vary in spec.vary}
-    default_x = next((f for f in fields if charts.log_axis_for(f, _ends(spec, f), logged[f])), fields[0])
+    log_fields = charts.log_fields(spec.vary)
+    default_x = next((f for f in fields if f in log_fields), fields[0])
     row = st.columns([1.1, 1.1, 1.1, 1.1, 1.3, 1.1], vertical_alignment="bottom")  # "Log y" uncut at 1,280 px
     x_field = row[0].selectbox("x", fields, index=fields.index(default_x), key="sweep_x",
                                format_func=charts.field_title, help="The varied field along x.")
@@ -332,7 +268,7 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
                               format_func=charts.field_title)
     rest = [f for f in fields if f != heat_x] or fields
     heat_y = row[3].selectbox("Heatmap y", rest, key="sweep_heat_y", format_func=charts.field_title)
-    metric = row[4].selectbox("Curves of", CURVE_METRICS, key="sweep_metric",
+    metric = row[4].selectbox("Curves of", watching.CURVE_METRICS, key="sweep_metric",
                               help="Mean over each setting's seeds (geometric for gradient norms and singular "
                                    "values) with a min-max band.")
     log_y = row[5].toggle("Log y", value=True, key="sweep_log", help="Log scale for the objective and the loss "
@@ -340,23 +276,13 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
                                                                   "always on a log scale).")
     return {"fields": fields, "x": x_field, "colour": None if colour == NO_COLOUR else colour, "heat_x": heat_x,
             "heat_y": heat_y, "metric": metric, "log_y": log_y,
-            "log_fields": frozenset(f for f in fields if charts.log_axis_for(f, _ends(spec, f), logged[f]))}
-
-
-def _ends(spec: sweeps.SweepSpec, field: str) -> tuple:
-    """The listed values of ``field``, or a sampled range's two ends."""
-    return next(vary for vary in spec.vary if vary.field == field).points()
-
-
-def _values(spec: sweeps.SweepSpec, field: str) -> tuple:
-    """The values the sweep lists for ``field`` (empty for a sampled range)."""
-    return next(vary for vary in spec.vary if vary.field == field).values
+            "log_fields": log_fields}
 
 
 def sweep_charts(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame,
                  controls: dict) -> list[LiveChart]:
     """The four charts as live charts: each rebuilt only when the rows it draws or its controls changed."""
-    version, moved = objective_version(results), results_version(results)
+    version, moved = watching.objective_version(results), watching.results_version(results)
     objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
     fields = controls["fields"]
     live_charts = []
@@ -372,7 +298,8 @@ def sweep_charts(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
             live_charts.append(LiveChart("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
                 groups.setting_table(results, list(heat), direction), *heat, log_color=log_y,
                 objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds",
-                x_order=_values(spec, heat[0]) or None, y_order=_values(spec, heat[1]) or None)))
+                x_order=watching.listed_values(spec, heat[0]) or None,
+                y_order=watching.listed_values(spec, heat[1]) or None)))
         live_charts.append(LiveChart("parallel", (tuple(fields), controls["log_fields"], log_y), version,
                                      lambda: charts.parallel_coordinates(
                                          results, fields, log_fields=controls["log_fields"], log_objective=log_y,
@@ -381,19 +308,11 @@ def sweep_charts(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataF
     metric = controls["metric"]
     rows = curve_rows(store, sweep_id, metric, moved)
     labels = dict(zip(results["run_id"], results["setting"]))
-    log_metric = curves_on_log(metric, controls["log_y"])
+    log_metric = charts.curves_on_log(metric, controls["log_y"])
     live_charts.append(LiveChart("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
         groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
         title=f"{metric}: mean over seeds, min-max band")))
     return live_charts
-
-
-def curves_on_log(metric: str, log_y: bool) -> bool:
-    """Gradient norms and singular values always (stability.analysis.groups.is_log_metric); a loss when "Log y" is
-    on (it falls over decades, and a log axis keeps the first steps' large values from flattening the rest);
-    a gap never (it may be negative)."""
-    is_loss = metric.endswith("/loss") and not metric.startswith("gap/")
-    return groups.is_log_metric(metric) or (log_y and is_loss)
 
 
 def show_settings(table: pd.DataFrame, fields: list[str], objective: str) -> None:
@@ -425,13 +344,13 @@ def sweep_panel(sweep_id: int, controls: dict) -> None:
         return
     counts = results["status"].value_counts().to_dict()
     was_active = st.session_state.get("_sweep_active", {}).get(sweep_id)
-    active = sweep_active(dataclasses.replace(sweep, counts=counts))
+    active = watching.is_active(dataclasses.replace(sweep, counts=counts))
     st.session_state.setdefault("_sweep_active", {})[sweep_id] = active
     if was_active and not active:  # once: a full rerun stops the polling and updates the buttons
         st.rerun()
     spec = sweeps.SweepSpec.from_dict(sweep.spec)
-    progress(spec, counts)
-    results = in_spec_order(results, spec)
+    show_progress(spec, counts)
+    results = watching.in_spec_order(results, spec)
     if results.empty:
         st.info("Waiting for the first runs of this sweep…")
         return
@@ -481,7 +400,7 @@ if started is not None:
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
     known = store.sweeps()[:SWEEP_CHOICES]
 
-labels = {sweep.id: sweep_label(sweep) for sweep in known}
+labels = {sweep.id: watching.label(sweep) for sweep in known}
 if requested is not None and requested not in labels:
     query.note(f"sweep={requested} (no such sweep in this store)")
 if not known:
@@ -497,7 +416,7 @@ refresh = refresh_control(cadence, linked_refresh, key="sweep_refresh")
 query.warn()
 st.query_params["sweep"] = str(watched)
 sweep = store.sweep(watched)  # its counts read with it, now
-active = sweep_active(sweep)
+active = watching.is_active(sweep)
 stop, resume = buttons.columns(2) if visitor.may_operate else (None, None)
 if stop is not None and stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
                                     help="Stop the sweep: its running runs stop, no new trial starts."):

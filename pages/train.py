@@ -9,8 +9,6 @@ The widgets live outside the fragment, so polling never resets them. ``?run=ID``
 the watched run (``?run=ID``, else the newest) without the form and the controls, each chart one a row with
 what to look at and the cell's equations beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
-import math
-
 import streamlit as st
 
 from pages.ui.access import current_visitor, view_only_line
@@ -27,10 +25,7 @@ from pages.ui.live import (
     DEFAULT_REFRESH,
     FIRST_POINT_EVERY_S,
     FIRST_ROWS_WAIT_S,
-    HOVER_POINTS,
-    LIVE_POINTS,
     REFRESH_CHOICES,
-    LiveChart,
     awaiting_first_point,
     cached_rows,
     draw_skeleton,
@@ -47,16 +42,15 @@ from pages.ui.live import (
     show_chart,
     watch,
 )
-from stability import access, charts
+from stability import access
 from stability.config import ConfigError, RunConfig
-from stability.core.metric_names import H_T_NORM as FLOW
-from stability.core.metric_names import ETA_S, LAYER_NORM, SPECTRUM
+from stability.core.metric_names import ETA_S
+from stability.live import LiveChart, heatmaps, run_panels, summary_values
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunNotFound
 
 require_router(__file__)
 
-LOSS_UNITS = ("mse", "cross_entropy")  # metrics measured in the loss's own units: the baseline goes on the loss
 RUN_CHOICES = 200  # newest runs offered in the "Watching" box
 
 
@@ -78,78 +72,16 @@ def run_label(row) -> str:
 
 
 def summary(run: dict, rows) -> None:
-    metric = run["metric"] or "loss"
-    values = [(f"val {metric}", rows.last(f"val/{metric}"), ".4g"),
-              ("‖∂L/∂h₀‖", rows.last("grad/h0_norm"), ".2e"),
-              ("max |σ − 1|", rows.last("sv/margin"), ".2e"),
-              (f"test {metric}", rows.last(f"test/{metric}"), ".4g")]
-    for column, (label, value, spec) in zip(st.columns(len(values)), values):
-        column.metric(label, "—" if math.isnan(value) else f"{value:{spec}}")
+    values = summary_values(run["metric"], rows)
+    for column, (label, text) in zip(st.columns(len(values)), values):
+        column.metric(label, text)
 
 
 def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> list[LiveChart]:
-    """Loss (train and val) with the task's baseline, the metric, ‖∂L/∂h₀‖ (log), the σ band and margin,
-    gates, the generalisation gap, and the heatmaps of ‖∂L/∂h_t‖ over t (of ‖∂L/∂a_l‖ over layers, for a deep
-    step's cell) and of the spectrum over training steps; each a LiveChart
-    whose data version is the rows it draws (pages/ui/live.py, Note [Live charts])."""
-    label, metric, names = run["config"]["cell"]["name"], run["metric"], set(rows.counts)
-    baseline = {"baseline": run["baseline"], "baseline_label": run["baseline_label"]}
-
-    def drawn_rows(drawn: list):
-        return rows.metrics[rows.metrics["name"].isin(drawn)].assign(run=label)
-
-    def curves(key: str, drawn: list, title: str, explains: str | None = None, **options) -> LiveChart:
-        options.update(max_points=LIVE_POINTS, hover_points=HOVER_POINTS, ignore_outliers=ignore_outliers)
-        # a log axis's labels follow the decades its rows span: a new step is a new spec, built at once
-        references = [options["baseline"]] if options.get("baseline") is not None else []
-        ticks = rows.memo(("log step", tuple(drawn), tuple(references)), lambda: charts.metric_log_step(
-            drawn_rows(drawn), drawn, references)) if options.get("log_y") else None
-        controls = (tuple(drawn), title, tuple(sorted(options.items(), key=str)), ticks)
-        return LiveChart(key, controls, rows.version(drawn),
-                         lambda: charts.metric_chart(drawn_rows(drawn), names=drawn, title=title,
-                                                     height=CHART_HEIGHT, **options),
-                         lambda: charts.metric_chart_rows(drawn_rows(drawn), names=drawn, **options).datasets(),
-                         metric=explains or drawn[0])
-
-    live_charts = [curves("loss", ["train/loss", "val/loss"], explains="val/loss", smoothing=smoothing, log_y=log_loss,
-                          title="Loss (train, validation)", **(baseline if metric in LOSS_UNITS else {}))]
-    if metric and metric not in LOSS_UNITS:
-        live_charts.append(curves("metric", [f"train/{metric}", f"val/{metric}"], explains=f"val/{metric}",
-                                  smoothing=smoothing,
-                                  title=f"{metric} (train, validation)", **baseline))
-    live_charts.append(curves("h0", ["grad/h0_norm"], log_y=True, smoothing=smoothing,
-                              title="‖∂L/∂h₀‖, gradient at the first step (log)"))
-    maso = [name for name in ("grad/A_h_norm", "grad/recurrent_norm") if name in names]
-    if maso:
-        live_charts.append(curves("maso", maso, log_y=True, smoothing=smoothing,
-                                  title="‖A_h‖ = ‖∂z/∂h₀‖ and ‖∂L/∂θ_W‖ (MASO Fig. 4, log)"))
-    sv = ["sv/min", "sv/max", "sv/margin"]
-    live_charts.append(LiveChart("sv", (), rows.version(sv), lambda: charts.singular_value_band_chart(
-        drawn_rows(sv), max_points=LIVE_POINTS, title="Singular values of W (band) and margin", height=CHART_HEIGHT),
-        lambda: charts.singular_value_band_rows(drawn_rows(sv), max_points=LIVE_POINTS), metric="sv/min"))
-    gates = sorted(name for name in names if name.startswith("gate/"))
-    if gates:
-        live_charts.append(curves("gates", gates, smoothing=smoothing, title="Gates"))
-    gap = f"gap/{metric}" if f"gap/{metric}" in names else "gap/loss"
-    live_charts.append(curves("gap", [gap], title=f"Gap, val − train ({gap.split('/')[1]})"))
-    if rows.flow is not None and len(rows.flow):
-        live_charts.append(LiveChart("flow", (), rows.flow_version(), lambda: charts.gradient_flow_heatmap(
-            rows.flow, title="Gradient flow through time: ‖∂L/∂h_t‖", height=300),
-            lambda: charts.gradient_flow_heatmap_rows(rows.flow), metric=FLOW))
-    if rows.depth is not None and len(rows.depth):  # a deep step's cell (mlp): the gradient reaching each layer
-        live_charts.append(LiveChart("depth", (), rows.depth_version(), lambda: charts.depth_heatmap(
-            rows.depth, title="Gradient reaching each layer: ‖∂L/∂a_l‖ (spectral Fig. 5)", height=300),
-            lambda: charts.depth_heatmap_rows(rows.depth), metric=LAYER_NORM))
-    if rows.spectrum is not None and len(rows.spectrum):
-        live_charts.append(LiveChart("spectrum", (), rows.spectrum_version(), lambda: charts.spectrum_heatmap(
-            rows.spectrum, title="Singular values of W over training: σ_i (log colour)", height=300),
-            lambda: charts.spectrum_heatmap_rows(rows.spectrum), metric=SPECTRUM))
-    return live_charts
-
-
-def wide_panels(rows) -> int:
-    """How many of the last panels are heatmaps over training (the gradient flow, over depth, the spectrum)."""
-    return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.depth, rows.spectrum))
+    """The run's live charts (stability/live/panels.py), drawn with the page's controls."""
+    return run_panels(rows, cell=run["config"]["cell"]["name"], metric=run["metric"], baseline=run["baseline"],
+                      baseline_label=run["baseline_label"], smoothing=smoothing, log_loss=log_loss,
+                      ignore_outliers=ignore_outliers, height=CHART_HEIGHT)
 
 
 def draw_grid(specs: list, wide: int, places: bool = False) -> list:
@@ -206,14 +138,14 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     # [Drawn in turn])
     slot, in_turn = ("train", store.location, run_id), every == FIRST_POINT_EVERY_S
     if in_turn and not classroom:
-        specs = drawn_in_turn(slot, live_charts, lambda specs: draw_grid(specs, wide_panels(rows), places=True),
+        specs = drawn_in_turn(slot, live_charts, lambda specs: draw_grid(specs, heatmaps(rows), places=True),
                               final=rows.final, shared=True)
     else:
         specs = live_chart_specs(slot, live_charts, final=rows.final, shared=True, in_turn=in_turn)
         if classroom:
             draw_explained(specs, live_charts, run["config"]["cell"]["name"])
         else:
-            draw_grid(specs, wide_panels(rows))
+            draw_grid(specs, heatmaps(rows))
     # every chart drawn: back to the usual rhythm, once
     leave_first_point_pace(every, awaiting_first_point(run, rows) or None in specs)
 

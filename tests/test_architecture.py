@@ -125,3 +125,30 @@ def test_modules_and_functions_stay_small(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+PAGES = PACKAGE.parent / "pages"
+MAX_PAGE_MODULE_LINES = 500  # a page is a storyboard; what it computes lives in stability/ (issue 34)
+
+
+def _imported_tops(path: Path) -> set[str]:
+    """The top-level packages a module imports (``streamlit`` for ``from streamlit.x import y``), every import."""
+    tops = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            tops |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            tops.add(node.module.partition(".")[0])
+    return tops
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_package_never_imports_streamlit_or_the_pages(path):
+    """stability/ runs and is tested without Streamlit: the pages draw it, it never draws (docs/architecture.md)."""
+    assert not _imported_tops(path) & {"streamlit", "pages"}, f"{path.name} imports streamlit or pages"
+
+
+@pytest.mark.parametrize("path", sorted(PAGES.rglob("*.py")), ids=lambda p: str(p.relative_to(PAGES)))
+def test_page_modules_stay_small(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_PAGE_MODULE_LINES, f"pages/{path.relative_to(PAGES)} has {lines} lines"

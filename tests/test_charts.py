@@ -560,7 +560,7 @@ def datasets_in_layer_order(spec):
      lambda f: charts.singular_value_band_rows(f, max_points=10)),
 ])
 def test_a_charts_rows_function_gives_its_datasets_in_the_order_its_layers_use_them(draw, rows):
-    """A live page puts the rows of these functions into a chart's spec by position (pages/ui/live.py)."""
+    """A live page puts the rows of these functions into a chart's spec by position (stability/live/specs.py)."""
     values = {step: 10.0 ** -step for step in range(40)} | {7: 0.0, 9: np.inf}
     frame = pd.concat([metric_rows({"grad/h0_norm": lambda run, step: values[step],
                                     "val/loss": lambda run, step: 1.0 + step % 3}, steps=range(40)), sv_rows()])
@@ -1043,7 +1043,8 @@ def test_prepare_series_match_a_groupby_in_x_order(seed):
 
 def test_a_curve_of_one_point_draws_that_point_and_the_spec_stays_when_its_line_can_be_drawn():
     """Note [Lone points]: a run's first row (a live chart's first point) is visible before its second, and
-    the second changes the chart's rows only (a live page keeps its Vega view: Note [Stable specs])."""
+    the second changes the chart's rows only (a live page keeps its Vega view: Note [Stable specs] in
+    stability/live/specs.py)."""
     frame = metric_rows({"train/loss": lambda run, step: 2.0 + run}, runs=(1, 2))
     first = frame[((frame["run_id"] == 1) & (frame["step"] == frame["step"].min())) | (frame["run_id"] == 2)]
     for options in ({"ignore_outliers": False}, {"hover_points": 5, "ignore_outliers": False}, {}):

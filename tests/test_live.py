@@ -1,15 +1,14 @@
-"""pages/ui/live.py without a page: the refresh cadence, and chart specs that stay the same when only rows change
-(what lets the browser swap rows in the Vega view it has; pages/ui/live.py, Note [Stable specs])."""
-import json
+"""pages/ui/live.py without a page: the refresh cadence, the first point's pace and the charts drawn in turn
+(the specs themselves: tests/test_live_specs.py)."""
 import time
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from pages.ui import live
-from stability import charts
+from test_live_specs import PANELS
+from stability.live import specs
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 
 
@@ -81,105 +80,6 @@ def test_auto_retimes_the_panel_when_the_runs_pace_moved_and_not_twice_in_a_row(
     assert reruns == ["rerun"]
 
 
-# --------------------------------------------------------------------------------------- chart specs
-def metric_frame(steps, spike=None):
-    steps = np.arange(steps)
-    values = 1.0 / (1.0 + steps)
-    if spike is not None:
-        values[spike] = 0.0
-    return pd.concat([pd.DataFrame({"run_id": 1, "run": "rnn", "step": steps, "wall_time": steps * 0.1,
-                                    "name": name, "value": values * scale})
-                      for name, scale in (("train/loss", 1.0), ("val/loss", 1.1))], ignore_index=True)
-
-
-def flow_frame(steps):
-    return pd.DataFrame([(1, step, float(step), "grad/h_t_norm", t, 10.0 ** (t - 20 - step / 100))
-                         for step in range(0, steps, 10) for t in range(21)],
-                        columns=["run_id", "step", "wall_time", "name", "index", "value"])
-
-
-NAMES = ["train/loss", "val/loss"]
-OPTIONS = dict(log_y=True, smoothing=0.5, baseline=0.2, baseline_label="chance", max_points=50, hover_points=10)
-PANELS = {
-    "metric": (metric_frame, lambda f: charts.metric_chart(f, names=NAMES, title="loss", **OPTIONS),
-               lambda f: charts.metric_chart_rows(f, names=NAMES, **OPTIONS).datasets()),
-    # a Race's linear loss chart: every row hovered, early outliers clamped (pages/race.py, race_chart_parts)
-    "linear metric": (metric_frame, lambda f: charts.metric_chart(f, names=NAMES, title="loss", baseline=0.2,
-                                                                  ignore_outliers=True),
-                      lambda f: charts.metric_chart_rows(f, names=NAMES, baseline=0.2, ignore_outliers=True).datasets()),
-    "singular values": (lambda n: metric_frame(n).assign(name=lambda f: f["name"].map(
-                            {"train/loss": "sv/min", "val/loss": "sv/max"})),
-                        lambda f: charts.singular_value_band_chart(f, max_points=50),
-                        lambda f: charts.singular_value_band_rows(f, max_points=50)),
-    "heatmap": (flow_frame, lambda f: charts.gradient_flow_heatmap(f, height=300),
-                lambda f: charts.gradient_flow_heatmap_rows(f)),
-}
-
-
-def without_data(spec):
-    return json.dumps({key: value for key, value in spec.items() if key != "datasets"}, sort_keys=True)
-
-
-@pytest.mark.parametrize("kind", PANELS)
-def test_new_rows_leave_a_live_charts_spec_as_it_was(kind):
-    """Only the Arrow datasets differ, named by place; Altair's generated names are numbered per chart."""
-    make, build, _ = PANELS[kind]
-    (before, _), (after, _) = live._vega_lite_spec(build(make(60))), live._vega_lite_spec(build(make(90)))
-    assert without_data(before) == without_data(after)
-    assert before["datasets"] != after["datasets"]
-    assert sorted(before["datasets"]) == [f"rows_{index}" for index in range(len(before["datasets"]))]
-    assert "data_" not in without_data(before)  # Vega-Lite's own source names: a dataset so named draws nothing
-    assert before["usermeta"]["embedOptions"]["renderer"] == "canvas" and before["config"]["aria"] is False
-
-
-@pytest.mark.parametrize("kind", PANELS)
-def test_rows_put_into_a_kept_spec_are_what_a_full_build_sends(kind):
-    make, build, rows = PANELS[kind]
-    entry = live._ChartSpecs()
-    old, new = make(60), make(90)
-    live._refresh(entry, live.LiveChart("p", (), 60, lambda: build(old), lambda: rows(old)))
-    built_calls = []
-    live._refresh(entry, live.LiveChart("p", (), 90, lambda: built_calls.append(1) or build(new), lambda: rows(new)))
-    assert built_calls == []  # the chart was not built again
-    assert entry.specs["p"] == live._vega_lite_spec(build(new))[0]
-
-
-def test_rows_that_no_longer_fit_the_kept_spec_build_the_chart_again():
-    """A zero appears on a log scale: the flagged rows need a layer the kept spec does not have."""
-    make, build, rows = PANELS["metric"]
-    entry = live._ChartSpecs()
-    live._refresh(entry, live.LiveChart("p", (), 1, lambda: build(make(60)), lambda: rows(make(60))))
-    flagged = make(60, spike=30)
-    live._refresh(entry, live.LiveChart("p", (), 2, lambda: build(flagged), lambda: rows(flagged)))
-    assert entry.specs["p"] == live._vega_lite_spec(build(flagged))[0]
-    assert "triangle-down" in without_data(entry.specs["p"])
-
-
-def test_changed_controls_build_the_chart_again_even_when_the_rows_fit():
-    make, build, rows = PANELS["metric"]
-    entry = live._ChartSpecs()
-    live._refresh(entry, live.LiveChart("p", ("loss",), 1, lambda: build(make(60)), lambda: rows(make(60))))
-    retitled = lambda: charts.metric_chart(make(60), names=NAMES, title="renamed", **OPTIONS)  # noqa: E731
-    live._refresh(entry, live.LiveChart("p", ("renamed",), 1, retitled, lambda: rows(make(60))))
-    assert json.loads(without_data(entry.specs["p"]))["title"] == "renamed"
-
-
-@pytest.mark.parametrize("kind", PANELS)
-def test_a_specs_datasets_read_back_as_the_rows_the_chart_draws(kind):
-    """The Arrow bytes a spec carries (Note [Arrow rows]) are streams of the chart's own rows, their index
-    included: read back with pyarrow, independently of how they were written, each is its frame."""
-    import pyarrow as pa
-
-    make, build, rows = PANELS[kind]
-    spec, columns = live._vega_lite_spec(build(make(60)))
-    frames = rows(make(60))
-    assert columns == [list(frame.columns) for frame in frames] and len(spec["datasets"]) == len(frames)
-    for index, frame in enumerate(frames):
-        back = pa.ipc.open_stream(spec["datasets"][f"rows_{index}"]).read_pandas()
-        pd.testing.assert_frame_equal(back, frame, check_dtype=False)
-        assert back.index.equals(frame.index)
-
-
 # --------------------------------------------------------------------------- the first point (Start)
 def just_created(status="queued", age=1.0):
     return {**run_record(status), "created_at": time.time() - age}
@@ -226,14 +126,14 @@ def test_the_refresh_line_says_the_panel_waits_for_the_first_point():
 
 
 def test_drawn_in_turn_draws_the_charts_built_before_and_only_then_builds_the_next(monkeypatch):
-    """Note [Drawn in turn]: at the first point's pace a look draws what earlier looks built, then builds
+    """Note [Drawn in turn] (stability/live/specs.py): at the first point's pace a look draws what earlier looks built, then builds
     one new chart and draws it into its place, so the chart on the page is not stale through the build."""
     monkeypatch.setattr(live.st, "session_state", {})
     make, build, _ = PANELS["metric"]
     events = []
 
     def chart(key):
-        return live.LiveChart(key, (), 1, lambda: events.append(("build", key)) or build(make(60)))
+        return specs.LiveChart(key, (), 1, lambda: events.append(("build", key)) or build(make(60)))
 
     class Place:
         def __init__(self, index):

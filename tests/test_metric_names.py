@@ -56,3 +56,7 @@ def test_the_margin_is_drawn_on_a_linear_axis_wherever_a_metric_picks_its_own_ax
                                                                    "val/loss"]).panels}
     assert logged == {"sv/margin": False, "sv/min": True, "grad/h0_norm": True, "val/loss": False}
     assert not metric_names.is_log_metric("sv/margin/lstm.l0.f")
+    from stability.charts import curves_on_log  # the Sweep page's curves over seeds
+
+    assert not curves_on_log("sv/margin", True) and curves_on_log("sv/min", False)
+    assert curves_on_log("val/loss", True) and not curves_on_log("val/loss", False) and not curves_on_log("gap/loss", True)

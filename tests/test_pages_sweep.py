@@ -384,9 +384,9 @@ def test_an_unchanged_rerun_reads_no_curve_rows_and_sends_the_same_charts(store,
 
 
 def test_a_training_step_redraws_the_curves_only_and_an_evaluation_the_objective_charts(store, monkeypatch):
-    import pages.ui.live
+    import stability.live.specs
 
-    monkeypatch.setattr(pages.ui.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
+    monkeypatch.setattr(stability.live.specs, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
     sweep_id, _ = store_sweep(store, running=(("rnn", 0.01, 0),), diverge=())
     running = next(run.id for run in store.records(sweep_id=sweep_id) if run.status == "running")
     app = run(sweep=str(sweep_id))

@@ -369,9 +369,9 @@ def test_a_rerun_with_no_new_rows_reads_nothing_and_sends_the_same_charts(store,
 def test_new_rows_change_only_the_charts_that_draw_them_and_never_their_specs(store, monkeypatch):
     """A new train/loss row redraws the loss chart with new data in the same spec (the browser swaps the
     rows of the view it has); the other charts go out exactly as they were."""
-    import pages.ui.live
+    import stability.live.specs
 
-    monkeypatch.setattr(pages.ui.live, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
+    monkeypatch.setattr(stability.live.specs, "REBUILD_FACTOR", 0.0)  # no throttle between two quick reruns
     run_id = add_run(store, status="running", cell="rnn", steps=(0, 10, 20))
     app = run(run=run_id)
     before = dict(zip(titles(app), chart_elements(app)))
@@ -515,9 +515,10 @@ def test_the_spectrum_over_training_is_a_heatmap_read_incrementally(store):
 
 
 def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_usual_pace(store, fake_runner):
-    """pages/ui/live.py, Notes [The first point] and [Drawn in turn]: a started run is looked at every tenth
-    of a second while it is queued and has no rows, with the loss chart drawn empty; the looks that find its
-    first rows draw its charts, the loss first, and when all are drawn the page goes back to Auto."""
+    """Notes [The first point] (pages/ui/live.py) and [Drawn in turn] (stability/live/specs.py): a started run
+    is looked at every tenth of a second while it is queued and has no rows, with the loss chart drawn empty;
+    the looks that find its first rows draw its charts, the loss first, and when all are drawn the page goes
+    back to Auto."""
     app = run()
     button(app, "Start").click().run()
     assert not app.exception

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from stability.charts.classroom import cell_equations, explanation, projected
+from stability.charts import cell_equations, explanation, projected
 
 PARAM = "classroom"          # ?classroom=1
 SWITCH_KEY = "classroom_view"
@@ -87,7 +87,7 @@ h1 {{ font-size: 2.2rem !important; }}
 
 
 def _draw(container, chart, key: str | None) -> None:
-    if chart is None:  # a live chart not built yet holds its place (pages/ui/live.py, Note [Drawn in turn])
+    if chart is None:  # a live chart not built yet holds its place (Note [Drawn in turn] in stability/live/specs.py)
         container.empty()
     elif isinstance(chart, dict):  # a spec from pages.ui.live.live_chart_specs: as show_chart draws it
         container.vega_lite_chart(spec=chart, width="stretch", **({"key": key} if key else {}))

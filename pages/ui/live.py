@@ -25,10 +25,10 @@ interval, 1.5 to 2 s while the run trains), or the user's choice, or never ("Pau
 from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look at the
 run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second for
 every session together, only the rows after the last step read; each chart is rebuilt only when the rows it
-draws or its controls changed (:func:`live_chart_specs`), once for every session watching the run (Note
-[Shared specs]), otherwise the identical spec goes out again; and the charts are drawn light
-(:data:`LIVE_POINTS` points a line, :data:`HOVER_POINTS` hover points; stability.charts.lines, Note [Light
-charts]).
+draws or its controls changed (:func:`live_chart_specs`), once for every session watching the run
+(stability/live/specs.py, Note [Shared specs]), otherwise the identical spec goes out again; and the charts are
+drawn light (``LIVE_POINTS`` points a line, ``HOVER_POINTS`` hover points, stability/live/specs.py;
+stability.charts.lines, Note [Light charts]).
 
 Auto used to follow the run's logging within 5 to 30 s, because every watcher read the run and rebuilt its
 charts itself (a 1-s refresh cost the default run 0.77x of its speed on 2 cores); with the reads and the
@@ -38,27 +38,25 @@ default run on a quiet 2-core machine, a 1-s Auto cost the server 13 % of a core
 10 % and 26 %, the run keeping 0.945x and 0.967x of its speed (same benchmark, later that day); with the
 charts' rows made in numpy (stability.charts.lines, Note [Light charts]) 9 % and 28 %, 0.976x.
 Streamlit 1.67 has no ``add_rows`` for a Vega-Lite chart any more; a new chart's rows still go out whole (as
-Arrow bytes, Note [Arrow rows]).
+Arrow bytes, Note [Arrow rows] in stability/live/specs.py).
 
-Streamlit only; nothing here decides what is valid (stability.config does).
+Streamlit only: the specs, their Arrow rows and their caches are stability/live/specs.py's; nothing here decides
+what is valid (stability.config does).
 """
 from __future__ import annotations
 
 import functools
-import json
 import math
-import re
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
 import streamlit as st
-from altair.utils.schemapi import debug_mode
 
 from stability.config import ConfigError, RunConfig
-from stability.live import Audience, paced
+from stability.live import SHARED_SLOTS, Audience, LiveChart, paced, session_specs, shared_specs, skeleton_spec
 from stability.runs.status import TERMINAL
 
 from .shared import awaited, shared_memo, shared_runs
@@ -73,12 +71,6 @@ FIRST_ROWS_WAIT_S = 0.5     # and each of those looks waits this long for the ro
                             # [Waiting for the first rows])
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
-LIVE_POINTS = 800           # per line: min and max of each pixel column of a chart up to 400 px wide (the grid's)
-HOVER_POINTS = 150          # per line: nearest-point tooltips, a few pixels apart
-REBUILD_FACTOR = 10.0       # chart building takes at most 1/REBUILD_FACTOR of a core (Note [Live charts])
-KEPT_SLOTS = 4              # runs whose chart specs a session keeps
-SHARED_SLOTS = 16           # slots (watched runs, races) whose chart specs the server keeps (Note [Shared specs])
-SHARED_SPECS_PER_SLOT = 24  # chart specs (a chart and its controls) it keeps a slot
 ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 AUDIENCE_KEY, PACED_KEY = "_live_audience", "_live_paced"  # this session's token; its last re-pacing
 
@@ -116,16 +108,17 @@ def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
 
 # Note [The first point]
 # ----------------------
-# A run's first rows are stored before its first update (stability.training.step_zero), so from Start the
-# wait is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued
-# and while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table and an
+# A run's first rows are stored before its first update (stability.training.step_zero), so from Start the wait
+# is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued and
+# while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table and an
 # empty range of rows (the shared look reads such a run every FIRST_ROWS_EVERY_S, pages/ui/shared.py, Note
 # [The first rows]), a few ms of the server, and it lasts a second or two with a warm worker.  The looks that
-# find rows draw the charts a few at a time (Note [Drawn in turn]), and when every chart is drawn the page
-# reruns once (leave_first_point_pace), which sets the panel's timer to its usual rhythm: one full rerun a
-# run, never a loop, since a run with rows is never awaited again.  A run still waiting FIRST_POINT_FOR_S
-# after it was created (queued behind others) is watched at the usual rhythm.  Meanwhile the panel draws the
-# loss chart empty (Note [Skeleton]), so the browser has loaded its chart code before the first point.
+# find rows draw the charts a few at a time (Note [Drawn in turn] in stability/live/specs.py), and when every
+# chart is drawn the page reruns once (leave_first_point_pace), which sets the panel's timer to its usual
+# rhythm: one full rerun a run, never a loop, since a run with rows is never awaited again.  A run still
+# waiting FIRST_POINT_FOR_S after it was created (queued behind others) is watched at the usual rhythm.
+# Meanwhile the panel draws the loss chart empty (Note [Skeleton]), so the browser has loaded its chart code
+# before the first point.
 def awaiting_first_point(run, rows: LiveRows | None, now: float | None = None) -> bool:
     """Whether ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``) is active, created within
     :data:`FIRST_POINT_FOR_S` (a run of unknown age is not), and queued or without a row read yet (``rows``:
@@ -355,71 +348,26 @@ def _position(run) -> tuple:
 
 
 # ---------------------------------------------------------------------------------- live charts
-# Note [Live charts]
-# ------------------
-# A fragment rerun that draws nothing clears what it drew, so every chart is sent again at every rerun;
-# an identical spec costs the browser almost nothing (Note [Watching cheaply]), new rows in the same spec
-# a Vega re-run of that chart (Note [Stable specs]).  Building an Altair chart costs ~50 ms of the server's
-# CPU per chart, nearly all of it Altair's own (encodings inferred and validated, layers' params merged);
-# computing its rows costs a few ms.  So each chart is a LiveChart with a data version (the rows it draws),
-# its controls, a builder and, where the chart module has one, a function giving the chart's datasets
-# alone.  Its spec is kept per chart and rebuilt in full only when its controls changed (at once); when
-# only its rows changed, the new rows are put into the spec it has (if they still fit it: as many
-# datasets, the same columns; else it is rebuilt), provided the last refresh lies at least REBUILD_FACTOR
-# times its own CPU cost in the past: chart work takes at most 1/REBUILD_FACTOR of a core, and a slow
-# machine simply redraws less often.
-@dataclass(frozen=True)
-class LiveChart:
-    """One chart of a live panel: ``build()`` returns its Altair chart, ``rows()`` (optional) the datasets of
-    that chart in the order its layers first use them; ``data`` changes when its rows do and ``controls``
-    when its settings (smoothing, scale, which names) do. ``metric``: the metric row the chart is about,
-    whose words the classroom view shows beside it (pages/ui/classroom.py)."""
-
-    key: str
-    controls: object
-    data: object
-    build: Callable[[], object]
-    rows: Callable[[], list] | None = None
-    metric: str | None = None
-
-
-@dataclass
-class _ChartSpecs:
-    specs: dict = field(default_factory=dict)     # chart key -> converted spec
-    columns: dict = field(default_factory=dict)   # chart key -> the columns of each of its datasets
-    versions: dict = field(default_factory=dict)  # chart key -> (controls, data) it was built from
-    built_at: float = -math.inf
-    cost_s: float = 0.0
-
-
 def live_chart_specs(slot, charts: list[LiveChart], *, final: bool = False, shared: bool = False,
                      in_turn: bool = False, build_new: bool = True) -> list[dict | None]:
     """The Vega-Lite specs of ``charts``, kept in this session under ``slot`` (one per watched run) and
-    refreshed per chart only when needed (Note [Live charts]); ``final``: the data will not change again,
-    so it is drawn now. ``shared``: kept in the server for every session instead (Note [Shared specs]): then
-    ``slot`` with a chart's key and controls must name its rows, and its data version must tell them apart.
-    ``in_turn``: of the charts never built before, only the first is built at this look, and the others
-    are None, built at the next looks (Note [Drawn in turn]); ``build_new`` False: none of them (the charts
-    built before are brought up to date), as :func:`drawn_in_turn` asks first."""
+    refreshed per chart only when needed (stability/live/specs.py, Note [Live charts]); ``final``: the data
+    will not change again, so it is drawn now. ``shared``: kept in the server for every session instead (Note
+    [Shared specs] there): then ``slot`` with a chart's key and controls must name its rows, and its data
+    version must tell them apart. ``in_turn``: of the charts never built before, only the first is built at
+    this look, and the others are None, built at the next looks (Note [Drawn in turn] there); ``build_new``
+    False: none of them (the charts built before are brought up to date), as :func:`drawn_in_turn` asks first."""
+    options = dict(final=final, in_turn=in_turn, build_new=build_new)
     if shared:
-        memo = shared_memo(SPECS_KEY, SHARED_SLOTS)
-        with memo.lock():
-            entry = memo.get(slot, _ChartSpecs)
-            keyed = [replace(chart, key=(chart.key, chart.controls)) for chart in charts]
-            return _specs(entry, keyed, final, SHARED_SPECS_PER_SLOT, in_turn, build_new)
-    cache = st.session_state.setdefault(SPECS_KEY, {})
-    entry = cache.pop(slot, None) or _ChartSpecs()
-    cache[slot] = entry  # most recently used last
-    while len(cache) > KEPT_SLOTS:
-        cache.pop(next(iter(cache)))
-    return _specs(entry, charts, final, 0, in_turn, build_new)
+        return shared_specs(shared_memo(SPECS_KEY, SHARED_SLOTS), slot, charts, **options)
+    return session_specs(st.session_state.setdefault(SPECS_KEY, {}), slot, charts, **options)
 
 
 def drawn_in_turn(slot, charts: list[LiveChart], draw: Callable[[list], list], **options) -> list[dict | None]:
-    """At the first point's pace (Note [Drawn in turn]): the charts built at earlier looks are drawn first,
-    ``draw(specs)`` returning a placeholder for each chart in order, and only then is the next new chart built
-    and drawn into its place; returns the specs as :func:`live_chart_specs` (``in_turn=True``) gives them.
-    ``options``: :func:`live_chart_specs`'s."""
+    """At the first point's pace (Note [Drawn in turn] in stability/live/specs.py): the charts built at earlier
+    looks are drawn first, ``draw(specs)`` returning a placeholder for each chart in order, and only then is
+    the next new chart built and drawn into its place; returns the specs as :func:`live_chart_specs`
+    (``in_turn=True``) gives them. ``options``: :func:`live_chart_specs`'s."""
     drawn = live_chart_specs(slot, charts, in_turn=True, build_new=False, **options)
     places = draw(drawn)
     specs = live_chart_specs(slot, charts, in_turn=True, **options)
@@ -429,103 +377,9 @@ def drawn_in_turn(slot, charts: list[LiveChart], draw: Callable[[list], list], *
     return specs
 
 
-# Note [Drawn in turn]
-# --------------------
-# A run's first rows come with every chart of its panel at once, and every chart is new: on 2 cores shared
-# with the run that was ~1 s of the server building seven charts (~50 ms of Altair each, more beside a
-# training run), then ~1 s of the browser drawing them, before the first point showed (3.0 s from Start
-# with a warm worker whose first row was stored at +0.5 s; benchmarks/first_point.py). While a panel looks
-# at the fast pace of the first point (Note [The first point]), it builds the charts it never built in
-# their order, loss first, one a look, and draws it; the next look, a tenth of a second later, the next
-# one, and so on: the first point is drawn as soon as the first chart is, and the panel goes back to its
-# usual pace only when every chart is drawn. (A budget of 0.15 s of building a look let a second chart be
-# built beside the loss chart, and a trace of one Start showed the two taking 0.28-0.43 s before either
-# was sent, on 2 cores beside the run's first steps.) Charts already built are refreshed as always; at
-# the usual pace every chart is built at once.  Within a look the charts already built are drawn first and
-# the new one is built after (drawn_in_turn): the next look starts at once (the panel's timer is a tenth of a
-# second), and while a new chart was built before anything was drawn, the chart already on the page stayed
-# stale (faded) through the whole build, a few tenths of a second on 2 cores beside the runs; a trace of a
-# Race's Start showed its first chart stale from 1.1 s to 4.2 s, through three such looks.
-
-
-# Note [Shared specs]
-# -------------------
-# Thirty sessions watching one run draw the same charts from the same rows (pages/ui/shared.py, Note [Many
-# watchers]), so the Train and Race panels keep their specs in the server, one _ChartSpecs a slot for every
-# session, each chart keyed by its key and its controls: a session with other controls (smoothing, log y)
-# has specs of its own, and the chart work of a refresh is done once for all, its rate bounded by
-# REBUILD_FACTOR for all together.  The specs of controls nobody uses any more go, oldest first, beyond
-# SHARED_SPECS_PER_SLOT, and the specs of the SHARED_SLOTS slots drawn last are kept (each chart's rows are Arrow
-# bytes: a few hundred kB at most, Note [Light charts]).
-def _specs(entry: _ChartSpecs, charts: list[LiveChart], final: bool, kept: int,
-           in_turn: bool = False, build_new: bool = True) -> list[dict | None]:
-    """Bring the stale specs of ``charts`` in ``entry`` up to date (Note [Live charts]) and drop the others:
-    all of them when ``kept`` is 0, else the oldest beyond ``kept``. ``in_turn``: one new chart is built,
-    the other new ones are None (Note [Drawn in turn])."""
-    stale = [chart for chart in charts if entry.versions.get(chart.key) != (chart.controls, chart.data)]
-    urgent = any(chart.key not in entry.specs or entry.versions[chart.key][0] != chart.controls for chart in stale)
-    now = time.monotonic()
-    if stale and (urgent or final or now - entry.built_at >= REBUILD_FACTOR * entry.cost_s):
-        started, built_new = time.thread_time(), False
-        for chart in stale:
-            new = chart.key not in entry.specs
-            if new and (not build_new or (in_turn and built_new)):
-                continue  # drawn later in this look (drawn_in_turn) or at a later look
-            _refresh(entry, chart)
-            built_new = built_new or new
-        entry.built_at, entry.cost_s = now, time.thread_time() - started
-    drawn = {chart.key for chart in charts}
-    unused = [key for key in entry.specs if key not in drawn]
-    for key in unused[:len(unused) if not kept else max(0, len(entry.specs) - kept)]:
-        del entry.specs[key], entry.columns[key], entry.versions[key]
-    return [entry.specs.get(chart.key) for chart in charts]
-
-
-def _refresh(entry: _ChartSpecs, chart: LiveChart) -> None:
-    """Bring ``chart``'s spec up to date: its new rows in the spec it has when only its rows changed and
-    they fit that spec, else a full build."""
-    built = entry.versions.get(chart.key)
-    if built is not None and built[0] == chart.controls and chart.rows is not None:
-        frames = chart.rows()
-        if [list(frame.columns) for frame in frames] == entry.columns[chart.key]:
-            entry.specs[chart.key] = {**entry.specs[chart.key], "datasets": _arrow_datasets(frames)}
-            entry.versions[chart.key] = (chart.controls, chart.data)
-            return
-    with debug_mode(False):  # Note [Unvalidated live specs]
-        entry.specs[chart.key], entry.columns[chart.key] = _vega_lite_spec(chart.build())
-    entry.versions[chart.key] = (chart.controls, chart.data)
-
-
-# Note [Unvalidated live specs]
-# -----------------------------
-# Altair checks every schema object against the Vega-Lite JSON schema as it is made (its "debug mode"), also
-# when the spec is converted with validate=False. A live page builds with that check off: a loss chart
-# took 59 ms with it and 50 ms without (2 cores, 2026-11-26), and a run's first point waits for its first
-# chart. The same chart builders are checked with it on by the chart tests (tests/test_charts.py builds
-# every chart outside this switch), so a spec the schema refuses still fails a test. The switch is
-# Altair's module-wide flag: another thread building a chart meanwhile is merely unchecked or checked,
-# never wrong.
-
-
-def charts_built_together(key: str, count: int, controls, data, build_all: Callable[[], list],
-                          metrics: list[str] | None = None) -> list[LiveChart]:
-    """``count`` live charts over the charts one call of ``build_all()`` returns (pages that overlay several
-    runs build their charts together); ``build_all`` runs at most once per rerun, and only when a chart
-    needs it. ``metrics``: the metric each chart is about (:attr:`LiveChart.metric`), in the same order."""
-    built: list = []
-
-    def chart(index: int):
-        if not built:
-            built.append(build_all())
-        return built[0][index]
-
-    return [LiveChart(f"{key}/{index}", controls, data, functools.partial(chart, index),
-                  metric=metrics[index] if metrics else None) for index in range(count)]
-
-
 def show_chart(container, spec: dict | None) -> None:
     """Draw a spec from :func:`live_chart_specs` (Streamlit copies the spec before it takes the data out);
-    None, a chart not built yet (Note [Drawn in turn]), holds its place empty."""
+    None, a chart not built yet (Note [Drawn in turn] in stability/live/specs.py), holds its place empty."""
     if spec is None:
         container.empty()
         return
@@ -547,122 +401,23 @@ SKELETON_KEY = "chart_skeleton"  # the container of an empty chart before a run'
 # (``st-key-chart_skeleton``), so a benchmark can tell it from a chart with points.
 def draw_skeleton(container, title: str, height: int) -> None:
     """An empty line chart titled ``title`` (Note [Skeleton]): axes, no rows."""
-    spec = shared_memo(SPECS_KEY, SHARED_SLOTS).get(("skeleton", title, height),
-                                                    lambda: _skeleton_spec(title, height))
+    spec = shared_memo(SPECS_KEY, SHARED_SLOTS).get(("skeleton", title, height), lambda: skeleton_spec(title, height))
     show_chart(container.container(key=SKELETON_KEY), spec)
-
-
-def _skeleton_spec(title: str, height: int) -> dict:
-    from stability import charts
-
-    empty = pd.DataFrame({"run_id": pd.Series(dtype="int64"), "step": pd.Series(dtype="int64"),
-                          "wall_time": pd.Series(dtype="float64"), "name": pd.Series(dtype="object"),
-                          "value": pd.Series(dtype="float64"), "run": pd.Series(dtype="object")})
-    with debug_mode(False):
-        return _vega_lite_spec(charts.metric_chart(empty, names=["train/loss", "val/loss"], title=title,
-                                                   height=height, max_points=LIVE_POINTS))[0]
-
-
-# Note [Stable specs]
-# -------------------
-# Streamlit's frontend keeps a Vega view as long as the chart's spec (its JSON without the data) and its
-# dataset names stay the same, and then only swaps the rows of a dataset whose bytes changed; any other
-# change of the spec compiles the Vega-Lite spec and builds a new view.  st.altair_chart names each
-# dataset by a hash of its rows and Altair names its selections and views afresh for every chart, so a
-# chart rebuilt with one new row used to be a new spec: a full re-embed at every redraw.  Here datasets are
-# named by their place in the chart (rows_0, rows_1, ...; never data_<n>, which Vega-Lite gives its own
-# sources: a dataset of that name draws nothing) and the generated names are numbered within the
-# chart, so a chart whose rows changed reaches the browser as the same spec with new rows.  The spec is
-# produced without Altair's JSON-schema validation (two thirds of its building cost, and the same specs
-# are validated by tests/test_charts.py); like st.altair_chart, Altair's default theme is left out.
-#
-# Two embedding options make every redraw cheaper (Chromium's CPU from /proc, a page of six line charts
-# redrawn every 2 s): Vega's canvas renderer instead of SVG (Streamlit picks canvas by itself only above
-# 2000 marks; 29 -> 19 CPU s a minute), and no ARIA description per mark (Vega-Lite builds a text label for
-# every point through Streamlit's expression interpreter, and Streamlit drops them itself above 5000 marks;
-# 19 -> 17 s).  A screen reader still gets the chart's title; hundreds of per-point labels were no help to it.
-#
-# Note [Arrow rows]
-# -----------------
-# A kept spec goes out again at every rerun, so its datasets are serialised once, when its rows change, as
-# the Arrow IPC bytes Streamlit would have made of each DataFrame: Streamlit passes bytes in a spec's
-# ``datasets`` through as they are (a DataFrame there it would convert again at every rerun), the browser
-# sees the same bytes as before (the 75-byte reference of Note [Watching cheaply]), and two specs compare
-# equal when their rows do.  The bytes are written with pyarrow (_arrow_bytes), not with
-# streamlit.dataframe_util: that module is Streamlit's internal code, free to change within the open
-# ``streamlit>=1.40`` of requirements.txt, while pyarrow's Table.from_pandas and IPC stream writer are
-# public and stable, and pyarrow is a dependency of Streamlit itself (every Streamlit release needs it to
-# send a DataFrame).  tests/test_live.py checks that the bytes read back as the rows.
-_GENERATED_NAME = re.compile(r'"(param|view)_[0-9a-f]+(?:_[0-9]+)*"')
-_DEFAULT_THEME = {"view": {"continuousWidth": 300, "continuousHeight": 300}}
-
-
-def _vega_lite_spec(chart) -> tuple[dict, list[list[str]]]:
-    """The chart as the Vega-Lite spec Streamlit sends, its datasets serialised to Arrow, its names stable
-    (Note [Stable specs]), and the columns of each of its datasets; ``chart`` gives up its data to the spec."""
-    frames: dict[int, tuple[str, object]] = {}
-    _name_datasets(chart, frames)
-    spec = chart.to_dict(validate=False)
-    numbers: dict[str, str] = {}
-    text = _GENERATED_NAME.sub(
-        lambda match: numbers.setdefault(match.group(0), f'"{match.group(1)}_{len(numbers) + 1}"'), json.dumps(spec))
-    spec = json.loads(text)
-    if spec.get("config") == _DEFAULT_THEME:
-        del spec["config"]
-    spec.setdefault("config", {})["aria"] = False
-    spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
-    ordered = [data for _, data in frames.values()]
-    spec["datasets"] = _arrow_datasets(ordered)
-    return spec, [list(data.columns) for data in ordered]
-
-
-def _arrow_datasets(frames: list) -> dict[str, bytes]:
-    """``rows_0``, ``rows_1``, ... -> the frames as Arrow bytes, as Streamlit sends them (Note [Arrow rows])."""
-    return {f"rows_{index}": _arrow_bytes(frame) for index, frame in enumerate(frames)}
-
-
-def _arrow_bytes(frame: pd.DataFrame) -> bytes:
-    """``frame`` as an Arrow IPC stream, written with pyarrow's public API as Streamlit writes a DataFrame
-    (``pyarrow.Table.from_pandas`` keeps a RangeIndex as metadata and any other index as a column)."""
-    import pyarrow as pa
-
-    table = pa.Table.from_pandas(frame)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _name_datasets(chart, frames: dict) -> None:
-    """Replace every DataFrame of ``chart`` and its layers by a dataset name (``rows_<n>``, in the order
-    met; one name per frame object), collected in ``frames``: id -> (name, frame)."""
-    import altair as alt
-
-    data = getattr(chart, "data", alt.Undefined)
-    if isinstance(data, pd.DataFrame):
-        name, _ = frames.setdefault(id(data), (f"rows_{len(frames)}", data))  # as _arrow_datasets names them
-        chart.data = alt.NamedData(name=name)
-    layers = getattr(chart, "layer", alt.Undefined)
-    for layer in layers if isinstance(layers, list) else []:
-        _name_datasets(layer, frames)
 
 
 __all__ = [
     "DEFAULT_REFRESH",
     "FIRST_POINT_EVERY_S",
     "FIRST_ROWS_WAIT_S",
-    "HOVER_POINTS",
-    "LIVE_POINTS",
     "REFRESH_CHOICES",
     "LiveRows",
-    "LiveChart",
     "awaiting_first_point",
     "cached_rows",
-    "charts_built_together",
     "describe_refresh",
     "live_chart_specs",
     "leave_first_point_pace",
     "draw_skeleton",
+    "drawn_in_turn",
     "SKELETON_KEY",
     "live_every",
     "polled",
@@ -672,5 +427,7 @@ __all__ = [
     "refresh_control",
     "retime_if_needed",
     "run_rows",
+    "watch",
+    "watched_runs",
     "show_chart",
 ]

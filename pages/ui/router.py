@@ -23,6 +23,13 @@ hidden, which switches the legacy mode off for the whole server, and then
 through ``app.py``'s router.  Only documented calls are used; the
 private ``PagesManager`` flag this once flipped is left alone.
 
+Streamlit's own navigation cannot do this by itself while ``pages/`` is kept:
+checked again on Streamlit 1.67 (issue 34), ``PagesManager`` still sets
+``uses_pages_directory`` from that folder's existence when the first session
+starts, and its script runner then runs ``_mpa_v1``, which runs the linked
+page alone.  Renaming the folder would end the legacy mode, and so this
+module, but every ``pages.`` import and link would move with it.
+
 A page run directly as the entry script (``streamlit run pages/train.py``,
 or AppTest in the tests) has no router to go through and is left as it is.
 tests/test_browser.py opens a page link first on a fresh server to check

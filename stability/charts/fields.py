@@ -51,6 +51,12 @@ def log_axis_for(field: str, values, log: bool = False) -> bool:
     return bool(log or field in LOG_FIELDS or numbers.max() / numbers.min() >= LOG_SPAN)
 
 
+def log_fields(varies) -> frozenset[str]:
+    """The varied fields of a sweep (its ``Vary`` list: ``field``, ``points()``, ``log``) that belong on a log
+    axis (:func:`log_axis_for` of each field's listed values, or its sampled range's two ends)."""
+    return frozenset(vary.field for vary in varies if log_axis_for(vary.field, vary.points(), vary.log))
+
+
 def axis_positions(values: pd.Series, log: bool) -> tuple[pd.Series, list[tuple[float, str]]]:
     """Positions in [0, 1] of one parallel axis and its tick labels: numbers linearly (log10 with
     ``log``), anything else as ordinal positions in :func:`category_order`."""

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.formatting import shown
+from ..core.metric_names import is_log_metric
 from .fields import axis_positions, category_order, field_title, is_numeric_field
 from .legends import extra_height, legend_for
 from .scales import RUN_COLOURS, finite_or_nan, log_axis, log_edges, on_log_axis, top_edge
@@ -230,6 +231,15 @@ def parallel_coordinates(results: pd.DataFrame, fields: list[str], *, log_fields
     labels = alt.Chart(pd.DataFrame(ticks, columns=["axis", "position", "label"])).mark_text(
         align="left", dx=4, fontSize=11, color="#333").encode(x=x, y=y, text="label:N")
     return alt.layer(rules, bad, lines, labels).properties(title=title, height=height)
+
+
+def curves_on_log(metric: str, log_y: bool) -> bool:
+    """Whether :func:`grouped_curves_chart` draws ``metric`` on a log axis: gradient norms and singular values
+    always, the margin |σ − 1| never (``metric_names.is_log_metric``, the one rule); a loss when "Log y" is on
+    (it falls over decades, and a log axis keeps the first steps' large values from flattening the rest); a
+    gap never (it may be negative)."""
+    is_loss = metric.endswith("/loss") and not metric.startswith("gap/")
+    return is_log_metric(metric) or (log_y and is_loss)
 
 
 def grouped_curves_chart(curves: pd.DataFrame, metric: str, log_y: bool = False, *, x_title: str = "step",
