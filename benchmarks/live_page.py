@@ -23,7 +23,7 @@ a real run's cadence (the default run's and the tiny run's: rows, evaluations,
 probes), watched by one Train page per ``?refresh=`` setting ('' = the page's
 default, Auto); the server's and Chromium's CPU seconds a minute over the
 window.  What the page itself costs, measured before and after each change of
-pages/ui/live.py (Note [Watching cheaply]).
+stability/live/pace.py (Note [Watching cheaply]).
 
 ``--neighbour busy``: the page replaced by a Python ``while True`` loop (one
 busy core, about what a Streamlit server costs while a live page redraws),

@@ -5,9 +5,9 @@ gradient reaching the first step vanishes and the LSTM slows down, while Spectra
 their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run each, within the slots
 whoever started the server set (``STABILITY_MAX_RUNS``: the runs beyond them wait 'queued' and start as
 slots free, stability/execution/slots.py) -> a fragment that reads every run's new rows once a second
-(four times a second until each run's first point is drawn: Note [The first point] in pages/ui/live.py), and says in one line a run what
-its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race; with ``?classroom=1`` (the "Classroom
-view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
+(four times a second until each run's first point is drawn: Note [The first point] in stability/live/pace.py),
+and says in one line a run what its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race;
+with ``?classroom=1`` (the "Classroom view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
 row with what to look at beside it (pages/ui/classroom.py, Note [Classroom view]).
 """
 import functools
@@ -69,7 +69,7 @@ def standings(runs: dict[int, RunRecord], labels: dict[int, str]) -> pd.DataFram
 
 def race_every(store, active: list[RunRecord]) -> float | None:
     """Seconds between the panel's looks: none once every run has ended, :data:`FIRST_POINT_EVERY_S` while
-    a run awaits its first point (Note [The first point] in pages/ui/live.py), else :data:`RACE_EVERY_S`."""
+    a run awaits its first point (Note [The first point] in stability/live/pace.py), else :data:`RACE_EVERY_S`."""
     if not active:
         return None
     # a run not read yet in this session is read now: a page opened on a race with rows awaits none of them

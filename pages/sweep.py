@@ -19,7 +19,7 @@ latest values, two indexed queries).  The charts of the objective are rebuilt on
 or objective changed (``watching.objective_version``: at evaluation steps, not at every training step); the
 curves only when a run reached a new step (``watching.results_version``), and only then are their rows read,
 in one query for the chosen metric.  An unchanged chart is sent as the identical spec, which the browser
-does not redraw (Note [Watching cheaply] in pages/ui/live.py; Notes [Live charts], [Stable specs] in
+does not redraw (Note [Watching cheaply] in stability/live/pace.py; Notes [Live charts], [Stable specs] in
 stability/live/specs.py).  When the
 sweep ends the page reruns once, to stop polling and update its buttons.
 """
@@ -45,7 +45,7 @@ from stability.execution import runner
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
-from stability.live import LiveChart
+from stability.live import LiveChart, sweep_panels
 from stability.runs.store import SweepNotFound
 from stability.sweeps import starting, watching
 from stability.sweeps.spec import Offered
@@ -281,38 +281,9 @@ def chart_controls(spec: sweeps.SweepSpec) -> dict:
 
 def sweep_charts(store, sweep_id: int, spec: sweeps.SweepSpec, results: pd.DataFrame,
                  controls: dict) -> list[LiveChart]:
-    """The four charts as live charts: each rebuilt only when the rows it draws or its controls changed."""
-    version, moved = watching.objective_version(results), watching.results_version(results)
-    objective, direction = sweeps.objective_name(spec), sweeps.direction(spec)
-    fields = controls["fields"]
-    live_charts = []
-    if fields:
-        x, colour, log_y = controls["x"], controls["colour"], controls["log_y"]
-        live_charts.append(LiveChart("objective", (x, colour, log_y, controls["log_fields"]), version,
-                                     lambda: charts.sweep_objective_chart(
-                                         results, x, colour, log_x=x in controls["log_fields"], log_y=log_y,
-                                         objective=objective, direction=direction, height=CHART_HEIGHT,
-                                         title=f"Final {objective} against {charts.field_title(x)}")))
-        if len(fields) > 1 and controls["heat_x"] != controls["heat_y"]:
-            heat = (controls["heat_x"], controls["heat_y"])
-            live_charts.append(LiveChart("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
-                groups.setting_table(results, list(heat), direction), *heat, log_color=log_y,
-                objective=objective, height=CHART_HEIGHT, title=f"Mean {objective} over seeds",
-                x_order=watching.listed_values(spec, heat[0]) or None,
-                y_order=watching.listed_values(spec, heat[1]) or None)))
-        live_charts.append(LiveChart("parallel", (tuple(fields), controls["log_fields"], log_y), version,
-                                     lambda: charts.parallel_coordinates(
-                                         results, fields, log_fields=controls["log_fields"], log_objective=log_y,
-                                         objective=objective, height=CHART_HEIGHT,
-                                         title="Every run, across the varied fields")))
-    metric = controls["metric"]
-    rows = curve_rows(store, sweep_id, metric, moved)
-    labels = dict(zip(results["run_id"], results["setting"]))
-    log_metric = charts.curves_on_log(metric, controls["log_y"])
-    live_charts.append(LiveChart("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
-        groups.group_curves(rows, labels, metric, log=log_metric), metric, log_metric, height=CHART_HEIGHT,
-        title=f"{metric}: mean over seeds, min-max band")))
-    return live_charts
+    """The four charts as live charts (stability/live/panels.py), the curves' rows read when a run moved."""
+    rows = curve_rows(store, sweep_id, controls["metric"], watching.results_version(results))
+    return sweep_panels(spec, results, controls, rows, height=CHART_HEIGHT)
 
 
 def show_settings(table: pd.DataFrame, fields: list[str], objective: str) -> None:

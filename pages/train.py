@@ -2,7 +2,7 @@
 
 Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
 run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
-its last look, and redraws only the charts whose rows changed (pages/ui/live.py, Note [Watching cheaply]),
+its last look, and redraws only the charts whose rows changed (stability/live/pace.py, Note [Watching cheaply]),
 with "What is happening" above them: stability.analysis.diagnosis's findings on the same rows, in words.
 The widgets live outside the fragment, so polling never resets them. ``?run=ID`` reopens a run,
 ``?refresh=auto|2|5|10|30|off`` sets the live updates. ``?classroom=1`` (the "Classroom view" switch) shows

@@ -112,7 +112,7 @@ def progress_moves(page, times=1):
 
 def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browser):
     """New rows reach a chart as new data for the Vega view on the page (the same canvas, never a new
-    chart), at the chosen refresh: pages/live.py, Notes [Watching cheaply] and [Stable specs]."""
+    chart), at the chosen refresh: Notes [Watching cheaply] and [Stable specs] (stability/live/pace.py, specs.py)."""
     page = browser.new_page(viewport={"width": 1500, "height": 1300})
     page.goto(f"{server}/?cell=rnn&hidden=16&task=adding&seq_len=20&steps=100000&seed=1&refresh=2")
     page.get_by_role("button", name="Start", exact=True).wait_for(timeout=60_000)

@@ -142,7 +142,7 @@ def test_a_real_servers_panels_slow_down_as_watchers_join_and_the_first_is_re_pa
         given = asyncio.run(_intervals(url, f"run={run_id}", sessions=3, fragments=2, hold_s=12.0))
     # each session's live panel: its fastest fragment (the sidebar's list of runs in progress looks every 10 s)
     panels = [min(fragments.values(), key=lambda intervals: intervals[0]) for fragments in given]
-    auto = 1.5  # the Train page's Auto pace for a run logging often (pages/ui/live.py, AUTO_EVERY_S)
+    auto = 1.5  # the Train page's Auto pace for a run logging often (stability/live/pace.py, AUTO_EVERY_S)
     assert [intervals[0] for intervals in panels] == [pytest.approx(max(auto, joined / budget))
                                                      for joined in (1, 2, 3)]
     assert panels[0][-1] == pytest.approx(3 / budget)  # re-paced once the third joined

@@ -105,7 +105,7 @@ def test_start_race_starts_every_cell_with_the_same_seed_and_budget_at_once(stor
 
 
 def test_a_started_race_draws_its_charts_in_turn_from_the_first_rows_then_looks_at_its_pace(store, fake_runner):
-    """Notes [The first point] (pages/ui/live.py) and [Drawn in turn] (stability/live/specs.py): before any run
+    """Notes [The first point] (stability/live/pace.py) and [Drawn in turn] (stability/live/specs.py): before any run
     has rows the loss chart is drawn empty; the first look that finds rows draws the training loss (a run's
     first point) alone, the next looks the others, and then the race goes back to its usual pace."""
     from test_pages_train import drawn_rows, log

@@ -352,7 +352,7 @@ def chart_elements(app):
 
 
 def test_a_rerun_with_no_new_rows_reads_nothing_and_sends_the_same_charts(store, monkeypatch):
-    """The same element at the same place is what the browser keeps as it is (pages/ui/live.py, Note
+    """The same element at the same place is what the browser keeps as it is (stability/live/pace.py, Note
     [Watching cheaply]); and the panel looks at the run's row only, not at its metrics."""
     run_id = add_run(store, status="running", steps=(0, 10, 20))
     app = run(run=run_id)
@@ -515,7 +515,7 @@ def test_the_spectrum_over_training_is_a_heatmap_read_incrementally(store):
 
 
 def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_usual_pace(store, fake_runner):
-    """Notes [The first point] (pages/ui/live.py) and [Drawn in turn] (stability/live/specs.py): a started run
+    """Notes [The first point] (stability/live/pace.py) and [Drawn in turn] (stability/live/specs.py): a started run
     is looked at every tenth of a second while it is queued and has no rows, with the loss chart drawn empty;
     the looks that find its first rows draw its charts, the loss first, and when all are drawn the page goes
     back to Auto."""

@@ -20,11 +20,10 @@ The switch stays reachable in classroom view: with the sidebar hidden it is draw
 the page instead.  The URL is the one truth (:func:`classroom_on`): the toggle only writes it, and takes
 its state from it at every run, so a page that clears its query parameters also leaves the view.
 
-A live chart is still the spec :func:`pages.ui.live.live_chart_specs` keeps (Note [Watching cheaply]): in
-classroom view it is sent with a larger height and fonts set on a shallow copy of that spec
-(``stability.charts.classroom.projected``), the same
-copy at every rerun, so an unchanged chart still reaches the browser as the same element.  Nothing here
-reads rows.
+A live chart is still the spec :func:`pages.ui.live.live_chart_specs` keeps (Note [Watching cheaply] in
+stability/live/pace.py): in classroom view it is sent with a larger height and fonts set on a shallow copy
+of that spec (``stability.charts.projected``), the same copy at every rerun, so an unchanged chart still
+reaches the browser as the same element.  Nothing here reads rows.
 
 Streamlit only: the words, the equations and the projector's chart sizes are stability/charts/classroom.py's.
 """

@@ -6,7 +6,7 @@
 
 Note [Findings cost nothing when nothing changed]
 -------------------------------------------------
-A live panel reruns on its timer whether or not new rows came (pages/ui/live.py, Note [Watching cheaply]).
+A live panel reruns on its timer whether or not new rows came (stability/live/pace.py, Note [Watching cheaply]).
 The findings are a function of the rows the panel has already read and of the run record it has already
 read, so they are kept in the server, for every session watching the same run (pages/ui/shared.py, Note
 [Many watchers]), and computed again only when the rows or the record's status, step or error moved: no

@@ -6,42 +6,11 @@
     specs = live_chart_specs(("train", store.location, run_id), live_charts, final=rows.final)
     for spec in specs: show_chart(st, spec)             # a chart whose rows did not change is the same spec
 
-Note [Watching cheaply]
------------------------
-A live page is a neighbour of the worker it watches: on 2 cores, a Train page redrawing every second cost
-the worker a quarter of its steps/s, and Chromium, not the server, was the main neighbour.  Measured with
-benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the renderer's own profile:
+How often a panel looks (the timer that follows the run, the first point's pace, Note [Watching cheaply])
+is stability/live/pace.py's; what it sends (the chart specs, their Arrow rows, kept for a session or for the
+whole server) stability/live/specs.py's; what it reads (the server's shared look at a run) pages/ui/shared.py's.
 
-* every fragment rerun costs the browser ~25 ms and the server a script run, even when nothing changed;
-* a chart element identical to the one on the page (same spec, same Arrow bytes) is sent by Streamlit as
-  a 75-byte reference to the browser's cached message, and the frontend keeps the element it has (same
-  hash): no Vega work at all, ~7 ms of decoding and React per chart;
-* a chart whose rows changed is re-run through Vega's dataflow with Streamlit's CSP-safe expression
-  interpreter, per row and per layer: a Train page's six charts at 2000 points a line kept the
-  renderer's main thread busy for a second at every redraw.
-
-So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
-interval, 1.5 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every tenth of a second
-from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look at the
-run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second for
-every session together, only the rows after the last step read; each chart is rebuilt only when the rows it
-draws or its controls changed (:func:`live_chart_specs`), once for every session watching the run
-(stability/live/specs.py, Note [Shared specs]), otherwise the identical spec goes out again; and the charts are
-drawn light (``LIVE_POINTS`` points a line, ``HOVER_POINTS`` hover points, stability/live/specs.py;
-stability.charts.lines, Note [Light charts]).
-
-Auto used to follow the run's logging within 5 to 30 s, because every watcher read the run and rebuilt its
-charts itself (a 1-s refresh cost the default run 0.77x of its speed on 2 cores); with the reads and the
-chart work shared, a 1-2 s rhythm costs the server a script run per watcher and a dictionary lookup
-(benchmarks/live-page-cpu-2026-11-26.md).  Auto's lower bound is 1.5 s, not 1: with one watcher of the
-default run on a quiet 2-core machine, a 1-s Auto cost the server 13 % of a core and Chromium 32 %, 1.5 s
-10 % and 26 %, the run keeping 0.945x and 0.967x of its speed (same benchmark, later that day); with the
-charts' rows made in numpy (stability.charts.lines, Note [Light charts]) 9 % and 28 %, 0.976x.
-Streamlit 1.67 has no ``add_rows`` for a Vega-Lite chart any more; a new chart's rows still go out whole (as
-Arrow bytes, Note [Arrow rows] in stability/live/specs.py).
-
-Streamlit only: the specs, their Arrow rows and their caches are stability/live/specs.py's; nothing here decides
-what is valid (stability.config does).
+Streamlit only: the session's state, the server's caches, fragments, reruns and drawing.
 """
 from __future__ import annotations
 
@@ -55,29 +24,21 @@ from typing import Callable
 import pandas as pd
 import streamlit as st
 
-from stability.config import ConfigError, RunConfig
-from stability.live import SHARED_SLOTS, Audience, LiveChart, paced, session_specs, shared_specs, skeleton_spec
+from stability.live import (AUTO_EVERY_S, DEFAULT_REFRESH, FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S,  # noqa: F401
+                            REFRESH_CHOICES, RETIME_EVERY_S, SHARED_SLOTS, Audience, LiveChart, awaiting_first_point,
+                            describe_refresh, drifted, live_every, log_interval, needs_retime, paced, session_specs,
+                            shared_specs, skeleton_spec)  # the pace's names: the pages' too, from here
 from stability.runs.status import TERMINAL
 
 from .shared import awaited, shared_memo, shared_runs
 
-REFRESH_CHOICES = {"auto": "Auto (follows the run)", "2": "Every 2 s", "5": "Every 5 s", "10": "Every 10 s",
-                   "30": "Every 30 s", "off": "Paused"}
-DEFAULT_REFRESH = "auto"
-AUTO_EVERY_S = (1.5, 2.0)   # Auto: the run's logging interval, within these bounds (Note [Watching cheaply])
-FIRST_POINT_EVERY_S = 0.1   # from Start to a run's first rows (Note [The first point]), for at most
-FIRST_POINT_FOR_S = 20.0    # this long after the run was created (a run queued behind others waits slower)
-FIRST_ROWS_WAIT_S = 0.5     # and each of those looks waits this long for the rows (pages/ui/shared.py, Note
-                            # [Waiting for the first rows])
-RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
-RETIME_EVERY_S = 30.0       # and at most this often
 ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 AUDIENCE_KEY, PACED_KEY = "_live_audience", "_live_paced"  # this session's token; its last re-pacing
 
 
 # ---------------------------------------------------------------------------------------- refresh
 def refresh_control(container, default: str = DEFAULT_REFRESH, key: str = "train_refresh") -> str:
-    """The "Live updates" setting (a key of :data:`REFRESH_CHOICES`), starting at ``default`` (a link's
+    """The "Live updates" setting (a key of ``REFRESH_CHOICES``), starting at ``default`` (a link's
     ``?refresh=``), written back to the URL when it is not the default."""
     choices = list(REFRESH_CHOICES)
     refresh = container.selectbox(
@@ -92,46 +53,9 @@ def refresh_control(container, default: str = DEFAULT_REFRESH, key: str = "train
     return refresh
 
 
-def log_interval(run: dict, rows: LiveRows | None = None) -> float | None:
-    """Seconds between the run's logged rows: its log interval in steps over its steps/s (the worker's
-    own ``speed/steps_per_s`` when read, else step over the time since it started); None before it is known."""
-    try:
-        log_every = RunConfig.from_dict(run["config"]).train.resolved_log_every()
-    except (ConfigError, KeyError, TypeError, ValueError):
-        return None
-    speed = rows.last("speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
-    if not (math.isfinite(speed) and speed > 0):
-        started, heartbeat, step = run.get("started_at"), run.get("heartbeat"), run.get("step") or 0
-        speed = step / (heartbeat - started) if started and heartbeat and heartbeat > started and step else math.nan
-    return log_every / speed if math.isfinite(speed) and speed > 0 else None
-
-
-# Note [The first point]
-# ----------------------
-# A run's first rows are stored before its first update (stability.training.step_zero), so from Start the wait
-# is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued and
-# while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table and an
-# empty range of rows (the shared look reads such a run every FIRST_ROWS_EVERY_S, pages/ui/shared.py, Note
-# [The first rows]), a few ms of the server, and it lasts a second or two with a warm worker.  The looks that
-# find rows draw the charts a few at a time (Note [Drawn in turn] in stability/live/specs.py), and when every
-# chart is drawn the page reruns once (leave_first_point_pace), which sets the panel's timer to its usual
-# rhythm: one full rerun a run, never a loop, since a run with rows is never awaited again.  A run still
-# waiting FIRST_POINT_FOR_S after it was created (queued behind others) is watched at the usual rhythm.
-# Meanwhile the panel draws the loss chart empty (Note [Skeleton]), so the browser has loaded its chart code
-# before the first point.
-def awaiting_first_point(run, rows: LiveRows | None, now: float | None = None) -> bool:
-    """Whether ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``) is active, created within
-    :data:`FIRST_POINT_FOR_S` (a run of unknown age is not), and queued or without a row read yet (``rows``:
-    this session's, or None)."""
-    status, _, _ = _position(run)
-    created = run.get("created_at") if isinstance(run, dict) else run.created_at
-    recent = created is not None and (time.time() if now is None else now) - created < FIRST_POINT_FOR_S
-    return status not in TERMINAL and recent and (status == "queued" or rows is None or rows.metrics.empty)
-
-
 def leave_first_point_pace(every: float | None, waiting: bool) -> None:
-    """Rerun the page once when a panel polling at :data:`FIRST_POINT_EVERY_S` has nothing left to wait for
-    (Note [The first point]); call it after the panel has drawn what it read."""
+    """Rerun the page once when a panel polling at ``FIRST_POINT_EVERY_S`` has nothing left to wait for
+    (Note [The first point] in stability/live/pace.py); call it after the panel has drawn what it read."""
     if every == FIRST_POINT_EVERY_S and not waiting:
         st.rerun()
 
@@ -153,15 +77,15 @@ def watching() -> int:
 def polled(panel: Callable, every: float | None, *args, **kwargs) -> None:
     """``panel(*args, **kwargs)`` as a fragment that reruns every ``every`` seconds (None: once), slowed so
     that the server's watchers together stay within its looks a second (:func:`stability.live.paced`). The
-    fragment counts its session at every look, and when the audience has moved its pace
-    :data:`RETIME_FACTOR` away it reruns the page (which sets its timer again), at most every
-    :data:`RETIME_EVERY_S`."""
+    fragment counts its session at every look, and when the audience has moved its pace ``RETIME_FACTOR``
+    away (stability/live/pace.py) it reruns the page (which sets its timer again), at most every
+    ``RETIME_EVERY_S``."""
     period = paced(every, watching())
 
     @functools.wraps(panel)  # the fragment keeps the panel's name, hence its id (Streamlit's: module, name, place)
     def look(*args, **kwargs):
         wanted = paced(every, watching())
-        if period is not None and max(wanted, period) / min(wanted, period) >= RETIME_FACTOR:
+        if drifted(wanted, period):
             now = time.monotonic()
             if now - st.session_state.get(PACED_KEY, -math.inf) >= RETIME_EVERY_S:
                 st.session_state[PACED_KEY] = now
@@ -171,42 +95,11 @@ def polled(panel: Callable, every: float | None, *args, **kwargs) -> None:
     st.fragment(look, run_every=period)(*args, **kwargs)
 
 
-def live_every(refresh: str, run: dict, rows: LiveRows | None = None) -> float | None:
-    """Seconds between the panel's reruns for the setting ``refresh``; None (no polling) when paused or
-    when the run has ended; :data:`FIRST_POINT_EVERY_S` while the run awaits its first point."""
-    if run["status"] in TERMINAL or refresh == "off":
-        return None
-    if awaiting_first_point(run, rows):
-        return FIRST_POINT_EVERY_S
-    if refresh != "auto":
-        return float(refresh)
-    low, high = AUTO_EVERY_S
-    interval = log_interval(run, rows)
-    return low if interval is None else min(high, max(low, interval))
-
-
-def describe_refresh(refresh: str, every: float | None, run: dict, rows: LiveRows | None) -> str:
-    """One line saying how the panel is kept up to date."""
-    if run["status"] in TERMINAL:
-        return "The run has ended: nothing more to poll."
-    if every is None:
-        return "Live updates paused: the panel shows the rows read so far."
-    if every == FIRST_POINT_EVERY_S:
-        return f"Waiting for the run's first point: looks every {every:g} s until it is drawn."
-    text = f"Live: looks for new rows every {every:g} s"
-    interval = log_interval(run, rows)
-    if refresh == "auto" and interval is not None:
-        text += f" (Auto: the run logs every {interval:.2g} s)"
-    return text + "; a chart is redrawn only when its rows changed."
-
-
-def retime_if_needed(refresh: str, every: float | None, run: dict, rows: LiveRows) -> None:
+def retime_if_needed(refresh: str, every: float | None, run, rows: LiveRows) -> None:
     """With Auto, rerun the whole page (which sets the panel's timer again) when the run's logging interval
-    has moved :data:`RETIME_FACTOR` away from the panel's timer; at most every :data:`RETIME_EVERY_S`."""
-    if refresh != "auto" or every is None or every == FIRST_POINT_EVERY_S:  # that pace ends by itself
-        return
-    wanted = live_every(refresh, run, rows)
-    if wanted is None or max(wanted, every) / min(wanted, every) < RETIME_FACTOR:
+    has moved away from the panel's timer (stability/live/pace.py's needs_retime); at most every
+    ``RETIME_EVERY_S``."""
+    if not needs_retime(refresh, every, run, rows):
         return
     now = time.monotonic()
     if now - st.session_state.get(RETIMED_KEY, -math.inf) >= RETIME_EVERY_S:
@@ -338,13 +231,6 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
             row.just_finished = False
         st.rerun()
     return runs, rows
-
-
-def _position(run) -> tuple:
-    """(status, step, heartbeat) of a run dict (``RunStore.run``) or a ``RunRecord``."""
-    if isinstance(run, dict):
-        return run["status"], run["step"], run["heartbeat"]
-    return run.status, run.step, run.heartbeat
 
 
 # ---------------------------------------------------------------------------------- live charts

@@ -31,7 +31,7 @@ each); the :data:`KEPT_RUNS` runs looked at last are kept.
 Note [The first rows]
 ---------------------
 From Start, a warm worker stores a run's first rows about half a second later (benchmarks/first_point.py
---direct), while its panel looks every tenth of a second (pages/ui/live.py, Note [The first point]). A look
+--direct), while its panel looks every tenth of a second (stability/live/pace.py, Note [The first point]). A look
 a little under a second old then held the first point back by up to READ_EVERY_S. A run whose look has no
 rows yet, and has not ended, is read again every :data:`FIRST_ROWS_EVERY_S` instead: still once for every
 session together (ten reads a second of one row and an empty row range, for the second or two it waits).

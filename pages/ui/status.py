@@ -8,7 +8,7 @@ A run logs about 200 points, so a 20,000-step run's rows come every few seconds,
 status line is drawn with its charts, showed a new step every 2.8 s on average and stood still up to 5.9 s
 (real Chromium, 2 cores). Between its log steps a run now writes its step and heartbeat to its row every
 half second (stability/training/sinks.py, Note [A moving step]), so the status line, still drawn in the
-charts' fragment, shows a new step at every look of the panel (1.5-2 s at Auto: pages/ui/live.py, Note
+charts' fragment, shows a new step at every look of the panel (1.5-2 s at Auto: stability/live/pace.py, Note
 [Watching cheaply]), and the ETA moves with it: the one logged at the last log step scaled by the steps
 left (:func:`moving_eta`).
 

@@ -264,7 +264,7 @@ def metric_chart_rows(frame: pd.DataFrame, *, names, baseline: float | None = No
 # Note [Lone points]
 # ------------------
 # A line needs two points: a curve of one row draws nothing, and a live chart's first point (step 0's loss,
-# a run's first row; pages/ui/live.py, Note [The first point]) was an empty plot under its legend until the
+# a run's first row; stability/live/pace.py, Note [The first point]) was an empty plot under its legend until the
 # second row came. Each row says whether its curve has it alone (``lone``), and the hover points, drawn only
 # under the pointer, always draw such a row: the spec does not change when the second row comes (Note
 # [Stable specs] in pages/ui/live.py), only the rows do.

@@ -1,6 +1,6 @@
-"""A live page's engine, without Streamlit: how often its panels look for how many watchers (audience), which
-charts a run's panel draws (panels), and the chart specs a page sends, kept and refreshed with new rows only
-(specs). pages/ui/live.py draws them.
+"""A live page's engine, without Streamlit: how often a panel looks at a run (pace) for how many watchers
+(audience), which charts a run's panel draws (panels), and the chart specs a page sends, kept and refreshed
+with new rows only (specs). pages/ui/live.py draws them.
 
     from stability.live import Audience, paced
     every = paced(1.5, audience.look(token))      # a panel's seconds between looks, for everyone watching
@@ -8,10 +8,15 @@ charts a run's panel draws (panels), and the chart specs a page sends, kept and 
     specs = shared_specs(memo, slot, charts)      # built once for every session, the same spec while rows stay
 """
 from .audience import AUDIENCE_WINDOW_S, LOOKS_PER_S, Audience, looks_per_s, paced
-from .panels import heatmaps, run_panels, summary_values
+from .pace import (AUTO_EVERY_S, DEFAULT_REFRESH, FIRST_POINT_EVERY_S, FIRST_POINT_FOR_S, FIRST_ROWS_WAIT_S,
+                   REFRESH_CHOICES, RETIME_EVERY_S, RETIME_FACTOR, awaiting_first_point, describe_refresh, drifted,
+                   live_every, log_interval, needs_retime)
+from .panels import heatmaps, run_panels, summary_values, sweep_panels
 from .specs import (HOVER_POINTS, LIVE_POINTS, SHARED_SLOTS, LiveChart, charts_built_together, session_specs,
                     shared_specs, skeleton_spec)
 
-__all__ = ["AUDIENCE_WINDOW_S", "HOVER_POINTS", "LIVE_POINTS", "LOOKS_PER_S", "SHARED_SLOTS", "Audience", "LiveChart",
-           "charts_built_together", "heatmaps", "looks_per_s", "paced", "run_panels", "session_specs",
-           "shared_specs", "skeleton_spec", "summary_values"]
+__all__ = ["AUDIENCE_WINDOW_S", "AUTO_EVERY_S", "DEFAULT_REFRESH", "FIRST_POINT_EVERY_S", "FIRST_POINT_FOR_S",
+           "FIRST_ROWS_WAIT_S", "HOVER_POINTS", "LIVE_POINTS", "LOOKS_PER_S", "REFRESH_CHOICES", "RETIME_EVERY_S",
+           "RETIME_FACTOR", "SHARED_SLOTS", "Audience", "LiveChart", "awaiting_first_point", "charts_built_together",
+           "describe_refresh", "drifted", "heatmaps", "live_every", "log_interval", "looks_per_s", "needs_retime",
+           "paced", "run_panels", "session_specs", "shared_specs", "skeleton_spec", "summary_values", "sweep_panels"]

@@ -3,6 +3,7 @@
     charts = run_panels(rows, cell="rnn", metric="accuracy", baseline=0.5, baseline_label="chance", height=360)
     wide = heatmaps(rows)                      # the last charts, drawn across the page's width
     summary = summary_values("accuracy", rows)   # the numbers above the charts
+    charts = sweep_panels(spec, results, controls, curves, height=360)   # a sweep's four charts
 
 Every run gets the loss (train and validation, with the task's baseline where the metric is the loss itself:
 ``metric_names.is_loss_metric``), its task metric (with the baseline) when that is not the loss, ‖∂L/∂h₀‖ on a
@@ -101,6 +102,46 @@ def heatmaps(rows) -> int:
     return sum(frame is not None and len(frame) > 0 for frame in (rows.flow, rows.depth, rows.spectrum))
 
 
+def sweep_panels(spec, results, controls: dict, curves, *, height: int = 360) -> list[LiveChart]:
+    """A sweep's live charts (pages/sweep.py, Note [Watching a sweep]): the final objective against a varied
+    field, a heatmap over two, parallel coordinates (each rebuilt only when a run's status or objective moved:
+    ``watching.objective_version``), and ``curves`` (the rows of ``controls["metric"]`` of its runs) as means over
+    seeds with a min-max band (rebuilt when a run reached a new step). ``results``: ``sweeps.results`` in the
+    spec's order; ``controls``: the page's (fields, x, colour, heat_x, heat_y, metric, log_y, log_fields)."""
+    from .. import charts
+    from ..analysis import groups
+    from ..sweeps import direction as direction_of, objective_name, watching
+
+    version, moved = watching.objective_version(results), watching.results_version(results)
+    objective, direction = objective_name(spec), direction_of(spec)
+    fields, log_y = controls["fields"], controls["log_y"]
+    drawn = []
+    if fields:
+        x, colour, log_fields = controls["x"], controls["colour"], controls["log_fields"]
+        drawn.append(LiveChart("objective", (x, colour, log_y, log_fields), version,
+                               lambda: charts.sweep_objective_chart(results, x, colour,
+                                   log_x=x in log_fields, log_y=log_y, objective=objective, direction=direction,
+                                   height=height, title=f"Final {objective} against {charts.field_title(x)}")))
+        if len(fields) > 1 and controls["heat_x"] != controls["heat_y"]:
+            heat = (controls["heat_x"], controls["heat_y"])
+            drawn.append(LiveChart("heatmap", (heat, log_y), version, lambda: charts.sweep_heatmap(
+                groups.setting_table(results, list(heat), direction), *heat, log_color=log_y, objective=objective,
+                height=height, title=f"Mean {objective} over seeds",
+                x_order=watching.listed_values(spec, heat[0]) or None,
+                y_order=watching.listed_values(spec, heat[1]) or None)))
+        drawn.append(LiveChart("parallel", (tuple(fields), log_fields, log_y), version,
+                               lambda: charts.parallel_coordinates(results, fields,
+                                   log_fields=log_fields, log_objective=log_y, objective=objective, height=height,
+                                   title="Every run, across the varied fields")))
+    metric = controls["metric"]
+    labels = dict(zip(results["run_id"], results["setting"]))
+    log_metric = charts.curves_on_log(metric, log_y)
+    drawn.append(LiveChart("curves", (metric, log_metric), moved, lambda: charts.grouped_curves_chart(
+        groups.group_curves(curves, labels, metric, log=log_metric), metric, log_metric, height=height,
+        title=f"{metric}: mean over seeds, min-max band")))
+    return drawn
+
+
 def summary_values(metric: str | None, rows) -> list[tuple[str, str]]:
     """The numbers above a run's charts, as (label, text): its last validation metric, ‖∂L/∂h₀‖, margin and
     test metric, "—" where none is logged yet."""
@@ -110,4 +151,4 @@ def summary_values(metric: str | None, rows) -> list[tuple[str, str]]:
     return [(label, "—" if math.isnan(value) else f"{value:{spec}}") for label, value, spec in values]
 
 
-__all__ = ["heatmaps", "run_panels", "summary_values"]
+__all__ = ["heatmaps", "run_panels", "summary_values", "sweep_panels"]

@@ -34,7 +34,7 @@ SHARED_SPECS_PER_SLOT = 24  # chart specs (a chart and its controls) it keeps a 
 # Note [Live charts]
 # ------------------
 # A fragment rerun that draws nothing clears what it drew, so every chart is sent again at every rerun; an
-# identical spec costs the browser almost nothing (Note [Watching cheaply] in pages/ui/live.py), new rows in
+# identical spec costs the browser almost nothing (Note [Watching cheaply] in stability/live/pace.py), new rows in
 # the same spec a Vega re-run of that chart (Note [Stable specs]).  Building an Altair chart costs ~50 ms of
 # the server's CPU per chart, nearly all of it Altair's own (encodings inferred and validated, layers' params
 # merged); computing its rows costs a few ms.  So each chart is a LiveChart with a data version (the rows it
@@ -98,7 +98,7 @@ def shared_specs(memo, slot, charts: list[LiveChart], *, final: bool = False, in
 # with the run that was ~1 s of the server building seven charts (~50 ms of Altair each, more beside a
 # training run), then ~1 s of the browser drawing them, before the first point showed (3.0 s from Start with a
 # warm worker whose first row was stored at +0.5 s; benchmarks/first_point.py). While a panel looks at the
-# fast pace of the first point (Note [The first point] in pages/ui/live.py), it builds the charts it never
+# fast pace of the first point (Note [The first point] in stability/live/pace.py), it builds the charts it never
 # built in their order, loss first, one a look, and draws it; the next look, a tenth of a second later, the
 # next one, and so on: the first point is drawn as soon as the first chart is, and the panel goes back to its
 # usual pace only when every chart is drawn. (A budget of 0.15 s of building a look let a second chart be
@@ -223,7 +223,7 @@ def skeleton_spec(title: str, height: int) -> dict:
 # A kept spec goes out again at every rerun, so its datasets are serialised once, when its rows change, as
 # the Arrow IPC bytes Streamlit would have made of each DataFrame: Streamlit passes bytes in a spec's
 # ``datasets`` through as they are (a DataFrame there it would convert again at every rerun), the browser
-# sees the same bytes as before (the 75-byte reference of Note [Watching cheaply] in pages/ui/live.py), and
+# sees the same bytes as before (the 75-byte reference of Note [Watching cheaply] in stability/live/pace.py), and
 # two specs compare equal when their rows do.  The bytes are written with pyarrow (arrow_bytes), not with
 # streamlit.dataframe_util: that module is Streamlit's internal code, free to change within the open
 # ``streamlit>=1.40`` of requirements.txt, while pyarrow's Table.from_pandas and IPC stream writer are
