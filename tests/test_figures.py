@@ -207,11 +207,13 @@ def test_a_field_over_decades_is_drawn_evenly_in_numeric_order_and_a_close_one_t
 
 
 def test_long_or_many_line_names_wrap_the_legend_uncut_in_a_taller_panel():
-    assert figures.legend_at(["rnn", "lstm", "spectral", "orthogonal"]) == "top"
+    from stability.charts import legends
+
+    assert legends.legend_rows(["rnn", "lstm", "spectral", "orthogonal"]) == 1
     long = [f"optimizer = rmsprop h0_noise_std={sigma}" for sigma in (0, 0.01, 5)]
-    assert figures.legend_at(long) == "wrap"
-    assert figures.panel_height(long) == figures.PANEL_HEIGHT + 2 * figures.LEGEND_ROW_PX
-    assert figures.panel_height(["rnn", "lstm"]) == figures.PANEL_HEIGHT
+    assert legends.legend_rows(long) == 3
+    assert legends.extra_height(long) == 2 * legends.ROW_PX
+    assert legends.extra_height(["rnn", "lstm"]) == 0
     from stability import charts
 
     frame = pd.DataFrame({"run_id": [1, 1], "run": [long[0]] * 2, "name": ["val/loss"] * 2, "step": [0, 1],

@@ -17,13 +17,11 @@ import pandas as pd
 from ..config.fields import field_label, field_value
 from ..core.formatting import shown
 from ..presets import Layout, Panel, statistic
-from .legends import ROW_PX, extra_height, legend_rows
 from .lines import field_chart, metric_chart
 
 # Fields that tell apart two runs a layout would draw under one name (besides a sweep's varied fields).
 FIELDS_TOLD = ("cell", "cell.hidden_size", "task.seq_len", "train.lr", "train.optimizer", "train.freeze_recurrent")
 PANEL_HEIGHT = 320     # px, title and a one-row legend included: the plot keeps ~220 px
-LEGEND_ROW_PX = ROW_PX  # a wrapped legend's row, added to the panel's height (stability.charts.legends)
 
 
 def line_labels(layout: Layout, runs: dict, labels: dict) -> dict:
@@ -120,21 +118,11 @@ def layer_points(panel: Panel, members: list[int], depth: dict, lines: dict) -> 
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["x", "run", "value", "run_id"])
 
 
-def legend_at(names) -> str:
-    """How a panel's legend sits above it: in one row (``"top"``) for a few short names, wrapped into rows
-    (``"wrap"``, none cut short) when they are long or many (stability.charts.legends, Note [Legends that fit])."""
-    return "top" if legend_rows(names) == 1 else "wrap"
-
-
-def panel_height(names) -> int:
-    """A panel's height: :data:`PANEL_HEIGHT`, and a legend row more for each row its legend wraps into
-    (the chart grows by that itself: stability.charts.legends.extra_height)."""
-    return PANEL_HEIGHT + extra_height(list(dict.fromkeys(names)))
-
-
 def _legend(names) -> dict:
-    """The ``legend`` and ``height`` arguments of a panel whose lines have ``names``: a legend that fits,
-    above a panel that grows to :func:`panel_height`."""
+    """The ``legend`` and ``height`` arguments of a panel whose lines have ``names``: a legend that fits
+    (``"fit"``: one row for a few short names, wrapped uncut into rows for long or many), above a panel of
+    :data:`PANEL_HEIGHT` that the chart grows by a row for each row its legend wraps into
+    (stability.charts.legends, Note [Legends that fit])."""
     return {"legend": "fit", "height": PANEL_HEIGHT}
 
 

@@ -47,7 +47,6 @@ DATA_CHOICES = ("real", "standin", "auto")
 DATA_HELP = ("real: the downloaded data set; standin: a seeded synthetic stand-in of the same shapes "
              "(stability.tasks.standin), nothing downloaded; auto: the real files if they are in the "
              "cache, else the stand-in")
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def label(baseline_label: str, dataset: str) -> str:

@@ -192,11 +192,6 @@ def stacked_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
         return stable_norm(widened(torch.stack([norm.to(dtype) for norm in norms]), torch.device("cpu")))
 
 
-def norm_of_norms(tensors: list[torch.Tensor]) -> float:
-    """:func:`stacked_norm` as a number (a host-device synchronisation)."""
-    return read_numbers([stacked_norm(tensors)])[0]
-
-
 class TrainingWindow(Hook):
     """``train/loss``, ``train/<metric>`` (means over the steps since the last log), ``train/lr``,
     ``train/penalty`` (when non-zero), from the trainer's window of steps, which the log step has

@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..core import metric_names as names
 from ..core.devices import on_host, reading_device
 
 
@@ -80,12 +81,12 @@ def spectrum_metrics(matrix: torch.Tensor, with_radius: bool = True) -> tuple[di
     """
     sigma = singular_values(matrix)
     smallest, largest = float(sigma[-1]), float(sigma[0])
-    metrics = {"sv/min": smallest, "sv/max": largest, "sv/margin": float(np.abs(sigma - 1.0).max()),
-               "sv/condition": largest / smallest if smallest > 0 else math.inf}
+    metrics = {names.SV_MIN: smallest, names.SV_MAX: largest, names.SV_MARGIN: float(np.abs(sigma - 1.0).max()),
+               names.SV_CONDITION: largest / smallest if smallest > 0 else math.inf}
     if with_radius:
         with torch.no_grad(), on_host():
             wide = widened(matrix, torch.device("cpu"))
-            metrics["sv/spectral_radius"] = torch.linalg.eigvals(wide).abs().max().item()
+            metrics[names.SPECTRAL_RADIUS] = torch.linalg.eigvals(wide).abs().max().item()
     return metrics, sigma
 
 

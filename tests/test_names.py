@@ -1,0 +1,131 @@
+"""Every public top-level name of ``stability/`` has a caller (issue 34, item 5: no dead code, no names
+kept only for the tests).
+
+A name defined at the top of a module of ``stability/`` (a function, a class, a constant; not one with a
+leading underscore) is *used* when some code other than its definition reads it: a module of
+``stability/``, ``pages/``, ``app.py`` or ``benchmarks/`` (its own module included), or ``pyproject.toml``
+(entry points, the console script). Reading means a name or attribute in an expression, a word of a string
+that is not a docstring (an import path such as ``"stability.cli.worker"``, a registry's ``"kru:KRULSTM"``,
+``stability/__init__``'s lazy table) or an entry of an ``__all__`` (a room's declared public face). An
+import alone is not a use: a name a module imports and never reads is no caller.
+
+The scan is by name, read with ``ast`` (nothing is imported), so it errs one way only: a name another
+module happens to spell the same way counts as used. It never calls a used name dead. A name nobody else
+reads is either removed or, when the tests need it, written in ``tests/``; :data:`KEPT` lists the few that
+stay with no caller in the code, each with its reason.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "stability"
+
+# name -> why it stays although no code of the project reads it
+KEPT = {
+    # The vocabulary of stored rows (stability.metric_names, public): "test/loss" is written by the
+    # evaluation hook as split_name("test", "loss"); its constant is the one definition users read.
+    "TEST_LOSS": "a stored row's name, defined for users of stability.metric_names",
+    # The timing child is the module's private process; the tests end it between tests through this
+    # function rather than reach into the module's private state.
+    "stop_children": "ends shape_timing's private timing child (tests clean up with it)",
+    # Dead, in stability/execution/, which another change of issue 34 is splitting into rooms right now:
+    # removed once the preflight has its new room.
+    "cells_built": "TODO: remove with the execution/ split",
+}
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _sources() -> list[Path]:
+    return sorted([*PACKAGE.rglob("*.py"), *(ROOT / "pages").rglob("*.py"), ROOT / "app.py",
+                   *(ROOT / "benchmarks").rglob("*.py")])
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                found.add(id(first.value))
+    return found
+
+
+def read_names(tree: ast.AST) -> dict[str, int]:
+    """How many times each name is read in ``tree`` (names, attributes, words of non-docstring strings,
+    decorated definitions, which a decorator registers)."""
+    counts: dict[str, int] = {}
+    skipped = _docstrings(tree)
+
+    def count(name: str) -> None:
+        counts[name] = counts.get(name, 0) + 1
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            count(node.id)
+        elif isinstance(node, ast.Attribute):
+            count(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            for word in WORD.findall(node.value):
+                count(word)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
+            count(node.name)
+    return counts
+
+
+def defined_names(tree: ast.Module) -> list[str]:
+    """The public names a module defines at its top."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [target.id for target in node.targets if isinstance(target, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [name for name in names if not name.startswith("_")]
+
+
+def unused_names() -> tuple[list[str], list[str]]:
+    """``(dead, test_only)``: ``module:name`` of the public top-level names of ``stability/`` no code reads,
+    and of those among them that only the tests read."""
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in _sources()}
+    reads = {path: read_names(tree) for path, tree in trees.items()}
+    configured = set(WORD.findall((ROOT / "pyproject.toml").read_text()))
+    tests: set[str] = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        tests |= set(read_names(ast.parse(path.read_text(), str(path))))
+    dead, test_only = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for name in defined_names(trees[path]):
+            if name in KEPT or name in configured or any(counts.get(name) for counts in reads.values()):
+                continue
+            where = f"{path.relative_to(ROOT)}:{name}"
+            (test_only if name in tests else dead).append(where)
+    return dead, test_only
+
+
+def test_every_public_name_of_the_package_has_a_caller_outside_the_tests():
+    dead, test_only = unused_names()
+    assert not dead, f"names no code reads (remove them): {dead}"
+    assert not test_only, f"names only the tests read (move them into tests/): {test_only}"
+
+
+def test_kept_names_are_still_defined():
+    defined = set()
+    for path in PACKAGE.rglob("*.py"):
+        defined |= set(defined_names(ast.parse(path.read_text(), str(path))))
+    assert set(KEPT) <= defined, f"KEPT names no longer in stability/: {sorted(set(KEPT) - defined)}"
+
+
+def test_the_scan_finds_a_dead_name_and_counts_an_import_path_as_a_use():
+    tree = ast.parse('"""Docstring naming ghost."""\nimport x\n'
+                     'def ghost():\n    """ghost itself."""\n'
+                     'SPAWNED = "stability.cli.worker"\n__all__ = ["face"]\n')
+    counts = read_names(tree)
+    assert "ghost" not in counts and counts["worker"] == 1 and counts["face"] == 1
+    assert defined_names(tree) == ["ghost", "SPAWNED"]
