@@ -425,7 +425,7 @@ def test_a_hook_sees_every_step_and_records_into_the_same_flush(store):
 
         def on_log(self, trainer, result):
             self.logged.append(result.step)
-            trainer.record("custom/steps_seen", len(self.steps))
+            trainer.log("custom/steps_seen", len(self.steps))
 
         def on_end(self, trainer):
             self.ended = trainer.status

@@ -167,6 +167,12 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
     assert store.metrics(failed.id, ["train/loss"]).step.tolist() == [0, 4]
 
 
+def test_a_hook_logs_with_log_and_the_old_record_names_still_log():
+    """Trainer.log/log_series (issue 34, item 5: a store's ``record`` is a RunRecord); a hook written with
+    record/record_series keeps working."""
+    assert Trainer.record is Trainer.log and Trainer.record_series is Trainer.log_series
+
+
 # ------------------------------------------------------------------ hook state across resumes
 class StepsSeen(hooks.Hook):
     """A hook with state: counts the steps it has seen, and records the count at log steps."""
@@ -178,7 +184,7 @@ class StepsSeen(hooks.Hook):
         self.seen += 1
 
     def on_log(self, trainer, result):
-        trainer.record("custom/steps_seen", self.seen)
+        trainer.log("custom/steps_seen", self.seen)
 
     def state_dict(self):
         return {"seen": self.seen}
@@ -296,7 +302,7 @@ class Witness(hooks.Hook):
 
     def on_exception(self, trainer, error):
         self.seen.append(error)
-        trainer.record(f"custom/{self.name}_saw_failure_at", trainer.step)
+        trainer.log(f"custom/{self.name}_saw_failure_at", trainer.step)
 
 
 def test_a_failing_hook_is_seen_once_by_every_hook_and_the_store_keeps_the_rows(store):

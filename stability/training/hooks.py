@@ -19,8 +19,8 @@ The loop in :class:`stability.training.trainer.Trainer` only trains; everything 
 ``on_log(trainer, result)``
     at log steps, after ``on_step``, in the order the hooks were given.
     ``trainer.cadence`` says whether this log step is also an evaluation,
-    probe or last step.  Rows recorded with ``trainer.record`` /
-    ``trainer.record_series`` are flushed to the run's sink in one transaction
+    probe or last step.  Rows logged with ``trainer.log`` /
+    ``trainer.log_series`` are flushed to the run's sink in one transaction
     after every hook has run (so a poller never sees half a step; step 0
     alone comes in two, Note [Step 0 first]).
 ``on_end(trainer)``
@@ -102,9 +102,9 @@ class TrainerView(Protocol):
     schedule: object                # LearningRate: .value(), .after_eval(val_loss)
     evaluator: object               # Evaluator: .split(model, split, whole=False)
 
-    def record(self, name: str, value) -> None: ...
+    def log(self, name: str, value) -> None: ...
 
-    def record_series(self, name: str, values) -> None: ...
+    def log_series(self, name: str, values) -> None: ...
 
     def pending(self) -> dict[str, float]: ...
 
@@ -202,12 +202,12 @@ class TrainingWindow(Hook):
 
     def on_log(self, trainer, result):
         reading = result.window
-        trainer.record(names.TRAIN_LOSS, reading.loss)
-        trainer.record(names.split_name("train", trainer.task.metric), reading.score)
-        trainer.record(names.TRAIN_LR, trainer.schedule.value())
+        trainer.log(names.TRAIN_LOSS, reading.loss)
+        trainer.log(names.split_name("train", trainer.task.metric), reading.score)
+        trainer.log(names.TRAIN_LR, trainer.schedule.value())
         penalty = reading.extras.get("penalty", 0.0)
         if penalty != 0.0:
-            trainer.record(names.TRAIN_PENALTY, penalty)
+            trainer.log(names.TRAIN_PENALTY, penalty)
 
     def state_dict(self):
         return self.window.state_dict()
@@ -231,19 +231,19 @@ class GradientReadings(Hook):
         if not cadence.probe and self.h0_reading.allows(trainer.elapsed()):
             with self.h0_reading:
                 self.probe.sync()
-                trainer.record(names.H0_NORM, self.probe.h0_norm())
+                trainer.log(names.H0_NORM, self.probe.h0_norm())
         norms = {names.H0_NORM_TRAIN: stable_norm(result.h0_grad)}  # read as a float64 number
         recurrent_grads = [p.grad for p in trainer.recurrent if p.grad is not None]
         if recurrent_grads:  # none while W is frozen
             norms[names.RECURRENT_NORM] = stacked_norm(recurrent_grads)
         for name, value in zip(norms, read_numbers(list(norms.values()))):  # one read for both
-            trainer.record(name, value)
-        trainer.record(names.TOTAL_NORM, result.total_norm)
+            trainer.log(name, value)
+        trainer.log(names.TOTAL_NORM, result.total_norm)
         spectrum, _ = trainer.spectrum(with_radius=cadence.eval)
         for name, value in spectrum.items():
-            trainer.record(name, value)
+            trainer.log(name, value)
         for name, value in trainer.model.cell.gate_values().items():
-            trainer.record(f"{names.GATE_PREFIX}{name}", value)
+            trainer.log(f"{names.GATE_PREFIX}{name}", value)
 
     def state_dict(self):
         return {"h0_reading_spent": self.h0_reading.spent}
@@ -269,10 +269,10 @@ class Speed(Hook):
     def on_log(self, trainer, result):
         now = time.time()
         steps_per_s = self.steps / max(now - self.since, 1e-9)
-        trainer.record(names.STEPS_PER_S, steps_per_s)
-        trainer.record(names.EXAMPLES, trainer.step * trainer.train.batch_size)
-        trainer.record(names.ELAPSED_S, trainer.elapsed())
-        trainer.record(names.ETA_S, (trainer.train.steps - trainer.step) / steps_per_s)
+        trainer.log(names.STEPS_PER_S, steps_per_s)
+        trainer.log(names.EXAMPLES, trainer.step * trainer.train.batch_size)
+        trainer.log(names.ELAPSED_S, trainer.elapsed())
+        trainer.log(names.ETA_S, (trainer.train.steps - trainer.step) / steps_per_s)
         self.steps = 0
         self.since = now
 
@@ -291,15 +291,15 @@ class Evaluation(Hook):
             self._validate(trainer)
         if trainer.cadence.last:  # in the same transaction as the step's other rows, for since_step pollers
             for key, value in trainer.evaluator.split(trainer.model, "test", whole=True).items():
-                trainer.record(names.split_name("test", key), value)
+                trainer.log(names.split_name("test", key), value)
 
     @staticmethod
     def _validate(trainer):
         held_out = trainer.evaluator.split(trainer.model, "val")
         fitted = trainer.evaluator.split(trainer.model, "train")
         for key, value in held_out.items():
-            trainer.record(names.split_name("val", key), value)
-            trainer.record(names.split_name("gap", key), value - fitted[key])
+            trainer.log(names.split_name("val", key), value)
+            trainer.log(names.split_name("gap", key), value - fitted[key])
         trainer.schedule.after_eval(held_out["loss"])
 
 
@@ -317,7 +317,7 @@ class ProbeThroughTime(Hook):
     def on_start(self, trainer, resumed):
         if not resumed:
             for name, value in self._read(trainer, with_radius=True).items():
-                trainer.record(name, value)
+                trainer.log(name, value)
 
     def on_log(self, trainer, result):
         if trainer.cadence.probe:
@@ -327,13 +327,13 @@ class ProbeThroughTime(Hook):
         """Record the probe's readings and the spectrum series; return the ``sv/*`` scalars of W."""
         self.probe.sync()
         norms = self.probe.through_time()
-        trainer.record(names.H0_NORM, norms[0])  # the same reading as between probes, here for free
-        trainer.record(names.A_H_NORM, self.probe.output_h0_norm())
-        trainer.record_series(names.H_T_NORM, norms)
+        trainer.log(names.H0_NORM, norms[0])  # the same reading as between probes, here for free
+        trainer.log(names.A_H_NORM, self.probe.output_h0_norm())
+        trainer.log_series(names.H_T_NORM, norms)
         if (depth := self.probe.through_depth()) is not None:  # a deep step's layers (mlp, spectral Fig. 5)
-            trainer.record_series(names.LAYER_NORM, depth)
+            trainer.log_series(names.LAYER_NORM, depth)
         spectrum, sigma = trainer.spectrum(with_radius=with_radius)  # read by GradientReadings already at a log step
-        trainer.record_series(names.SPECTRUM, sigma)
+        trainer.log_series(names.SPECTRUM, sigma)
         return spectrum
 
 

@@ -192,21 +192,26 @@ class Trainer:
             self._spectrum = cached = (self.step, metrics, sigma)
         return cached[1], cached[2]
 
-    def record(self, name: str, value) -> None:
-        """A scalar row at the current step, written at the next flush."""
+    def log(self, name: str, value) -> None:
+        """Log the scalar ``value`` as the row ``name`` at the current step, written at the next flush."""
         self._scalars.append((self.step, time.time(), name, float(value)))
 
-    def record_series(self, name: str, values) -> None:
-        """A vector row (one per component) at the current step."""
+    def log_series(self, name: str, values) -> None:
+        """Log ``values`` as the series ``name`` at the current step (a row per component)."""
         now = time.time()
         self._series.extend((self.step, now, name, i, float(v)) for i, v in enumerate(values))
 
+    # The names a hook logged with before ``log``/``log_series`` (a hook of yours keeps working); the store's
+    # ``record(run_id)`` is a RunRecord, so a row is logged, never recorded.
+    record = log
+    record_series = log_series
+
     def pending(self) -> dict[str, float]:
-        """The scalars recorded since the last flush, by name (the latest of each)."""
+        """The scalars logged since the last flush, by name (the latest of each)."""
         return {name: value for _, _, name, value in self._scalars}
 
     def flush(self) -> None:
-        """Hand the rows recorded since the last flush to the sink (kept here if it raises)."""
+        """Hand the rows logged since the last flush to the sink (kept here if it raises)."""
         self.sink.write(self.step, self._scalars, self._series)
         self._scalars = []
         self._series = []
@@ -257,7 +262,7 @@ class Trainer:
             batches = itertools.chain([first], batches)
             for name, value in step_zero_readings(self.model, self.task, first, self.device, self.dtype,
                                                   self.recurrent).items():
-                self.record(name, value)
+                self.log(name, value)
             self.flush()
         for hook in self._hooks_with("on_start"):
             hook.on_start(self, resumed)
@@ -360,10 +365,10 @@ class Trainer:
         ``rows``; ``before``: rows of the window's earlier steps (their gradient norms), each at its step."""
         for earlier, (name, value) in before:
             self.step = earlier
-            self.record(name, value)
+            self.log(name, value)
         self.step = step
         for name, value in rows:
-            self.record(name, value)
+            self.log(name, value)
         self.stop("diverged", f"loss or gradient became non-finite at step {step}")
         return None
 
