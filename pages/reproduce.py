@@ -11,7 +11,6 @@ saved measurements (stability/presets/measured/, Note [Measured results]), never
 ``?classroom=1`` (pages/ui/classroom.py) no controls, the cells' equations on top and what to look at
 beside each row of panels.
 """
-import math
 
 import pandas as pd
 import streamlit as st
@@ -78,17 +77,10 @@ def preset_runs(store, query: QueryReader) -> tuple[dict, int | None]:
 
 
 def verdict_table(verdicts) -> pd.DataFrame:
-    return pd.DataFrame([{"claim": v.claim, "paper": _shown(v.paper), "source": v.source, "ours": _shown(v.ours),
-                          "compared with": _shown(v.reference), "verdict": v.outcome, "why": v.why}
+    return pd.DataFrame([{"claim": v.claim, "paper": presets.verdict_value(v.paper), "source": v.source,
+                          "ours": presets.verdict_value(v.ours), "compared with": presets.verdict_value(v.reference),
+                          "verdict": v.outcome, "why": v.why}
                          for v in verdicts])
-
-
-def _shown(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.4g}"
-    return str(value)
 
 
 @store_guard

@@ -531,3 +531,11 @@ def test_the_readme_table_is_the_generators_output():
         if data is not None:
             count = data["counts"]
             assert f"| `{info.name}` |" in readme and f"| {count['held']} of {count['claims']} |" in readme
+
+
+def test_a_verdict_table_writes_values_one_way_in_the_cli_and_on_the_page():
+    """presets.verdict_value: the CLI's reproduce table and the Reproduce page's (each had its own)."""
+    from stability.presets import verdict_value
+
+    assert [verdict_value(v) for v in (None, 16899.0, 0.012345, float("nan"), 3, "10 log 8 / (T + 20)")] == [
+        "-", "16899", "0.01235", "nan", "3", "10 log 8 / (T + 20)"]

@@ -122,7 +122,7 @@ def _print_verdicts(preset, store: RunStore, run_ids: list[int], args, clock) ->
         return
     print(f"{preset.name}: {preset.title}")
     print_rows([("claim", "paper", "ours", "verdict")] +
-               [(v.claim, _verdict_value(v.paper), _verdict_value(v.ours), v.outcome) for v in verdicts])
+               [(v.claim, presets.verdict_value(v.paper), presets.verdict_value(v.ours), v.outcome) for v in verdicts])
     for verdict in verdicts:
         if verdict.held is None:
             print(f"  {verdict.outcome} \"{verdict.claim}\": {verdict.why}")
@@ -130,14 +130,3 @@ def _print_verdicts(preset, store: RunStore, run_ids: list[int], args, clock) ->
     print(f"  {count['held']} of {count['claims']} held in {duration(cost['wall_seconds'])} "
           f"({cost['cpu_seconds'] / 60:.1f} CPU min); runs {', '.join(map(str, run_ids))} in {store}; "
           "the paper's source of each claim: --json")
-
-
-def _verdict_value(value) -> str:
-    """The paper's value or ours in the verdict table. Not :func:`stability.core.formatting.shown` (``%g``, six
-    figures, as run names write a setting): a measured value gets 4 significant figures, a whole number of 100
-    or more (a parameter count, a step) in full, and a claim with no value ``-``."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.0f}" if value.is_integer() and abs(value) >= 100 else f"{value:.4g}"
-    return str(value)

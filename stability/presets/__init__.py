@@ -18,7 +18,7 @@ runs, a rough time), :mod:`.judging` (Note [Claims]: verdicts). The shipped pres
 from __future__ import annotations
 
 from .format import Claim, Preset, PresetInfo, claim_metrics
-from .judging import Verdict, group_of, statistic, verdicts
+from .judging import Verdict, group_of, statistic, verdict_value, verdicts
 from .layout import Layout, Mark, Panel
 from .loading import available, from_dict, info, load
 from .running import estimate, run
@@ -26,4 +26,4 @@ from .vocabulary import OPS, PRESETS_DIR, RUN_FIELDS, SCALES, STATS, SUFFIXES, P
 
 __all__ = ["OPS", "PRESETS_DIR", "RUN_FIELDS", "SCALES", "STATS", "SUFFIXES", "Claim", "Layout", "Mark", "Panel",
            "Preset", "PresetError", "PresetInfo", "Verdict", "available", "claim_metrics", "estimate", "from_dict",
-           "group_of", "info", "load", "run", "statistic", "verdicts"]
+           "group_of", "info", "load", "run", "statistic", "verdict_value", "verdicts"]

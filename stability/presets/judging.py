@@ -90,6 +90,18 @@ class Verdict:
 OUTCOMES = ("held", "did not hold", "could not tell", "needs paper scale")  # what a verdict's outcome may be
 
 
+def verdict_value(value) -> str:
+    """The paper's value or ours as a verdict table writes it (the CLI's ``reproduce`` and the Reproduce page):
+    4 significant figures, a whole number of 100 or more (a parameter count, a step) in full, a text as it is,
+    and ``-`` for a claim with no value. Not :func:`stability.core.formatting.shown` (``%g``, six figures, as run
+    names write a setting)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) >= 100 else f"{value:.4g}"
+    return str(value)
+
+
 def group_of(record, preset: Preset) -> str | None:
     """The name a claim uses for a stored run of ``preset``: the run's name, or its sweep setting."""
     if preset.is_sweep:
