@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
-from stability.training.run import train_run  # noqa: E402
+from stability.training.run import build_and_train  # noqa: E402
 
 
 def waits(cell: str, steps: int) -> collections.Counter:
@@ -45,7 +45,7 @@ def waits(cell: str, steps: int) -> collections.Counter:
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = record
-            status = train_run(config).status
+            status = build_and_train(config).status
     finally:
         warnings.showwarning = previous
         torch.cuda.set_sync_debug_mode("default")

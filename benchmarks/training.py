@@ -5,7 +5,7 @@
     python benchmarks/training.py --device cuda          # on a GPU (benchmarks/gpu_check.sh)
 
 ``bare``: the same model, optimizer and batches, forward + backward + step,
-nothing else.  ``train_run``: :func:`stability.training.run.train_run` at its
+nothing else.  ``train_run``: :func:`stability.train_run` (claimed, trained, settled) at its
 default settings (log every steps/200, evaluate and probe gradients through
 time every steps/20, the test set at the end) writing into a fresh SQLite
 store, and the same keeping its rows in memory (no store).  The three

@@ -25,7 +25,7 @@ from stability.runs.store import RunStore
 from stability.training import hooks as hooks_module
 from stability.training.batches import batch_on, compact_batches, to_device
 from stability.training.build import build_model, build_task
-from stability.training.run import train_run
+from stability.training.run import build_and_train
 from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
 from stability.training.window import StepWindow
@@ -299,11 +299,11 @@ def test_cudnn_and_scan_cells_train_in_one_float32_precision():
 def test_deterministic_is_validated_and_sets_torch_in_the_process_that_trains():
     with pytest.raises(ConfigError, match="deterministic must be true or false; got 'yes'"):
         RunConfig.from_dict({"train": {"deterministic": "yes"}}).validate()
-    assert train_run(tiny(steps=3, deterministic=True)).status == "completed"
+    assert build_and_train(tiny(steps=3, deterministic=True)).status == "completed"
     settings = determinism.deterministic_settings()
     assert settings["algorithms"] and settings["cudnn"] and not settings["cudnn_benchmark"]
     assert settings["cublas_workspace"] in (os.environ.get(determinism.CUBLAS_WORKSPACE_ENV), ":4096:8")
-    assert train_run(tiny(steps=3)).status == "completed"
+    assert build_and_train(tiny(steps=3)).status == "completed"
     assert not determinism.deterministic_settings()["algorithms"]  # the next run's own choice
 
 
@@ -329,12 +329,12 @@ def test_the_determinism_switch_reaches_a_background_workers_torch(tmp_path, mon
 def test_a_checkpoint_from_before_the_deterministic_field_still_resumes(tmp_path):
     config = tiny(steps=20)
     sink = MemorySink(tmp_path / "checkpoints")
-    assert train_run(config, hooks=[sink, StopAt(12)]).status == "stopped"
+    assert build_and_train(config, hooks=[sink, StopAt(12)]).status == "stopped"
     path = sink.checkpoint_path()
     state = torch.load(path, weights_only=True)
     del state["config"]["train"]["deterministic"]  # as a version without the field wrote it
     torch.save(state, path)
-    assert train_run(config, hooks=[sink], resume=True).status == "completed"
+    assert build_and_train(config, hooks=[sink], resume=True).status == "completed"
 
 
 # Ops whose output size depends on the values (a GPU must finish and report before the host can go on):

@@ -19,7 +19,7 @@ from stability.execution.preflight import check_buildable
 from stability.parametrizations.rotations import PlaneRotations
 from stability.training.build import build_model, build_task
 from stability.training.probes import ProbeBatch, gradient_flow, spectrum_metrics, stable_norm
-from stability.training.run import train_run
+from stability.training.run import build_and_train
 from stability.training.trainer import Trainer
 
 SEQ_LEN = 6
@@ -131,9 +131,9 @@ def test_gradient_flow_reads_the_same_on_the_simulated_device(name):
 @pytest.mark.parametrize("name", cells.available())
 def test_every_cell_trains_on_the_simulated_device_with_every_reading(name):
     config = tiny(name)
-    expected = train_run(config)
+    expected = build_and_train(config)
     with simulated_device():
-        result = train_run(config)
+        result = build_and_train(config)
     assert result.status == expected.status == "completed"
     names = set(result.metrics["name"])
     assert {"grad/h0_norm", "grad/A_h_norm", "grad/h0_norm_train", "grad/total_norm", "grad/recurrent_norm",
@@ -168,9 +168,9 @@ def test_a_step_on_the_simulated_device_reads_nothing_from_it_but_at_a_log_step(
 @pytest.mark.parametrize("name", ["vprnn", "sgornn"])
 def test_plane_rotations_train_without_complex64_in_real_arithmetic(name):
     config = tiny(name)
-    expected = train_run(config)
+    expected = build_and_train(config)
     with simulated_device(complex64=False):
-        result = train_run(config)
+        result = build_and_train(config)
     assert result.status == "completed"
     # float32 products rounded in another order; W is orthogonal to float32's precision either way, so its
     # margin max|σ - 1| (~1e-7) is rounding itself

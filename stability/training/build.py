@@ -1,5 +1,5 @@
 """From a run's config to what it trains: the task, the model (a registered cell and its readout) and
-the optimizer.  :func:`stability.training.run.train_run` builds the task and the model here and hands
+the optimizer.  :func:`stability.training.run.build_and_train` builds the task and the model here and hands
 them to :class:`stability.training.trainer.Trainer`, which builds its optimizer here too; a model built
 any other way trains the same (the Trainer's docstring gives the contract it relies on).
 

@@ -116,7 +116,7 @@ class Trainer:
     (``train.optimizer`` over :func:`stability.models.sequence.parameter_groups`), the learning-rate
     schedule, the evaluator's fixed sets and the float64 probe batch.  It moves the model to
     ``train.device`` and ``train.dtype`` and does not seed: a caller seeds before building the model
-    (:func:`stability.training.run.train_run` does, with ``train.seed``).
+    (:func:`stability.training.run.build_and_train` does, with ``train.seed``).
 
     The model contract (what :func:`stability.training.build.build_model` builds: a
     :class:`~stability.models.sequence.SequenceModel` around a cell of :mod:`stability.cells`,
