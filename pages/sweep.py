@@ -124,12 +124,12 @@ class TimingPending(Exception):
 
 @st.cache_data(show_spinner=False, ttl=ESTIMATE_TTL_S, max_entries=64)
 def settled_rough_time(spec_json: str, workers: int, _session: str | None = None) -> dict | None:
-    """sweeps.estimate of a spec once no shape of it is being timed, kept for :data:`ESTIMATE_TTL_S`
+    """sweeps.estimate_sweep_time of a spec once no shape of it is being timed, kept for :data:`ESTIMATE_TTL_S`
     (completed runs improve it); TimingPending, not kept, while one is. ``_session`` (not part of the cache's
     key): who waits for the timings, whose next request replaces this one (stability/sweeps/shape_timing.py,
     Note [One timing child])."""
-    estimate = sweeps.estimate(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers, apart=True,
-                               requester=_session)
+    estimate = sweeps.estimate_sweep_time(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers,
+                                          apart=True, requester=_session)
     if estimate is not None and estimate["pending"]:
         raise TimingPending(estimate)
     return estimate

@@ -241,9 +241,9 @@ def test_rough_time_times_on_the_cpu_and_says_so(tmp_path, monkeypatch):
     spec = sweeps.build_spec(base, ["lr=1e-3,1e-2"])
     with RunStore(tmp_path / "runs.db") as store:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-        on_gpu = sweeps.estimate(spec, store, workers=1)
+        on_gpu = sweeps.estimate_sweep_time(spec, store, workers=1)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-        on_cpu = sweeps.estimate(spec, store, workers=1)
+        on_cpu = sweeps.estimate_sweep_time(spec, store, workers=1)
     assert on_gpu["seconds"] > 0
     assert "timed by 3 training steps on this machine's CPU (the runs train on a GPU" in on_gpu["basis"]
     assert "CPU;" in on_cpu["basis"] and "GPU" not in on_cpu["basis"]

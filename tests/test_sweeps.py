@@ -616,10 +616,10 @@ def test_the_time_estimate_reads_completed_runs_of_each_shape_from_the_store(sto
             run_id = store.create_run(tiny(cell, lr=0.3).to_dict())
             set_status(store, run_id, "running", started_at=1000.0, step=100)
             set_status(store, run_id, "completed", finished_at=1000.0 + 100 * seconds * factor)
-    estimate = sweeps.estimate(spec, store, workers=1)
+    estimate = sweeps.estimate_sweep_time(spec, store, workers=1)
     assert estimate["seconds"] == pytest.approx(sum(50 * s * 2 * 3 for s in per_step.values()))
     assert "2 shapes from completed runs in the store" in estimate["basis"]
-    timed = sweeps.estimate(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
+    timed = sweeps.estimate_sweep_time(build_spec(tiny("gru", steps=50), ["lr=1e-3,1e-2"]), store, workers=1)
     assert timed["seconds"] > 0 and "1 shape timed by" in timed["basis"] and not timed["pending"]
 
 
@@ -636,7 +636,7 @@ def test_a_shape_timed_apart_is_timed_in_a_child_that_is_ended_at_its_time_limit
         known, timing = shape_timing.timed_apart([config], limit_s=0.5)  # less than the child needs to start
         assert known == {} and timing == {shape}
         [child] = [child.process for child in shape_timing._children if shape in child.shapes]
-        estimate = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        estimate = sweeps.estimate_sweep_time(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
         assert estimate["pending"] and "1 shape from the operation count" in estimate["basis"]
         for _ in range(100):
             known, timing = shape_timing.timed_apart([config], limit_s=0.5)
@@ -644,7 +644,7 @@ def test_a_shape_timed_apart_is_timed_in_a_child_that_is_ended_at_its_time_limit
                 break
             time.sleep(0.1)
         assert known == {shape: None} and child.returncode is not None and not psutil.pid_exists(child.pid)
-        settled = sweeps.estimate(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
+        settled = sweeps.estimate_sweep_time(build_spec(config, ["lr=1e-3,1e-2"]), store, apart=True)
         assert not settled["pending"] and "separate process" not in settled["basis"]
     finally:
         shape_timing.stop_children()

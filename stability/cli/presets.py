@@ -71,7 +71,7 @@ def cmd_reproduce(args) -> int:
     with RunStore(args.store) as store:
         print(f"{preset.name}: {preset.paper}, {preset.figure} ({preset.section}), {args.scale} scale: "
               f"{preset.scales[args.scale].get('note', '')}", file=sys.stderr, flush=True)
-        rough = presets.estimate(preset, store, args.scale)
+        rough = presets.estimate_preset_time(preset, store, args.scale)
         if rough is not None:
             print(f"about {duration(rough['seconds'])} on this machine ({rough['basis']})", file=sys.stderr,
                   flush=True)

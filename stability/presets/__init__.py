@@ -4,7 +4,7 @@ from the stored rows.
     from stability import presets
     presets.available()                         # [PresetInfo(name, title, paper, figure, shows, runs, ...)]
     preset = presets.load("spectral-fig1")      # a shipped name, or a path to a .toml/.json file; PresetError
-    presets.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
+    presets.estimate_preset_time(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
     run_ids = presets.run(preset, store, scale="classroom", progress=print)
     for verdict in presets.verdicts(preset, store, run_ids):
         verdict.claim, verdict.paper, verdict.ours, verdict.held, verdict.why
@@ -21,9 +21,9 @@ from .format import Claim, Preset, PresetInfo, claim_metrics
 from .judging import Verdict, group_of, statistic, verdict_value, verdicts
 from .layout import Layout, Mark, Panel
 from .loading import available, from_dict, info, load
-from .running import estimate, run
+from .running import estimate_preset_time, run
 from .vocabulary import OPS, PRESETS_DIR, RUN_FIELDS, SCALES, STATS, SUFFIXES, PresetError
 
 __all__ = ["OPS", "PRESETS_DIR", "RUN_FIELDS", "SCALES", "STATS", "SUFFIXES", "Claim", "Layout", "Mark", "Panel",
-           "Preset", "PresetError", "PresetInfo", "Verdict", "available", "claim_metrics", "estimate", "from_dict",
+           "Preset", "PresetError", "PresetInfo", "Verdict", "available", "claim_metrics", "estimate_preset_time", "from_dict",
            "group_of", "info", "load", "run", "statistic", "verdict_value", "verdicts"]

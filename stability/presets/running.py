@@ -1,6 +1,6 @@
 """Running a preset: its runs trained one after another in this process, or its sweep by one in-process worker.
 
-    presets.estimate(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
+    presets.estimate_preset_time(preset, store, "classroom")   # {"seconds": ..., "basis": ...}: a rough time here
     run_ids = presets.run(preset, store, scale="classroom", progress=print)
 
 A preset's runs are ordinary runs of the store, each claimed and trained one after another in
@@ -90,19 +90,19 @@ def _run_sweep(preset: Preset, store, scale: str, say, override: dict | None) ->
     return sorted(record.id for record in store.records(sweep_id=sweep_id))
 
 
-def estimate(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] | None:
+def estimate_preset_time(preset: Preset, store, scale: str = "classroom") -> dict[str, Any] | None:
     """``{"seconds": ..., "basis": one line}``: a rough wall time of the preset's runs at ``scale``
-    on this machine, as :func:`stability.sweeps.estimate` times a sweep (Note [Rough time] there:
+    on this machine, as :func:`stability.sweeps.estimate_sweep_time` times a sweep (Note [Rough time] there:
     completed runs of the same shape in ``store``, else a few timed training steps); None when no
     run could be timed."""
     from .. import sweeps
 
     if preset.is_sweep:
-        return sweeps.estimate(preset.sweep_spec(scale), store)
+        return sweeps.estimate_sweep_time(preset.sweep_spec(scale), store)
     seconds, remembered = 0.0, 0
     configs = preset.configs(scale)
     for config in configs.values():
-        one = sweeps.estimate(sweeps.SweepSpec(config), store)
+        one = sweeps.estimate_sweep_time(sweeps.SweepSpec(config), store)
         if one is None:
             return None
         seconds += one["seconds"]

@@ -11,7 +11,7 @@ One module a concern: :mod:`.spec` (``--vary`` text, fields, the spec),
 """
 from __future__ import annotations
 
-from .rough_time import estimate
+from .rough_time import estimate_sweep_time
 from .summary import results, setting_rows
 from .spec import (MAX_RUNS, SAMPLERS, SweepError, SweepSpec, Vary, apply, build_spec, direction, objective_name,
                    parse_varies, resolve_field)
@@ -21,7 +21,7 @@ from .workers import (Job, check_workers, claim, join_sweep, resume_sweep, start
                       train_trial, work, workers_alive)
 
 __all__ = ["MAX_RUNS", "SAMPLERS", "Job", "SweepError", "SweepSpec", "Vary", "apply", "build_spec", "check_workers",
-           "claim", "create_study", "direction", "estimate", "join_sweep", "load_study", "next_trial",
+           "claim", "create_study", "direction", "estimate_sweep_time", "join_sweep", "load_study", "next_trial",
            "objective_name", "parse_varies", "resolve_field", "results", "resume_sweep", "setting_of",
            "setting_rows", "start_sweep", "stop_sweep", "storage", "store_sweep", "sweep_lock", "tell",
            "train_trial", "work", "workers_alive"]

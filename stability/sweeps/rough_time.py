@@ -50,8 +50,8 @@ def _run_configs(spec: SweepSpec) -> tuple[list[RunConfig], float]:
     return configs, runs_each
 
 
-def estimate(spec: SweepSpec, store, workers: int = 1, *, apart: bool = False,
-             requester: object = None) -> dict[str, Any] | None:
+def estimate_sweep_time(spec: SweepSpec, store, workers: int = 1, *, apart: bool = False,
+                        requester: object = None) -> dict[str, Any] | None:
     """``{"seconds": ..., "basis": one line, "pending": bool}``: a rough wall time of the whole sweep
     (Note [Rough time]); ``apart``: time unknown shapes in a child process, never here, and answer at
     once (``pending`` while the child times them; ask again for its timings; ``requester``: who waits for
