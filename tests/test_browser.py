@@ -178,25 +178,38 @@ def test_the_reproduce_page_draws_a_presets_figure_and_its_verdicts(server, brow
     page.close()
 
 
-# Every text Vega draws on a chart's canvas, with where it lands: recorded from fillText before the page loads.
+# Every text drawn on a canvas, with where it lands and which canvas drew it: recorded from fillText before the
+# page loads. A text belongs to a chart by its canvas, looked up when it is read (chartTexts), never by the
+# canvas's place among the charts at the moment it was drawn: Vega draws a finished chart's legend once, so a
+# text filed under the wrong chart then (a chart not yet embedded above it, one embedded again) stayed there.
 RECORD_CANVAS_TEXT = """
 (() => {
   const draw = CanvasRenderingContext2D.prototype.fillText;
+  const ids = new WeakMap();
+  let next = 0;
+  const canvasId = canvas => { if (!ids.has(canvas)) ids.set(canvas, next++); return ids.get(canvas); };
   window.drawnTexts = [];
+  window.chartCanvases = () => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')].map(canvasId);
+  // the texts drawn on the charts' canvases now on the page, each with its chart's place among them
+  window.chartTexts = () => {
+    const charts = window.chartCanvases();
+    return window.drawnTexts.filter(entry => charts.includes(entry.canvasId))
+      .map(entry => ({...entry, chart: charts.indexOf(entry.canvasId)}));
+  };
   CanvasRenderingContext2D.prototype.fillText = function (text, x, y, ...rest) {
-    const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')];
-    const chart = charts.indexOf(this.canvas);
-    if (chart >= 0) {
-      const at = this.getTransform().transformPoint(new DOMPoint(x, y));
-      const width = this.measureText(String(text)).width * this.getTransform().a;
-      const align = this.textAlign;
-      const left = align === "center" ? at.x - width / 2 : (align === "right" || align === "end") ? at.x - width : at.x;
-      window.drawnTexts.push({chart, text: String(text), left, right: left + width, canvas: this.canvas.width});
-    }
+    const at = this.getTransform().transformPoint(new DOMPoint(x, y));
+    const width = this.measureText(String(text)).width * this.getTransform().a;
+    const align = this.textAlign;
+    const left = align === "center" ? at.x - width / 2 : (align === "right" || align === "end") ? at.x - width : at.x;
+    window.drawnTexts.push({canvasId: canvasId(this.canvas), text: String(text), left, right: left + width,
+                            canvas: this.canvas.width});
     return draw.call(this, text, x, y, ...rest);
   };
 })();
 """
+
+
+CELLS = {"rnn", "lstm", "spectral", "sgornn"}  # write_race's cells, the names of its charts' legends
 
 
 def write_race(store):
@@ -238,18 +251,26 @@ def test_the_race_at_its_defaults_draws_whole_legends_a_range_the_curves_set_and
     wait_for_charts(page, 4)
     page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
     page.locator('[data-testid="stVegaLiteChart"]').nth(3).scroll_into_view_if_needed()
-    page.wait_for_function("() => [0, 1, 2, 3].every(chart => window.drawnTexts.some(entry => entry.chart === chart "
-                           "&& entry.text === 'sgornn'))", timeout=120_000)  # a loaded machine draws the last later
+    try:  # every chart on the page has drawn its legend's last name (a loaded machine draws the last later)
+        page.wait_for_function("() => { const texts = window.chartTexts(); return [0, 1, 2, 3].every(chart => "
+                               "texts.some(entry => entry.chart === chart && entry.text === 'sgornn')); }",
+                               timeout=120_000)
+    except Exception:  # say which chart lacks which name, and what each canvas drew
+        drawn = page.evaluate("() => window.chartTexts()")
+        canvases = page.evaluate("() => window.chartCanvases()")
+        page.close()
+        names = {chart: sorted({entry["text"] for entry in drawn if entry["chart"] == chart} & CELLS)
+                 for chart in range(len(canvases))}
+        pytest.fail(f"chart canvases {canvases}; the legend names each has drawn: {names}")
     page.wait_for_timeout(1000)
-    drawn = page.evaluate("() => window.drawnTexts")
+    drawn = page.evaluate("() => window.chartTexts()")
     widths = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]
         .map(canvas => canvas.getBoundingClientRect().width)""")
     page.close()
     texts = {chart: {entry["text"] for entry in drawn if entry["chart"] == chart} for chart in range(4)}
-    cells = {"rnn", "lstm", "spectral", "sgornn"}
-    assert all(cells <= texts[chart] for chart in range(4)), texts  # every legend names every cell in full
+    assert all(CELLS <= texts[chart] for chart in range(4)), texts  # every legend names every cell in full
     assert not [entry for entry in drawn if entry["text"].endswith("…")]
-    legend = [entry for entry in drawn if entry["text"] in cells]
+    legend = [entry for entry in drawn if entry["text"] in CELLS]
     assert not [entry for entry in legend if entry["left"] < 0 or entry["right"] > entry["canvas"]], legend
     assert min(widths) > 500  # one chart a row beside the form at 1,400 px, not two of ~300 px
     numbers = [float(text) for text in texts[0] if re.fullmatch(r"[0-9]*\.[0-9]+", text)]  # y labels (x: steps)
