@@ -1,7 +1,7 @@
 """What every recurrent cell shares: the whole-sequence forward, the initial
 hidden state, and the hooks the diagnostics read.
 
-The cell contract (``../shared/DESIGN.md``)::
+The cell contract (docs/architecture.md, "Contracts other code relies on")::
 
     outputs, h_last = cell(x, h0=None)        # x (B, T, input_size), batch-first
     cell.recurrent_matrix()                   # dense current transition matrix (H, H)

@@ -2,7 +2,7 @@
 
 One definition for what the trainer records and the pages, the CLI and the
 charts read back. Names are paths ``<group>/<quantity>`` exactly as
-``../shared/DESIGN.md`` ("Metric names are paths") and ``docs/readings.md``
+docs/architecture.md ("Contracts other code relies on") and ``docs/readings.md``
 give them::
 
     from stability import metric_names as names
