@@ -9,16 +9,16 @@ For each condition (``STABILITY_WARM_WORKERS=0`` and ``1``) a real ``streamlit r
 own temporary store, and one headless Chromium (Playwright on /usr/bin/chromium; never ``playwright
 install``). A try empties the store (the page then has no chart at all), opens a fresh page, waits until
 the page is idle (and, with warm workers, until they have imported torch: their ``ready`` lines in
-``logs/warm.log``; one for Train, one a cell for the Race: Note [Warm slots] in stability/execution/warm.py),
+``logs/warm.log``; one for Train, one a cell for the Race: Note [Warm slots] in stability/workers/warm.py),
 clicks Start (Train, at the form's defaults) or Start race (the Race's defaults: four
 cells), and times from the click to the first chart canvas in the main area: a panel draws no chart before
 a run has rows (pages/train.py, pages/race.py), so the first canvas is the first point drawn. For the Race
 it also times until every run of the race has a stored row (read from the store by this script). Then the
 runs are stopped and the next try starts. ``--cli``: ``python -m stability train --background`` (which
-starts a fresh worker: no warm worker outside the server, stability/execution/warm.py), from the command's
+starts a fresh worker: no warm worker outside the server, stability/workers/warm.py), from the command's
 start to the first stored ``train/loss`` row. ``--direct``: no server and no browser (a GPU machine has
-neither Streamlit nor Chromium): this process does what the server does at Start (``runner.keep_warm``,
-then ``runner.start_run`` of the default config) and times from ``start_run`` to the run's first stored
+neither Streamlit nor Chromium): this process does what the server does at Start (``scheduler.keep_warm``,
+then ``scheduler.start_run`` of the default config) and times from ``start_run`` to the run's first stored
 ``train/loss`` row, warm worker off and on; ``--device cuda`` trains on the GPU, and on a CUDA machine it
 says what GPU memory an idle warm worker and a training one hold (``nvidia-smi --query-compute-apps``).
 Medians of the tries; the load average is printed with them (the machine may be shared).
@@ -40,10 +40,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stability.execution import runner  # noqa: E402
-from stability.execution import warm as warm_workers  # noqa: E402
 from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
+from stability.workers import scheduler  # noqa: E402
+from stability.workers import warm as warm_workers  # noqa: E402
 
 from live_page import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402  (beside this file)
 
@@ -70,7 +70,7 @@ def empty_store(store: Path) -> None:
     """Stop every active run (its worker ends) and delete every run: the next page has no chart."""
     with RunStore(store) as opened:
         for run in opened.active_runs():
-            runner.stop_run(run.id, store, timeout=10)
+            scheduler.stop_run(run.id, store, timeout=10)
         deadline = time.monotonic() + 30
         while any(run.status not in TERMINAL for run in opened.records()) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -178,7 +178,7 @@ def direct_first_row(folder: Path, warm: bool, device: str) -> tuple[float, str]
     os.environ["STABILITY_WARM_WORKERS"] = "1" if warm else "0"
     memory, on_gpu = "", device != "cpu"
     if warm:
-        runner.keep_warm(store)
+        scheduler.keep_warm(store)
         wait_warm(store, 1)
         time.sleep(1.0)
         if on_gpu:
@@ -189,7 +189,7 @@ def direct_first_row(folder: Path, warm: bool, device: str) -> tuple[float, str]
     config = RunConfig()
     config.train.device = device
     started = time.monotonic()
-    run_id = runner.start_run(config, store)
+    run_id = scheduler.start_run(config, store)
     try:
         while time.monotonic() - started < TIMEOUT_S:
             with RunStore(store) as opened:
@@ -241,7 +241,7 @@ def main() -> None:
                 for attempt in range(args.tries):
                     for page_name in args.pages:
                         empty_store(store)
-                        wanted = 0 if not warm else min(race_warm, runner.max_concurrent_runs()) \
+                        wanted = 0 if not warm else min(race_warm, scheduler.max_concurrent_runs()) \
                             if page_name == "race" else 1  # the Race's warm workers: up to the server's slots
                         first, every = one_try(browser, url, store, page_name, wanted)
                         results.setdefault((page_name, label), []).append((first, every))

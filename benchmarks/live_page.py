@@ -29,10 +29,10 @@ stability/live/pace.py (Note [Watching cheaply]).
 busy core, about what a Streamlit server costs while a live page redraws),
 for each worker thread policy: the thread count (``$STABILITY_THREADS``) and
 OpenMP's wait policy (``OMP_WAIT_POLICY``; empty = libgomp's default, which
-spins before it sleeps; libgomp warns once about the empty value in the run's log).  ``policy`` is what ``stability.execution.threads`` gives
+spins before it sleeps; libgomp warns once about the empty value in the run's log).  ``policy`` is what ``stability.workers.threads`` gives
 a worker on this machine.
 
-Every run is started by ``stability.execution.runner.start_run``, so the worker is the
+Every run is started by ``stability.workers.scheduler.start_run``, so the worker is the
 real one with the real thread policy.  steps/s = (last step - first step) /
 (their wall-time difference) over the ``speed/steps_per_s`` rows the worker
 wrote inside the window; a window with fewer than two rows gives an upper
@@ -61,11 +61,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stability.execution import threads as thread_policy  # noqa: E402
-from stability.execution import lifecycle, runner  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
+from stability.execution import lifecycle  # noqa: E402
 from stability.runs.status import TERMINAL  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
+from stability.workers import threads as thread_policy  # noqa: E402
+from stability.workers import scheduler
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -205,7 +206,7 @@ class LivePage(NoNeighbour):
 # ----------------------------------------------------------------- one measurement
 def started_run(store_path: Path, config: RunConfig) -> int:
     """``config`` started as a background run, once it has logged its speed (at most 180 s)."""
-    run_id = runner.start_run(config, store_path, max_concurrent=1)
+    run_id = scheduler.start_run(config, store_path, max_concurrent=1)
     with RunStore(store_path) as store:
         deadline = time.monotonic() + 180
         while store.metrics(run_id, names=[SPEED]).empty:
@@ -235,7 +236,7 @@ def measure(store_path: Path, config: RunConfig, neighbour, seconds: float, sett
             shown = neighbour.shown(start, end)
         finally:
             neighbour.end()
-            runner.stop_run(run_id, store_path)
+            scheduler.stop_run(run_id, store_path)
         rows = store.metrics(run_id, names=[SPEED])
     window = rows[(rows["wall_time"] >= start) & (rows["wall_time"] <= end)].sort_values("step")
     if len(window) >= 2:
@@ -406,7 +407,7 @@ def busy_benchmark(args, folder: Path) -> None:
           "| busy ÷ the policy's busy |")
     print("|---|---|---|---|---|---|---|")
     for name in CONFIGS:
-        reference = table[-1][2][name, BusyLoop.label]  # the last policy is stability.execution.threads' own
+        reference = table[-1][2][name, BusyLoop.label]  # the last policy is stability.workers.threads' own
         for policy, threads, results in table:
             alone, busy = results[name, "alone"], results[name, BusyLoop.label]
             print(f"| {name} | {policy} | {threads} | {fmt_speed(alone)} | {fmt_speed(busy)} "

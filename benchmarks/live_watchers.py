@@ -9,7 +9,7 @@
 For each checkout (this one, and ``--before``'s, a plain copy of another commit: ``git archive main | tar -x
 -C DIR``) a real ``streamlit run app.py`` of that checkout on a temporary store (warm workers off: the runs
 are started by this script), and one headless Chromium (Playwright on /usr/bin/chromium). For each N: a real
-run (``runner.start_run``: rnn 128 on adding T = 100, logging every 10 steps, as long as it takes) is
+run (``scheduler.start_run``: rnn 128 on adding T = 100, logging every 10 steps, as long as it takes) is
 measured alone for a window, then N tabs open its Train page (``/?run=ID``, one browser context each) and,
 after they settle, the same run is measured for a window with them open. Reported: the run's steps/s with
 the tabs over its steps/s alone (the same run, the same worker), the server's CPU (% of one core, from
@@ -30,7 +30,7 @@ instead of N renderers, so the ratio is the one a classroom (browsers elsewhere)
 every 100 steps, ~200 points), whose rows come every few seconds: the refresh seen is then the status line's
 own rhythm between log steps (pages/ui/status.py, Note [A status that moves]; the step a run writes between
 its log steps, stability/training/sinks.py, Note [A moving step]). That step is the worker's doing, so with
-``--run long`` each checkout's runs are started by that checkout's code (its runner, hence its worker:
+``--run long`` each checkout's runs are started by that checkout's code (its queue, hence its worker:
 ``python -c`` in its folder), not this one's.
 """
 from __future__ import annotations
@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
-from stability.execution import runner  # noqa: E402
 from stability.runs.store import RunStore  # noqa: E402
+from stability.workers import scheduler  # noqa: E402
 
 from live_page import (CHROMIUM, CHROMIUM_ARGS, SHOWN_STEP_SCRIPT, SPEED, chromium_pids, cpu_seconds, started_run,  # noqa: E402
                        descendants, fmt_interval, shown_intervals, streamlit_server)
@@ -63,12 +63,15 @@ RUNS = {  # --run: what the watchers watch
     "long": RunConfig(cell=CellConfig("rnn", 128), task=TaskConfig("adding", {"seq_len": 100}),
                       train=TrainConfig(steps=20_000)),  # the trainer's cadence: a log every 100 steps
 }
-START_SCRIPT = ("import json, sys; from stability.config import RunConfig; from stability.execution import runner; "
-                "print(runner.start_run(RunConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], max_concurrent=1))")
+START_SCRIPT = ("import json, sys\nfrom stability.config import RunConfig\n"
+                "try:\n    from stability.workers.scheduler import start_run\n"
+                "except ImportError:  # a checkout from before the workers room (issue 34)\n"
+                "    from stability.execution.runner import start_run\n"
+                "print(start_run(RunConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], max_concurrent=1))")
 
 
 def started_run_of(root: Path, store_path: Path, config: RunConfig) -> int:
-    """``config`` started by the checkout ``root``'s own runner (so its worker is that checkout's), once it has
+    """``config`` started by the checkout ``root``'s own queue (so its worker is that checkout's), once it has
     logged its speed, as live_page.started_run does for this checkout."""
     if root.resolve() == ROOT:
         return started_run(store_path, config)
@@ -87,7 +90,7 @@ def started_run_of(root: Path, store_path: Path, config: RunConfig) -> int:
 
 def stopped(store_path: Path, run_id: int) -> None:
     """Stop the run; a worker the stop could not prove ours (another checkout's) is killed by its pid."""
-    runner.stop_run(run_id, store_path)
+    scheduler.stop_run(run_id, store_path)
     with RunStore(store_path) as store:
         record = store.record(run_id)
     if record.status in ("queued", "running") and record.pid:
@@ -128,7 +131,7 @@ def open_tabs(browser, url: str, run_id: int, count: int, query: str, pages: lis
 
 def one_case(args, browser, server, url: str, store_path: Path, count: int, query: str, root: Path = ROOT) -> dict:
     """The run alone, then watched by ``count`` tabs (or headless watchers, ``browser`` None): speeds, CPU
-    shares and the refresh seen. ``root``: the checkout whose runner starts the run with ``--run long``."""
+    shares and the refresh seen. ``root``: the checkout whose queue starts the run with ``--run long``."""
     run_id = started_run_of(root if args.run == "long" else ROOT, store_path, RUNS[args.run])
     me = os.getpid()
     groups = {"server": lambda: {server.pid},

@@ -7,7 +7,7 @@ A claim that needs the paper's scale (issue 22) says which scale; this says what
 run of a preset at ``--scale paper`` (a sweep's settings, times its seeds) the script builds the run's model,
 task and optimizer on ``--device`` and times ``--steps`` training steps (forward, the cell's penalty,
 backward, optimizer step; synchronised), after two warm-up steps, the median of them. Runs of one shape
-(:func:`stability.sweeps.shape_timing.shape_of`: the cell, its options, the task, batch, dtype, device) are
+(:func:`stability.admission.shapes.shape_of`: the cell, its options, the task, batch, dtype, device) are
 timed once. A task that reads a dataset (MNIST, HAR) is timed on its seeded stand-in of the same shapes, so
 nothing is downloaded. The projection is steps × seconds a step: evaluations, probes and the store come on
 top (``benchmarks/training.py`` measures that overhead), so it is a lower bound of one run after another on
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stability import tasks  # noqa: E402
+from stability.admission.shapes import shape_of, step_seconds  # noqa: E402
 from stability.core import devices  # noqa: E402
 from stability.presets import loading  # noqa: E402
-from stability.sweeps.shape_timing import shape_of, step_seconds  # noqa: E402
 
 WHAT = ("seconds of training steps alone (forward, penalty, backward, optimizer; synchronised), each run's shape "
         "timed for a few steps after 2 warm-up steps and projected to the preset's paper-scale steps, one run after "

@@ -25,12 +25,12 @@ from pages.ui.classroom import classroom_style, classroom_switch
 from pages.ui.router import require_router
 from stability import cells
 from stability import charts
-from stability.training import probes as diagnostics
+from stability.admission.budget import DEPTH_OPTIONS, flow_work, step_depth
 from stability.config import CellConfig, ConfigError, RunConfig
 from stability.config.demos import GRADIENT_FLOW_CELL
 from stability.config.run_config import check_options
 from stability.core.errors import one_line
-from stability.execution.budget import DEPTH_OPTIONS, flow_work, step_depth
+from stability.training import probes as diagnostics
 
 require_router(__file__)
 

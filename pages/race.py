@@ -2,9 +2,9 @@
 
 The classroom demo (spectral paper §7.1, Fig. 1): the adding problem at T = 200, where the plain RNN's
 gradient reaching the first step vanishes and the LSTM slows down, while Spectral-RNN and SGORNN keep
-their singular values near 1. Widgets -> one RunConfig per cell -> runner.start_run each, within the slots
+their singular values near 1. Widgets -> one RunConfig per cell -> scheduler.start_run each, within the slots
 whoever started the server set (``STABILITY_MAX_RUNS``: the runs beyond them wait 'queued' and start as
-slots free, stability/execution/slots.py) -> a fragment that reads every run's new rows once a second
+slots free, stability/workers/slots.py) -> a fragment that reads every run's new rows once a second
 (four times a second until each run's first point is drawn: Note [The first point] in stability/live/pace.py),
 and says in one line a run what its rows show (stability.analysis.diagnosis). ``?runs=1,2,3`` reopens a race;
 with ``?classroom=1`` (the "Classroom view" switch) without the form and the controls, the cells' equations above the charts and each chart one a
@@ -32,12 +32,12 @@ from pages.ui.shared import shared_memo
 from pages.ui.store import keep_warm_slots, open_store, store_guard, store_path
 from stability import access, cells
 from stability import charts
-from stability.execution import runner
 from stability.config import ConfigError
 from stability.config.demos import RACE_DEFAULTS, race_cells
 from stability.core.metric_names import H0_NORM, STEPS_PER_S, SV_MARGIN, SV_MIN, TRAIN_LOSS, VAL_LOSS, is_loss_metric
 from stability.live import LiveChart
 from stability.runs.records import RunRecord
+from stability.workers import processes, scheduler
 
 require_router(__file__)
 
@@ -189,10 +189,10 @@ def start_race(visitor, configs) -> list[int]:
             started.append(access.start_run(visitor, config, store_path()))
     except ConfigError as error:  # a bad config, a student's limit, a role that may not start: one line
         st.error(str(error))
-    slots = runner.max_concurrent_runs()
+    slots = scheduler.max_concurrent_runs()
     if len(started) > slots:
         st.info(f"{len(started) - slots} of these runs wait 'queued': this server trains {slots} at a "
-                f"time ({runner.MAX_RUNS_ENV}); each starts as a slot frees.")
+                f"time ({processes.MAX_RUNS_ENV}); each starts as a slot frees.")
     if started:
         st.query_params["runs"] = ",".join(map(str, started))
     return started

@@ -24,8 +24,8 @@ from pages.ui.router import require_router
 from pages.ui.store import open_store, store_guard, store_path
 from stability.charts import explanation, figures, projected
 from stability import access, presets
-from stability.execution.threads import available_cores
 from stability.presets import measured
+from stability.workers.threads import available_cores
 from stability import sweeps
 from stability.config import ConfigError
 from stability.core.metric_names import LAYER_NORM

@@ -1,6 +1,6 @@
 """Runs: every stored run with its status, config and final metrics; open, stop, resume, delete, export.
 
-runner.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
+scheduler.reconcile (dead workers -> interrupted) -> run table (select rows) -> actions on the selection.
 While a run is queued or training the table refreshes itself in place.  A sweep's run shows its sweep
 (a link to the Sweep page) and its varied values (``cell=rnn lr=0.001``), as every other page tags it.
 """
@@ -16,12 +16,13 @@ from pages.ui.status import EXTERNAL
 from pages.ui.store import open_store, reconcile_now_and_then, store_guard
 from stability import access
 from stability.config import ConfigError
-from stability.execution import lifecycle, runner
-from stability.execution.runner import RESUMABLE
-from stability.training.checkpoints import ResumeError
-from stability.runs.table import run_table
+from stability.execution import lifecycle
+from stability.execution.lifecycle import RESUMABLE
 from stability.runs.status import ACTIVE_STATUSES
 from stability.runs.store import RunActive, RunNotFound
+from stability.runs.table import run_table
+from stability.training.checkpoints import ResumeError
+from stability.workers import scheduler
 
 require_router(__file__)
 
@@ -254,6 +255,6 @@ st.caption("Every stored run. Select rows to open them in Compare, " +
            ("stop, delete or export them." if visitor.may_start else "or export their rows."))
 store = open_store()
 if visitor.may_write:  # a viewer's page writes nothing (Note [Roles] in stability/access/policy.py)
-    runner.reconcile(store.url)
+    scheduler.reconcile(store.url)
 polling = bool(store.active_runs())
 polled(runs_panel, REFRESH_S if polling else None, polling)

@@ -41,7 +41,7 @@ from pages.ui.router import require_router
 from pages.ui.status import format_duration
 from pages.ui.store import open_store, store_guard, store_path
 from stability import access, sweeps
-from stability.execution import runner
+from stability.workers import processes, scheduler
 from stability import charts
 from stability.analysis import groups
 from stability.config import RunConfig
@@ -126,7 +126,7 @@ class TimingPending(Exception):
 def settled_rough_time(spec_json: str, workers: int, _session: str | None = None) -> dict | None:
     """sweeps.estimate_sweep_time of a spec once no shape of it is being timed, kept for :data:`ESTIMATE_TTL_S`
     (completed runs improve it); TimingPending, not kept, while one is. ``_session`` (not part of the cache's
-    key): who waits for the timings, whose next request replaces this one (stability/sweeps/shape_timing.py,
+    key): who waits for the timings, whose next request replaces this one (stability/workers/timing.py,
     Note [One timing child])."""
     estimate = sweeps.estimate_sweep_time(sweeps.SweepSpec.from_dict(json.loads(spec_json)), open_store(), workers,
                                           apart=True, requester=_session)
@@ -162,11 +162,11 @@ def sweep_settings() -> dict:
     left, right = st.columns(2)
     seeds = int(left.number_input("Seeds", min_value=1, max_value=100, value=3, step=1, key="sweep_seeds",
                                   help="Each setting runs with the seeds base, base + 1, ..."))
-    slots = runner.max_concurrent_runs()  # the server's run slots, shared with every run (execution/slots.py)
+    slots = scheduler.max_concurrent_runs()  # the server's run slots, shared with every run (workers/slots.py)
     workers = int(right.number_input("Workers", min_value=1, max_value=slots, value=min(2, slots), step=1,
                                      key="sweep_workers",
                                      help=f"Runs trained at once, each in its own process: at most this server's "
-                                          f"{slots} run slot{'s' * (slots > 1)} ({runner.MAX_RUNS_ENV}), shared with "
+                                          f"{slots} run slot{'s' * (slots > 1)} ({processes.MAX_RUNS_ENV}), shared with "
                                           "every other run; workers without a free slot start as one frees."))
     sampler = left.selectbox("Sampler", sweeps.SAMPLERS, key="sweep_sampler",
                              help="grid: every setting; random and tpe: Optuna samples a trial budget of settings.")

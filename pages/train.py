@@ -1,6 +1,6 @@
 """Train: configure a run, start it in the background, watch it live.
 
-Widgets -> RunConfig -> runner.start_run -> (a worker writes the store) -> a fragment that looks at the
+Widgets -> RunConfig -> scheduler.start_run -> (a worker writes the store) -> a fragment that looks at the
 run on a timer that follows its logging (or the "Live updates" setting), reads only the rows logged since
 its last look, and redraws only the charts whose rows changed (stability/live/pace.py, Note [Watching cheaply]),
 with "What is happening" above them: stability.analysis.diagnosis's findings on the same rows, in words.

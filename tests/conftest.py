@@ -13,7 +13,7 @@ from stability.core.devices import DEVICE_ENV  # noqa: E402
 # the CLI, Streamlit's app tests), so a GPU machine or a Mac runs the suite as CI does; the tests of a
 # device name it (tests/test_devices_smoke.py).
 os.environ[DEVICE_ENV] = "cpu"
-# No warm worker (stability/execution/warm.py) in a test's server or page unless the test asks for one
+# No warm worker (stability/workers/warm.py) in a test's server or page unless the test asks for one
 # (tests/test_warm_worker.py): an idle one is a process that imports torch beside the tests.
 os.environ["STABILITY_WARM_WORKERS"] = "0"
 

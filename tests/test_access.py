@@ -165,7 +165,7 @@ def test_an_operators_start_records_no_owner(store_path):
 
 
 # ------------------------------------------------------------------------------ the pages' source
-WRITES = {("runner", "start_run"), ("runner", "stop_run"), ("runner", "resume_run"), ("store", "delete_run"),
+WRITES = {("scheduler", "start_run"), ("scheduler", "stop_run"), ("scheduler", "resume_run"), ("store", "delete_run"),
           ("sweeps", "start_sweep"), ("sweeps", "stop_sweep"), ("sweeps", "resume_sweep"),
           ("lifecycle", "mark_abandoned"), ("store", "delete_runs")}
 
@@ -187,7 +187,7 @@ def test_every_write_a_page_asks_for_goes_through_the_guard():
             guarded = any(call.func.value.id == "access" for call in calls)
             for call in calls:
                 pair = (call.func.value.id, call.func.attr)
-                if pair in WRITES and (pair[0] in ("runner", "store", "lifecycle") or not guarded):
+                if pair in WRITES and (pair[0] in ("scheduler", "store", "lifecycle") or not guarded):
                     unguarded.append(f"{path.relative_to(ROOT)}:{call.lineno} {'.'.join(pair)}")
     assert unguarded == []
 

@@ -554,7 +554,8 @@ def test_sweep_workers_past_the_run_slots_are_capped_in_one_line(tmp_path, monke
     from stability import sweeps
     from stability.cli.main import main
     from stability.config import CellConfig, RunConfig
-    from stability.execution import lifecycle, slots
+    from stability.execution import lifecycle
+    from stability.workers import slots
 
     monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
     store = tmp_path / "runs.db"

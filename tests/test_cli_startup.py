@@ -1,5 +1,5 @@
 """The command line answers without torch, and a foreground run takes the workers' thread policy
-(Note [A command line without torch] in stability/cli/main.py; stability/execution/threads.py).
+(Note [A command line without torch] in stability/cli/main.py; stability/workers/threads.py).
 
 Each check runs the CLI's ``main`` in a fresh Python process (``PROBE``) and reads, from inside that process,
 which heavy modules it imported and, for a foreground run, its OpenMP environment at the moment torch was first
@@ -54,7 +54,7 @@ out = {"code": code, "modules": [name for name in %r if name in sys.modules], "a
        "env": {key: os.environ.get(key) for key in %r}}
 if "torch" in sys.modules:
     import torch
-    from stability.execution import threads
+    from stability.workers import threads
     out.update(threads=torch.get_num_threads(), interop=torch.get_num_interop_threads(),
                expected=threads.worker_threads(int(os.environ.get("STABILITY_MAX_RUNS", "1"))))
 with open(report, "w") as file:

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from stability.admission.preflight import check_buildable
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.execution.preflight import check_buildable
 
 
 def test_defaults_validate_and_round_trip_through_json():
@@ -99,7 +99,7 @@ def test_epochs_need_a_fixed_training_set_when_submitted():
 
 
 def test_a_model_that_cannot_fit_is_refused_with_an_estimate_before_it_is_built(monkeypatch):
-    from stability.execution import budget
+    from stability.admission import budget
     from stability import cells
 
     def never(*args, **kwargs):
@@ -120,7 +120,7 @@ def test_a_model_that_cannot_fit_is_refused_with_an_estimate_before_it_is_built(
 
 
 def test_the_estimate_lets_the_papers_sizes_through():
-    from stability.execution import budget
+    from stability.admission import budget
     from stability import tasks
 
     for cell, hidden, task, options, batch in [("lstm", 1024, "ptb_word", {"seq_len": 300}, 64),
@@ -192,7 +192,7 @@ def test_depth_within_a_step_is_bounded_and_counted_before_anything_is_built(mon
     """Issue 20: mlp ``layers`` and VPRNN/SGORNN ``k`` had no upper bound and no place in the memory
     budget (``layers=1e9`` reached the allocator)."""
     from stability import cells
-    from stability.execution import budget
+    from stability.admission import budget
 
     for cell, option, hidden in (("mlp", "layers", 8), ("vprnn", "k", 8), ("sgornn", "k", 8)):
         built = cells.build(cell, 2, hidden, **{option: 3})
@@ -225,7 +225,7 @@ def test_eval_examples_are_counted_and_a_sample_past_memory_is_refused_before_an
     from torch.utils.flop_counter import FlopCounterMode
 
     from stability import cells, tasks
-    from stability.execution import budget
+    from stability.admission import budget
     from stability.training.build import build_model
     from stability.training.evaluation import Evaluator
 
@@ -260,7 +260,7 @@ def test_eval_examples_are_counted_and_a_sample_past_memory_is_refused_before_an
 @pytest.mark.parametrize("option", ["val_size", "test_size", "train_size"])
 def test_a_generated_tasks_fixed_sets_are_counted_before_one_is_drawn(option):
     from stability import tasks
-    from stability.execution import budget
+    from stability.admission import budget
 
     options = {"seq_len": 10, "val_size": 300, "test_size": 200, "train_size": 100}
     config = RunConfig(cell=CellConfig("rnn", 8), task=TaskConfig("adding", options)).validate()

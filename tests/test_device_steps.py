@@ -19,7 +19,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from stability import cells, tasks
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.core import determinism, precision
-from stability.execution import runner
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
 from stability.training import hooks as hooks_module
@@ -29,6 +28,7 @@ from stability.training.run import build_and_train
 from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
 from stability.training.window import StepWindow
+from stability.workers import scheduler
 from stopping import StopAt
 
 REPO = Path(__file__).resolve().parent.parent
@@ -311,8 +311,8 @@ def test_the_determinism_switch_reaches_a_background_workers_torch(tmp_path, mon
     """Real workers: the run's device column is written from the worker's torch settings."""
     monkeypatch.delenv(determinism.CUBLAS_WORKSPACE_ENV, raising=False)
     path = tmp_path / "runs.db"
-    on = runner.start_run(tiny(steps=3, deterministic=True), path, max_concurrent=2)
-    off = runner.start_run(tiny(steps=3), path, max_concurrent=2)
+    on = scheduler.start_run(tiny(steps=3, deterministic=True), path, max_concurrent=2)
+    off = scheduler.start_run(tiny(steps=3), path, max_concurrent=2)
     with RunStore(path) as store:
         for run_id in (on, off):
             deadline = 120

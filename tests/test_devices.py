@@ -1,4 +1,4 @@
-"""stability/core/devices.py (device choice and facts) and stability/execution/threads.py (the worker thread
+"""stability/core/devices.py (device choice and facts) and stability/workers/threads.py (the worker thread
 policy).  Training on each device: tests/test_devices_smoke.py; the simulated device without float64:
 tests/test_devices_simulated.py."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from stability.core import devices
-from stability.execution import threads as thread_policy
 from stability.config import ConfigError
+from stability.core import devices
+from stability.workers import threads as thread_policy
 
 
 @pytest.fixture(autouse=True)

@@ -12,10 +12,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from stability import cells
+from stability.admission.preflight import check_buildable
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.core import devices
 from stability.core.simulated_device import simulated_device
-from stability.execution.preflight import check_buildable
 from stability.parametrizations.rotations import PlaneRotations
 from stability.training.build import build_model, build_task
 from stability.training.probes import ProbeBatch, gradient_flow, spectrum_metrics, stable_norm

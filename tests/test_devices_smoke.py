@@ -16,11 +16,11 @@ import torch
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.core.devices import describe_device, resolve_device
 from stability.core.simulated_device import simulated_device
-from stability.execution import runner
+from stability.execution.lifecycle import train_run
 from stability.runs.store import RunStore
 from stability.training import hooks
 from stability.training.checkpoints import load_checkpoint
-from stability.execution.lifecycle import train_run
+from stability.workers import scheduler
 from stopping import StopAt
 
 HAS_MPS = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
@@ -154,14 +154,14 @@ def test_two_background_slots_train_there_at_once(device, tmp_path):
     endless = [config(device, seed) for seed in (0, 1)]
     for long in endless:
         long.train.steps = 100_000  # ends when stopped
-    ids = [runner.start_run(long, path, max_concurrent=2) for long in endless]
+    ids = [scheduler.start_run(long, path, max_concurrent=2) for long in endless]
     with RunStore(path) as store:
         try:
             wait_until(lambda: all(store.run(i)["status"] == "running" for i in ids), "both runs running at once")
             wait_until(lambda: all(store.metrics(i, ["train/loss"]).step.nunique() >= 2 for i in ids),
                        "rows of both runs")
         finally:
-            statuses = [runner.stop_run(i, path) for i in ids]
+            statuses = [scheduler.stop_run(i, path) for i in ids]
         assert statuses == ["stopped", "stopped"], [store.run(i)["error"] for i in ids]
         for run_id in ids:
             assert store.run(run_id)["device"].startswith(device)

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from stability import sweeps
+from stability.admission.preflight import DISK_RESERVE_ENV
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.execution import runner
 from stability.execution.lifecycle import train_run
-from stability.execution.preflight import DISK_RESERVE_ENV
 from stability.runs.errors import StoreDamaged, StoreFull
 from stability.runs.store import RunStore
+from stability.workers import scheduler
 from stopping import StopAt
 from statuses import set_status
 
@@ -105,7 +105,7 @@ def test_a_start_without_room_for_its_checkpoints_is_refused_in_one_line_by_ever
     line = one_error_line(result)
     assert "not enough free disk" in line and DISK_RESERVE_ENV in line and str(tmp_path / "checkpoints") in line
     with pytest.raises(ConfigError, match="not enough free disk"):  # the queue: the pages' Start, --background
-        runner.start_run(tiny(), path)
+        scheduler.start_run(tiny(), path)
     with RunStore(path) as store:
         with pytest.raises(ConfigError, match="not enough free disk"):
             train_run(tiny(), store)

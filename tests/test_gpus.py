@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from stability.admission import budget
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.core import gpus
 from stability.core.gpus import GpuMemory
-from stability.execution import budget, gpu_slots, runner
+from stability.execution.pids import is_alive
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
+from stability.workers import gpu_slots, processes, scheduler
 from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
@@ -127,7 +129,7 @@ def store_path(tmp_path):
     yield path
     with RunStore(path) as store:  # every worker still alive is killed
         for run in store.records():
-            if run.status not in TERMINAL and run.pid is not None and runner.is_alive(run.pid):
+            if run.status not in TERMINAL and run.pid is not None and is_alive(run.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(run.pid, signal.SIGKILL)
 
@@ -149,13 +151,13 @@ def test_two_run_slots_train_on_two_gpus(store_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     long = RunConfig(CellConfig("rnn", 8), TaskConfig("adding", {"seq_len": 10}),
                      TrainConfig(steps=100_000, batch_size=8, log_every=50, eval_examples=16, probe_examples=4))
-    runs = [runner.start_run(long, store_path, max_concurrent=2) for _ in range(2)]
+    runs = [scheduler.start_run(long, store_path, max_concurrent=2) for _ in range(2)]
     with RunStore(store_path) as store:
         pids = [store.run(run_id)["pid"] for run_id in runs]
         assert all(pids)
         seen = [environment_of(pid).get("CUDA_VISIBLE_DEVICES") for pid in pids]
         for run_id in runs:
-            runner.stop_run(run_id, store_path)
+            scheduler.stop_run(run_id, store_path)
     assert sorted(seen) == ["0", "1"]
 
 
@@ -164,7 +166,7 @@ def test_sweep_workers_joining_share_two_gpus_round_robin(store_path, monkeypatc
     """``sweeps join --workers 3 --gpus 0,1``: three real workers, GPUs 0, 1 and 0 again."""
     from stability import sweeps
 
-    monkeypatch.setenv("STABILITY_MAX_RUNS", "3")  # a slot each (stability/execution/slots.py)
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "3")  # a slot each (stability/workers/slots.py)
     base = RunConfig(CellConfig("rnn", 8), TaskConfig("adding", {"seq_len": 10}),
                      TrainConfig(steps=100_000, batch_size=8, log_every=50, eval_examples=16, probe_examples=4))
     with RunStore(store_path) as store:
@@ -175,7 +177,7 @@ def test_sweep_workers_joining_share_two_gpus_round_robin(store_path, monkeypatc
     finally:
         sweeps.stop_sweep(sweep_id, store_path, timeout=2.0)
         with RunStore(store_path) as store:
-            runner.terminate_sweep_workers(store, sweep_id)
+            processes.terminate_sweep_workers(store, sweep_id)
         for process in workers:
             process.wait(timeout=30)
     assert seen == ["0", "1", "0"]

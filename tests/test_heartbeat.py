@@ -159,10 +159,10 @@ def test_a_run_logging_rarely_moves_its_progress_line_in_the_browser_every_secon
     """A real worker whose run logs only at its ends: the Train page's progress line still changes, three
     times within a bounded wait (fails without the beat: it stands still)."""
     from browsers import STORES
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     config = tiny(1_000_000)
-    run_id = runner.start_run(config, STORES[server], max_concurrent=1)
+    run_id = scheduler.start_run(config, STORES[server], max_concurrent=1)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{server}/?run={run_id}")
@@ -179,7 +179,7 @@ def test_a_run_logging_rarely_moves_its_progress_line_in_the_browser_every_secon
             logged = set(store.metrics(run_id)["step"])
     finally:
         page.close()
-        runner.stop_run(run_id, STORES[server])
+        scheduler.stop_run(run_id, STORES[server])
     assert steps == sorted(steps) and len(set(steps)) == 4
     assert logged == {0}  # every one of those steps moved between log steps
 

@@ -176,12 +176,12 @@ def waiting_runs(store, count: int, claimed_by: int | None = None) -> list[int]:
 
 def test_a_full_queue_refuses_a_start_in_one_line(store, monkeypatch):
     from stability.config import ConfigError
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     monkeypatch.setenv("STABILITY_MAX_QUEUED", "3")
     waiting_runs(store, 3)
     with pytest.raises(ConfigError) as refused:
-        runner.start_run(small_config(), str(store.path))
+        scheduler.start_run(small_config(), str(store.path))
     assert "3 runs already wait in the queue" in str(refused.value) and "\n" not in str(refused.value)
     assert len(store.records()) == 3
     done = subprocess.run([sys.executable, "-m", "stability", "train", "--cell", "rnn", "--hidden-size", "8",
@@ -294,7 +294,7 @@ sys.stdin.read()
 def test_a_lock_held_by_another_process_is_one_line_not_a_hang(store, monkeypatch):
     """Another process holds the run queue's lock and never lets go (where it used to be, and where it is
     now): listing runs skips the reconcile and answers, a start is refused in one line."""
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     locks = store.home / "locks"
     locks.mkdir(mode=0o700, exist_ok=True)
@@ -312,22 +312,22 @@ def test_a_lock_held_by_another_process_is_one_line_not_a_hang(store, monkeypatc
         assert started.returncode == 2 and len(started.stderr.strip().splitlines()) == 1, started.stderr
         assert "runner.lock is held by another process" in started.stderr and store.records() == []
         monkeypatch.setenv("STABILITY_LOCK_TIMEOUT", "0")
-        assert runner.reconcile(str(store.path)) == []  # the page's periodic reconcile: skipped, no error
+        assert scheduler.reconcile(str(store.path)) == []  # the page's periodic reconcile: skipped, no error
     finally:
         holder.stdin.close()
         holder.wait()
     assert (locks / "runner.lock").exists() and (locks.stat().st_mode & 0o777) == 0o700
-    assert runner.reconcile(str(store.path)) == []  # free again
+    assert scheduler.reconcile(str(store.path)) == []  # free again
 
 
 def test_a_link_where_the_lock_belongs_is_refused(store, tmp_path):
-    from stability.execution import runner
     from stability.runs.store import StoreError
+    from stability.workers import scheduler
 
     target = tmp_path / "elsewhere"
     (store.home / "locks").mkdir(mode=0o700, exist_ok=True)
     (store.home / "locks" / "runner.lock").symlink_to(target)
     with pytest.raises(StoreError) as refused:
-        runner.reconcile(str(store.path))
+        scheduler.reconcile(str(store.path))
     assert "runner.lock is a link; it is not used" in str(refused.value) and "\n" not in str(refused.value)
     assert not target.exists()

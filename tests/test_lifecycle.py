@@ -25,9 +25,9 @@ from sqlalchemy import text
 
 from stability import hooks, sweeps, train_run
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
-from stability.execution import runner
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
+from stability.workers import scheduler
 
 from store_files import raw_connection
 
@@ -176,11 +176,11 @@ def test_a_stop_that_times_out_leaves_a_live_unprovable_process_running_and_resu
     with RunStore(store_path) as store:
         process, run_id = running_foreground(store_path, store, processes_to_kill)
         os.kill(process.pid, signal.SIGSTOP)
-        outcome = runner.stop_run(run_id, store_path, timeout=1.0)
+        outcome = scheduler.stop_run(run_id, store_path, timeout=1.0)
         assert outcome.startswith(f"run {run_id} is still running") and "\n" not in outcome, outcome
         assert store.run(run_id)["status"] == "running" and store.run(run_id)["stop_requested"]
         with pytest.raises(ValueError, match=f"run {run_id} is running; only a stopped"):
-            runner.resume_run(run_id, store_path)
+            scheduler.resume_run(run_id, store_path)
         stop = cli("stop", str(run_id), store=store_path)
         assert stop.returncode == 1 and stop.stdout == "" and len(stop.stderr.splitlines()) == 1, stop.stderr
         assert "not provably this run's worker" in stop.stderr
@@ -246,7 +246,7 @@ def test_resuming_a_sweeps_run_holds_the_sweeps_lock_and_tells_its_trial(store):
     store.request_stop(job.run_id)  # read by its trainer within half a second
     assert sweeps.train_trial(store, study, spec, job) == "stopped"
     assert store.checkpoint_path(job.run_id).exists()
-    resumer = threading.Thread(target=runner.resume_run, args=(job.run_id, store.path))
+    resumer = threading.Thread(target=scheduler.resume_run, args=(job.run_id, store.path))
     with sweeps.sweep_lock(store, sweep_id):  # as a sweep's worker claiming its next trial holds it
         resumer.start()
         time.sleep(2.0)
@@ -270,7 +270,7 @@ def test_a_foreground_run_records_its_host_and_another_hosts_reconcile_goes_by_i
         process, run_id = running_foreground(postgres_url, store, processes_to_kill)
         assert store.run(run_id)["host"] == socket.gethostname()
         monkeypatch.setattr(socket, "gethostname", lambda: "another-machine")
-        assert runner.reconcile(postgres_url) == []  # its heartbeat is fresh: alive, wherever its pid is
+        assert scheduler.reconcile(postgres_url) == []  # its heartbeat is fresh: alive, wherever its pid is
         assert store.run(run_id)["status"] == "running"
         process.kill()
         process.wait()
@@ -278,7 +278,7 @@ def test_a_foreground_run_records_its_host_and_another_hosts_reconcile_goes_by_i
         with raw_connection(store) as conn:
             conn.execute(text("UPDATE runs SET heartbeat = :t, started_at = :t, created_at = :t WHERE id = :id"),
                          {"t": long_ago, "id": run_id})
-        assert runner.reconcile(postgres_url) == [run_id]
+        assert scheduler.reconcile(postgres_url) == [run_id]
         assert store.run(run_id)["status"] == "interrupted"
 
 

@@ -16,9 +16,12 @@ from sqlalchemy.engine import Engine
 from stability import presets
 from stability.cli import worker
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
-from stability.execution import lifecycle, processes, threads
+from stability.execution import lifecycle
+from stability.execution.pids import process_start_time
+from stability.execution.pids import process_start_time
 from stability.execution.signals import Terminated
 from stability.runs.store import RunStore
+from stability.workers import processes, threads
 
 ROOT = Path(__file__).resolve().parents[1]
 LIFECYCLE = "stability/execution/lifecycle.py"
@@ -48,7 +51,7 @@ def test_every_claimant_maps_an_exception_with_ending_and_composes_with_claimed(
             assert "describe_error(" not in source, f"{relative} maps an exception itself: use lifecycle.ending"
         if relative not in (LIFECYCLE, "stability/execution/signals.py", "stability/cli/sweeps.py"):
             assert "signals_deferred" not in source, f"{relative} holds signals back itself: use lifecycle.claimed"
-    for relative in ("stability/execution/scheduler.py", "stability/sweeps/workers.py", "stability/presets/running.py",
+    for relative in ("stability/workers/scheduler.py", "stability/sweeps/workers.py", "stability/presets/running.py",
                      "stability/cli/runs.py"):
         assert "lifecycle.claimed(" in (ROOT / relative).read_text(encoding="utf-8"), relative
     for relative in ("stability/watch/run.py", "stability/watch/lightning.py"):
@@ -236,7 +239,7 @@ class Process:
 
 
 def identity() -> dict:
-    return {"pid": os.getpid(), "token": "test", "start": processes.process_start_time(os.getpid())}
+    return {"pid": os.getpid(), "token": "test", "start": process_start_time(os.getpid())}
 
 
 def writes_before_the_first_row(statements: list[str]) -> list[str]:
@@ -245,14 +248,14 @@ def writes_before_the_first_row(statements: list[str]) -> list[str]:
 
 
 def train_from_the_page(path, monkeypatch, handed: dict) -> int:
-    """access.start_run's path (runner.start_run: stored, claimed and launched under the scheduling lock) in
+    """access.start_run's path (scheduler.start_run: stored, claimed and launched under the scheduling lock) in
     a server, here another live process (this one's parent: its pid is the queue's claim's), then the
     worker's entry point in this process with the claim it was handed."""
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     with monkeypatch.context() as server:
         server.setattr(os, "getpid", os.getppid)
-        run_id = runner.start_run(tiny(), path)
+        run_id = scheduler.start_run(tiny(), path)
     monkeypatch.setenv(processes.CLAIM_ENV, handed["token"])
     assert worker._run_worker(run_id, str(path)) == 0
     return run_id
@@ -288,9 +291,9 @@ def test_a_train_runs_row_is_written_five_times_before_its_first_metric_row(tmp_
 
 def test_a_run_handed_to_a_warm_worker_is_claimed_with_its_pid_and_written_four_times(tmp_path, statements,
                                                                                      monkeypatch, counted):
-    """A server's usual path (a warm worker idle on a pipe, stability.execution.warm): the queue claims the
+    """A server's usual path (a warm worker idle on a pipe, stability.workers.warm): the queue claims the
     run with the warm worker's pid, so neither a hand-over nor the worker's adoption writes."""
-    from stability.execution import warm
+    from stability.workers import warm
 
     path = tmp_path / "runs.db"
     RunStore(path).close()

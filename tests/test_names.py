@@ -30,10 +30,7 @@ KEPT = {
     "TEST_LOSS": "a stored row's name, defined for users of stability.metric_names",
     # The timing child is the module's private process; the tests end it between tests through this
     # function rather than reach into the module's private state.
-    "stop_children": "ends shape_timing's private timing child (tests clean up with it)",
-    # Dead, in stability/execution/, which another change of issue 34 is splitting into rooms right now:
-    # removed once the preflight has its new room.
-    "cells_built": "TODO: remove with the execution/ split",
+    "stop_children": "ends stability.workers.timing's private timing child (tests clean up with it)",
 }
 
 WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -125,7 +125,7 @@ def test_the_console_script_and_the_worker_run_from_any_directory(wheel, install
     script = installed / "bin" / "stability"
     assert script.exists() and os.access(script, os.X_OK)
     assert "train" in run([str(script), "--help"], cwd=elsewhere, env=env).stdout  # = python -m stability --help
-    # what runner.py launches for a background run
+    # what stability/workers/processes.py launches for a background run (WORKER_MODULE)
     assert "--worker" in run([sys.executable, "-m", "stability.cli.worker", "--help"], cwd=elsewhere, env=env).stdout
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.workers import scheduler
 from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "race.py"
@@ -38,8 +38,8 @@ def fake_runner(store, monkeypatch):
         set_status(store, run_id, "stopped")
         return "stopped"
 
-    monkeypatch.setattr(runner, "start_run", start_run)
-    monkeypatch.setattr(runner, "stop_run", stop_run)
+    monkeypatch.setattr(scheduler, "start_run", start_run)
+    monkeypatch.setattr(scheduler, "stop_run", stop_run)
     return calls
 
 
@@ -161,7 +161,7 @@ def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
     def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         raise ConfigError("device 'mps' was asked for but MPS is not available; use auto or cpu")
 
-    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(scheduler, "start_run", start_run)
     app = run()
     button(app, "Start race").click().run()
     assert not app.exception
@@ -284,8 +284,8 @@ def slot_holding_workers(store):
     whose run has ended only hands its slot on and exits)."""
     import psutil
 
-    from stability.execution.processes import WORKER_MODULE
     from stability.runs.status import ACTIVE_STATUSES
+    from stability.workers.processes import WORKER_MODULE
 
     holding = []
     for process in psutil.process_iter(["cmdline"]):

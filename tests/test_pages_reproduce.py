@@ -7,8 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from stability import presets
-from stability.execution import runner
 from stability.runs.status import ACTIVE_STATUSES
+from stability.workers import scheduler
 from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "reproduce.py"
@@ -91,7 +91,7 @@ def test_run_starts_the_classroom_runs_in_the_background(store):
     finally:
         for run_id in ids:
             if store.record(run_id).status in ACTIVE_STATUSES:
-                runner.stop_run(run_id, store.path)
+                scheduler.stop_run(run_id, store.path)
 
 
 def test_a_link_to_an_unknown_preset_is_one_warning_and_the_gallery(store):

@@ -1,7 +1,7 @@
 """The Runs page through Streamlit's AppTest, on a temp store filled directly through RunStore.
 
 No worker process is ever started: every 'running' run has a pid (so reconcile never launches a
-worker for it), and Stop goes to a fake runner.stop_run.
+worker for it), and Stop goes to a fake scheduler.stop_run.
 """
 import io
 import os
@@ -14,8 +14,9 @@ import pytest
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
-from stability.execution import runner
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.execution import lifecycle
+from stability.workers import scheduler
 from statuses import set_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,12 +74,12 @@ def test_table_lists_every_run_and_a_dead_worker_shows_interrupted(store, three_
     table = app.dataframe[0].value
     assert table["id"].tolist() == [3, 2, 1]
     assert table["status"].tolist() == ["running", "interrupted", "completed"]
-    assert store.run(2)["status"] == "interrupted" and store.run(2)["error"] == runner.INTERRUPTED_ERROR
+    assert store.run(2)["status"] == "interrupted" and store.run(2)["error"] == lifecycle.INTERRUPTED_ERROR
     assert table["cell"].tolist() == ["spectral", "lstm", "rnn"] and set(table["task"]) == {"adding"}
     assert table["progress"].tolist() == [0.4, 0.4, 1.0]
     assert table["steps_done"].tolist() == ["40 / 100", "40 / 100", "100 / 100"]
     assert table.loc[table["id"] == 1, "val/loss"].item() == pytest.approx(1 / 101)
-    assert table.loc[table["id"] == 2, "error"].item() == runner.INTERRUPTED_ERROR
+    assert table.loc[table["id"] == 2, "error"].item() == lifecycle.INTERRUPTED_ERROR
 
 
 def test_empty_store_points_to_train(store):
@@ -126,7 +127,7 @@ def test_stop_calls_the_runner_for_the_selected_active_runs(store, three_runs, m
         stopped.append((run_id, store_path))
         return "stopped"
 
-    monkeypatch.setattr(runner, "stop_run", fake_stop)
+    monkeypatch.setattr(scheduler, "stop_run", fake_stop)
     app = run()
     assert button(app, "runs_stop").disabled  # nothing selected
     app = select(app, 1)

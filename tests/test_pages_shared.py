@@ -166,10 +166,10 @@ def test_a_panel_awaiting_the_first_rows_gets_them_within_its_wait(store, monkey
 def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):
     """Its panel is no longer polled once the run has ended, so the look it draws is read then, not a second
     later (the other sessions see it at their next look)."""
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
-    monkeypatch.setattr(runner, "stop_run", lambda run_id, store_path=None, timeout=5.0:
+    monkeypatch.setattr(scheduler, "stop_run", lambda run_id, store_path=None, timeout=5.0:
                         set_status(store, run_id, "stopped") or "stopped")
     app = AppTest.from_file(str(TRAIN), default_timeout=30)
     app.query_params["run"] = str(run_id)

@@ -261,7 +261,7 @@ def test_the_rough_time_of_a_big_admitted_shape_builds_no_model_in_the_server(st
         assert made == [] and "about" in line and "1 shape from the operation count at" in line
         assert "separate process" not in line  # too large to time apart: no child times it either
     finally:
-        timing = sys.modules.get("stability.sweeps.shape_timing")
+        timing = sys.modules.get("stability.workers.timing")
         if timing is not None:
             timing.stop_children()  # the default form's shape, timed apart at the first run
 

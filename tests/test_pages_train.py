@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from stability.execution import runner
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
 from stability.runs.store import RunStore
+from stability.workers import scheduler
 from statuses import set_status
 
 PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
@@ -40,8 +40,8 @@ def fake_runner(store, monkeypatch):
         set_status(store, run_id, "stopped")
         return "stopped"
 
-    monkeypatch.setattr(runner, "start_run", start_run)
-    monkeypatch.setattr(runner, "stop_run", stop_run)
+    monkeypatch.setattr(scheduler, "start_run", start_run)
+    monkeypatch.setattr(scheduler, "stop_run", stop_run)
     return calls
 
 
@@ -190,7 +190,7 @@ def test_a_config_the_runner_rejects_shows_its_message(store, monkeypatch):
     def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         raise ConfigError("device 'cuda' was asked for but no CUDA GPU is available; use auto or cpu")
 
-    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(scheduler, "start_run", start_run)
     app = run()
     button(app, "Start").click().run()
     assert not app.exception

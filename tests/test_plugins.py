@@ -18,10 +18,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from stability import cells, tasks
-from stability.execution import runner
 from stability.core.registry import PluginWarning
 from stability.runs.status import TERMINAL
 from stability.runs.store import RunStore
+from stability.workers import scheduler
 
 # The folder's broken entry point warns wherever the plugins are first read; the tests that mean it catch it.
 pytestmark = pytest.mark.filterwarnings("ignore::stability.core.registry.PluginWarning")
@@ -347,14 +347,14 @@ def run_page(page, **query):
 
 @pytest.fixture
 def started(store, monkeypatch):
-    """runner.start_run records the configs and stores them; nothing trains."""
+    """scheduler.start_run records the configs and stores them; nothing trains."""
     calls = []
 
     def start_run(config, store_path=None, name=None, max_concurrent=None, owner=None):
         calls.append(config)
         return store.create_run(config.to_dict())
 
-    monkeypatch.setattr(runner, "start_run", start_run)
+    monkeypatch.setattr(scheduler, "start_run", start_run)
     return calls
 
 

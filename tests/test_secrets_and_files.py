@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.execution.lifecycle import train_run
 from stability.runs.location import described, masked, parse_location
 from stability.runs.store import RunStore, StoreError
 from stability.training.checkpoints import ResumeError, load_checkpoint, read_for_resume
-from stability.execution.lifecycle import train_run
 from statuses import set_status
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,15 +117,15 @@ def test_a_worker_gets_the_store_password_outside_its_command_line(postgres_clus
     (its password) there. The worker still trains its run: the URL reached it through its environment."""
     from postgres import PASSWORD, PASSWORD_USER
 
-    from stability.execution import runner
+    from stability.workers import processes, scheduler
 
     monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
     database = postgres_cluster.new_database().rsplit("/", 1)[1]
     postgres_cluster.execute(f"GRANT ALL ON SCHEMA public TO {PASSWORD_USER}", database=database)
     location = f"postgresql://{PASSWORD_USER}:{PASSWORD}@127.0.0.1:{postgres_cluster.port}/{database}"
     try:
-        run_id = runner.start_run(tiny(steps=60), location, max_concurrent=1)
-        [worker] = runner.launched_workers()
+        run_id = scheduler.start_run(tiny(steps=60), location, max_concurrent=1)
+        [worker] = processes.launched_workers()
         shown = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(worker.pid)], capture_output=True,
                                text=True, check=True).stdout
         assert "stability.cli.worker --worker" in shown, shown
@@ -141,14 +141,14 @@ def test_a_worker_gets_the_store_password_outside_its_command_line(postgres_clus
 
 
 def test_the_worker_logs_folder_is_made_private(tmp_path):
-    from stability.execution import runner
+    from stability.workers import processes, scheduler
 
     old_mask = os.umask(0o022)
     try:
-        run_id = runner.start_run(tiny(), tmp_path / "runs.db", max_concurrent=1)
+        run_id = scheduler.start_run(tiny(), tmp_path / "runs.db", max_concurrent=1)
     finally:
         os.umask(old_mask)
-    [worker] = [process for process in runner.launched_workers()]
+    [worker] = [process for process in processes.launched_workers()]
     assert worker.wait(timeout=180) == 0
     assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700
     assert (tmp_path / "logs" / f"run-{run_id}.log").is_file()

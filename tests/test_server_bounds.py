@@ -1,7 +1,7 @@
 """Issue 33, item 3: the server's work bounded by cost, not by count.
 
 - one timing child per server process, timing only the shapes someone still waits for
-  (stability/sweeps/shape_timing.py, Note [One timing child]): real child processes, counted with psutil;
+  (stability/workers/timing.py, Note [One timing child]): real child processes, counted with psutil;
 - the Gradient flow page bounded by its operation count, every exception one line;
 - float options with finite bounds, and a build's every exception one line in the forms' checks;
 - checks that build models: builds keyed on what changes a build, at most a few per sweep check
@@ -18,6 +18,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+from stability.workers.processes import TIMING_MODULE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,7 +35,7 @@ def timing_children() -> list[psutil.Process]:
     found = []
     for child in psutil.Process(os.getpid()).children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE and "stability.sweeps.shape_timing" in " ".join(child.cmdline()):
+            if child.status() != psutil.STATUS_ZOMBIE and TIMING_MODULE in " ".join(child.cmdline()):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
@@ -44,7 +45,7 @@ def timing_children() -> list[psutil.Process]:
 # ------------------------------------------------------------------ one timing child
 @pytest.fixture
 def timing():
-    from stability.sweeps import shape_timing
+    from stability.workers import timing as shape_timing
 
     shape_timing.stop_children()
     shape_timing._known.clear()
@@ -130,7 +131,7 @@ def counted():
 
 def test_a_check_builds_the_cell_once_whatever_the_seed_lr_or_steps(counted):
     """Issue 33: a form's check built the cell again at every change of seed, lr or steps."""
-    from stability.execution.preflight import check_buildable
+    from stability.admission.preflight import check_buildable
 
     for seed, lr, steps in [(0, 1e-3, 10), (1, 1e-3, 10), (1, 1e-2, 10), (1, 1e-2, 20), (2, 3e-2, 30)]:
         check_buildable(tiny("counted", seed=seed, lr=lr, steps=steps))
@@ -163,7 +164,7 @@ def test_a_sweep_check_builds_at_most_a_few_models(counted):
 
 
 def test_a_cell_past_the_build_cost_is_not_built_by_a_check(counted):
-    from stability.execution import budget, preflight
+    from stability.admission import budget, preflight
 
     config = tiny("counted", hidden=4096)
     assert budget.build_cost(config)[0] > preflight.MAX_CHECK_BUILD_WORK
@@ -184,9 +185,9 @@ class _Raising:
 
 def test_any_exception_of_a_build_is_one_config_error_line_and_its_traceback_is_logged(caplog):
     from stability import cells
+    from stability.admission.preflight import check_buildable
     from stability.cells.rnn import ElmanRNN
     from stability.config import ConfigError
-    from stability.execution.preflight import check_buildable
 
     cells.register("raising", type("Raising", (_Raising, ElmanRNN), {}), replace=True)
     try:

@@ -591,12 +591,12 @@ def test_setting_rows_agree_with_a_pandas_groupby_over_random_stored_sweeps(stor
 
 
 def test_a_requeued_sweep_run_is_left_to_the_sweeps_workers_by_the_run_queue(store):
-    from stability.execution import runner
+    from stability.workers import scheduler
 
     spec = build_spec(tiny("rnn"), ["lr=1e-3,1e-2"])
     sweep_id = store.create_sweep(spec.to_dict())
     run_id = store.create_run(tiny("rnn").to_dict(), sweep_id=sweep_id, trial=0, params={"train.lr": 1e-3})
-    runner.reconcile(store.path)
+    scheduler.reconcile(store.path)
     assert store.record(run_id).status == "queued" and store.record(run_id).pid is None
 
 
@@ -628,10 +628,11 @@ def test_a_shape_timed_apart_is_timed_in_a_child_that_is_ended_at_its_time_limit
     a child past its limit is killed (our own, by its Popen) and its shape left to the operation count."""
     import psutil
 
-    from stability.sweeps import shape_timing
+    from stability.admission import shapes
+    from stability.workers import timing as shape_timing
 
     config = tiny("gru", steps=50)
-    shape = shape_timing.shape_of(config)
+    shape = shapes.shape_of(config)
     try:
         known, timing = shape_timing.timed_apart([config], limit_s=0.5)  # less than the child needs to start
         assert known == {} and timing == {shape}
@@ -704,7 +705,7 @@ def live_sweep_workers(store_url):
     ``--sweep ID``, the store in the environment)."""
     import psutil
 
-    from stability.execution.processes import WORKER_MODULE
+    from stability.workers.processes import WORKER_MODULE
 
     pids = []
     for process in psutil.process_iter(["cmdline"]):
@@ -723,7 +724,7 @@ def test_sweeps_asking_more_workers_than_the_run_slots_start_at_most_the_slots_a
     four workers never has more than two alive (psutil, every 50 ms); a second sweep's worker waits while they
     hold the slots (Note [Slots]: none of its processes lives while it waits), starts when one is handed on,
     and both sweeps complete."""
-    from stability.execution import slots
+    from stability.workers import slots
 
     monkeypatch.setenv("STABILITY_MAX_RUNS", "2")
     base = RunConfig(CellConfig("rnn", 4), TaskConfig("adding", {"seq_len": 5}),

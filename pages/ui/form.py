@@ -26,9 +26,9 @@ from stability.config import (
     TaskConfig,
     TrainConfig,
 )
+from stability.admission.preflight import check_buildable
 from stability.core.errors import one_line
 from stability.core.registry import OptionInfo
-from stability.execution.preflight import check_buildable
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ def config_problem(config_json: str) -> str | None:
     """Why the config (``RunConfig.to_json``) cannot run, or None, in one line whatever the check raised
     (its traceback in the server's log); each config is checked once per server process rather than on every
     rerun of the form, and its cell built once for what changes a build, not again for another seed, lr or
-    steps (stability/execution/preflight.py, Note [Checks that build])."""
+    steps (stability/admission/preflight.py, Note [Checks that build])."""
     try:
         config = RunConfig.from_json(config_json)
         config.validate()

@@ -21,10 +21,10 @@ from pathlib import Path
 import streamlit as st
 
 from pages.ui.access import current_visitor
-from stability.execution import runner
 from stability.runs.errors import not_readable
 from stability.runs.location import masked
 from stability.runs.store import ENV_VAR, RunStore, StoreError, default_path
+from stability.workers import scheduler
 
 RECONCILE_EVERY_S = 10.0
 
@@ -124,7 +124,7 @@ _reconcile_lock = threading.Lock()
 
 
 def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> None:
-    """``runner.reconcile`` (dead workers -> interrupted, queued runs -> free slots) at most once every
+    """``scheduler.reconcile`` (dead workers -> interrupted, queued runs -> free slots) at most once every
     ``every_s`` seconds per store and server process, however many pages poll: a worker that ends
     launches the next queued run itself, so this only catches workers that died.  A viewer's page writes
     nothing (Note [Roles] in stability/access/policy.py): the operators' server reconciles the same store."""
@@ -135,14 +135,14 @@ def reconcile_now_and_then(path: str, every_s: float = RECONCILE_EVERY_S) -> Non
         if now - _reconciled.get(path, -math.inf) < every_s:
             return
         _reconciled[path] = now
-    runner.reconcile(path)
-    runner.keep_warm(path)  # an idle worker with torch imported takes the next Start at once (execution/warm.py)
+    scheduler.reconcile(path)
+    scheduler.keep_warm(path)  # an idle worker with torch imported takes the next Start at once (workers/warm.py)
 
 
 def keep_warm_slots(count: int) -> None:
     """Idle warm workers for ``count`` runs about to start together (a Race's cells; Note [Warm slots] in
-    stability/execution/warm.py), as many as the server's slots let start at once (the others wait queued):
+    stability/workers/warm.py), as many as the server's slots let start at once (the others wait queued):
     each of those runs then starts in a worker that has already imported torch.  None for a viewer."""
     if not current_visitor().may_write:
         return
-    runner.keep_warm(store_path(), count=min(count, runner.max_concurrent_runs()))
+    scheduler.keep_warm(store_path(), count=min(count, scheduler.max_concurrent_runs()))

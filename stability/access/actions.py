@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stability.admission import budget
 from stability.config import RunConfig
 from stability.core.errors import ConfigError
-from stability.execution import budget, lifecycle
-from stability.execution import runner
+from stability.execution import lifecycle
 from stability.runs.store import RunStore
+from stability.workers import scheduler
 
 from .policy import STUDENT, Visitor, refusal
 
@@ -66,7 +67,7 @@ def start_run(visitor: Visitor, config: RunConfig, store_path: str) -> int:
     if visitor.role == STUDENT:
         with RunStore(store_path) as store:
             check_start(visitor, config, store)
-    return runner.start_run(config, store_path, owner=visitor.owner)
+    return scheduler.start_run(config, store_path, owner=visitor.owner)
 
 
 def _owned(visitor: Visitor, action: str, owner: Callable[[], str | None]) -> None:
@@ -86,13 +87,13 @@ def _stored_owner(store_path: str, run_id: int) -> str | None:
 def stop_run(visitor: Visitor, run_id: int, store_path: str) -> str:
     """Stop a run the visitor may change; its status after (the queue's ``stop_run``)."""
     _owned(visitor, f"stop run #{run_id}", lambda: _stored_owner(store_path, run_id))
-    return runner.stop_run(run_id, store_path)
+    return scheduler.stop_run(run_id, store_path)
 
 
 def resume_run(visitor: Visitor, run_id: int, store_path: str) -> None:
     """Resume a run the visitor may change (the queue's ``resume_run``)."""
     _owned(visitor, f"resume run #{run_id}", lambda: _stored_owner(store_path, run_id))
-    runner.resume_run(run_id, store_path)
+    scheduler.resume_run(run_id, store_path)
 
 
 def delete_run(visitor: Visitor, store: RunStore, run_id: int) -> None:

@@ -14,10 +14,10 @@
 (``--hidden-size``, ``--seq-len``, ``--lr``, ..., ``--cell-option K=V``,
 ``--task-option K=V``). In the foreground it trains in this process with a
 progress line on stderr and ends with a summary, under the background workers'
-thread policy (:mod:`stability.execution.threads`: passive OpenMP waiting, one
+thread policy (:mod:`stability.workers.threads`: passive OpenMP waiting, one
 core kept free, the threads of one of ``STABILITY_MAX_RUNS`` workers; so does a
 foreground ``resume`` and ``reproduce``); ``--background`` hands the
-run to a worker (:mod:`stability.execution.runner`) and prints its id; ``--json`` ends
+run to a worker (:mod:`stability.workers.scheduler`) and prints its id; ``--json`` ends
 with exactly one JSON object on stdout,
 ``{"run_id": ..., "status": ..., "final": {name: value}}``.
 
@@ -47,7 +47,7 @@ Note [A command line without torch]
     imports the store, the queue, the sweeps or the trainer when it runs. The lower rooms keep the
     chain cut: ``config`` imports the cell and task registries in ``validate()``, the lifecycle and
     the queue import the trainer and the preflight checks where a run is created or trained,
-    ``execution/threads`` imports torch only to set its threads. A name the parser shows that is
+    ``workers/threads`` imports torch only to set its threads. A name the parser shows that is
     defined beside torch or Optuna is written where the parser reads it (the optimizers in
     ``config/run_config.py``, the samplers and the largest sweep in ``cli/sweeps.py``, the minutes
     before an external run may be marked ended in ``cli/deleting.py``);

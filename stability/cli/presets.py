@@ -19,8 +19,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..execution import threads
 from ..execution.signals import Terminated, describe_interrupt
+from ..workers import threads
 from .output import ProgressLine, duration, print_rows
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def add_command(commands, store) -> None:
 def cmd_reproduce(args) -> int:
     # the runs train here one after another, as one background worker would: its thread policy (a torch
     # thread per spare core, passive OpenMP waiting; two threads spinning on a busy 2-core machine ran ~10x
-    # slower), set before the presets import torch (stability.execution.threads)
+    # slower), set before the presets import torch (stability.workers.threads)
     threads.adopt_worker_policy(1)
     from .. import presets
     from ..presets import measured

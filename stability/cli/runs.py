@@ -7,7 +7,7 @@
 A foreground ``train`` or ``resume`` claims the run for this process and trains it here
 (:mod:`stability.execution.lifecycle`) with a progress line on stderr; Ctrl-C or SIGTERM stops the
 run, its rows and checkpoint kept. ``--background`` hands it to a worker
-(:mod:`stability.execution.runner`). The exit status is :data:`EXIT_CODES` of the run's status;
+(:mod:`stability.workers.scheduler`). The exit status is :data:`EXIT_CODES` of the run's status;
 ``stop`` exits 1 when the run could not be stopped (one line says why; it is left as it is).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 from typing import TYPE_CHECKING
 
 from ..execution.signals import Terminated
-from ..runs.status import TERMINAL
 from ..runs.errors import StoreBusy, StoreFull
+from ..runs.status import TERMINAL
 from .arguments import add_config_flags, config_from_args
 from .output import ProgressLine, or_blank, print_error, print_rows, print_summary, printable
 
@@ -71,17 +71,18 @@ def add_commands(commands, store) -> None:
 def cmd_train(args) -> int:
     if not args.background:
         _foreground_threads()  # before anything below imports torch
+    from ..admission.preflight import check_buildable
     from ..core.devices import resolve_device
-    from ..execution import lifecycle, runner
-    from ..execution.preflight import check_buildable
+    from ..execution import lifecycle
     from ..runs.store import RunStore
+    from ..workers import scheduler
 
     config = config_from_args(args)
     config.validate()
     check_buildable(config)
     resolve_device(config.train.device)  # a missing GPU is bad input, before any run is stored
     if args.background:
-        run_id = runner.start_run(config, args.store)
+        run_id = scheduler.start_run(config, args.store)
         if args.json:
             with RunStore(args.store) as store:
                 print(json.dumps({"run_id": run_id, "status": store.record(run_id).status, "final": {}}))
@@ -99,11 +100,12 @@ def cmd_resume(args) -> int:
     """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker."""
     if not args.background:
         _foreground_threads()  # before anything below imports torch
-    from ..execution import lifecycle, runner
+    from ..execution import lifecycle
     from ..runs.store import RunStore
+    from ..workers import scheduler
 
     if args.background:
-        runner.resume_run(args.run_id, args.store)
+        scheduler.resume_run(args.run_id, args.store)
         print(args.run_id)
         print(f"run {args.run_id} handed to a background worker; watch it with "
               f"`python -m stability show {args.run_id}`", file=sys.stderr)
@@ -179,10 +181,10 @@ def _report(store: RunStore, run_id: int, status: str, args) -> int:
 def _reconcile(store_path) -> None:
     """Mark runs whose worker is gone and start queued ones; this housekeeping writes, so a
     store locked by a writer, or on a full disk, skips it: listing and showing only read."""
-    from ..execution import runner
+    from ..workers import scheduler
 
     try:
-        runner.reconcile(store_path)
+        scheduler.reconcile(store_path)
     except (StoreBusy, StoreFull):
         pass
 
@@ -264,9 +266,9 @@ def cmd_export(args) -> int:
 def cmd_stop(args) -> int:
     """The run's status once stopped (exit 0); a run that could not be stopped is left as it is, with
     one line on stderr saying why (exit 1)."""
-    from ..execution import runner
+    from ..workers import scheduler
 
-    outcome = runner.stop_run(args.run_id, args.store)
+    outcome = scheduler.stop_run(args.run_id, args.store)
     if outcome in TERMINAL:
         print(outcome)
         return 0
@@ -275,9 +277,9 @@ def cmd_stop(args) -> int:
 
 
 def _foreground_threads() -> None:
-    """A run trained in this process gets the background workers' thread policy (stability.execution.threads):
+    """A run trained in this process gets the background workers' thread policy (stability.workers.threads):
     passive OpenMP waiting set before torch is first imported here, one core kept free, the threads of one of
     ``STABILITY_MAX_RUNS`` workers."""
-    from ..execution import scheduler, threads
+    from ..workers import scheduler, threads
 
     threads.adopt_worker_policy(scheduler.max_concurrent_runs())

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ..core import gpus as gpu_facts
 from ..core.formatting import shown
-from ..execution.gpu_slots import gpu_for
 from ..execution.signals import signals_deferred
+from ..workers.gpu_slots import gpu_for
 from .arguments import add_config_flags, config_from_args, store_parent
 from .output import print_error, print_rows, printable
 
@@ -135,26 +135,26 @@ def _follow_sweep(store_location, sweep_id: int, spec, as_json: bool) -> int:
 
 def _capped_workers(workers) -> int:
     """``--workers``, at most this machine's run slots (``STABILITY_MAX_RUNS``, set by whoever starts the
-    CLI or the server: stability.execution.slots, Note [Slots]); one line on stderr when it is capped."""
+    CLI or the server: stability.workers.slots, Note [Slots]); one line on stderr when it is capped."""
     from .. import sweeps
-    from ..execution import runner
+    from ..workers import processes, scheduler
 
     workers = sweeps.check_workers(workers)
-    limit = runner.max_concurrent_runs()
+    limit = scheduler.max_concurrent_runs()
     if workers > limit:
         print(f"--workers {workers} is more than this machine's {limit} run slot{'s' * (limit > 1)} "
-              f"({runner.MAX_RUNS_ENV}={limit}): {limit} worker{'s' * (limit > 1)}", file=sys.stderr)
+              f"({processes.MAX_RUNS_ENV}={limit}): {limit} worker{'s' * (limit > 1)}", file=sys.stderr)
     return min(workers, limit)
 
 
 def _workers_here(store_location, store, sweep_id: int) -> bool:
     """Whether a worker of the sweep lives on this machine or waits for a slot here (started by the
     scheduler as one frees, from this process or from a worker handing its slot on)."""
-    from ..execution import runner, slots
+    from ..workers import processes, scheduler, slots
 
-    runner.launched_workers()  # reaps the ones this process started
+    processes.launched_workers()  # reaps the ones this process started
     if slots.waiting(store, sweep_id):
-        runner.reconcile(store_location)
+        scheduler.reconcile(store_location)
         return True
     return bool(slots.sweep_worker_pids(store, sweep_id))
 

@@ -2,10 +2,10 @@
 
     STABILITY_STORE=URL python -m stability.cli.worker --worker RUN_ID     # train one run
     STABILITY_STORE=URL python -m stability.cli.worker --sweep SWEEP_ID    # work on a sweep until it is done
-    STABILITY_STORE=URL python -m stability.cli.worker --warm              # wait for a run on stdin (execution/warm.py)
+    STABILITY_STORE=URL python -m stability.cli.worker --warm              # wait for a run on stdin (workers/warm.py)
 
-This module is started by :mod:`stability.execution.scheduler` and :mod:`stability.sweeps` (never
-forks), one per run or sweep worker, in their own session; :mod:`stability.execution.processes`
+This module is started by :mod:`stability.workers.scheduler` and :mod:`stability.sweeps` (never
+forks), one per run or sweep worker, in their own session; :mod:`stability.workers.processes`
 recognises its own workers by this module's name on their command line. A run of a sweep handed to a
 ``--worker`` (one resumed on its own) tells its trial how it ended. SIGTERM ends the run in training
 'stopped' (stability.execution.lifecycle, Note [Interrupts]) and the worker with it. The store comes
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--warm", action="store_true",
                        help="wait, with torch imported, for the run the queue hands over stdin ($STABILITY_STORE)")
     parser.add_argument("--store", metavar="PATH_OR_URL", default=os.environ.get(ENV_VAR) or None,
-                        help=f"the run store (default: ${ENV_VAR}, where the runner puts it)")
+                        help=f"the run store (default: ${ENV_VAR}, where the queue puts it)")
     args = parser.parse_args(argv)
     if args.store is None and not args.warm:
         parser.error(f"no run store: set {ENV_VAR} or pass --store")
@@ -57,8 +57,8 @@ def _sweep_worker(sweep_id: int, store: str) -> int:
 
 
 def _run_worker(run_id: int, store: str) -> int:
-    from ..execution.runner import run_worker
     from ..runs.store import RunStore
+    from ..workers.scheduler import run_worker
 
     with RunStore(store) as opened:  # opened once: the worker trains in this store
         if opened.record(run_id, latest=False).sweep_id is not None:
@@ -72,7 +72,7 @@ def _run_worker(run_id: int, store: str) -> int:
 
 
 def _warm_worker() -> int:
-    """A warm worker (stability.execution.warm, Note [Warm workers]): import what training needs, then
+    """A warm worker (stability.workers.warm, Note [Warm workers]): import what training needs, then
     block on stdin until the queue hands a run, and train it as a fresh worker would."""
     import importlib
     import os
@@ -83,10 +83,10 @@ def _warm_worker() -> int:
     for module in ("torch", "torch._dynamo", "torch.optim", "stability.training.run", "stability.cells",
                    "stability.tasks"):
         importlib.import_module(module)
-    from ..execution import threads
-    from ..execution.processes import CLAIM_ENV
-    from ..execution.scheduler import max_concurrent_runs
-    from ..execution.warm import read_order
+    from ..workers import threads
+    from ..workers.processes import CLAIM_ENV
+    from ..workers.scheduler import max_concurrent_runs
+    from ..workers.warm import read_order
 
     threads.apply_worker_threads(threads.worker_threads(max_concurrent_runs()))
     print(f"warm worker {os.getpid()}: ready", flush=True)

@@ -4,7 +4,7 @@
                        task=TaskConfig("adding", {"seq_len": 200}),
                        train=TrainConfig(steps=2000, lr=1e-3))
     config.validate()                      # ConfigError: one line, what and what is allowed
-    check_buildable(config)                # what only the builders know (stability.execution.preflight)
+    check_buildable(config)                # what only the builders know (stability.admission.preflight)
     RunConfig.from_json(config.to_json()) == config
 
 Nothing re-parses it along the way: the worker receives exactly what the
@@ -40,7 +40,7 @@ DTYPES = ("float32", "float64")
 # lr_step_size and the *_every fields, each a number of steps) a billion, beyond any run here;
 # batch_size, eval_examples and probe_examples a billion too, far past memory; epochs a million
 # (and the steps they come to at most MAX_STEPS). hidden_size has no maximum here: the preflight
-# check (stability.execution.budget, before any run is stored) refuses whatever does not fit in
+# check (stability.admission.budget, before any run is stored) refuses whatever does not fit in
 # memory, with the bytes it would need, whatever its size. Floats are finite.
 MAX_SEED = 2**63 - 1
 MAX_STEPS = 10**9

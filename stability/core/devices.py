@@ -11,7 +11,7 @@
     worker_environment()                # what a background worker's environment needs for the devices here
 
 The worker's thread policy (how many cores a background run may use) is
-:mod:`stability.execution.threads`.
+:mod:`stability.workers.threads`.
 
 Choosing the device
 -------------------
@@ -71,7 +71,7 @@ of a registered cell runs has an MPS kernel (``tests/test_devices_simulated.py``
 checks this against the dispatch table).  A cell that still needs what a device
 lacks (complex64 for KRU and uRNN on macOS 13) is refused before its run is
 stored, in one line naming the op (:func:`missing_needs`, the cell's
-``device_needs``, ``stability.execution.preflight``).
+``device_needs``, ``stability.admission.preflight``).
 
 Note [On the host]
 ------------------

@@ -11,7 +11,7 @@
 
 Every path that trains a run of a store (a background worker, a sweep's worker, a preset, the
 CLI's foreground ``train`` and ``resume``, ``train_run``) claims it and trains it in one
-composition, :func:`claimed`; the queue (:mod:`stability.execution.scheduler`) and the sweeps change a
+composition, :func:`claimed`; the queue (:mod:`stability.workers.scheduler`) and the sweeps change a
 run's status only through the functions below. Nothing else writes a run's status: the store takes a
 status only in a new run's INSERT (:func:`create_queued`, :func:`create_claimed`, :func:`create_external`)
 and in ``RunStore.compare_and_set``, which only this module calls with one
@@ -59,7 +59,7 @@ Note [Stop and resume]
     A stop is a request in the store (``stop_requested``), which the claimant reads every half
     second and ends the run ``stopped`` itself. A process that cannot be proven dead is never
     marked stopped: when the request is not honoured in time, ``stop_run`` signals only a process
-    it can prove is this run's worker (:mod:`stability.execution.processes`, Note [Identity]) and
+    it can prove is this run's worker (:mod:`stability.workers.processes`, Note [Identity]) and
     marks the run stopped only once that process is gone; otherwise it says so in one line and
     leaves the run as it is, its stop still requested. Only a stopped, interrupted or failed run
     resumes, with a checkpoint this version continues exactly
@@ -120,7 +120,7 @@ from ..runs.records import RunRecord
 from ..runs.status import ACTIVE_STATUSES
 from ..training.checkpoints import ResumeError, read_for_resume, remove_checkpoint
 from .locks import sweep_lock
-from .processes import is_alive, process_start_time
+from .pids import is_alive, process_start_time
 from .signals import Terminated, as_exception, describe_interrupt, interrupts_raise, signals_deferred
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_i
     line, nothing stored) when its checkpoints would not fit on the disk (preflight.check_room; a sweep's
     trial: its sweep was checked when it started)."""
     if sweep_id is None:
-        from .preflight import check_room
+        from ..admission.preflight import check_room
 
         check_room(config, store)
     claim = _new_claim(None)
@@ -569,8 +569,8 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     pruned) run's checkpoint is removed unless ``keep_checkpoint``: then its trained weights stay at
     ``store.checkpoint_path(run_id)`` (Note [Checkpoints kept]).
     """
+    from ..admission.preflight import check_buildable
     from ..training import run as training
-    from .preflight import check_buildable
 
     config.validate()
     if store is None:

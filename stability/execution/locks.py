@@ -1,7 +1,7 @@
 """The locks between processes that share a store: an exclusive ``flock`` on a file, the run
 queue's scheduling lock, and a sweep's claim lock.
 
-    with scheduling_lock(store): ...                 # the run queue (stability.execution.scheduler)
+    with scheduling_lock(store): ...                 # the run queue (stability.workers.scheduler)
     with sweep_lock(store, sweep_id): ...            # a sweep's claims, on every machine
 
 A ``flock`` is held by an open file, so a process that dies releases it. It only serialises
@@ -10,7 +10,7 @@ to its user: Note [Lock files] in stability.core.flock); a sweep of a shared Pos
 serialised across machines by a PostgreSQL session advisory lock instead. A lock not had within its
 timeout is :class:`LockBusy`, one line (a :class:`~stability.runs.errors.StoreBusy`: the CLI and the
 pages answer it as a busy store), and the periodic reconcile skips its turn instead
-(stability.execution.scheduler.reconcile). Neither lock is what keeps two processes from training one run: the claim is
+(stability.workers.scheduler.reconcile). Neither lock is what keeps two processes from training one run: the claim is
 (:mod:`stability.execution.lifecycle`, Note [claims]); the locks keep a queue from launching more
 workers than it has slots, and a sweep from asking more trials than its budget.
 """

@@ -66,7 +66,7 @@ class Clock:
     def reading(self) -> dict[str, Any]:
         import torch
 
-        from ..execution.threads import available_cores
+        from ..workers.threads import available_cores
 
         return {"cpu_seconds": round(_cpu_seconds() - self.cpu, 2),
                 "wall_seconds": round(time.time() - self.started, 2), "cores": available_cores(),

@@ -15,10 +15,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from ..admission.preflight import check_buildable
+from ..admission.shapes import TIMED_STEPS
 from ..config import ConfigError, RunConfig
 from ..config.fields import setting_label
-from ..execution.preflight import check_buildable
-from ..sweeps.rough_time import TIMED_STEPS
 from .format import Preset
 from .vocabulary import PresetError, one_line
 

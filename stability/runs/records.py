@@ -1,5 +1,5 @@
 """A stored run, and a stored sweep, as one typed value each: what the store returns to pages, the
-CLI, the runner and the sweeps' workers (the one way to read them).
+CLI, the queue and the sweeps' workers (the one way to read them).
 
     record = store.record(run_id)          # RunRecord
     record.config.cell.hidden_size         # a RunConfig, parsed once here

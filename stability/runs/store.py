@@ -341,7 +341,7 @@ class RunStore(SweepRows):
 
     def active_runs(self) -> list[RunRecord]:
         """The runs a worker will still write to (``ACTIVE_STATUSES``: queued or running), oldest
-        first, the order the runner starts queued runs in."""
+        first, the order the queue starts queued runs in."""
         return self.records(ACTIVE_STATUSES)[::-1]
 
     def runs(self) -> pd.DataFrame:

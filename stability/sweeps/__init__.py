@@ -7,7 +7,8 @@
 One module a concern: :mod:`.spec` (``--vary`` text, fields, the spec),
 :mod:`.study` (Optuna), :mod:`.workers` (workers, claims, stop and resume),
 :mod:`.summary`, :mod:`.rough_time` (Note [Rough time]). The sweep's lock is
-:func:`stability.execution.locks.sweep_lock`, beside the run queue's.
+:func:`stability.execution.locks.sweep_lock`, beside the run queue's. Its rough time reads
+:mod:`stability.admission.shapes` and the timing child (:mod:`stability.workers.timing`).
 """
 from __future__ import annotations
 

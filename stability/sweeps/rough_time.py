@@ -4,25 +4,26 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from ..admission.shapes import OPERATIONS_PER_S, TIMED_STEPS, operations_per_step, shape_of, time_steps
 from ..config import RunConfig
 from ..core.gpus import visible_gpus
-from ..execution.threads import available_cores
-from .shape_timing import OPERATIONS_PER_S, TIMED_STEPS, operations_per_step, shape_of, time_steps, timed_apart
+from ..workers.threads import available_cores
+from ..workers.timing import timed_apart
 from .spec import SweepSpec, apply
 from .workers import check_workers
 
 # Note [Rough time]
 #     What a sweep will take, before Start: each run's steps times the seconds a step of its shape
-#     (cell, hidden size, task and its options, batch size, dtype: shape_timing.shape_of) takes.  A shape
+#     (cell, hidden size, task and its options, batch size, dtype: stability.admission.shapes.shape_of) takes.  A shape
 #     the store has completed runs of is timed from them (wall time over steps: evaluation, probes and
 #     store writes included).  Any other is timed by a few training steps of a freshly built model,
 #     times :data:`STEP_OVERHEAD` for what those steps leave out: in this process for the CLI, and in a
 #     child process under a hard time limit for the Streamlit server (``apart``), which must never build
-#     or train a model itself (stability.sweeps.shape_timing, Note [Timing apart]).  A shape not timed
+#     or train a model itself (stability.workers.timing, Note [Timing apart]).  A shape not timed
 #     (being timed apart now, too large to time, or past :data:`MAX_TIMED_SHAPES`) is estimated from its
-#     operation count (stability.execution.budget.work: a step, its share of the evaluations and probes)
+#     operation count (stability.admission.budget.work: a step, its share of the evaluations and probes)
 #     at the rate the timed or remembered shapes of the sweep show, else at an assumed
-#     ``OPERATIONS_PER_S``.  ``workers`` runs share the machine's cores (stability.execution.threads),
+#     ``OPERATIONS_PER_S``.  ``workers`` runs share the machine's cores (stability.workers.threads),
 #     so K workers finish about min(K, cores) times sooner.  The line shown says which basis each shape
 #     had.  Rough, and said so: the first steps of a model are slower than its average, a GPU is not a CPU.
 #
@@ -55,7 +56,7 @@ def estimate_sweep_time(spec: SweepSpec, store, workers: int = 1, *, apart: bool
     """``{"seconds": ..., "basis": one line, "pending": bool}``: a rough wall time of the whole sweep
     (Note [Rough time]); ``apart``: time unknown shapes in a child process, never here, and answer at
     once (``pending`` while the child times them; ask again for its timings; ``requester``: who waits for
-    them, whose newer request replaces this one, shape_timing Note [One timing child]). None when no shape
+    them, whose newer request replaces this one, stability.workers.timing, Note [One timing child]). None when no shape
     can be estimated."""
     configs, runs_each = _run_configs(spec)
     parallel = max(1, min(check_workers(workers), available_cores()))

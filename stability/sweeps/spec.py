@@ -54,13 +54,13 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..admission.budget import build_cost
+from ..admission.preflight import cell_checked, check_buildable, check_without_building
 from ..config import ConfigError, RunConfig
 from ..config import fields as config_fields
 from ..config.fields import Field, apply, setting_label
 from ..core import metric_names
 from ..core.formatting import shown
-from ..execution.budget import build_cost
-from ..execution.preflight import cell_checked, check_buildable, check_without_building
 
 
 SAMPLERS = ("grid", "random", "tpe")
@@ -536,7 +536,7 @@ class SweepSpec:
         models a check builds (to run the cell's own checks) at most :data:`MAX_CHECK_BUILDS`, costing
         at most :data:`MAX_CHECK_WORK` operations by their sizes (a build is up to a second at hidden
         2048: issue 33 timed 22 at 22.7 s), in the order checked (the base, each value alone, then the
-        combinations), each cell once per process (stability.execution.preflight, Note [Checks that
+        combinations), each cell once per process (stability.admission.preflight, Note [Checks that
         build]); the others are checked without building (validation, task, memory, device) and their
         runs build them. Listed values are told apart in linear time. ``allow_large`` (the CLI's
         ``--yes``, in the user's own process) lifts the runs to :data:`MAX_LARGE_RUNS` and the models

@@ -14,16 +14,17 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from ..admission.preflight import check_room
 from ..config import ConfigError, RunConfig
 from ..core.determinism import fix_cublas_workspace
-from ..execution import lifecycle, processes, scheduler, slots, threads
+from ..execution import lifecycle, pids
 from ..execution.lifecycle import Claim
 from ..execution.locks import sweep_lock
-from ..execution.preflight import check_room
 from ..execution.signals import Terminated
 from ..runs.status import ACTIVE_STATUSES
 from ..runs.store import RunStore
 from ..training.hooks import Pruning
+from ..workers import processes, scheduler, slots, threads
 from .spec import SEED_PARAM, SweepError, SweepSpec, _jsonable, objective_name
 from .study import create_study, next_trial, setting_of, storage, tell
 
@@ -32,7 +33,7 @@ from .study import create_study, next_trial, setting_of, storage, tell
 #     and an Optuna study in the same database (``store.url``: the SQLite file or the PostgreSQL
 #     database), so one URL carries everything and every machine pointed at it sees the same sweep.
 #     Workers (:func:`work`, one process each, started by :func:`start_sweep`, :func:`resume_sweep`
-#     or :func:`join_sweep` through :mod:`stability.execution.processes`) loop: under the sweep's lock
+#     or :func:`join_sweep` through :mod:`stability.workers.processes`) loop: under the sweep's lock
 #     (Note [Claiming trials]) check the sweep's stop flag and take the next job, train it in-process
 #     (``lifecycle.claimed``, which settles the run's status), report the run's final objective
 #     to its trial, until the study has asked all its runs or the sweep's stop flag is set.  Every
@@ -85,7 +86,7 @@ class Job:
 
 def start_sweep(spec: SweepSpec, store_location=None, *, workers: int = 1, name: str = "") -> int:
     """Store the sweep and its Optuna study, ask for ``workers`` background worker processes (at most this
-    machine's run slots: they start as slots free, stability.execution.slots, Note [Slots]), return the
+    machine's run slots: they start as slots free, stability.workers.slots, Note [Slots]), return the
     sweep's id (SweepError, one line, when it cannot start; nothing is stored then)."""
 
     spec.validate(allow_large=True)
@@ -149,7 +150,7 @@ def _stopped_if_gone(store, run, timeout: float) -> bool:
     """Mark a run of a stopped sweep 'stopped' if its process is gone (a worker ended by SIGTERM
     settles it itself); False when it may still be training."""
     here = lifecycle.this_host()
-    if run.host in (None, here) and run.pid is not None and not processes.is_alive(run.pid):
+    if run.host in (None, here) and run.pid is not None and not pids.is_alive(run.pid):
         lifecycle.mark_stopped(store, run, f"its sweep was stopped; the worker did not stop within {timeout:g} s")
     return store.record(run.id).status not in ACTIVE_STATUSES
 
@@ -200,7 +201,7 @@ def join_sweep(sweep_id: int, store_location=None, *, workers: int = 1, gpus: li
     """Add ``workers`` workers on this machine to a running sweep (at most its slots; those without a free
     slot start as one frees: Note [Slots]), spread round robin over ``gpus`` (default: the GPUs this
     process sees; several workers may share one), each seeing only its own through
-    ``CUDA_VISIBLE_DEVICES`` (:mod:`stability.execution.gpu_slots`). Returns the worker processes started
+    ``CUDA_VISIBLE_DEVICES`` (:mod:`stability.workers.gpu_slots`). Returns the worker processes started
     now."""
 
     with RunStore(store_location) as store:

@@ -180,7 +180,7 @@ class LanguageModelTask(Task):
 class PtbWordTask(LanguageModelTask):
     name = "ptb_word"
     # Mikolov's vocabulary: the sizes before the files are read (the memory budget's estimate);
-    # a built task has its own files' (stability.execution.budget)
+    # a built task has its own files' (stability.admission.budget)
     input_size = output_size = 10_000
     summary = "Penn Treebank word-level language modelling (10k words)"
     option_help = {"seq_len": "truncated-BPTT window; the state carries over between windows"}

@@ -150,7 +150,7 @@ def overrides(hook: Hook, method: str) -> bool:
 
 class TimeShare:
     """A share of wall time: the time spent inside ``with share:`` blocks, allowed up to ``fraction`` of a
-    given elapsed time (not the memory budget of stability.execution.budget)."""
+    given elapsed time (not the memory budget of stability.admission.budget)."""
 
     def __init__(self, fraction: float):
         self.fraction = fraction

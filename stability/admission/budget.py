@@ -151,7 +151,7 @@ def build_cost(config: RunConfig) -> tuple[int, int]:
     """``(operations, bytes)`` of building ``config``'s cell, counted from its sizes before building: its
     recurrent weights (an mlp's every layer, a dense cell's every gate block) written at ten operations each,
     plus one hidden³ factorisation (the most a built-in's initialisation does: expRNN's matrix exponential, an
-    orthogonal init), and those weights' float32 bytes. A check's bound (stability.execution.preflight,
+    orthogonal init), and those weights' float32 bytes. A check's bound (stability.admission.preflight,
     Note [Checks that build])."""
     hidden = config.cell.hidden_size
     layers = step_depth(config) if config.cell.name == "mlp" else 1

@@ -7,7 +7,7 @@
 
 Note [Slots]
     A machine has ``STABILITY_MAX_RUNS`` slots (default 1), set by whoever starts the server or the CLI
-    (stability.execution.scheduler.max_concurrent_runs), and they bound every process that trains for
+    (stability.workers.scheduler.max_concurrent_runs), and they bound every process that trains for
     the queue: a run's worker and a sweep's worker alike. A slot is held by
 
     - the claimant of an active run of this machine whose claimant is not gone
@@ -21,7 +21,7 @@ Note [Slots]
     one slot a process, however many of these say so (a sweep worker training a trial is counted once).
     What waits for a slot: the queued runs nobody has claimed (the run queue, in the store) and the sweep
     workers asked for but not started (``logs/sweep-<id>.waiting``, one JSON line a worker: the environment
-    it is to be started with). The scheduler (:func:`stability.execution.scheduler._schedule`, under the
+    it is to be started with). The scheduler (:func:`stability.workers.scheduler._schedule`, under the
     scheduling lock) fills the free slots, queued runs first, oldest first, then waiting sweep workers,
     lowest sweep first; it runs whenever a run is started or resumed, a sweep asks for workers, a page
     reconciles, and a run's or a sweep's worker ends (handing its slot on). A sweep's waiting workers are
@@ -33,8 +33,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .lifecycle import claimant_gone
-from .processes import is_alive, is_identified_worker, launch_sweep_workers, sweep_identities
+from ..execution.lifecycle import claimant_gone
+from ..execution.pids import is_alive
+from .processes import is_identified_worker, launch_sweep_workers, sweep_identities
 
 
 def slot_holders(store, active_runs, here: str, leaving: int | None = None) -> set:

@@ -2,14 +2,24 @@
 
     process, identity = spawn(store, ["--worker", "7"], "run-7", limit, {CLAIM_ENV: token})
     write_identity(store, 7, identity)        # logs/run-7.worker: pid, token, start time
-    is_alive(pid); terminate(pid, identity)   # SIGTERM, then SIGKILL, only if it is provably ours
+    terminate(pid, identity)                  # SIGTERM, then SIGKILL, only if it is provably ours
+    process = start(TIMING_MODULE, ["20", "1"], 1, stdout=subprocess.PIPE)   # any child: the one way
 
 A worker is a fresh interpreter (``python -m stability.cli.worker --worker ID | --sweep ID``,
 the store's URL in its environment), never a fork, so it is safe for CUDA; it runs in its own session, so it outlives
 the Streamlit script, server or shell that started it. Its output goes to ``<store
 home>/logs/<name>.log``. It runs from the package's folder with that folder on ``PYTHONPATH``,
 so it starts whatever the caller's working directory. Its torch threads follow
-:mod:`stability.execution.threads`.
+:mod:`stability.workers.threads`.
+
+Note [Started by name]
+    This package starts a child process only through :func:`start`, as ``python -m MODULE``, and only a
+    module named in :data:`SPAWNED_MODULES`: :data:`WORKER_MODULE` (a run's, a sweep's or a warm worker,
+    ``stability/cli/worker.py``) and :data:`TIMING_MODULE` (the Streamlit server's shape-timing child,
+    ``stability/workers/timing.py``, Note [Timing apart]). Such a module is reached by its name, not by an
+    import, so no import shows the edge: ``tests/test_architecture.py`` holds the same table (``SPAWNS``),
+    checks that each module exists with its ``main`` and ``__main__`` entry, adds each as an edge of the
+    graph it checks, and fails on a ``-m`` command built anywhere else.
 
 Note [Identity]
     A process is signalled only if it is provably a worker this project started for this run (or
@@ -38,6 +48,7 @@ from pathlib import Path
 import psutil
 
 from . import gpu_slots, threads
+from ..execution.pids import is_alive, process_start_time
 from ..runs.store import ENV_VAR as STORE_ENV
 
 MAX_RUNS_ENV = "STABILITY_MAX_RUNS"
@@ -46,30 +57,11 @@ CLAIM_ENV = "STABILITY_RUN_CLAIM"  # the run's claim token, which the worker tak
 TERMINATE_GRACE_S = 3.0
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds stability/
 WORKER_MODULE = "stability.cli.worker"  # python -m WORKER_MODULE --worker RUN_ID | --sweep SWEEP_ID | --warm
-WORKER_FLAGS = ("--worker", "--sweep", "--warm")  # a warm worker: stability.execution.warm
+TIMING_MODULE = "stability.workers.timing"  # python -m TIMING_MODULE LIMIT THREADS: the shape-timing child
+SPAWNED_MODULES = (WORKER_MODULE, TIMING_MODULE)  # every module this package starts (Note [Started by name])
+WORKER_FLAGS = ("--worker", "--sweep", "--warm")  # a warm worker: stability.workers.warm
 
 _launched: list[subprocess.Popen] = []  # workers this process started, reaped when they end
-
-
-def is_alive(pid: int | None) -> bool:
-    """Whether process ``pid`` exists on this machine and is not a zombie (an exited, unreaped child)."""
-    if pid is None or pid <= 0:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:  # it exists, owned by someone else
-        return True
-
-
-def process_start_time(pid: int) -> float | None:
-    """When process ``pid`` started (seconds since the epoch, as psutil reads it from the system), or
-    None when there is no such process. A pid and its start time name one process."""
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
 
 
 def spawn(store, arguments: list[str], name: str, limit: int,
@@ -80,22 +72,31 @@ def spawn(store, arguments: list[str], name: str, limit: int,
     time; Note [Identity]). The store's URL, a server's password included, goes in the worker's
     environment (``STABILITY_STORE``, which only this user can read), never on its command line,
     which ``ps`` shows every user (stability/cli/worker.py). ``waiting``: a warm worker
-    (stability.execution.warm), its stdin a pipe from this process."""
+    (stability.workers.warm), its stdin a pipe from this process."""
     logs = store.private_subfolder("logs")
     token = secrets.token_hex(16)
-    env = threads.worker_environment(os.environ, threads.worker_threads(limit))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    env[MAX_RUNS_ENV] = str(limit)
-    env[TOKEN_ENV] = token
-    env.update(extra_env or {})
-    env[STORE_ENV] = store.url
-    command = [sys.executable, "-m", WORKER_MODULE, *arguments]
+    env = {MAX_RUNS_ENV: str(limit), TOKEN_ENV: token, **(extra_env or {}), STORE_ENV: store.url}
     with open(logs / f"{name}.log", "ab") as log:
-        process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env,
-                                   stdin=subprocess.PIPE if waiting else subprocess.DEVNULL,
-                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = start(WORKER_MODULE, arguments, threads.worker_threads(limit), env,
+                        stdin=subprocess.PIPE if waiting else subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     _launched.append(process)
     return process, {"pid": process.pid, "token": token, "start": process_start_time(process.pid)}
+
+
+def start(module: str, arguments: list[str], count: int, extra_env: dict[str, str] | None = None,
+          **streams) -> subprocess.Popen:
+    """``python -m MODULE ARGUMENTS``, the one way this package starts a child (Note [Started by name]): a
+    fresh interpreter in its own session, run from the package's folder with that folder on ``PYTHONPATH``,
+    with the worker thread policy of ``count`` threads (:mod:`stability.workers.threads`) and ``extra_env``
+    in its environment; ``streams``: its ``stdin``, ``stdout`` and ``stderr``. ``module`` must be one of
+    :data:`SPAWNED_MODULES`."""
+    if module not in SPAWNED_MODULES:
+        raise ValueError(f"{module} is not a module this package starts (SPAWNED_MODULES)")
+    env = threads.worker_environment(os.environ, count)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env.update(extra_env or {})
+    return subprocess.Popen([sys.executable, "-m", module, *arguments], cwd=PACKAGE_ROOT, env=env,
+                            start_new_session=True, **streams)
 
 
 def reap_launched() -> None:
@@ -176,7 +177,7 @@ def launch_sweep_workers(store, sweep_id: int, workers: int, limit: int, gpus: l
                          arguments: tuple[str, ...] = (),
                          environments: list[dict] | None = None) -> list[subprocess.Popen]:
     """Start ``workers`` detached sweep workers (``--sweep ID``, stability.sweeps.workers) on this machine
-    now, whatever the slots (the scheduler decides when: stability.execution.slots, Note [Slots]), sharing
+    now, whatever the slots (the scheduler decides when: stability.workers.slots, Note [Slots]), sharing
     its cores by the thread policy of ``limit`` slots; worker ``i`` sees only GPU ``gpu_slots.gpu_for(i,
     gpus)`` (``CUDA_VISIBLE_DEVICES``; ``gpus`` default: the visible ones, none without a GPU), or has
     ``environments[i]`` where given; ``arguments`` follow (e.g. ``--max-runs 1``). Their identities go to
@@ -219,7 +220,7 @@ def sweep_identities(store, sweep_id: int | None = None) -> list[tuple[int, dict
 
 def forget_sweep_worker(store, sweep_id: int, pid: int) -> None:
     """Strike worker ``pid`` off ``logs/sweep-<id>.workers``: it has handed its slot on and is ending
-    (stability.execution.slots, Note [Slots]); call under the scheduling lock."""
+    (stability.workers.slots, Note [Slots]); call under the scheduling lock."""
     path = _sweep_identities_path(store, sweep_id)
     try:
         lines = path.read_text().splitlines()

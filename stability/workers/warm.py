@@ -14,17 +14,17 @@ warm worker's read returns: it exits without touching the store.
 Note [Warm workers]
     Starting a worker costs an interpreter and the import of torch and the training code: seconds on 2
     cores between Start and a run's first point. A warm worker pays them before the run exists. It is
-    ``python -m stability.cli.worker --warm``, started by :func:`stability.execution.processes.spawn`
+    ``python -m stability.cli.worker --warm``, started by :func:`stability.workers.processes.spawn`
     like every worker: in its own session, with the project's token in its environment (so ``stop_run``
     and ``terminate`` recognise it: Note [Identity]), the thread policy of
-    :mod:`stability.execution.threads`, and the store's URL in ``$STABILITY_STORE``, never on its
+    :mod:`stability.workers.threads`, and the store's URL in ``$STABILITY_STORE``, never on its
     command line. Its stdin is a pipe from the process that started it; idle, it blocks in one read of
     that pipe: no CPU, no polling.
 
     The queue hands it a run where it would start a fresh worker (``scheduler._launch``), along the same
     path: the run is claimed for a worker by the lifecycle's compare-and-set (``claim_for_worker``), the
     order goes down the pipe as one line (the run id, the claim's token, and the slot's environment:
-    ``STABILITY_MAX_RUNS`` and the GPU of :func:`stability.execution.gpu_slots.run_environment`), the
+    ``STABILITY_MAX_RUNS`` and the GPU of :func:`stability.workers.gpu_slots.run_environment`), the
     worker's identity is written and the claim handed over to its pid. The warm worker puts that
     environment into its own, adopts the claim (:func:`stability.execution.lifecycle.adopt`) and trains
     the run through ``scheduler.run_worker`` (``lifecycle.claimed``), exactly as a fresh worker would, then

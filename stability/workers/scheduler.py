@@ -14,7 +14,7 @@ so no run is ever launched twice. On a shared (PostgreSQL) store each machine la
 runs it queued (``runs.host``); a run of another machine is judged by its heartbeat alone
 (:func:`~stability.execution.lifecycle.claimant_gone`), and a sweep's runs are claimed by its
 workers (:mod:`stability.sweeps`, Note [Claiming trials]). One slot count covers runs and sweep
-workers (:mod:`stability.execution.slots`, Note [Slots]): at most ``STABILITY_MAX_RUNS`` (default 1)
+workers (:mod:`stability.workers.slots`, Note [Slots]): at most ``STABILITY_MAX_RUNS`` (default 1)
 processes of this machine train at once, a run's worker or a sweep's, and what waits (queued runs,
 sweep workers asked for) starts as slots free.
 """
@@ -28,14 +28,15 @@ import traceback
 
 from ..config import RunConfig
 from ..core.errors import ConfigError
+from ..execution import lifecycle
+from ..execution.locks import LockBusy, scheduling_lock
+from ..execution.signals import Terminated
 from ..runs.records import RunRecord
 from ..runs.status import TERMINAL
 from ..runs.store import RunStore
 from ..training.checkpoints import ResumeError
-from . import gpu_slots, lifecycle, processes, slots, threads, warm
-from .locks import LockBusy, scheduling_lock
+from . import gpu_slots, processes, slots, threads, warm
 from .processes import CLAIM_ENV, MAX_RUNS_ENV
-from .signals import Terminated
 
 MAX_QUEUED_ENV = "STABILITY_MAX_QUEUED"
 DEFAULT_MAX_QUEUED = 50
@@ -64,7 +65,7 @@ def start_run(config: RunConfig, store_path=None, name: str | None = None,
     (stability.access). With every slot busy the run stays 'queued' until a
     finishing worker or :func:`reconcile` launches it.
     """
-    from .preflight import check_buildable, check_room  # torch: reconcile (`stability runs`) imports no torch
+    from ..admission.preflight import check_buildable, check_room  # torch: reconcile (`stability runs`) imports no torch
 
     config.validate()
     check_buildable(config)
@@ -143,7 +144,7 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     after the checkpoint's step and appends to the same run. A sweep's run is resumed under its
     sweep's lock and launched at once, by a worker that tells its trial how it ended (without a
     checkpoint here it trains again from step 0, as its sweep's workers would), if a slot is free
-    (Note [Slots] in :mod:`stability.execution.slots`). Raises
+    (Note [Slots] in :mod:`stability.workers.slots`). Raises
     :class:`stability.training.checkpoints.ResumeError` (one line, nothing changed) when the run
     cannot be resumed.
     """
@@ -186,7 +187,7 @@ def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
 
 def keep_warm(store_path=None, max_concurrent: int | None = None, count: int = 1) -> int | None:
     """Keep ``count`` idle warm workers (one for each run about to start together: Note [Warm slots]) for the
-    store in this process (the server's; Note [Warm workers] in :mod:`stability.execution.warm`); the pid of
+    store in this process (the server's; Note [Warm workers] in :mod:`stability.workers.warm`); the pid of
     the next one, None where ``STABILITY_WARM_WORKERS=0``."""
     if not warm.warm_workers_on():
         return None
@@ -288,7 +289,7 @@ def hand_on_slot(store: RunStore, leaving: int, sweep_id: int | None = None) -> 
 
 def _launch(store: RunStore, run_id: int, limit: int, resumed: bool = False) -> bool:
     """Claim ``run_id`` for a worker, start the worker (or hand the run to this process's idle warm
-    worker: :mod:`stability.execution.warm`) and hand it the claim; False when another process claimed
+    worker: :mod:`stability.workers.warm`) and hand it the claim; False when another process claimed
     the run first (nothing is started then)."""
     warm_pid = None if resumed else warm.idle_pid(store)  # the warm worker to be handed it: claimed with its pid
     claim = lifecycle.claim_for_worker(store, run_id, resumed=resumed, pid=warm_pid)

@@ -6,7 +6,7 @@
 
 Nothing is downloaded or trained, and nothing large is allocated: a run that
 passes can still fail later only on its data (a dataset not cached) or on a
-constant factor the memory estimate leaves out (:mod:`stability.execution.budget`).
+constant factor the memory estimate leaves out (:mod:`stability.admission.budget`).
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def check_buildable(config: RunConfig, *, build: bool = True) -> None:
       by ``tasks.check``, which builds a generated task (it draws nothing yet) and runs a
       real-data task's checks up to where it would read its files;
     - ``epochs`` needs a fixed training set;
-    - the run fits in memory (:mod:`stability.execution.budget`: an estimate from the config,
+    - the run fits in memory (:mod:`stability.admission.budget`: an estimate from the config,
       made before the cell is built);
     - the cell's option values (an odd hidden size for vprnn, r > sigma_star for spectral,
       ...; the input width never matters, so it is built with 1), by building it: once per process for
@@ -79,7 +79,6 @@ MAX_CHECK_BUILD_BYTES = 2**30     # the cell's float32 weights
 KEPT_VERDICTS = 1024
 _verdicts: OrderedDict[tuple, str | None] = OrderedDict()  # build key -> the cell's one-line problem, or None
 _verdicts_lock = threading.Lock()
-_cells_built = 0
 
 
 def build_key(config: RunConfig) -> tuple:
@@ -93,11 +92,6 @@ def cell_checked(config: RunConfig) -> bool:
     """Whether this process has built ``config``'s cell to check it (its verdict is known)."""
     with _verdicts_lock:
         return build_key(config) in _verdicts
-
-
-def cells_built() -> int:
-    """How many cells this process's checks have built (a count for tests and logs)."""
-    return _cells_built
 
 
 def check_cell(config: RunConfig, device, *, build: bool = True) -> bool:
@@ -130,7 +124,6 @@ def _cheap_to_build(config: RunConfig) -> bool:
 def _build_verdict(config: RunConfig) -> tuple[str | None, bool]:
     """Build ``config``'s cell on the host, as a run builds it before moving it: its problem in one line (None
     when it builds), and whether that verdict lasts (a MemoryError says more about this moment than the cell)."""
-    global _cells_built
     name = config.cell.name
     try:
         with devices.on_host():
@@ -140,9 +133,6 @@ def _build_verdict(config: RunConfig) -> tuple[str | None, bool]:
     except Exception as error:  # noqa: BLE001 - a class's own code: one line here, the traceback in the log
         log.exception("building cell %r to check it", name)
         return f"cell {name!r}: {one_line(error, named=True)}", not isinstance(error, MemoryError)
-    finally:
-        with _verdicts_lock:
-            _cells_built += 1
     return None, True
 
 

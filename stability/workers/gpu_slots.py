@@ -9,7 +9,7 @@ before torch starts CUDA), and trains on it as ``cuda:0``.  Workers are spread o
 process may see (:func:`stability.core.gpus.visible_gpus`: its own ``CUDA_VISIBLE_DEVICES``, else
 every GPU ``nvidia-smi`` lists), round robin; with more workers than GPUs several share one.
 
-Run slots: ``STABILITY_MAX_RUNS`` slots, numbered 0..limit-1 (:mod:`stability.execution.runner`).
+Run slots: ``STABILITY_MAX_RUNS`` slots, numbered 0..limit-1 (:mod:`stability.workers.scheduler`).
 A run's worker takes the lowest slot that no active run of this machine holds, and the GPU
 :func:`gpu_for` gives that slot; the slot is recorded in ``<store home>/logs/run-<id>.gpu`` so that
 the next launch knows it is taken.  So with two slots on two GPUs, a run that starts after the
