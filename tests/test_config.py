@@ -130,8 +130,8 @@ def test_the_estimate_lets_the_papers_sizes_through():
         config = RunConfig(cell=CellConfig(cell, hidden), task=TaskConfig(task, options),
                            train=TrainConfig(batch_size=batch))
         built = tasks.check(task, **options) if task != "ptb_word" else None
-        parameters, activations = budget.estimate(config, built)
-        assert 0 < parameters + activations < 8 * 2**30
+        used = budget.footprint(config, built)  # a training step's share: its weights and its activations
+        assert 0 < used.parameters + used.step < 8 * 2**30
 
 
 # ------------------------------------------------------------------ a field by its path (stability.config.fields)

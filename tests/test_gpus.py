@@ -222,8 +222,6 @@ def test_the_footprint_counts_evaluation_probe_and_data():
     assert used.evaluation >= 256 * 300 * 10_000 * 4 * 2  # inputs and outputs of 256 examples
     assert used.probe >= 32 * 300 * 10_000 * 8  # the float64 probe input: 768 MB
     assert used.peak == used.parameters + used.probe + max(used.step, used.evaluation, used.probe_pass)
-    parameters, activations = budget.estimate(ptb(), None)
-    assert parameters == used.parameters and activations > used.step
 
 
 def test_without_gpu_facts_only_the_machines_memory_is_checked():

@@ -128,7 +128,7 @@ def test_a_trained_run_is_settled_once_by_its_training(store):
 def test_a_preset_says_a_failed_runs_one_line_error_and_trains_its_next_run(store, monkeypatch):
     from stability.training import run as training
 
-    real, calls = training.train_run, []
+    real, calls = training.build_and_train, []
 
     def first_fails(config, **kwargs):
         calls.append(config)
@@ -136,7 +136,7 @@ def test_a_preset_says_a_failed_runs_one_line_error_and_trains_its_next_run(stor
             raise RuntimeError("the data went away\ntraceback-ish detail")
         return real(config, **kwargs)
 
-    monkeypatch.setattr(training, "train_run", first_fails)
+    monkeypatch.setattr(training, "build_and_train", first_fails)
     lines = []
     override = {"cell": {"hidden_size": 8}, "task": {"options": {"seq_len": 5}},
                 "train": {"steps": 3, "log_every": 1, "eval_every": 3, "eval_examples": 16, "probe_examples": 4,

@@ -371,7 +371,7 @@ def test_an_unknown_preset_name_lists_the_shipped_ones():
 
 
 @pytest.mark.parametrize("name, target", [("maso-fig4", "stability.sweeps.workers.train_trial"),
-                                          ("sgornn-table1", "stability.training.run.train_run")])
+                                          ("sgornn-table1", "stability.training.run.build_and_train")])
 def test_ctrl_c_leaves_the_run_stopped(name, target, store, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -1,7 +1,6 @@
 """Will a run fit in memory? An estimate from the config alone, made before anything is built.
 
     footprint(config, task)                   # Footprint: bytes by what holds them, and the peak
-    parameters, activations = estimate(config, task)   # the training step's share of it
     check(config, task, device)               # ConfigError: one line with the estimate
     check(config, task, device, gpus=[GpuMemory("0", "a 16 GB card", 16 * 2**30, 15 * 2**30)])
 
@@ -262,15 +261,6 @@ def flow_work(config: RunConfig, seq_len: int, batch: int = FLOW_BATCH) -> int:
     layers = step_depth(config) if config.cell.name == "mlp" else 1
     per_step = layers * (3 * batch * 2 * blocks * hidden * hidden + LAYER_STEP_OPERATIONS)
     return seq_len * per_step + step_depth(config) * hidden * hidden + layers * 10 * hidden ** 3
-
-
-def estimate(config: RunConfig, task=None) -> tuple[int, int]:
-    """Bytes of (parameters with gradients and optimizer state, activations of one training step
-    and the probe's float64 states): the training step's share of :func:`footprint`."""
-    used = footprint(config, task)
-    states = config.train.probe_examples * _sizes(config, task).steps * (DENSE_BLOCKS.get(config.cell.name) or 1) \
-        * config.cell.hidden_size * 8
-    return used.parameters, used.step + states
 
 
 def checkpoint_bytes(config: RunConfig, task=None) -> int:

@@ -487,7 +487,7 @@ class ClaimedRun:
                 with interrupts_raise():
                     if self.pending:  # arrived while the run was claimed: it stops at once
                         raise as_exception(self.pending.pop(0))
-                    result = training.train_run(config, hooks=[sink, *hooks], progress=progress, resume=resume)
+                    result = training.build_and_train(config, hooks=[sink, *hooks], progress=progress, resume=resume)
             except BaseException as error:
                 self.end(error)
                 raise
@@ -559,7 +559,7 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
               keep_checkpoint: bool = False) -> TrainResult:
     """Train ``config`` in this process; return its :class:`~stability.training.sinks.TrainResult`.
 
-    Without a store, :func:`stability.training.run.train_run`: the rows are kept in memory (or by a
+    Without a store, :func:`stability.training.run.build_and_train`: the rows are kept in memory (or by a
     sink among ``hooks``). With one, run ``run_id`` of it is claimed (a queued run nobody has
     claimed; with ``resume``, a stopped, interrupted or failed one with a checkpoint:
     :class:`~stability.training.checkpoints.ResumeError` otherwise; when ``run_id`` is None, a new
@@ -576,7 +576,7 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
     if store is None:
         if run_id is not None:
             raise ValueError(f"run_id {run_id} names a run of a store; give the store too")
-        return training.train_run(config, hooks=hooks, progress=progress, resume=resume)
+        return training.build_and_train(config, hooks=hooks, progress=progress, resume=resume)
     if run_id is None:
         if resume:
             raise ResumeError("resume needs the id of the run to continue")

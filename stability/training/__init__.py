@@ -1,7 +1,7 @@
 """Training a model, with the papers' readings taken between steps.
 
-    run.py          train_run(config, hooks=...): build the task and the model, train, a TrainResult
-                    (a run of a store: stability.execution.lifecycle.train_run, which owns its status)
+    run.py          build_and_train(config, hooks=...): build the task and the model, train, a TrainResult
+                    (a run of a store: stability.train_run, in execution/lifecycle, which owns its status)
     trainer.py      Trainer(model, task, config, hooks=...): the loop, for a model built anywhere
     build.py        task, model and optimizer from a RunConfig
     hooks.py        every reading, evaluation and checkpoint as a hook (the hook contract)

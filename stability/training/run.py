@@ -37,8 +37,3 @@ def build_and_train(config: RunConfig, *, hooks=(), progress: Callable[[dict], N
         task = build_task(config)
         model = build_model(config, task)
     return Trainer(model, task, config, hooks=hooks, progress=progress).fit(resume=resume)
-
-
-# The lifecycle's call (stability/execution/lifecycle.py) by its former name, until that module, being moved
-# by another change, says build_and_train; not for new code (stability.train_run is the public one).
-train_run = build_and_train
