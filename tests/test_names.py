@@ -2,15 +2,16 @@
 kept only for the tests).
 
 A name defined at the top of a module of ``stability/`` (a function, a class, a constant; not one with a
-leading underscore) is *used* when some code other than its definition reads it: a module of
-``stability/``, ``pages/``, ``app.py`` or ``benchmarks/`` (its own module included), or ``pyproject.toml``
-(entry points, the console script). Reading means a name or attribute in an expression, a word of a string
-that is not a docstring (an import path such as ``"stability.cli.worker"``, a registry's ``"kru:KRULSTM"``,
-``stability/__init__``'s lazy table) or an entry of an ``__all__`` (a room's declared public face). An
-import alone is not a use: a name a module imports and never reads is no caller.
+leading underscore) is *used* when some code other than its definition reads it: its own module, or a
+module of ``stability/``, ``pages/``, ``app.py`` or ``benchmarks/`` that reaches it (imports the module, the
+name from it, or the package that re-exports it, or names the module in a string: ``stability/__init__``'s
+lazy table, a registry's ``"kru:KRULSTM"``), or ``pyproject.toml`` (entry points, the console script).
+Reading means a name or attribute in an expression, a word of a string that is a name or a path rather
+than prose, or an entry of an ``__all__`` (a room's declared public face). An import alone is not a use:
+a name a module imports and never reads is no caller.
 
-The scan is by name, read with ``ast`` (nothing is imported), so it errs one way only: a name another
-module happens to spell the same way counts as used. It never calls a used name dead. A name nobody else
+The scan is by name, read with ``ast`` (nothing is imported), so it errs one way only: a name that a
+module reaching it happens to spell the same way counts as used. It never calls a used name dead. A name nobody else
 reads is either removed or, when the tests need it, written in ``tests/``; :data:`KEPT` lists the few that
 stay with no caller in the code, each with its reason.
 """
@@ -66,7 +67,8 @@ def read_names(tree: ast.AST) -> dict[str, int]:
             count(node.id)
         elif isinstance(node, ast.Attribute):
             count(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped \
+                and not any(char.isspace() for char in node.value.strip()):  # a name or a path, not prose
             for word in WORD.findall(node.value):
                 count(word)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
@@ -87,19 +89,57 @@ def defined_names(tree: ast.Module) -> list[str]:
     return [name for name in names if not name.startswith("_")]
 
 
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def referenced(path: Path, tree: ast.AST) -> set[str]:
+    """What a module reaches: ``stability.x.y`` for ``from stability.x import y`` (a module or a name), the
+    modules it imports, and a module a string names (``"stability.cli.worker"``; ``"kru:KRULSTM"`` in a
+    package's registry: its module ``kru`` of that package)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skipped, found = _docstrings(tree), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                source = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + [source] * bool(source))
+            found |= {f"{source}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            text = node.value.strip()
+            if text.startswith("stability.") and not any(char.isspace() for char in text):
+                found.add(text.split(":")[0])
+            elif re.fullmatch(r"\w+:\w+", text):
+                found.add(f"{package}.{text.split(':')[0]}")
+    return found
+
+
+def _reaches(reference: str, module: str) -> bool:
+    """``reference`` (of :func:`referenced`) is ``module``, a name of it, or a package above it."""
+    return reference == module or reference.startswith(module + ".") or \
+        (reference != "stability" and module.startswith(reference + "."))
+
+
 def unused_names() -> tuple[list[str], list[str]]:
     """``(dead, test_only)``: ``module:name`` of the public top-level names of ``stability/`` no code reads,
     and of those among them that only the tests read."""
     trees = {path: ast.parse(path.read_text(), str(path)) for path in _sources()}
     reads = {path: read_names(tree) for path, tree in trees.items()}
+    reach = {path: referenced(path, tree) for path, tree in trees.items()}
     configured = set(WORD.findall((ROOT / "pyproject.toml").read_text()))
     tests: set[str] = set()
     for path in (ROOT / "tests").rglob("*.py"):
         tests |= set(read_names(ast.parse(path.read_text(), str(path))))
     dead, test_only = [], []
     for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        readers = [other for other in trees if other == path or any(_reaches(ref, module) for ref in reach[other])]
         for name in defined_names(trees[path]):
-            if name in KEPT or name in configured or any(counts.get(name) for counts in reads.values()):
+            if name in KEPT or name in configured or any(reads[other].get(name) for other in readers):
                 continue
             where = f"{path.relative_to(ROOT)}:{name}"
             (test_only if name in tests else dead).append(where)
@@ -117,6 +157,19 @@ def test_kept_names_are_still_defined():
     for path in PACKAGE.rglob("*.py"):
         defined |= set(defined_names(ast.parse(path.read_text(), str(path))))
     assert set(KEPT) <= defined, f"KEPT names no longer in stability/: {sorted(set(KEPT) - defined)}"
+
+
+def test_a_name_is_read_only_where_its_module_is_reached():
+    tree = ast.parse('from ..admission import budget\nfrom stability import sweeps\nimport stability.cli.main\n'
+                     'LAZY = "stability.execution.lifecycle"\nREGISTRY = "kru:KRULSTM"\n')
+    refs = referenced(PACKAGE / "cells" / "__init__.py", tree)
+    assert {"stability.admission.budget", "stability.sweeps", "stability.cli.main", "stability.execution.lifecycle",
+            "stability.cells.kru"} <= refs
+    assert _reaches("stability.admission.budget", "stability.admission.budget")
+    assert _reaches("stability.sweeps", "stability.sweeps.rough_time")        # the package's face
+    assert _reaches("stability.admission.budget.footprint", "stability.admission.budget")
+    assert not _reaches("stability.admission.budget", "stability.admission.preflight")
+    assert not _reaches("stability.train_run", "stability.training.run")
 
 
 def test_the_scan_finds_a_dead_name_and_counts_an_import_path_as_a_use():
