@@ -68,7 +68,7 @@ def test_worker_environment_sets_threads_and_passive_waiting():
 
 
 def test_apply_worker_threads_in_a_fresh_process():
-    code = ("import torch; from stability.execution import threads; threads.apply_worker_threads(1); "
+    code = ("import torch; from stability.workers import threads; threads.apply_worker_threads(1); "
             "print(torch.get_num_threads(), torch.get_num_interop_threads())")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}

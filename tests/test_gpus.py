@@ -86,7 +86,7 @@ def test_a_gpu_list_is_parsed_or_one_clear_error():
 
 def test_reading_gpu_facts_starts_no_cuda_in_this_process(fake_nvidia_smi):
     fake_nvidia_smi("0, GPU-aaaa, A GPU, 16000, 15000\n")
-    code = ("import torch; from stability.core import gpus; from stability.execution import budget; "
+    code = ("import torch; from stability.core import gpus; from stability.admission import budget; "
             "from stability.config import RunConfig; "
             "budget.check(RunConfig(), None, torch.device('cuda')); print(gpus.gpu_memory()[0].name, "
             "torch.cuda.is_initialized())")

@@ -14,7 +14,7 @@ Note [Slots]
       (stability.execution.lifecycle.claimant_gone): a run's worker, a warm worker handed a run, a
       foreground CLI run, a preset, a sweep worker training a trial (not an external run: a user's own
       loop logging through stability.watch is not the queue's to count);
-    - a live sweep worker of this machine (its identity in ``logs/sweep-<id>.workers``, stability.execution
+    - a live sweep worker of this machine (its identity in ``logs/sweep-<id>.workers``, stability.workers
       .processes, Note [Identity]), from its start, through the gaps between its trials, to its end,
       when it strikes itself off that list and hands its slot on (``scheduler.hand_on_slot``);
 
