@@ -6,15 +6,17 @@ Every live panel reruns on its own timer (pages/ui/live.py), and each rerun is a
 the page's fragment, ~20 elements built, hashed and sent by Streamlit, whatever the work the sessions share
 (pages/ui/shared.py, Note [Many watchers]). So the server's work grows with its watchers, and a class is
 as many watchers as it has students. Measured with headless watchers of the default classroom run
-(benchmarks/live_watchers.py --clients headless, 2 cores, 2026-11-28): with Streamlit's garbage collection
-after every script run switched off (.streamlit/config.toml, runner.postScriptGC), sixty watchers at
-Auto's 1.5 s took 54 % of the server's core, about 40 looks a second.
+(benchmarks/live_watchers.py --clients headless, 2 cores, 2026-11-28;
+benchmarks/live-watchers-cpu-2026-11-28.md): with Streamlit's garbage collection after every script run
+switched off (.streamlit/config.toml, runner.postScriptGC), sixty watchers at Auto's 1.5 s, about 40 looks
+a second, took 39-42 % of the server's core (98 % before), the run keeping 0.92-0.96x of its speed.
 
 That rate is the server's budget for all live panels together, :data:`LOOKS_PER_S`: a panel looks no more
 often than the number of sessions that looked at any live panel within :data:`AUDIENCE_WINDOW_S` over the
 budget allows (:func:`paced`). Up to sixty watchers nothing changes (Auto's 1.5 s is slower than the
 budget's pace); ninety look every 2.25 s, a hundred and twenty every 3 s, and the server's core stays at
-about half whatever the audience, beside the run it shows. A visitor can ask for a faster pace; the server
+about half whatever the audience, beside the run it shows (120 watchers: 48 %, a point every 2.4 s, median;
+before, 98 % and up to 12 s without one). A visitor can ask for a faster pace; the server
 does not give it. A lecturer whose server has cores to spare raises the budget with
 ``STABILITY_LOOKS_PER_S`` (a positive number of looks a second).
 """
