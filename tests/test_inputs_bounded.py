@@ -331,3 +331,46 @@ def test_a_link_where_the_lock_belongs_is_refused(store, tmp_path):
         scheduler.reconcile(str(store.path))
     assert "runner.lock is a link; it is not used" in str(refused.value) and "\n" not in str(refused.value)
     assert not target.exists()
+
+
+PG_HOLDER = """
+import sys, sqlalchemy
+from stability.execution.locks import SWEEP_LOCK_SPACE
+engine = sqlalchemy.create_engine(sys.argv[1])
+with engine.connect() as connection:
+    connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:space, :id)"), {"space": SWEEP_LOCK_SPACE, "id": int(sys.argv[2])})
+    print("held", flush=True)
+    sys.stdin.read()  # until the test lets go
+"""
+
+
+def test_a_shared_sweeps_lock_held_on_another_machine_is_one_line_after_its_timeout(postgres_url, monkeypatch):
+    """A sweep's lock in a shared PostgreSQL store, held by another process that never lets go (another
+    machine's stopped worker): a claimant waits its timeout, then LockBusy in one line, a StoreBusy; the
+    connection it asked on is not left in a transaction, and once the holder lets go the lock is had."""
+    from stability.execution.locks import LockBusy, sweep_lock
+    from stability.runs.errors import StoreBusy
+    from stability.runs.store import RunStore
+
+    sweep_id = 7
+    holder = subprocess.Popen([sys.executable, "-c", PG_HOLDER, postgres_url, str(sweep_id)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    monkeypatch.setenv("STABILITY_LOCK_TIMEOUT", "1")
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with RunStore(postgres_url) as store:
+            started = time.monotonic()
+            with pytest.raises(LockBusy) as busy:
+                with sweep_lock(store, sweep_id):
+                    pytest.fail("the lock was had while another process held it")
+            waited = time.monotonic() - started
+            assert isinstance(busy.value, StoreBusy) and len(str(busy.value).splitlines()) == 1
+            assert f"sweep {sweep_id}" in str(busy.value)
+            assert 1.0 <= waited < 60  # its timeout, not forever (the upper bound is a hang guard only)
+            with sweep_lock(store, sweep_id + 1):  # another sweep's lock is free meanwhile
+                pass
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    with RunStore(postgres_url) as store, sweep_lock(store, sweep_id):  # let go: had at once
+        pass

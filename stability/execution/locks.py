@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 
-from ..core.flock import LockRefused, LockTimeout, file_lock
+from ..core.flock import POLL_S, LockRefused, LockTimeout, file_lock, lock_timeout
 from ..runs.errors import StoreBusy, StoreError
 
 SWEEP_LOCK_SPACE = 0x5357  # PostgreSQL advisory locks of sweeps: (space, sweep id)
@@ -70,8 +71,18 @@ def sweep_lock(store, sweep_id: int):
 
     engine = _lock_engine(store.url)
     key = {"space": SWEEP_LOCK_SPACE, "id": int(sweep_id)}
+    timeout = lock_timeout(SWEEP_TIMEOUT_S)
+    deadline = time.monotonic() + timeout
     with engine.connect() as connection:
-        connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:space, :id)"), key)
+        # asked again and again, never waited on in the server: a holder that never lets go (a stopped
+        # process on another machine) is LockBusy after the timeout, as a file lock is
+        try_lock = sqlalchemy.text("SELECT pg_try_advisory_lock(:space, :id)")
+        while not connection.execute(try_lock, key).scalar():
+            connection.rollback()  # no transaction left open between tries
+            if time.monotonic() >= deadline:
+                raise LockBusy(f"run store {store.location}: sweep {int(sweep_id)}'s lock is held by another "
+                               f"process (waited {timeout:g} s)")
+            time.sleep(POLL_S)
         try:
             yield
         finally:
