@@ -9,7 +9,7 @@ No server and no run: the rules alone, in virtual time, to choose the beat (stab
 20,000-step run's 100); a log step writes the step with its rows, and between them the sink writes it when
 ``beat`` seconds have passed since the last write.  N watchers each look every ``--every`` seconds (their
 phases at random, a few ms of jitter); a look reads the server's shared look at the run, read again only when
-it is :data:`pages.ui.shared.READ_EVERY_S` old (by whichever watcher comes first).  Reported per beat and N:
+it is :data:`stability.live.tail.READ_EVERY_S` old (by whichever watcher comes first).  Reported per beat and N:
 the seconds between two changes of a watcher's step (median, max) and the share of those over 1.5 s.  The
 real server's figures come from benchmarks/live_watchers.py --clients headless --run long.
 """
@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     parser.add_argument("--beat", type=float, nargs="+", default=[1.0, 0.75, 0.5])
     parser.add_argument("--watchers", type=int, nargs="+", default=[1, 10, 30, 60])
     parser.add_argument("--every", type=float, default=1.0, help="the status fragment's rerun interval, s")
-    parser.add_argument("--read-every", type=float, default=0.75, help="pages/ui/shared.py's READ_EVERY_S")
+    parser.add_argument("--read-every", type=float, default=0.75, help="stability/live/tail.py's READ_EVERY_S")
     parser.add_argument("--step-s", type=float, default=0.028)
     parser.add_argument("--log-every", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=300.0)

@@ -116,7 +116,7 @@ def race_board(store, runs: dict[int, RunRecord], rows: dict, smoothing: float, 
                                               ignore_index=True))  # once a rerun, for the charts that need it
     controls, data = (tuple(runs), smoothing, log_loss, ignore_outliers), tuple(len(rows[run_id].metrics) for run_id in runs)
     # new rows go into the spec a chart has (its log axis's labels among its controls: a new decade rebuilds it)
-    tokens = tuple(rows[run_id].token for run_id in runs)  # the shared looks these rows are (pages/ui/shared.py)
+    tokens = tuple(rows[run_id].token for run_id in runs)  # the shared looks these rows are (stability/live/tail.py)
     steps = shared_memo(LOG_STEPS_MEMO)
     live_charts = [LiveChart(f"race/{index}", (*controls, steps.get((tokens, index, controls), log_step)), data,
                              build, chart_rows, metric=metric)

@@ -106,7 +106,7 @@ def draw_explained(specs: list, live_charts: list[LiveChart], cell: str) -> None
 def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEFAULT_REFRESH,
                every: float | None = None, ignore_outliers: bool = True) -> None:
     store = open_store()
-    try:  # the server's look at the run, read about once a second for every session (pages/ui/shared.py)
+    try:  # the server's look at the run, read about once a second for every session (stability/live/tail.py)
         look, rows = watch(store, run_id, flow=True,  # at the first point's pace, waits for the first rows
                            wait_s=FIRST_ROWS_WAIT_S if every == FIRST_POINT_EVERY_S else 0.0)
     except RunNotFound:

@@ -116,9 +116,9 @@ def test_the_status_line_shows_the_beats_step_in_the_one_fragment_a_watcher_reru
     paused or once the run has ended, the page polls nothing."""
     from streamlit.testing.v1 import AppTest
 
-    import pages.ui.shared
+    import stability.live.tail
 
-    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(stability.live.tail, "READ_EVERY_S", 0.0)
     config = tiny(10_000, 100)
     run_id = store.create_run(config.to_dict())
     store.update_run(run_id, total_steps=10_000, metric="mse")
@@ -185,9 +185,9 @@ def test_a_run_logging_rarely_moves_its_progress_line_in_the_browser_every_secon
 
 
 def test_a_look_that_finds_only_the_step_moved_keeps_its_rows_and_token(store):
-    """pages/ui/shared.py, Note [Between log steps]: a beat moves the run's position, not its rows, so what is
+    """stability/live/tail.py, Note [Between log steps]: a beat moves the run's position, not its rows, so what is
     computed from the rows (keyed by the look's token) is not computed again; the record has the new step."""
-    from pages.ui.shared import SharedRuns
+    from stability.live.tail import SharedRuns
 
     config = tiny(1000, 100)
     run_id = store.create_run(config.to_dict())

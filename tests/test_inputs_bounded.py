@@ -24,9 +24,9 @@ PAGES = ROOT / "pages"
 def read_at_every_rerun(monkeypatch):
     """A live panel reads its runs at once (the server's shared look waits otherwise)."""
     import pages.ui.live
-    import pages.ui.shared
+    import stability.live.tail
 
-    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(stability.live.tail, "READ_EVERY_S", 0.0)
     monkeypatch.setattr(pages.ui.live, "FIRST_ROWS_WAIT_S", 0.0)
 
 

@@ -10,7 +10,7 @@ from stability.live import pace
 
 
 class Rows:
-    """A session's rows of a run as the pace reads them (pages/ui/pace.py's LiveRows): metrics and last()."""
+    """A session's rows of a run as the pace reads them (stability/live/tail.py's LiveRows): metrics and last()."""
 
     def __init__(self, metrics):
         self.metrics = metrics

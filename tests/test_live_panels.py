@@ -8,7 +8,7 @@ from stability.live import panels
 
 
 class Rows:
-    """A session's rows of a run as a panel reads them (pages/ui/live.py's LiveRows): long metric rows,
+    """A session's rows of a run as a panel reads them (stability/live/tail.py's LiveRows): long metric rows,
     counts per name, versions, a memo, and the series."""
 
     def __init__(self, names, flow=None, depth=None, spectrum=None):

@@ -111,7 +111,7 @@ def test_a_specs_datasets_read_back_as_the_rows_the_chart_draws(kind):
 
 
 class Memo:
-    """What shared_specs needs of the server's memo (pages/ui/shared.py's SharedMemo): get and lock."""
+    """What shared_specs needs of the server's memo (stability/live/tail.py's SharedMemo): get and lock."""
 
     def __init__(self):
         import threading

@@ -1,8 +1,7 @@
-"""pages/ui/shared.py: many sessions watching one run read its rows once a refresh for all of them (Note
-[Many watchers]). The SQL each statement sends to a real SQLite store is counted with SQLAlchemy's own
+"""pages/ui/tail.py: many sessions of the server watching one run read its rows once a refresh for all of them
+(stability/live/tail.py, Note [Many watchers]; the tail's own tests: tests/test_live_tail.py). The SQL each statement sends to a real SQLite store is counted with SQLAlchemy's own
 event, and the server's one-second rhythm is driven by a hand-moved clock (no sleeping, no timing)."""
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from streamlit.testing.v1 import AppTest
 
-import pages.ui.shared as shared
+from stability.live import tail
 from test_pages_train import add_run, log
 from statuses import set_status
 
@@ -25,7 +24,7 @@ def clock(monkeypatch):
     class Clock:
         now = 1000.0
 
-    monkeypatch.setattr(shared, "clock", lambda: Clock.now)
+    monkeypatch.setattr(tail, "clock", lambda: Clock.now)
     return Clock
 
 
@@ -63,7 +62,7 @@ def test_sessions_watching_one_run_read_its_rows_once_a_refresh_for_all(store, c
     assert metric_reads(reads) == 0
     assert {len(app.session_state["_live_rows"][(store.location, run_id)].metrics) for app in apps} == {24}
 
-    clock.now += shared.READ_EVERY_S
+    clock.now += tail.READ_EVERY_S
     for app in apps:  # a second later: one read of the rows after step 10, for all of them
         app.run()
         assert not app.exception
@@ -72,95 +71,6 @@ def test_sessions_watching_one_run_read_its_rows_once_a_refresh_for_all(store, c
     for app in apps:
         rows = app.session_state["_live_rows"][(store.location, run_id)]
         assert list(rows.metrics["step"]) == list(stored["step"]) and list(rows.metrics["name"]) == list(stored["name"])
-
-
-def test_threads_that_find_a_look_out_of_date_wait_for_one_read(store, clock, reads):
-    """Sessions run in threads of the server: those that look at once wait for the one that reads."""
-    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10, 20))
-    runs = shared.SharedRuns()
-    start, looks = threading.Barrier(8), []
-
-    def look():
-        start.wait()
-        looks.append(runs.look(store, run_id, series=True))
-
-    threads = [threading.Thread(target=look) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert metric_reads(reads) == 1 and len({id(found) for found in looks}) == 1
-    assert sum("series" in tables for tables in reads) == len(shared.SERIES)
-
-
-def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store, clock, reads):
-    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
-    runs = shared.SharedRuns()
-    first = runs.look(store, run_id)
-    log(store, run_id, (20,))
-    clock.now += shared.READ_EVERY_S
-    second = runs.look(store, run_id)
-    assert len(second.metrics) == len(store.metrics(run_id)) and second.token != first.token
-    assert len(first.metrics) == len(store.metrics(run_id, since_step=None)) - 12  # the old look is left as it was
-    assert second.latest["grad/h0_norm"] == pytest.approx(1e-20) and second.counts["train/loss"] == (3, 20)
-
-    store.log(run_id, [(20, time.time(), "test/mse", 0.05)])  # a row at a step already read
-    set_status(store, run_id, "completed")
-    clock.now += shared.READ_EVERY_S
-    reads.clear()
-    final = runs.look(store, run_id)
-    assert final.final and final.latest["test/mse"] == pytest.approx(0.05)
-    assert metric_reads(reads) == 1 and len(final.metrics) == len(store.metrics(run_id))
-    clock.now += shared.READ_EVERY_S
-    reads.clear()
-    assert runs.look(store, run_id).token == final.token and metric_reads(reads) == 0  # never read again
-
-
-def test_a_step_stored_in_two_parts_is_whole_at_the_next_read(store, clock):
-    """Note [Step 0 again]: step 0 comes in two transactions (its loss, then the evaluation and the
-    probe); a look that read the first part has the second at its next read, rows, series and counts."""
-    config_run = add_run(store, status="running", cell="rnn", steps=())
-    now = time.time()
-    store.flush(config_run, [(0, now, "train/loss", 0.5), (0, now, "grad/h0_norm_train", 1e-3)], [], heartbeat_step=0)
-    runs = shared.SharedRuns()
-    first = runs.look(store, config_run, series=True)
-    assert sorted(first.metrics["name"]) == ["grad/h0_norm_train", "train/loss"] and first.flow.empty
-    store.flush(config_run, [(0, now + 0.2, "val/loss", 0.6), (0, now + 0.2, "sv/min", 0.9)],
-                [(0, now + 0.2, "grad/h_t_norm", t, 10.0 ** -t) for t in range(4)], heartbeat_step=0)
-    clock.now += shared.READ_EVERY_S
-    second = runs.look(store, config_run, series=True)
-    assert sorted(second.metrics["name"]) == ["grad/h0_norm_train", "sv/min", "train/loss", "val/loss"]
-    assert len(second.flow) == 4 and second.counts["train/loss"] == (1, 0) and second.counts["val/loss"] == (1, 0)
-    log(store, config_run, (10,))
-    clock.now += shared.READ_EVERY_S
-    third = runs.look(store, config_run, series=True)
-    stored = store.metrics(config_run)
-    assert list(third.metrics["name"]) == list(stored["name"]) and list(third.metrics["step"]) == list(stored["step"])
-    assert third.counts["train/loss"] == (2, 10) and third.counts["sv/min"] == (2, 10)
-    assert len(third.flow) == len(store.series(config_run, "grad/h_t_norm"))
-
-
-def test_a_panel_awaiting_the_first_rows_gets_them_within_its_wait(store, monkeypatch):
-    """Note [Waiting for the first rows]: rows stored while the look waits are in the look it returns; a run
-    that has ended is not waited for (its look is final)."""
-    run_id = add_run(store, status="running", cell="rnn", steps=())
-    runs = shared.SharedRuns()
-    assert runs.first_rows(store, run_id).metrics.empty  # no wait asked: the look as it is
-    writer = threading.Timer(0.3, lambda: log(store, run_id, (0,)))
-    writer.start()
-    try:
-        look = runs.first_rows(store, run_id, wait_s=60.0)  # returns when the rows are read, not after 60 s
-    finally:
-        writer.join()
-    assert list(look.metrics["name"]) == list(store.metrics(run_id)["name"]) and set(look.metrics["step"]) == {0}
-
-    ended = add_run(store, status="failed", cell="rnn", steps=())
-
-    def no_sleep(seconds):
-        raise AssertionError(f"waited {seconds} s for the rows of a run that has ended")
-
-    monkeypatch.setattr(shared.time, "sleep", no_sleep)
-    assert runs.first_rows(store, ended, wait_s=60.0).final
 
 
 def test_the_session_that_stops_a_run_sees_it_stopped_at_once(store, clock, monkeypatch):

@@ -18,11 +18,11 @@ PAGE = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 
 @pytest.fixture(autouse=True)
 def read_at_every_rerun(monkeypatch):
-    """The server reads a watched run at most once a second (pages/ui/shared.py); these tests rerun at once."""
+    """The server reads a watched run at most once a second (stability/live/tail.py); these tests rerun at once."""
     import pages.ui.live
-    import pages.ui.shared
+    import stability.live.tail
 
-    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(stability.live.tail, "READ_EVERY_S", 0.0)
     monkeypatch.setattr(pages.ui.live, "FIRST_ROWS_WAIT_S", 0.0)  # a queued run's panel draws at once
 
 

@@ -18,10 +18,10 @@ PAGES = Path(__file__).resolve().parent.parent / "pages"
 
 @pytest.fixture(autouse=True)
 def read_at_every_rerun(monkeypatch):
-    """The server reads a watched run at most every 0.75 s (pages/ui/shared.py); these tests rerun at once."""
-    import pages.ui.shared
+    """The server reads a watched run at most every 0.75 s (stability/live/tail.py); these tests rerun at once."""
+    import stability.live.tail
 
-    monkeypatch.setattr(pages.ui.shared, "READ_EVERY_S", 0.0)
+    monkeypatch.setattr(stability.live.tail, "READ_EVERY_S", 0.0)
 
 
 class Loop:

@@ -8,7 +8,7 @@ Note [Findings cost nothing when nothing changed]
 -------------------------------------------------
 A live panel reruns on its timer whether or not new rows came (stability/live/pace.py, Note [Watching cheaply]).
 The findings are a function of the rows the panel has already read and of the run record it has already
-read, so they are kept in the server, for every session watching the same run (pages/ui/shared.py, Note
+read, so they are kept in the server, for every session watching the same run (stability/live/tail.py, Note
 [Many watchers]), and computed again only when the rows or the record's status, step or error moved: no
 read is added, and an unchanged rerun costs a dictionary lookup.
 They are drawn as plain markdown (no alert boxes: a page's errors stay the run's own).

@@ -8,7 +8,8 @@
 
 How often a panel looks (the timer that follows the run, the first point's pace, Note [Watching cheaply])
 is stability/live/pace.py's; what it sends (the chart specs, their Arrow rows, kept for a session or for the
-whole server) stability/live/specs.py's; what it reads (the server's shared look at a run) pages/ui/shared.py's.
+whole server) stability/live/specs.py's; what it reads (the server's shared look at a run, only the rows logged
+since the last read) stability/live/tail.py's, kept in the server by pages/ui/shared.py.
 
 Streamlit only: the session's state, the server's caches, fragments, reruns and drawing.
 """
@@ -18,19 +19,18 @@ import functools
 import math
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Callable
 
-import pandas as pd
 import streamlit as st
 
 from stability.live import (AUTO_EVERY_S, DEFAULT_REFRESH, FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S,  # noqa: F401
                             REFRESH_CHOICES, RETIME_EVERY_S, SHARED_SLOTS, Audience, LiveChart, awaiting_first_point,
                             describe_refresh, drifted, live_every, log_interval, needs_retime, paced, session_specs,
                             shared_specs, skeleton_spec)  # the pace's names: the pages' too, from here
+from stability.live.tail import LiveRows, awaited, not_in_store, session_rows
 from stability.runs.status import TERMINAL
 
-from .shared import awaited, shared_memo, shared_runs
+from .shared import shared_memo, shared_runs
 
 ROWS_KEY, SPECS_KEY, RETIMED_KEY, ROWS_MEMO = "_live_rows", "_live_specs", "_live_retimed", "_live_rows_memo"
 AUDIENCE_KEY, PACED_KEY = "_live_audience", "_live_paced"  # this session's token; its last re-pacing
@@ -108,65 +108,9 @@ def retime_if_needed(refresh: str, every: float | None, run, rows: LiveRows) -> 
 
 
 # ------------------------------------------------------------------------------------ live rows
-@dataclass
-class LiveRows:
-    """A run's rows as read so far in this session: metric rows, and the 'grad/h_t_norm' and 'sv/spectrum'
-    series if asked.
-
-    ``final``: read in full after the run ended, so never read again. ``just_finished``: the run ended
-    since the previous look (a page reruns itself once, to stop polling and update its buttons).
-    ``seen``: the run's (status, step, heartbeat) at the last read; rows are read again only when it moved.
-    ``counts``: per metric name, (rows, last step): what a chart's data version is made of.
-    """
-
-    metrics: pd.DataFrame
-    flow: pd.DataFrame | None = None
-    spectrum: pd.DataFrame | None = None  # the 'sv/spectrum' series, read with the flow (both at probe steps)
-    depth: pd.DataFrame | None = None     # the 'grad/layer_norm' series (a deep step's layers: mlp), with the flow
-    final: bool = False
-    just_finished: bool = False
-    seen: tuple = ()
-    counts: dict = field(default_factory=dict)
-    latest: dict | None = None  # per metric name, its last value (None: not known, read from ``metrics``)
-    token: object = None        # the server's shared rows these are (pages/ui/shared.py, Look.token)
-
-    def last(self, name: str) -> float:
-        """The last logged value of metric ``name``, NaN if there is none."""
-        if self.latest is None:
-            return latest_value(self.metrics, name)
-        return float(self.latest.get(name, math.nan))
-
-    def memo(self, key, compute: Callable[[], object]):
-        """``compute()``, done once for every session with these rows (by their ``token``) and ``key``."""
-        return compute() if self.token is None else shared_memo(ROWS_MEMO).get((self.token, key), compute)
-
-    def version(self, names) -> tuple:
-        """Changes whenever a row of one of ``names`` is added."""
-        return tuple(self.counts.get(name, (0, None)) for name in names)
-
-    def flow_version(self) -> tuple:
-        return _series_version(self.flow)
-
-    def spectrum_version(self) -> tuple:
-        return _series_version(self.spectrum)
-
-    def depth_version(self) -> tuple:
-        return _series_version(self.depth)
-
-
-def _series_version(frame: pd.DataFrame | None) -> tuple:
-    return (0, None) if frame is None or frame.empty else (len(frame), int(frame["step"].iat[-1]))
-
-
 def cached_rows(store, run_id: int) -> LiveRows | None:
     """The rows this session has read of ``run_id``, without reading anything."""
     return st.session_state.get(ROWS_KEY, {}).get((store.location, int(run_id)))
-
-
-def latest_value(frame: pd.DataFrame, name: str) -> float:
-    """The last logged value of metric ``name`` in long rows, NaN if there is none."""
-    values = frame.loc[frame["name"] == name, "value"]
-    return float(values.iloc[-1]) if len(values) else math.nan
 
 
 def read_now(store, run_id: int) -> None:
@@ -176,18 +120,15 @@ def read_now(store, run_id: int) -> None:
 
 
 def watch(store, run_id: int, *, flow: bool = False, wait_s: float = 0.0):
-    """``(look, rows)``: the server's shared :class:`~pages.ui.shared.Look` at run ``run_id`` (its row, record
-    and rows, read about once a second for every session: Note [Many watchers] in pages/ui/shared.py) and
-    this session's :class:`LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series;
+    """``(look, rows)``: the server's shared :class:`~stability.live.tail.Look` at run ``run_id`` (its row, record
+    and rows, read about once a second for every session: Note [Many watchers] in stability/live/tail.py) and
+    this session's :class:`~stability.live.tail.LiveRows` of it; ``flow``: with the ``grad/h_t_norm`` and ``sv/spectrum`` series;
     ``wait_s``: a run without rows is waited for that long (Note [Waiting for the first rows]).
     Raises ``RunNotFound``."""
     look = shared_runs().first_rows(store, run_id, series=flow, wait_s=wait_s)
     cache = st.session_state.setdefault(ROWS_KEY, {})
     key = (store.location, int(run_id))
-    before = cache.get(key)
-    cache[key] = rows = LiveRows(look.metrics, look.flow, look.spectrum, look.depth, final=look.final,
-                                 just_finished=before is not None and not before.final and look.final,
-                                 seen=look.position, counts=look.counts, latest=look.latest, token=look.token)
+    cache[key] = rows = session_rows(look, cache.get(key), shared_memo(ROWS_MEMO))
     return look, rows
 
 
@@ -208,7 +149,7 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
     each run's record (a missing one is a warning line, not an error) and its rows, both from the server's
     shared look (:func:`watch`). When a run has just finished, the page reruns once in full (its buttons
     update and the polling stops). ``wait_s``: while no run has a row and some run is active, they are looked
-    at again for up to that long (pages/ui/shared.py, Note [Waiting for the first rows])."""
+    at again for up to that long (stability/live/tail.py, Note [Waiting for the first rows])."""
     from stability.runs.store import RunNotFound
 
     def read() -> tuple[dict, dict, list]:
@@ -224,8 +165,7 @@ def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:
     runs, rows, missing = awaited(read, lambda read: all(row.metrics.empty for row in read[1].values()) and any(
         run.status not in TERMINAL for run in read[0].values()), wait_s)
     if missing:  # one line however many (the link's ids are capped: Note [Linked ids] in pages/ui/links.py)
-        shown = ", ".join(map(str, missing[:10])) + (f" and {len(missing) - 10:,} more" if len(missing) > 10 else "")
-        st.warning(f"Run{'s' * (len(missing) > 1)} {shown} {'are' if len(missing) > 1 else 'is'} not in this store.")
+        st.warning(not_in_store(missing))
     if any(row.just_finished for row in rows.values()):
         for row in rows.values():
             row.just_finished = False

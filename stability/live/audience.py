@@ -4,7 +4,7 @@ Note [A class watching]
 -----------------------
 Every live panel reruns on its own timer (pages/ui/live.py), and each rerun is a script run in the server:
 the page's fragment, ~20 elements built, hashed and sent by Streamlit, whatever the work the sessions share
-(pages/ui/shared.py, Note [Many watchers]). So the server's work grows with its watchers, and a class is
+(stability/live/tail.py, Note [Many watchers]). So the server's work grows with its watchers, and a class is
 as many watchers as it has students. Measured with headless watchers of the default classroom run
 (benchmarks/live_watchers.py --clients headless, 2 cores, 2026-11-28;
 benchmarks/live-watchers-cpu-2026-11-28.md): with Streamlit's garbage collection after every script run

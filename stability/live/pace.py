@@ -25,7 +25,7 @@ benchmarks/live_page.py (--cost: CPU seconds per minute from /proc) and the rend
 So the panel reruns on a timer that follows the data (:func:`live_every`; ``Auto``: the run's own logging
 interval, 1.5 to 2 s while the run trains), or the user's choice, or never ("Paused"), and every tenth of a
 second from Start to the run's first point (Note [The first point]); each rerun takes the server's shared look
-at the run (pages/ui/shared.py, Note [Many watchers]): its row and its new rows are read about once a second
+at the run (stability/live/tail.py, Note [Many watchers]): its row and its new rows are read about once a second
 for every session together, only the rows after the last step read; each chart is rebuilt only when the rows
 it draws or its controls changed, once for every session watching the run (stability/live/specs.py, Notes
 [Live charts], [Shared specs]), otherwise the identical spec goes out again; and the charts are drawn light
@@ -56,7 +56,7 @@ DEFAULT_REFRESH = "auto"
 AUTO_EVERY_S = (1.5, 2.0)   # Auto: the run's logging interval, within these bounds (Note [Watching cheaply])
 FIRST_POINT_EVERY_S = 0.1   # from Start to a run's first rows (Note [The first point]), for at most
 FIRST_POINT_FOR_S = 20.0    # this long after the run was created (a run queued behind others waits slower)
-FIRST_ROWS_WAIT_S = 0.5     # and each of those looks waits this long for the rows (pages/ui/shared.py, Note
+FIRST_ROWS_WAIT_S = 0.5     # and each of those looks waits this long for the rows (stability/live/tail.py, Note
                             # [Waiting for the first rows])
 RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its interval is this far off
 RETIME_EVERY_S = 30.0       # and at most this often
@@ -94,7 +94,7 @@ def log_interval(run, rows=None) -> float | None:
 # A run's first rows are stored before its first update (stability.training.step_zero), so from Start the wait
 # is the worker's start and the page's next look.  Until a run's first rows are read (while it is queued and
 # while it has none), its panel looks every FIRST_POINT_EVERY_S: a look is one row of the runs table and an
-# empty range of rows (the shared look reads such a run every FIRST_ROWS_EVERY_S, pages/ui/shared.py, Note
+# empty range of rows (the shared look reads such a run every FIRST_ROWS_EVERY_S, stability/live/tail.py, Note
 # [The first rows]), a few ms of the server, and it lasts a second or two with a warm worker.  The looks that
 # find rows draw the charts a few at a time (Note [Drawn in turn] in stability/live/specs.py), and when every
 # chart is drawn the page reruns once (pages/ui/live.py's leave_first_point_pace), which sets the panel's

@@ -113,7 +113,7 @@ def shared_specs(memo, slot, charts: list[LiveChart], *, final: bool = False, in
 
 # Note [Shared specs]
 # -------------------
-# Thirty sessions watching one run draw the same charts from the same rows (pages/ui/shared.py, Note [Many
+# Thirty sessions watching one run draw the same charts from the same rows (stability/live/tail.py, Note [Many
 # watchers]), so the Train and Race panels keep their specs in the server, one ChartSpecs a slot for every
 # session, each chart keyed by its key and its controls: a session with other controls (smoothing, log y)
 # has specs of its own, and the chart work of a refresh is done once for all, its rate bounded by

@@ -33,7 +33,7 @@ Note [since_step]
     are committed before the hooks' (Note [Step 0 first] in
     stability/training/trainer.py). A poller that reads the run again in full
     while step 0 is the last step it saw, as the pages' shared look does
-    (pages/ui/shared.py), misses none of its rows.
+    (stability/live/tail.py), misses none of its rows.
 """
 from __future__ import annotations
 
@@ -298,7 +298,7 @@ class RunStore(SweepRows):
     def run(self, run_id: int) -> dict[str, Any]:
         """Deprecated: read a run with :meth:`record` (a typed RunRecord; ``latest=False`` for a live
         poll: one query of one row). Every column of the run, ``config`` and ``params`` parsed back to
-        dicts; kept only for pages/train.py, pages/ui/live.py and pages/ui/shared.py until they move to
+        dicts; kept only for pages/train.py, pages/ui/live.py and stability/live/tail.py until they move to
         :meth:`record` (nothing else in stability/, pages/ or benchmarks/ reads a run this way), then to go."""
         rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:

@@ -174,7 +174,7 @@ class StoreSink(Sink):
     row, no metric row, so a reader (the page's status line, pages/ui/status.py) sees the step move
     every second whatever the log cadence, and the rows stay what the log steps stored.  Half a second,
     not one: the page looks every second at the server's shared read of the run, itself up to 0.75 s
-    old (pages/ui/shared.py, READ_EVERY_S), so two looks a second apart may see reads only 0.75 s apart;
+    old (stability/live/tail.py, READ_EVERY_S), so two looks a second apart may see reads only 0.75 s apart;
     a beat every second (1.03 s with the default run's steps) then left one such window in four without
     a new step, and a watcher among thirty saw the step stand still 2 s at one look in seven
     (benchmarks/status_cadence.py, these rules simulated); a beat every half second falls in every

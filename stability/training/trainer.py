@@ -299,7 +299,7 @@ class Trainer:
     # more, and the page waited for them because step 0 was stored in one transaction. So step 0's
     # training rows are flushed on their own, before on_start, and the hooks' step-0 rows follow in a
     # second transaction: step 0 is the one step stored in two, and the shared look of a live page
-    # reads the run in full again while step 0 is the last step it has (pages/ui/shared.py, Note
+    # reads the run in full again while step 0 is the last step it has (stability/live/tail.py, Note
     # [Step 0 again]) so that it misses neither. on_start therefore runs after step 0's training readings: a hook that would change the
     # starting weights belongs before the model is handed to the trainer.
 
