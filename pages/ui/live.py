@@ -24,10 +24,10 @@ from typing import Callable
 import streamlit as st
 
 from stability.live import (AUTO_EVERY_S, DEFAULT_REFRESH, FIRST_POINT_EVERY_S, FIRST_ROWS_WAIT_S,  # noqa: F401
-                            REFRESH_CHOICES, RETIME_EVERY_S, SHARED_SLOTS, Audience, LiveChart, awaiting_first_point,
-                            describe_refresh, drifted, live_every, log_interval, needs_retime, paced, session_specs,
-                            shared_specs, skeleton_spec)  # the pace's names: the pages' too, from here
-from stability.live.tail import LiveRows, awaited, not_in_store, session_rows
+                            REFRESH_CHOICES, RETIME_EVERY_S, SHARED_SLOTS, Audience, LiveChart, LiveRows, awaited,
+                            awaiting_first_point, describe_refresh, drifted, live_every, log_interval, needs_retime,
+                            not_in_store, paced, session_rows, session_specs, shared_specs,
+                            skeleton_spec)  # the pace's names: the pages' too, from here
 from stability.runs.status import TERMINAL
 
 from .shared import shared_memo, shared_runs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from stability.live.tail import KEPT_MEMOS, SharedMemo, SharedRuns
+from stability.live import KEPT_MEMOS, SharedMemo, SharedRuns
 
 
 @st.cache_resource(show_spinner=False)
