@@ -1,49 +1,17 @@
-"""pages/ui/tail.py: many sessions of the server watching one run read its rows once a refresh for all of them
+"""pages/ui/shared.py: many sessions of the server watching one run read its rows once a refresh for all of them
 (stability/live/tail.py, Note [Many watchers]; the tail's own tests: tests/test_live_tail.py). The SQL each statement sends to a real SQLite store is counted with SQLAlchemy's own
 event, and the server's one-second rhythm is driven by a hand-moved clock (no sleeping, no timing)."""
-import re
-import time
 from pathlib import Path
 
-import pytest
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
 from streamlit.testing.v1 import AppTest
 
 from stability.live import tail
+from test_live_tail import clock, metric_reads, reads  # noqa: F401 - the tail's fixtures: a hand-moved clock, the SELECTs counted
 from test_pages_train import add_run, log
 from statuses import set_status
 
 TRAIN = Path(__file__).resolve().parent.parent / "pages" / "train.py"
 SESSIONS = 3
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The server's clock, moved by hand: ``clock.now += 1.0``."""
-    class Clock:
-        now = 1000.0
-
-    monkeypatch.setattr(tail, "clock", lambda: Clock.now)
-    return Clock
-
-
-@pytest.fixture
-def reads(store):
-    """The tables each SELECT sent to ``store``'s file reads, by any connection of this process."""
-    seen = []
-
-    def note(conn, cursor, statement, parameters, context, executemany):
-        if conn.engine.url.database == str(store.location) and statement.lstrip().upper().startswith("SELECT"):
-            seen.append(set(re.findall(r"\bFROM\s+(\w+)", statement, flags=re.IGNORECASE)))
-
-    event.listen(Engine, "before_cursor_execute", note)
-    yield seen
-    event.remove(Engine, "before_cursor_execute", note)
-
-
-def metric_reads(seen) -> int:
-    return sum("metrics" in tables for tables in seen)
 
 
 def test_sessions_watching_one_run_read_its_rows_once_a_refresh_for_all(store, clock, reads):
