@@ -3,6 +3,15 @@
 Every import counts, the ones inside functions and under ``TYPE_CHECKING`` too: a function-level
 import that closes a cycle is a cycle. The graph is read from the source with ``ast`` (nothing is
 imported), so a test of it cannot be fooled by import order.
+
+Each room has a public face, the ``__all__`` of its ``__init__.py`` (most names in its ``_FACE`` table, imported
+on first use: stability/core/faces.py). Every import that crosses rooms, from stability/, pages/, app.py and
+benchmarks/, names only names of the target room's face, whichever module path it goes through
+(``from stability.runs.store import RunStore`` and ``from stability.runs import RunStore`` alike). A module
+imported whole across rooms (``from stability.execution import lifecycle``, ``import stability.workers.scheduler
+as s``) is a name of the face like any other, and so is every name read off it (``lifecycle.claimed``,
+``s.stop_run``), as every name read off a room imported whole (``from stability import sweeps``:
+``sweeps.results``). The tests may import anything. pages/ and app.py sit above the rooms: no room imports them.
 """
 from __future__ import annotations
 
@@ -220,3 +229,245 @@ def test_the_package_never_imports_streamlit_or_the_pages(path):
 def test_page_modules_stay_small(path):
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_PAGE_MODULE_LINES, f"pages/{path.relative_to(PAGES)} has {lines} lines"
+
+
+# ------------------------------------------------------------------ each room's face
+# A room's face is the ``__all__`` of its ``__init__.py``: the names other rooms, pages/, app.py and benchmarks/
+# may import from it (docs/architecture.md, "A room's face"). Most are declared in a table ``_FACE`` (name ->
+# the module of the room that holds it, None for a module itself) and imported on first use
+# (stability/core/faces.py), so importing a room imports none of its modules. Every import that crosses rooms
+# names only names of the target room's face, whichever module path it goes through:
+#   from stability.runs.store import RunStore      RunStore must be in stability.runs' face
+#   from ..runs.status import TERMINAL             (relative imports resolved)
+#   from stability.execution import lifecycle      a whole module is a name: lifecycle must be in the face,
+#   import stability.workers.scheduler as s        and so must every name read off it (lifecycle.claimed, s.stop_run)
+#   from stability import sweeps; sweeps.results   a room imported whole: the names read off it (results)
+#   from stability import RunStore                 the package's own face (stability/__init__.py's __all__)
+# Imports inside a room, and the tests (which may import anything), are not crossings.
+ROOT = PACKAGE.parent
+ROOMS = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+
+
+def _importer_sources() -> list[Path]:
+    return sorted([*PACKAGE.rglob("*.py"), *PAGES.rglob("*.py"), ROOT / "app.py", *(ROOT / "benchmarks").rglob("*.py")])
+
+
+def _dotted(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def owner(module: str) -> str:
+    """The room a module lives in (``stability.runs``), else its top folder (``pages``, ``benchmarks``) or itself."""
+    parts = module.split(".")
+    if parts[0] == "stability":
+        return f"stability.{parts[1]}" if len(parts) > 1 and parts[1] in ROOMS else module
+    return parts[0]
+
+
+def face(init: Path) -> set[str]:
+    """The names of ``__all__`` in ``init``, read with ``ast``: a list of strings, ``sorted(TABLE)``, ``[*TABLE]``
+    (the keys of a module-level dict), and ``__all__ += ...``."""
+    tree = ast.parse(init.read_text())
+    tables = {(node.targets[0] if isinstance(node, ast.Assign) else node.target).id:
+              {key.value for key in node.value.keys}
+              for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+              and isinstance(node.value, ast.Dict)
+              and isinstance(node.targets[0] if isinstance(node, ast.Assign) else node.target, ast.Name)}
+
+    def names(value: ast.expr) -> set[str]:
+        if isinstance(value, ast.Name):
+            return tables[value.id]
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in {"sorted", "list"}:
+            return names(value.args[0])
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            return names(value.left) | names(value.right)
+        if isinstance(value, (ast.List, ast.Tuple)):
+            return set().union(*[{item.value} if isinstance(item, ast.Constant) else names(item.value)
+                                 for item in value.elts])
+        raise AssertionError(f"{init}: __all__ = {ast.unparse(value)} is not read without importing it")
+
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            found = names(node.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == "__all__":
+            found |= names(node.value)
+    return found
+
+
+def faces() -> dict[str, set[str]]:
+    """room -> its face; ``stability`` -> the package's own (``from stability import RunStore``)."""
+    found = {f"stability.{name}": face(PACKAGE / name / "__init__.py") for name in ROOMS}
+    found["stability"] = face(PACKAGE / "__init__.py")
+    return found
+
+
+def crossings(source: str, module: str, is_package: bool = False) -> list[tuple[int, str, str]]:
+    """``(line, room, name)`` for every name ``module`` (its ``source``) takes from a room it is not in: the names
+    it imports from the room's modules or the room, the modules it imports (as names), and the names it reads off
+    an imported module or room (``lifecycle.claimed``); room ``stability`` for a name of the package itself."""
+    modules = set(_modules())
+    me = owner(module)
+    package = module if is_package else module.rpartition(".")[0]
+    tree = ast.parse(source)
+    aliases: dict[str, str] = {}  # a local name bound to a module or a room of another room -> that room
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source_module = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                source_module = ".".join(base + ([node.module] if node.module else []))
+            if source_module.partition(".")[0] != "stability":
+                continue
+            for alias in node.names:
+                if source_module == "stability" and alias.name in ROOMS:  # a room imported whole
+                    if f"stability.{alias.name}" != me:
+                        aliases[alias.asname or alias.name] = f"stability.{alias.name}"
+                elif source_module == "stability":
+                    found.append((node.lineno, "stability", alias.name))
+                elif owner(source_module) != me:
+                    found.append((node.lineno, owner(source_module), alias.name))
+                    if f"{source_module}.{alias.name}" in modules:
+                        aliases[alias.asname or alias.name] = owner(source_module)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                target = owner(alias.name)
+                if not alias.name.startswith("stability.") or target == me or target == "stability":
+                    continue
+                if alias.name != target:  # import stability.runs.store [as s]: the module is a name
+                    found.append((node.lineno, target, alias.name.rpartition(".")[2]))
+                if alias.asname:
+                    aliases[alias.asname] = target
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            found.append((node.lineno, aliases[node.value.id], node.attr))
+    return sorted(set(found))
+
+
+def _not_in_faces(path: Path, known: dict[str, set[str]]) -> list[str]:
+    module = _dotted(path)
+    return [f"{path.relative_to(ROOT)}:{line} {name} (not in {room}'s face)"
+            for line, room, name in crossings(path.read_text(), module, path.name == "__init__.py")
+            if name not in known.get(room, set())]
+
+
+def test_every_import_across_rooms_names_only_the_target_rooms_face():
+    """stability/, pages/, app.py and benchmarks/: a name a room does not export is not imported from it."""
+    known = faces()
+    outside = [problem for path in _importer_sources() for problem in _not_in_faces(path, known)]
+    assert outside == [], "imports of names no face declares (add them to the room's _FACE, or import what is):\n" \
+        + "\n".join(outside)
+
+
+def test_a_page_importing_a_name_no_face_declares_fails():
+    """The check can fail: a page that reaches past a room's face, by any path, is caught."""
+    page = ("from stability.runs.store import RunStore, _connect\n"       # a name past the face
+            "from stability.execution import lifecycle, signals\n"        # a module past the face
+            "import stability.workers.scheduler as scheduler\n"
+            "from stability import sweeps, RunStore as Store, _PUBLIC\n"
+            "def f():\n"
+            "    from ..runs.status import TERMINAL\n"                      # a room's name, in a function
+            "    lifecycle.claimed; lifecycle._private; scheduler.stop_run; sweeps.results; sweeps._helper\n")
+    known = faces()
+    taken = crossings(page, "pages.planted")
+    assert {(1, "stability.runs", "_connect"), (2, "stability.execution", "signals"),
+            (7, "stability.execution", "_private"), (7, "stability.sweeps", "_helper"),
+            (4, "stability", "_PUBLIC")} <= set(taken)
+    outside = {(room, name) for _, room, name in taken if name not in known[room]}
+    assert outside == {("stability.runs", "_connect"), ("stability.execution", "signals"),
+                       ("stability.execution", "_private"), ("stability.sweeps", "_helper"), ("stability", "_PUBLIC")}
+    assert crossings("from .store import RunStore\nfrom . import status\n", "stability.runs.table") == []  # inside
+
+
+def test_every_name_of_a_face_is_held_where_its_table_says():
+    """A face names no ghost: each ``_FACE`` entry's module exists in the room and binds the name at its top
+    (None: the name is that module), and every other name of ``__all__`` is bound in the ``__init__`` itself."""
+    ghosts = []
+    for name in ROOMS:
+        init = PACKAGE / name / "__init__.py"
+        tree = ast.parse(init.read_text())
+        table = next((ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                      and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_FACE"), {})
+        for entry, holder in table.items():
+            path = PACKAGE / name / f"{holder or entry}.py"
+            if not path.exists() or holder and entry not in _bound(ast.parse(path.read_text())):
+                ghosts.append(f"stability.{name}: {entry} -> {holder}")
+        ghosts += [f"stability.{name}: {entry} (not bound in __init__)"
+                   for entry in face(init) - set(table) - _bound(tree)]
+    assert ghosts == []
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top: definitions, assignments, imports."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
+    return names
+
+
+def test_pages_and_the_app_sit_above_the_rooms_with_no_cycle():
+    """pages/ and app.py import rooms; no room imports them back (the graph of rooms with both, no cycle)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        graph.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+    for path in [*PAGES.rglob("*.py"), ROOT / "app.py"]:
+        node = owner(_dotted(path))  # pages, or app
+        graph.setdefault(node, set()).update(f"stability.{name}" for name in _imported_rooms(path))
+    assert not any({"pages", "app"} & targets for node, targets in graph.items() if node.startswith("stability"))
+    assert graph["pages"] and graph["app"]
+    assert cycles(graph) == []
+
+
+def _imported_rooms(path: Path) -> set[str]:
+    """The rooms a module of pages/ or app.py imports (``from stability import charts`` included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found |= {name.split(".")[1] for name in names
+                  if name.startswith("stability.") and name.split(".")[1] in ROOMS}
+    return found
+
+
+def test_a_room_with_a_lazy_face_imports_none_of_its_modules_until_a_name_is_asked_for():
+    """``import stability.runs`` costs nothing; ``from stability.runs import TERMINAL`` imports status.py alone."""
+    import subprocess
+    import sys
+    script = ("import sys, stability.runs, stability.execution, stability.workers, stability.training\n"
+              "before = sorted(m for m in sys.modules if m.startswith('stability.'))\n"
+              "from stability.runs import TERMINAL\n"
+              "print(before, 'stability.runs.status' in sys.modules, 'stability.runs.store' in sys.modules)\n"
+              "from stability.execution import lifecycle\n"
+              "print(lifecycle.__name__)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.split() == ["['stability.core',", "'stability.core.faces',", "'stability.execution',",
+                           "'stability.runs',", "'stability.training',", "'stability.workers']", "True", "False",
+                           "stability.execution.lifecycle"]
+
+
+def test_a_face_table_names_only_what_another_room_imports():
+    """No stale face: every name of a room's ``_FACE`` table is imported from outside the room (by stability/,
+    pages/, app.py or benchmarks/; not the tests). The names a user-facing room imports eagerly (cells, tasks,
+    watch, charts, ... : its documented API) are not in the table and stay."""
+    taken: dict[str, set[str]] = {}
+    for path in _importer_sources():
+        for _, target, name in crossings(path.read_text(), _dotted(path), path.name == "__init__.py"):
+            taken.setdefault(target, set()).add(name)
+    stale = []
+    for name in ROOMS:
+        tree = ast.parse((PACKAGE / name / "__init__.py").read_text())
+        table = next((ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                      and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_FACE"), {})
+        stale += [f"stability.{name}: {entry}" for entry in sorted(set(table) - taken.get(f"stability.{name}", set()))]
+    assert stale == [], f"face entries nobody outside the room imports (remove them): {stale}"

@@ -32,6 +32,7 @@ from .spectra import (HEATMAP_MAX_STEPS, HEATMAP_MAX_T, depth_heatmap, depth_hea
                       spectrum_heatmap_rows)
 from .sweeps import (DIVERGED_COLOUR, NOTE_DIVERGED, SWEEP_SHAPES, curves_on_log, grouped_curves_chart,
                      parallel_coordinates, sweep_heatmap, sweep_objective_chart)
+from ..core.faces import lazy
 
 __all__ = [
     "DIVERGED_COLOUR", "HEATMAP_MAX_STEPS", "HEATMAP_MAX_T", "HUGE", "LOG_FIELDS", "LOG_SPAN", "MAX_SMOOTHING",
@@ -47,3 +48,13 @@ __all__ = [
     "singular_value_band_chart", "singular_value_band_rows", "singular_values_chart", "spectrum_heatmap",
     "spectrum_heatmap_rows", "sweep_heatmap", "sweep_objective_chart",
 ]
+
+# The rest of the room's face (docs/architecture.md, "A room's face"): the names other rooms, pages/, app.py
+# and benchmarks/ may import from it beside the ones above, each -> the module here that holds it (None: that
+# module itself), imported on first use.
+_FACE = {
+    "figures": None, "charts": "figures", "column_values": "figures", "grid_slots": "figures",
+    "line_labels": "figures",
+}
+__all__ += sorted(_FACE)
+__getattr__, __dir__ = lazy(__name__, _FACE)

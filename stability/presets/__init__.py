@@ -23,7 +23,18 @@ from .layout import Layout, Mark, Panel
 from .loading import available, from_dict, info, load
 from .running import estimate_preset_time, run
 from .vocabulary import OPS, PRESETS_DIR, RUN_FIELDS, SCALES, STATS, SUFFIXES, PresetError
+from ..core.faces import lazy
 
 __all__ = ["OPS", "PRESETS_DIR", "RUN_FIELDS", "SCALES", "STATS", "SUFFIXES", "Claim", "Layout", "Mark", "Panel",
            "Preset", "PresetError", "PresetInfo", "Verdict", "available", "claim_metrics", "estimate_preset_time", "from_dict",
            "group_of", "info", "load", "run", "statistic", "verdict_value", "verdicts"]
+
+# The rest of the room's face (docs/architecture.md, "A room's face"): the names other rooms, pages/, app.py
+# and benchmarks/ may import from it beside the ones above, each -> the module here that holds it (None: that
+# module itself), imported on first use.
+_FACE = {
+    "loading": None, "measured": None, "Clock": "measured", "PAPER_COST": "measured", "paper_cost_line": "measured",
+    "result": "measured", "save": "measured", "table": "measured", "time_here": "measured",
+}
+__all__ += sorted(_FACE)
+__getattr__, __dir__ = lazy(__name__, _FACE)

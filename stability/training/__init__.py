@@ -10,3 +10,22 @@
     evaluation.py, schedule.py, batches.py   fixed evaluation sets, learning-rate schedules, batches to device
     probes.py       the gradient probes, which need no training
 """
+
+from __future__ import annotations
+
+from ..core.faces import lazy
+
+# The room's face (docs/architecture.md, "A room's face"): the names other rooms, pages/, app.py and
+# benchmarks/ may import from it, each -> the module here that holds it (None: that module itself), imported
+# on first use, so that importing the room imports none of its modules.
+_FACE = {
+    "batch_on": "batches", "compact_batches": "batches", "build_model": "build", "build_optimizer": "build",
+    "ResumeError": "checkpoints", "read_for_resume": "checkpoints", "remove_checkpoint": "checkpoints",
+    "Pruning": "hooks", "stacked_norm": "hooks", "probes": None, "GradientFlow": "probes", "float64_copy": "probes",
+    "gradient_flow": "probes", "spectrum_metrics": "probes", "stable_norm": "probes", "sync_copy": "probes",
+    "widened": "probes", "run": None, "build_and_train": "run", "sinks": None, "ClaimLost": "sinks",
+    "ON_STORE_ERROR": "sinks", "STEP_BEAT_EVERY_S": "sinks", "StoreSink": "sinks", "TrainResult": "sinks",
+    "read_numbers": "window",
+}
+__all__ = sorted(_FACE)
+__getattr__, __dir__ = lazy(__name__, _FACE)

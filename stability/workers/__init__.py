@@ -12,3 +12,24 @@
 Above :mod:`stability.execution` (the claims these processes take) and :mod:`stability.admission`;
 below the sweeps, the access rules, the pages and the CLI. Import the modules themselves.
 """
+
+from __future__ import annotations
+
+from ..core.faces import lazy
+
+# The room's face (docs/architecture.md, "A room's face"): the names other rooms, pages/, app.py and
+# benchmarks/ may import from it, each -> the module here that holds it (None: that module itself), imported
+# on first use, so that importing the room imports none of its modules.
+_FACE = {
+    "gpu_for": "gpu_slots", "processes": None, "CLAIM_ENV": "processes", "MAX_RUNS_ENV": "processes",
+    "launched_workers": "processes", "terminate_sweep_workers": "processes", "scheduler": None,
+    "hand_on_slot": "scheduler", "keep_warm": "scheduler", "max_concurrent_runs": "scheduler",
+    "reconcile": "scheduler", "resume_run": "scheduler", "run_worker": "scheduler", "start_run": "scheduler",
+    "start_sweep_workers": "scheduler", "stop_run": "scheduler", "slots": None, "drop_waiting": "slots",
+    "sweep_worker_pids": "slots", "waiting": "slots", "threads": None, "THREADS_ENV": "threads",
+    "adopt_worker_policy": "threads", "apply_worker_threads": "threads", "available_cores": "threads",
+    "worker_threads": "threads", "timed_apart": "timing", "warm": None, "close_warm": "warm", "idle_pids": "warm",
+    "read_order": "warm",
+}
+__all__ = sorted(_FACE)
+__getattr__, __dir__ = lazy(__name__, _FACE)
