@@ -59,11 +59,9 @@ def form_defaults(store, run_id: int | None, query: QueryReader) -> RunConfig:
     base = RunConfig()
     if run_id is not None:
         try:
-            base = RunConfig.from_dict(store.run(run_id)["config"])
+            base = store.record(run_id, latest=False).config or base  # None: an external run, or one that no longer parses
         except RunNotFound:
             query.note(f"run={run_id} (no such run in this store)")
-        except ConfigError:
-            pass
     return config_from_query(base, query)
 
 
@@ -71,16 +69,16 @@ def run_label(row) -> str:
     return f"#{row.id} · {row.cell} on {row.task}" + (f" · {row.name}" if row.name else "")
 
 
-def summary(run: dict, rows) -> None:
-    values = summary_values(run["metric"], rows)
+def summary(record, rows) -> None:
+    values = summary_values(record.metric, rows)
     for column, (label, text) in zip(st.columns(len(values)), values):
         column.metric(label, text)
 
 
-def train_charts(run: dict, rows, smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> list[LiveChart]:
-    """The run's live charts (stability/live/panels.py), drawn with the page's controls."""
-    return run_panels(rows, cell=run["config"]["cell"]["name"], metric=run["metric"], baseline=run["baseline"],
-                      baseline_label=run["baseline_label"], smoothing=smoothing, log_loss=log_loss,
+def train_charts(record, rows, smoothing: float, log_loss: bool, ignore_outliers: bool = True) -> list[LiveChart]:
+    """The run's live charts (stability/live/panels.py) for its ``RunRecord``, drawn with the page's controls."""
+    return run_panels(rows, cell=record.cell, metric=record.metric, baseline=record.baseline,
+                      baseline_label=record.baseline_label, smoothing=smoothing, log_loss=log_loss,
                       ignore_outliers=ignore_outliers, height=CHART_HEIGHT)
 
 
@@ -112,28 +110,28 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     except RunNotFound:
         st.warning(f"Run {run_id} is not in this store.")
         return
-    run, record = look.run, look.record
+    record = look.record
     if rows.just_finished:  # once: a full rerun stops the polling and updates the Stop button
         rows.just_finished = False
         st.rerun()
-    retime_if_needed(refresh, every, run, rows)
+    retime_if_needed(refresh, every, record, rows)
     classroom = classroom_on()
     # the status line at the charts' rhythm, its step moving between log steps (Note [A status that moves])
     run_status_panel(store, record, eta_step=rows.counts.get(ETA_S, (0, None))[1])
     if not classroom:
-        st.caption(describe_refresh(refresh, every, run, rows))
-    if every is None and run["status"] not in TERMINAL and not classroom:
+        st.caption(describe_refresh(refresh, every, record, rows))
+    if every is None and record.status not in TERMINAL and not classroom:
         if st.button("Refresh now", key="train_refresh_now", help="Read the rows logged since the last look."):
             st.rerun()  # the whole page: the status line's fragment too
     if rows.metrics.empty:
         st.info("Waiting for the first rows from the worker…")
         draw_skeleton(st, "Loss (train, validation): waiting for the first rows", CHART_HEIGHT)
-        leave_first_point_pace(every, awaiting_first_point(run, rows))  # ended or queued long: the usual rhythm
+        leave_first_point_pace(every, awaiting_first_point(record, rows))  # ended or queued long: the usual rhythm
         return
-    summary(run, rows)
+    summary(record, rows)
     # in words, from the rows read above (pages/ui/diagnosis.py, Note [Findings cost nothing when nothing changed])
     show_findings(st, live_findings(("train", store.location, run_id), rows, record))
-    live_charts = train_charts(run, rows, smoothing, log_loss, ignore_outliers)
+    live_charts = train_charts(record, rows, smoothing, log_loss, ignore_outliers)
     # at the first point's pace, one new chart a look, loss first, built after the others are drawn (Note
     # [Drawn in turn])
     slot, in_turn = ("train", store.location, run_id), every == FIRST_POINT_EVERY_S
@@ -143,11 +141,11 @@ def live_panel(run_id: int, smoothing: float, log_loss: bool, refresh: str = DEF
     else:
         specs = live_chart_specs(slot, live_charts, final=rows.final, shared=True, in_turn=in_turn)
         if classroom:
-            draw_explained(specs, live_charts, run["config"]["cell"]["name"])
+            draw_explained(specs, live_charts, record.cell)
         else:
             draw_grid(specs, heatmaps(rows))
     # every chart drawn: back to the usual rhythm, once
-    leave_first_point_pace(every, awaiting_first_point(run, rows) or None in specs)
+    leave_first_point_pace(every, awaiting_first_point(record, rows) or None in specs)
 
 
 def watched_in_class(store, requested: int | None, query: QueryReader) -> int | None:
@@ -156,15 +154,15 @@ def watched_in_class(store, requested: int | None, query: QueryReader) -> int | 
     watched = None
     if requested is not None:
         try:
-            watched = int(store.run(requested)["id"])
+            watched = store.record(requested, latest=False).id
         except RunNotFound:
             query.note(f"run={requested} (no such run in this store)")
     if watched is None:
-        newest = store.runs().head(1)
-        if newest.empty:
+        newest = store.records(latest=False, limit=1)
+        if not newest:
             st.info("No runs yet: turn **Classroom view** off (top right) to configure and start one.")
             return None
-        watched = int(newest["id"].iloc[0])
+        watched = newest[0].id
     st.query_params["run"] = str(watched)
     return watched
 
@@ -224,20 +222,20 @@ else:
     if config is not None:
         st.query_params.update(config_to_query(config))
 
-    runs = store.runs().head(RUN_CHOICES)
+    runs = store.records(latest=False, limit=RUN_CHOICES)
     watched = None
     with live:
-        if runs.empty:
+        if not runs:
             st.info("No runs yet: configure one on the left and press **Start**." if visitor.may_start else
                     "No runs yet: they appear here once the lecturer starts one.")
             draw_skeleton(st, "Loss (train, validation): press Start", CHART_HEIGHT)
         else:
-            labels = {row.id: run_label(row) for row in runs.itertuples()}
+            labels = {run.id: run_label(run) for run in runs}
             # two rows, so that no label is cut beside the form on a 1,280-px projector
             pick, cadence = st.columns([2.6, 1.4], vertical_alignment="bottom")
             smooth, scale = st.columns([3, 1.3], vertical_alignment="bottom")
             if st.session_state.get("train_watch") not in labels:  # a new session, or its run was deleted
-                st.session_state["train_watch"] = requested if requested in labels else int(runs["id"].iloc[0])
+                st.session_state["train_watch"] = requested if requested in labels else runs[0].id
             watched = pick.selectbox("Watching", list(labels), format_func=labels.get, key="train_watch")
             smoothing = smooth.slider("Smoothing", 0.0, 0.99, 0.0, step=0.01, key="train_smoothing",
                                       help="Exponential moving average of the curves (TensorBoard's, debiased); "
@@ -247,13 +245,13 @@ else:
             refresh = refresh_control(cadence, linked_refresh)
             st.query_params["run"] = str(watched)
 
-record = store.run(watched) if watched is not None else None
-status = record["status"] if record is not None else None
+record = store.record(watched, latest=False) if watched is not None else None
+status = record.status if record is not None else None
 if classroom or stop_column is None:  # the projector's view, or a visitor who starts nothing
     pass
-elif record is not None and record.get("external"):  # not ours to stop (pages/ui/status.py)
+elif record is not None and record.external:  # not ours to stop (pages/ui/status.py)
     stop_column.caption(EXTERNAL)
-elif record is not None and not visitor.may_change(record.get("owner")):
+elif record is not None and not visitor.may_change(record.owner):
     stop_column.caption("Not your run: its owner or the lecturer stops it.")
 elif stop_column.button("Stop", disabled=status is None or status in TERMINAL, key="train_stop", width="stretch"):
     try:
@@ -262,8 +260,8 @@ elif stop_column.button("Stop", disabled=status is None or status in TERMINAL, k
         st.error(str(error))
 
 if watched is not None:
-    if status != record["status"]:  # stopped just now: the panel, no longer polled, reads it once more now
-        record = store.run(watched)
+    if status != record.status:  # stopped just now: the panel, no longer polled, reads it once more now
+        record = store.record(watched, latest=False)
         read_now(store, watched)
     rows = cached_rows(store, watched)
     if rows is None and status not in TERMINAL:  # read now: a page opened on a run with rows is not awaiting them

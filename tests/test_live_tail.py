@@ -64,6 +64,21 @@ def test_threads_that_find_a_look_out_of_date_wait_for_one_read(store, clock, re
     assert sum("series" in tables for tables in reads) == len(tail.SERIES)
 
 
+def test_a_look_at_a_run_that_did_not_move_is_one_query_of_its_row(store, clock, reads):
+    """The live poll reads the run as one row (RunStore.record without its latest values): the record's
+    latest values are the look's own, the last of the rows it read."""
+    run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
+    runs = tail.SharedRuns()
+    runs.look(store, run_id)
+    reads.clear()
+    clock.now += tail.READ_EVERY_S
+    look = runs.look(store, run_id)
+    assert reads == [{"runs"}]
+    stored = store.record(run_id)  # with its latest values, read from the store's own table of them
+    assert dict(look.record.latest) == pytest.approx(dict(stored.latest))
+    assert look.record.status == stored.status and look.record.step == stored.step
+
+
 def test_a_look_reads_only_new_rows_then_everything_once_when_the_run_ends(store, clock, reads):
     run_id = add_run(store, status="running", cell="rnn", steps=(0, 10))
     runs = tail.SharedRuns()
@@ -137,8 +152,8 @@ def test_a_panel_awaiting_the_first_rows_gets_them_within_its_wait(store, monkey
 def test_a_sessions_rows_say_once_that_the_run_has_just_ended_and_memoise_for_every_session():
     metrics = pd.DataFrame({"run_id": 1, "step": [0, 10], "wall_time": [0.0, 1.0], "name": ["train/loss"] * 2,
                             "value": [1.0, 0.5]})
-    running = tail.Look(run={}, record=None, metrics=metrics, final=False, token=1, latest={"train/loss": 0.5})
-    ended = tail.Look(run={}, record=None, metrics=metrics, final=True, token=2, latest={"train/loss": 0.5})
+    running = tail.Look(record=None, metrics=metrics, final=False, token=1, latest={"train/loss": 0.5})
+    ended = tail.Look(record=None, metrics=metrics, final=True, token=2, latest={"train/loss": 0.5})
     memos, computed = tail.SharedMemo(), []
     before = tail.session_rows(running, None, memos)
     after = tail.session_rows(ended, before, memos)

@@ -80,8 +80,9 @@ _tokens = itertools.count(1)
 
 @dataclass(frozen=True)
 class Look:
-    """One read of a run, shared by every session: its row (``run``, as :meth:`RunStore.run` gives it), its
-    ``record`` (:meth:`RunStore.record`, with its latest values), every metric row read so far and, once a
+    """One read of a run, shared by every session: its ``record`` (:meth:`RunStore.record` without its
+    latest values, one query of one row; its ``latest`` filled from the rows read), every metric row read so
+    far and, once a
     session asked for them, the ``grad/h_t_norm`` (``flow``), ``sv/spectrum`` and ``grad/layer_norm``
     (``depth``: a deep step's layers, the mlp cell's) series.
 
@@ -90,7 +91,6 @@ class Look:
     ``token``: new (unique in the process) with every read that changed the rows: what memos of the rows
     are keyed by."""
 
-    run: dict
     record: object
     metrics: pd.DataFrame
     flow: pd.DataFrame | None = None
@@ -162,8 +162,12 @@ def awaited(read: Callable[[], object], waiting: Callable[[object], bool], wait_
 
 
 def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
-    """A new look at the run after ``old``: its row and record, and its rows topped up (module docstring)."""
-    run, record = store.run(run_id), store.record(run_id)
+    """A new look at the run after ``old``: its record, and its rows topped up (module docstring)."""
+    look = _read_rows(store, run_id, old, series, store.record(run_id, latest=False))
+    return replace(look, record=replace(look.record, latest=look.latest))  # the rows' own last values
+
+
+def _read_rows(store, run_id: int, old: Look | None, series: bool, record) -> Look:
     position = (record.status, record.step, record.heartbeat)
     terminal = record.status in TERMINAL
     if old is not None and not old.final and len(old.metrics) and record.step is not None \
@@ -173,15 +177,15 @@ def _read(store, run_id: int, old: Look | None, series: bool) -> Look:
     if old is None or terminal != old.final or (old.position != position and _last_step(old.metrics) == 0):
         metrics = store.metrics(run_id)
         if old is not None and terminal == old.final and len(metrics) == len(old.metrics):
-            look = replace(old, run=run, record=record, position=position)  # step 0 was whole (Note [Between log steps])
+            look = replace(old, record=record, position=position)  # step 0 was whole (Note [Between log steps])
         else:
-            look = Look(run, record, metrics, final=terminal, position=position, counts=_counts(metrics),
+            look = Look(record, metrics, final=terminal, position=position, counts=_counts(metrics),
                         latest=_latest(metrics), token=next(_tokens))
     elif old.final or old.position == position:
-        look = replace(old, run=run, record=record, position=position)
+        look = replace(old, record=record, position=position)
     else:
         new = store.metrics(run_id, since_step=_last_step(old.metrics))
-        look = replace(old, run=run, record=record, position=position)  # Note [Between log steps]
+        look = replace(old, record=record, position=position)  # Note [Between log steps]
         if len(new):
             look = replace(look, metrics=_appended(old.metrics, new), counts=_counts(new, old.counts),
                            latest={**old.latest, **_latest(new)}, token=next(_tokens))

@@ -298,8 +298,8 @@ class RunStore(SweepRows):
     def run(self, run_id: int) -> dict[str, Any]:
         """Deprecated: read a run with :meth:`record` (a typed RunRecord; ``latest=False`` for a live
         poll: one query of one row). Every column of the run, ``config`` and ``params`` parsed back to
-        dicts; kept only for pages/train.py, pages/ui/live.py and stability/live/tail.py until they move to
-        :meth:`record` (nothing else in stability/, pages/ or benchmarks/ reads a run this way), then to go."""
+        dicts. Nothing in stability/, pages/ or benchmarks/ reads a run this way any more (the live poll and
+        the Train page read :meth:`record`); only tests still do, and it goes when they move."""
         rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
         if not rows:
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
@@ -348,8 +348,8 @@ class RunStore(SweepRows):
         """Deprecated: the pages' table of runs is :func:`stability.runs.table.run_table` (built from
         :meth:`records`). One row per run of the stored columns, newest first; ``cell`` and ``task``
         are the config's cell and task names, ``sweep_id`` and ``trial`` empty (``<NA>``) for a run
-        of no sweep. Kept only for pages/train.py until it moves to :meth:`records` (``latest=False,
-        limit=n``: its list of runs to choose from, one query), then to go."""
+        of no sweep. Nothing in stability/, pages/ or benchmarks/ reads it any more (the Train page's list
+        of runs is :meth:`records` with ``latest=False, limit=n``, one query); only tests still do."""
         rows = self._query(select(*(_RUNS[name] for name in RUNS_COLUMNS), _RUNS.config).order_by(_RUNS.id.desc()))
         frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
         configs = [json.loads(row[-1]) for row in rows]
