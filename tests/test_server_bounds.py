@@ -80,7 +80,8 @@ def test_a_shape_another_session_waits_for_is_kept_and_timed_after_the_running_c
     first, second = tiny(hidden=8), tiny(hidden=16)
     timing.timed_apart([first], requester="a")
     known, waiting = timing.timed_apart([second], requester="b")
-    assert waiting == {timing.shape_of(second)} and len(timing_children()) == 1
+    # one child at most: the first's (a tiny shape's child may already have ended on a busy machine)
+    assert waiting == {timing.shape_of(second)} and len(timing_children()) <= 1
     for _ in range(2400):
         known_a, waiting_a = timing.timed_apart([first], requester="a")
         known_b, waiting_b = timing.timed_apart([second], requester="b")
