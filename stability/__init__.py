@@ -12,8 +12,7 @@ map of the rooms these names come from.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .core.faces import named
 
 # name -> (module, attribute); attribute None: the module itself
 _PUBLIC: dict[str, tuple[str, str | None]] = {
@@ -42,17 +41,4 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _PUBLIC[name]
-    except KeyError:
-        raise AttributeError(f"module 'stability' has no attribute {name!r}") from None
-    value = importlib.import_module(module)
-    if attribute is not None:
-        value = getattr(value, attribute)
-    globals()[name] = value  # once imported, an ordinary attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = named(__name__, _PUBLIC)

@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = {}  # server URL -> the store file it serves
+LOGS = {}  # server URL -> the file holding its output
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync"]
@@ -49,7 +50,7 @@ def streamlit_server(store, log: Path, env: dict | None = None):
              "--browser.gatherUsageStats", "false"],
             cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    STORES[url] = store
+    STORES[url], LOGS[url] = store, log
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -92,3 +93,29 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         yield chromium
         chromium.close()
+
+
+def what_the_server_saw(url: str, tail: int = 4000) -> str:
+    """For a failed browser test's report (tests/conftest.py): the end of the server's log, the runs of its
+    store with their status and error, and the end of each worker's log; a flake in CI is then read off the
+    report instead of guessed at."""
+    parts = []
+    log = LOGS.get(url)
+    if log is not None and Path(log).exists():
+        parts.append(f"--- server log ({log}), last {tail} characters ---\n{Path(log).read_text(errors='replace')[-tail:]}")
+    store = STORES.get(url)
+    if store is not None:
+        try:
+            from stability.runs.store import RunStore
+
+            with RunStore(store) as opened:
+                lines = [f"run {r.id}: {r.status} pid={r.pid} step={r.step} error={r.error!r}"
+                         for r in opened.records(latest=True, limit=50)]
+                parts.append("--- runs in the store ---\n" + "\n".join(lines or ["(none)"]))
+                logs = opened.home / "logs"
+                for worker_log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+                    text = worker_log.read_text(errors="replace")[-tail // 2:]
+                    parts.append(f"--- {worker_log.name} ---\n{text}")
+        except Exception as error:  # a report, not a test: say what could not be read
+            parts.append(f"--- the store could not be read: {error!r}")
+    return "\n".join(parts)

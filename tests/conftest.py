@@ -87,3 +87,16 @@ def store_location(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "runs.db")
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that fails carries what its server saw (tests/browsers.py: what_the_server_saw)."""
+    outcome = yield
+    report = outcome.get_result()
+    url = getattr(item, "funcargs", {}).get("server") or getattr(item, "funcargs", {}).get("lab")
+    url = url.get("url") if isinstance(url, dict) else url
+    if report.when == "call" and report.failed and isinstance(url, str):
+        from browsers import what_the_server_saw
+
+        report.sections.append(("what the server saw", what_the_server_saw(url)))

@@ -30,7 +30,7 @@ _FACE = {
     "split_name": "metric_names", "apply_fp32_precision": "precision", "describe_precision": "precision",
     "OptionInfo": "registry", "PluginWarning": "registry", "Registry": "registry", "docstring_line": "registry",
     "option_infos": "registry", "option_parameters": "registry", "own_lines": "registry", "own_text": "registry",
-    "host_to": "transfer", "lazy": "faces",
+    "host_to": "transfer", "lazy": "faces", "named": "faces",
 }
 __all__ = sorted(_FACE)
 __getattr__, __dir__ = lazy(__name__, _FACE)

@@ -19,19 +19,27 @@ from typing import Any, Callable
 def lazy(package: str, face: dict[str, str | None]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` for the names of ``face`` (name -> the module of the
     package that holds it, None when the name is a module of the package itself)."""
+    return named(package, {name: (f"{package}.{module or name}", None if module is None else name)
+                           for name, module in face.items()})
+
+
+def named(package: str, table: dict[str, tuple[str, str | None]]) -> tuple[Callable[[str], Any],
+                                                                           Callable[[], list[str]]]:
+    """As :func:`lazy`, for names from anywhere (``stability``'s own face, whose names live in several rooms):
+    ``table`` maps each name to ``(module, attribute)``, the attribute None when the name is the module."""
 
     def __getattr__(name: str) -> Any:
         try:
-            module = face[name]
+            module, attribute = table[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        value = importlib.import_module(f"{package}.{module or name}")
-        if module is not None:
-            value = getattr(value, name)
+        value = importlib.import_module(module)
+        if attribute is not None:
+            value = getattr(value, attribute)
         setattr(sys.modules[package], name, value)  # once imported, an ordinary attribute
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(face))
+        return sorted(set(vars(sys.modules[package])) | set(table))
 
     return __getattr__, __dir__
