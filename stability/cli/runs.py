@@ -69,16 +69,17 @@ def add_commands(commands, store) -> None:
 
 
 def cmd_train(args) -> int:
-    if not args.background:
-        _foreground_threads()  # before anything below imports torch
+    threads = None if args.background else _foreground_environment()  # before anything here imports torch
+    config = config_from_args(args)
+    config.validate()  # a number out of bounds: one line before torch is imported
+    if threads is not None:
+        _apply_threads(threads)
     from ..admission.preflight import check_buildable
     from ..core.devices import resolve_device
     from ..execution import lifecycle
     from ..runs.store import RunStore
     from ..workers import scheduler
 
-    config = config_from_args(args)
-    config.validate()
     check_buildable(config)
     resolve_device(config.train.device)  # a missing GPU is bad input, before any run is stored
     if args.background:
@@ -280,6 +281,17 @@ def _foreground_threads() -> None:
     """A run trained in this process gets the background workers' thread policy (stability.workers.threads):
     passive OpenMP waiting set before torch is first imported here, one core kept free, the threads of one of
     ``STABILITY_MAX_RUNS`` workers."""
+    _apply_threads(_foreground_environment())
+
+
+def _foreground_environment() -> int:
+    """The environment half of :func:`_foreground_threads` (no torch); the thread count for :func:`_apply_threads`."""
     from ..workers import scheduler, threads
 
-    threads.adopt_worker_policy(scheduler.max_concurrent_runs())
+    return threads.adopt_worker_environment(scheduler.max_concurrent_runs())
+
+
+def _apply_threads(count: int) -> None:
+    from ..workers import threads
+
+    threads.apply_worker_threads(count)

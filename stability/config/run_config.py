@@ -155,6 +155,8 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Check every field, each number within its bound (``MAX_*`` above); raise
         :class:`ConfigError` (one line) on the first problem. Returns self."""
+        _check_train(self.train)  # first: without torch (a device named: its dtype asks torch), so a
+        # number out of bounds is answered before the registries are imported
         from .. import cells, tasks  # the registries know the valid names and options (torch)
 
         _check_registered("cell", self.cell.name, cells)
@@ -162,7 +164,6 @@ class RunConfig:
         check_options("cell", self.cell.name, self.cell.options)
         _check_registered("task", self.task.name, tasks)
         check_options("task", self.task.name, self.task.options)
-        _check_train(self.train)
         return self
 
 

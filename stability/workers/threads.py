@@ -141,10 +141,17 @@ def adopt_worker_policy(concurrent_runs: int) -> int:
     ``train`` and ``resume``): its environment as :func:`thread_environment` makes a worker's, set
     before torch is first imported here, then :func:`apply_worker_threads`. Returns the thread count.
     The MPS fallback of :func:`worker_environment` is not set: knowing whether there is MPS needs torch."""
+    count = adopt_worker_environment(concurrent_runs)
+    apply_worker_threads(count)
+    return count
+
+
+def adopt_worker_environment(concurrent_runs: int) -> int:
+    """The environment half of :func:`adopt_worker_policy`, without importing torch (a command that may
+    still refuse its input before it needs torch); the thread count to apply once it does."""
     count = worker_threads(concurrent_runs)
     wanted = thread_environment(os.environ, count)
     os.environ.update({name: value for name, value in wanted.items() if os.environ.get(name) != value})
-    apply_worker_threads(count)
     return count
 
 
