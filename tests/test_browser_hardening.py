@@ -210,7 +210,7 @@ def test_resume_of_a_run_whose_config_this_version_refuses_is_one_line(lab, brow
     assert f"#{run_id} not resumed: lr must be" in notice and "\n" not in notice.strip()
     assert not exception_boxes(page)
     with RunStore(lab["store"]) as store:
-        assert store.run(run_id)["status"] == "failed"
+        assert store.record(run_id, latest=False).status == "failed"
     page.close()
 
 

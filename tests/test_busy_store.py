@@ -73,8 +73,8 @@ def test_a_run_rides_out_a_store_locked_for_15_s_and_keeps_every_row(store_locat
                 lock.holder.wait(timeout=60)
         assert time.monotonic() - lock.locked_at >= 15.0 - 0.5  # the run outlived the lock: it did meet it
         assert result.status == "completed"
-        run = store.run(run_id)
-        assert run["status"] == "completed" and run["step"] == config.train.steps
+        run = store.record(run_id, latest=False)
+        assert run.status == "completed" and run.step == config.train.steps
         stored = store.metrics(run_id)
     assert not stored.duplicated(["step", "name"]).any()  # nothing written twice
     alone = train_run(config)  # the same run, in memory, never blocked

@@ -120,11 +120,11 @@ def test_train_json_prints_one_object_with_the_final_metrics(store, trained):
     assert set(summary) == {"run_id", "status", "final"}
     assert summary["status"] == "completed"
     with RunStore(store) as opened:
-        run = opened.run(summary["run_id"])
+        run = opened.record(summary["run_id"], latest=False)
         assert summary["final"] == pytest.approx(opened.latest(summary["run_id"]))
-    assert run["status"] == "completed" and run["name"] == "tiny"
-    assert run["config"]["task"]["options"] == {"seq_len": 10}
-    assert run["config"]["train"]["steps"] == 30
+    assert run.status == "completed" and run.name == "tiny"
+    assert run.raw_config["task"]["options"] == {"seq_len": 10}
+    assert run.raw_config["train"]["steps"] == 30
     assert 0 < summary["final"]["test/mse"] < 1
     assert "step 30/30" in result.stderr  # progress goes to stderr
 
@@ -177,12 +177,12 @@ def test_background_run_then_stop(store):
     run_id = int(result.stdout)
     with RunStore(store) as opened:
         deadline = time.monotonic() + 60
-        while opened.run(run_id)["status"] != "running" and time.monotonic() < deadline:
+        while opened.record(run_id, latest=False).status != "running" and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert opened.run(run_id)["status"] == "running"
+        assert opened.record(run_id, latest=False).status == "running"
         stopped = cli("stop", str(run_id), store=store)
         assert (stopped.returncode, stopped.stdout.strip()) == (0, "stopped")
-        assert opened.run(run_id)["status"] in TERMINAL
+        assert opened.record(run_id, latest=False).status in TERMINAL
 
 
 BAD_INPUTS = {
@@ -287,8 +287,7 @@ def test_bad_input_exits_2_with_one_line(bad_results, label):
 
 def test_bad_input_stores_no_run(bad_results, bad_store):
     with RunStore(bad_store) as opened:
-        stored = [json.dumps(config) for config in
-                  (opened.run(run_id)["config"] for run_id in opened.runs()["id"])]
+        stored = [json.dumps(dict(run.raw_config)) for run in opened.records(latest=False)]
     assert len(stored) == len(STORES_A_RUN) and all('"mnist"' in config for config in stored)
 
 
@@ -357,7 +356,7 @@ for target in map(int, sys.argv[2:]):
     store = f"{sys.argv[1]}-{target}.db"
     code = main(["train", "--store", store, *TINY])
     with RunStore(store) as opened:
-        results.append((target, code, [run["status"] for _, run in opened.runs().iterrows()]))
+        results.append((target, code, [run.status for run in opened.records(latest=False)]))
 print(json.dumps(results))
 """
 
@@ -414,8 +413,8 @@ def test_deterministic_flag_reaches_the_stored_config_and_the_runs_torch(store):
     assert result.returncode == 0, result.stderr
     run_id = strict_json(result.stdout)["run_id"]
     with RunStore(store) as runs:
-        assert runs.run(run_id)["config"]["train"]["deterministic"] is True
-        assert runs.run(run_id)["device"].endswith("; deterministic")  # as the process's torch was set
+        assert runs.record(run_id, latest=False).raw_config["train"]["deterministic"] is True
+        assert runs.record(run_id, latest=False).device.endswith("; deterministic")  # as the process's torch was set
     assert "--deterministic" in cli("train", "--help", store=store).stdout
 
 
@@ -431,7 +430,7 @@ def test_freeze_recurrent_flag_reaches_the_stored_config(store):
     assert result.returncode == 0, result.stderr
     run_id = strict_json(result.stdout)["run_id"]
     with RunStore(store) as runs:
-        assert runs.run(run_id)["config"]["train"]["freeze_recurrent"] is True
+        assert runs.record(run_id, latest=False).raw_config["train"]["freeze_recurrent"] is True
         names = set(runs.metrics(run_id)["name"])
     assert "grad/recurrent_norm" not in names and "grad/h0_norm" in names
 
@@ -449,7 +448,7 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     run_id = int(started.stdout.strip())
     with RunStore(path) as opened:
         deadline = time.monotonic() + 120
-        while opened.run(run_id)["status"] != "running" or opened.run(run_id)["step"] in (None, 0):
+        while (run := opened.record(run_id, latest=False)).status != "running" or run.step in (None, 0):
             assert time.monotonic() < deadline, "the worker did not start"
             time.sleep(0.1)
     assert cli("stop", str(run_id), store=path).stdout.strip() == "stopped"
@@ -458,7 +457,7 @@ def test_resume_continues_a_stopped_run_in_the_foreground_and_refuses_others(tmp
     outcome = json.loads(resumed.stdout.splitlines()[-1])
     assert outcome["run_id"] == run_id and outcome["status"] == "completed" and "test/loss" in outcome["final"]
     with RunStore(path) as opened:
-        assert opened.run(run_id)["resumes"] == 1
+        assert opened.record(run_id, latest=False).resumes == 1
         steps = opened.metrics(run_id, ["train/loss"]).step
         assert sorted(steps) == [0, *range(50, 8001, 50)]  # step 0's reading, then nothing lost, nothing twice
     for args, message in ((["resume", str(done)], f"run {done} is completed; only a stopped"),

@@ -316,14 +316,14 @@ def test_the_determinism_switch_reaches_a_background_workers_torch(tmp_path, mon
     with RunStore(path) as store:
         for run_id in (on, off):
             deadline = 120
-            while store.run(run_id)["status"] not in TERMINAL and deadline > 0:
+            while store.record(run_id, latest=False).status not in TERMINAL and deadline > 0:
                 import time
 
                 time.sleep(0.1)
                 deadline -= 0.1
-            assert store.run(run_id)["status"] == "completed", store.run(run_id)["error"]
-        assert store.run(on)["device"].endswith("; deterministic")
-        assert "deterministic" not in store.run(off)["device"]
+            assert store.record(run_id, latest=False).status == "completed", store.record(run_id, latest=False).error
+        assert store.record(on, latest=False).device.endswith("; deterministic")
+        assert "deterministic" not in store.record(off, latest=False).device
 
 
 def test_a_checkpoint_from_before_the_deterministic_field_still_resumes(tmp_path):

@@ -89,7 +89,7 @@ def test_a_run_trains_there_and_stores_its_readings(device, store):
     assert result.status == "completed"
     kind = "cpu" if device == SIMULATED else device
     assert seen.model == seen.pred == kind
-    assert store.run(result.run_id)["device"].startswith(described)  # then the precision (and determinism) on a GPU
+    assert store.record(result.run_id, latest=False).device.startswith(described)  # then the precision (and determinism) on a GPU
     names = set(store.metrics(result.run_id)["name"])
     assert {"grad/h0_norm", "grad/A_h_norm", "grad/recurrent_norm", "sv/min", "sv/margin", "sv/spectral_radius",
             "gap/loss", "val/loss", "test/loss"} <= names
@@ -157,13 +157,13 @@ def test_two_background_slots_train_there_at_once(device, tmp_path):
     ids = [scheduler.start_run(long, path, max_concurrent=2) for long in endless]
     with RunStore(path) as store:
         try:
-            wait_until(lambda: all(store.run(i)["status"] == "running" for i in ids), "both runs running at once")
+            wait_until(lambda: all(store.record(i, latest=False).status == "running" for i in ids), "both runs running at once")
             wait_until(lambda: all(store.metrics(i, ["train/loss"]).step.nunique() >= 2 for i in ids),
                        "rows of both runs")
         finally:
             statuses = [scheduler.stop_run(i, path) for i in ids]
-        assert statuses == ["stopped", "stopped"], [store.run(i)["error"] for i in ids]
+        assert statuses == ["stopped", "stopped"], [store.record(i, latest=False).error for i in ids]
         for run_id in ids:
-            assert store.run(run_id)["device"].startswith(device)
+            assert store.record(run_id, latest=False).device.startswith(device)
             assert {"grad/h0_norm", "grad/A_h_norm", "sv/max"} <= set(store.metrics(run_id)["name"])
             assert len(store.series(run_id, "grad/h_t_norm").query("step == 0")) == SEQ_LEN + 1

@@ -153,7 +153,7 @@ def test_two_run_slots_train_on_two_gpus(store_path, monkeypatch):
                      TrainConfig(steps=100_000, batch_size=8, log_every=50, eval_examples=16, probe_examples=4))
     runs = [scheduler.start_run(long, store_path, max_concurrent=2) for _ in range(2)]
     with RunStore(store_path) as store:
-        pids = [store.run(run_id)["pid"] for run_id in runs]
+        pids = [store.record(run_id, latest=False).pid for run_id in runs]
         assert all(pids)
         seen = [environment_of(pid).get("CUDA_VISIBLE_DEVICES") for pid in pids]
         for run_id in runs:

@@ -161,7 +161,7 @@ def test_two_foreground_resumes_at_once_train_the_run_once(tmp_path):
     assert lost == 2 and lost_out == "" and len(lost_err.splitlines()) == 1, lost_err
     assert f"run {run_id} is " in lost_err and "only a stopped, interrupted or failed run" in lost_err
     with RunStore(store_path) as store:
-        assert store.run(run_id)["resumes"] == 1 and store.run(run_id)["status"] == "completed"
+        assert store.record(run_id, latest=False).resumes == 1 and store.record(run_id, latest=False).status == "completed"
         steps = store.metrics(run_id, ["train/loss"]).step.tolist()
     assert sorted(steps) == list(range(0, 601, 10))  # step 0 (step_zero.py) and every log step once: one trainer
 
@@ -178,17 +178,17 @@ def test_a_stop_that_times_out_leaves_a_live_unprovable_process_running_and_resu
         os.kill(process.pid, signal.SIGSTOP)
         outcome = scheduler.stop_run(run_id, store_path, timeout=1.0)
         assert outcome.startswith(f"run {run_id} is still running") and "\n" not in outcome, outcome
-        assert store.run(run_id)["status"] == "running" and store.run(run_id)["stop_requested"]
+        assert store.record(run_id, latest=False).status == "running" and store.record(run_id, latest=False).stop_requested
         with pytest.raises(ValueError, match=f"run {run_id} is running; only a stopped"):
             scheduler.resume_run(run_id, store_path)
         stop = cli("stop", str(run_id), store=store_path)
         assert stop.returncode == 1 and stop.stdout == "" and len(stop.stderr.splitlines()) == 1, stop.stderr
         assert "not provably this run's worker" in stop.stderr
-        assert store.run(run_id)["stop_requested"]
+        assert store.record(run_id, latest=False).stop_requested
         os.kill(process.pid, signal.SIGCONT)
         assert process.wait(timeout=WAIT_S) == 0
-        run = store.run(run_id)
-        assert (run["status"], run["error"], run["resumes"]) == ("stopped", None, 0)
+        run = store.record(run_id, latest=False)
+        assert (run.status, run.error, run.resumes) == ("stopped", None, 0)
 
 
 def test_sigterm_stops_a_foreground_run_and_keeps_its_rows(tmp_path, processes_to_kill):
@@ -198,8 +198,8 @@ def test_sigterm_stops_a_foreground_run_and_keeps_its_rows(tmp_path, processes_t
         rows = len(store.metrics(run_id))
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=WAIT_S) == 0
-        run = store.run(run_id)
-        assert (run["status"], run["error"]) == ("stopped", "terminated")
+        run = store.record(run_id, latest=False)
+        assert (run.status, run.error) == ("stopped", "terminated")
         assert len(store.metrics(run_id)) >= rows > 0
 
 
@@ -250,11 +250,11 @@ def test_resuming_a_sweeps_run_holds_the_sweeps_lock_and_tells_its_trial(store):
     with sweeps.sweep_lock(store, sweep_id):  # as a sweep's worker claiming its next trial holds it
         resumer.start()
         time.sleep(2.0)
-        assert resumer.is_alive() and store.run(job.run_id)["status"] == "stopped"
+        assert resumer.is_alive() and store.record(job.run_id, latest=False).status == "stopped"
     resumer.join(timeout=WAIT_S)
     assert not resumer.is_alive()
-    wait_until(lambda: store.run(job.run_id)["status"] in TERMINAL, "the resumed run to end")
-    assert store.run(job.run_id)["status"] == "completed" and store.run(job.run_id)["resumes"] == 1
+    wait_until(lambda: store.record(job.run_id, latest=False).status in TERMINAL, "the resumed run to end")
+    assert store.record(job.run_id, latest=False).status == "completed" and store.record(job.run_id, latest=False).resumes == 1
     assert trial_states(store, sweep_id) == {job.trial: optuna.trial.TrialState.COMPLETE}
     with sweeps.sweep_lock(store, sweep_id):
         assert sweeps.claim(store, study, spec, sweep_id) is None  # its one run is done
@@ -268,10 +268,10 @@ def test_a_foreground_run_records_its_host_and_another_hosts_reconcile_goes_by_i
     monkeypatch.setenv("STABILITY_HOME", str(tmp_path / "home"))
     with RunStore(postgres_url) as store:
         process, run_id = running_foreground(postgres_url, store, processes_to_kill)
-        assert store.run(run_id)["host"] == socket.gethostname()
+        assert store.record(run_id, latest=False).host == socket.gethostname()
         monkeypatch.setattr(socket, "gethostname", lambda: "another-machine")
         assert scheduler.reconcile(postgres_url) == []  # its heartbeat is fresh: alive, wherever its pid is
-        assert store.run(run_id)["status"] == "running"
+        assert store.record(run_id, latest=False).status == "running"
         process.kill()
         process.wait()
         long_ago = time.time() - 3600  # as the run looks from another machine an hour after its host died
@@ -279,7 +279,7 @@ def test_a_foreground_run_records_its_host_and_another_hosts_reconcile_goes_by_i
             conn.execute(text("UPDATE runs SET heartbeat = :t, started_at = :t, created_at = :t WHERE id = :id"),
                          {"t": long_ago, "id": run_id})
         assert scheduler.reconcile(postgres_url) == [run_id]
-        assert store.run(run_id)["status"] == "interrupted"
+        assert store.record(run_id, latest=False).status == "interrupted"
 
 
 # ------------------------------------------------------------------------------ numbers

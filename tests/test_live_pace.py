@@ -1,4 +1,5 @@
 """stability/live/pace.py: how often a live panel looks at a run, without Streamlit."""
+import dataclasses
 import math
 import time
 
@@ -7,6 +8,7 @@ import pytest
 
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
 from stability.live import pace
+from stability.runs.records import RunRecord
 
 
 class Rows:
@@ -21,10 +23,15 @@ class Rows:
 
 
 def run_record(status="running", steps=2000, log_every=None, step=0, started=None, heartbeat=None):
+    """A ``RunRecord`` as ``store.record`` gives it, of unknown age (``created_at`` None) and every column not
+    given None."""
     config = RunConfig(CellConfig("rnn", 16), TaskConfig("adding", {"seq_len": 20}),
                        TrainConfig(steps=steps, log_every=log_every))
-    return {"id": 1, "status": status, "config": config.to_dict(), "step": step, "started_at": started,
-            "heartbeat": heartbeat}
+    unset = {field.name: None for field in dataclasses.fields(RunRecord)
+             if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING}
+    return RunRecord(**{**unset, "id": 1, "name": "", "status": status, "config": config,
+                        "raw_config": config.to_dict(), "step": step, "started_at": started,
+                        "heartbeat": heartbeat, "resumes": 0, "stop_requested": False})
 
 
 def rows_with_speed(speed):
@@ -62,7 +69,9 @@ def test_auto_without_speed_rows_uses_the_runs_own_progress_and_else_its_lower_b
     assert pace.live_every("auto", progressed) == pytest.approx(pace.AUTO_EVERY_S[1])
     assert pace.log_interval(run_record(status="queued")) is None
     assert pace.live_every("auto", run_record(status="queued")) == pace.AUTO_EVERY_S[0]
-    assert pace.log_interval({**run_record(), "config": {"cell": "not a config"}}) is None
+    unparsed = dataclasses.replace(run_record(), config=None, raw_config={"cell": "not a config"},
+                                   config_problem="the stored config no longer parses: cell")
+    assert pace.log_interval(unparsed) is None
 
 
 def test_the_refresh_line_says_what_the_panel_does():
@@ -75,7 +84,7 @@ def test_the_refresh_line_says_what_the_panel_does():
 
 # --------------------------------------------------------------------------- the first point (Start)
 def just_created(status="queued", age=1.0):
-    return {**run_record(status), "created_at": time.time() - age}
+    return dataclasses.replace(run_record(status), created_at=time.time() - age)
 
 
 def empty_rows():
@@ -105,12 +114,9 @@ def test_the_refresh_line_says_the_panel_waits_for_the_first_point():
     assert "first point" in text and f"{pace.FIRST_POINT_EVERY_S:g} s" in text
 
 
-def test_a_run_record_is_paced_as_its_dict_is():
-    """The pace reads a ``RunRecord`` as it reads a ``RunStore.run`` dict."""
-    from types import SimpleNamespace
-
-    record = run_record(log_every=35)
-    as_record = SimpleNamespace(**{**record, "config": RunConfig.from_dict(record["config"]), "created_at": None})
-    assert pace.live_every("auto", as_record, rows_with_speed(20.0)) == pace.live_every("auto", record,
-                                                                                           rows_with_speed(20.0))
-    assert pace.log_interval(SimpleNamespace(**{**vars(as_record), "config": None})) is None  # an external run
+def test_an_external_run_has_no_log_interval_and_is_paced_at_autos_lower_bound():
+    """An external run (stability.watch) has no RunConfig: no logging interval to follow."""
+    external = dataclasses.replace(run_record(log_every=35), config=None, raw_config={"hidden": 8}, external=True)
+    assert pace.log_interval(external, rows_with_speed(20.0)) is None
+    assert pace.live_every("auto", external, rows_with_speed(20.0)) == pace.AUTO_EVERY_S[0]
+    assert pace.live_every("auto", run_record(log_every=35), rows_with_speed(20.0)) == pytest.approx(1.75)

@@ -20,7 +20,7 @@ def stored_names(store, cell, options=None):
     run_id = store.create_run(config.to_dict())
     assert train_run(config, store, run_id).status == "completed"
     scalars = set(store.metrics(run_id)["name"])
-    return scalars, {name for name in NAMES if len(store.series(run_id, name))}, store.run(run_id)["metric"]
+    return scalars, {name for name in NAMES if len(store.series(run_id, name))}, store.record(run_id, latest=False).metric
 
 
 def test_every_defined_name_is_one_a_run_stores(store):

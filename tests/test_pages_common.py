@@ -187,7 +187,7 @@ def test_a_store_that_is_not_sqlite_raises_what_the_pages_catch(tmp_path):
     path = tmp_path / "runs.db"
     path.write_bytes(os.urandom(4096))
     with pytest.raises(STORE_ERRORS):
-        RunStore(path).runs()
+        RunStore(path).records(latest=False)
     assert issubclass(sqlite3.DatabaseError, STORE_ERRORS)
 
 

@@ -94,7 +94,7 @@ def test_table_rows_match_the_store(store, three_runs):
     app = run()
     assert not app.exception
     table = app.dataframe[0].value
-    assert table["id"].tolist() == store.runs()["id"].tolist() == [3, 2, 1]
+    assert table["id"].tolist() == [r.id for r in store.records(latest=False)] == [3, 2, 1]
     assert table["cell"].tolist() == ["spectral", "lstm", "rnn"]
     assert table["task"].tolist() == ["copy", "adding", "adding"]
     assert table["seq_len"].tolist() == [50, 50, 50] and table["seed"].tolist() == [3, 3, 3]

@@ -96,7 +96,7 @@ def test_start_race_starts_every_cell_with_the_same_seed_and_budget_at_once(stor
         assert config.cell.hidden_size == 32
         assert (config.task.name, config.task.options["seq_len"]) == ("adding", 200)
         assert (config.train.steps, config.train.seed, config.train.lr) == (400, 5, 0.002)
-    ids = sorted(store.runs()["id"])
+    ids = sorted(r.id for r in store.records(latest=False))
     assert app.query_params["runs"] in (",".join(map(str, ids)), [",".join(map(str, ids))])
     [table] = app.dataframe
     assert list(table.value["run"]) == ["rnn", "lstm", "spectral", "sgornn"]
@@ -115,7 +115,7 @@ def test_a_started_race_draws_its_charts_in_turn_from_the_first_rows_then_looks_
     assert not app.exception
     titles = lambda: [json.loads(chart.proto.spec).get("title", "") for chart in charts(app)]  # noqa: E731
     assert titles() == ["Loss (train, validation): waiting for the first rows"] and drawn_rows(charts(app)[0]) == 0
-    first = min(store.runs()["id"])
+    first = min(r.id for r in store.records(latest=False))
     set_status(store, first, "running")
     log(store, first, (0,))
     app.run()
@@ -314,7 +314,7 @@ def test_a_race_beyond_the_run_slots_queues_its_runs_and_trains_them_one_at_a_ti
     app.number_input(key="race_steps").set_value(5)
     button(app, "Start race").click().run()
     assert not app.exception and not app.error
-    ids = sorted(store.runs()["id"])
+    ids = sorted(r.id for r in store.records(latest=False))
     assert len(ids) == 3
     most, deadline = 0, time.monotonic() + 180
     while time.monotonic() < deadline and any(store.record(run_id).status not in ("completed", "failed")

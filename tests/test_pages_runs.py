@@ -74,7 +74,7 @@ def test_table_lists_every_run_and_a_dead_worker_shows_interrupted(store, three_
     table = app.dataframe[0].value
     assert table["id"].tolist() == [3, 2, 1]
     assert table["status"].tolist() == ["running", "interrupted", "completed"]
-    assert store.run(2)["status"] == "interrupted" and store.run(2)["error"] == lifecycle.INTERRUPTED_ERROR
+    assert store.record(2, latest=False).status == "interrupted" and store.record(2, latest=False).error == lifecycle.INTERRUPTED_ERROR
     assert table["cell"].tolist() == ["spectral", "lstm", "rnn"] and set(table["task"]) == {"adding"}
     assert table["progress"].tolist() == [0.4, 0.4, 1.0]
     assert table["steps_done"].tolist() == ["40 / 100", "40 / 100", "100 / 100"]
@@ -93,11 +93,11 @@ def test_delete_needs_the_confirm_step(store, three_runs):
     app = select(run(), 1)
     button(app, "runs_delete").click().run()
     assert not app.exception
-    assert 1 in store.runs()["id"].tolist()  # only asked
+    assert 1 in [r.id for r in store.records(latest=False)]  # only asked
     assert any("Delete #1" in warning.value for warning in app.warning)
     button(app, "runs_delete_confirm").click().run()
     assert not app.exception
-    assert store.runs()["id"].tolist() == [3, 2]
+    assert [r.id for r in store.records(latest=False)] == [3, 2]
     assert app.dataframe[0].value["id"].tolist() == [3, 2]
     assert "Deleted #1" in app.success[0].value
     assert store.metrics(2).shape[0] > 0  # the other runs keep their rows
@@ -108,7 +108,7 @@ def test_cancel_keeps_the_runs(store, three_runs):
     button(app, "runs_delete").click().run()
     button(app, "runs_delete_cancel").click().run()
     assert not app.exception
-    assert store.runs()["id"].tolist() == [3, 2, 1]
+    assert [r.id for r in store.records(latest=False)] == [3, 2, 1]
     assert not [b for b in app.button if b.key == "runs_delete_confirm"]
 
 
@@ -117,7 +117,7 @@ def test_a_training_run_is_not_deleted(store, three_runs):
     button(app, "runs_delete").click().run()
     assert any("still training" in warning.value for warning in app.warning)
     assert button(app, "runs_delete_confirm").disabled
-    assert 3 in store.runs()["id"].tolist()
+    assert 3 in [r.id for r in store.records(latest=False)]
 
 
 def test_stop_calls_the_runner_for_the_selected_active_runs(store, three_runs, monkeypatch):
@@ -225,7 +225,7 @@ def test_resume_is_offered_for_runs_that_can_continue_and_says_why_one_cannot(st
     app.run()
     assert not app.exception
     assert any(f"run {lost} has no checkpoint to resume from" in s.value for s in app.success)
-    assert store.run(lost)["status"] == "interrupted" and store.run(lost)["resumes"] == 0
+    assert store.record(lost, latest=False).status == "interrupted" and store.record(lost, latest=False).resumes == 0
 
 
 def test_a_sweeps_runs_show_their_sweep_and_varied_values(store):

@@ -128,7 +128,7 @@ def test_start_passes_the_config_the_widgets_describe_and_watches_the_new_run(st
     assert (config.train.steps, config.train.lr, config.train.seed) == (300, 0.01, 7)
     assert config.train.clip_grad_norm is None and config.train.optimizer == "adam"
     assert path == str(store.path)
-    new_id = max(store.runs()["id"])
+    new_id = max(r.id for r in store.records(latest=False))
     assert app.query_params["run"] in (str(new_id), [str(new_id)])
     assert app.selectbox(key="train_watch").value == new_id
     assert not button(app, "Stop").disabled  # the new run is queued: it can be stopped
@@ -436,7 +436,7 @@ def test_start_from_a_page_watching_another_run_watches_the_new_one(store, fake_
     app = run(run=old)
     button(app, "Start").click().run()
     assert not app.exception
-    new = max(store.runs()["id"])
+    new = max(r.id for r in store.records(latest=False))
     assert new != old and app.selectbox(key="train_watch").value == new
     assert app.query_params["run"] in (str(new), [str(new)])
 
@@ -522,7 +522,7 @@ def test_after_start_the_panel_looks_quickly_until_the_first_point_then_at_its_u
     app = run()
     button(app, "Start").click().run()
     assert not app.exception
-    run_id = max(store.runs()["id"])
+    run_id = max(r.id for r in store.records(latest=False))
     assert any("first point" in caption.value for caption in app.caption)
     assert titles(app) == ["Loss (train, validation): waiting for the first rows"]
     set_status(store, run_id, "running")

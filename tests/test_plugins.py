@@ -317,12 +317,12 @@ def test_the_cli_trains_a_cell_named_by_its_import_path_here_and_in_a_background
     run_id = json.loads(background.stdout)["run_id"]
     with RunStore(store) as opened:
         deadline = time.monotonic() + 180
-        while opened.run(run_id)["status"] not in TERMINAL and time.monotonic() < deadline:
+        while opened.record(run_id, latest=False).status not in TERMINAL and time.monotonic() < deadline:
             time.sleep(0.5)
-        worker_run, foreground_run = opened.run(run_id), opened.run(summary["run_id"])
-    assert worker_run["status"] == "completed", worker_run["error"]
+        worker_run, foreground_run = opened.record(run_id, latest=False), opened.record(summary["run_id"], latest=False)
+    assert worker_run.status == "completed", worker_run.error
     for run in (worker_run, foreground_run):
-        assert run["config"]["cell"] == {"name": LEAKY, "hidden_size": 8, "options": {"leak": 0.3}}
+        assert run.raw_config["cell"] == {"name": LEAKY, "hidden_size": 8, "options": {"leak": 0.3}}
     described = cli("cells", LEAKY, store=store, plugin_dir=plugin_dir)
     assert described.stdout.splitlines()[:3] == [f"{LEAKY}: {sys.modules[MODULE].LeakyRNN.summary}",
                                                  "paper: a lab notebook, p. 1", "equations (LaTeX):"]

@@ -1,5 +1,6 @@
 """stability/runs/records.py and RunStore.record/records/active_runs: a stored run as one typed value."""
 import dataclasses
+import json
 import math
 import subprocess
 import sys
@@ -36,13 +37,15 @@ def test_a_record_carries_the_typed_config_the_columns_and_the_latest_values(sto
     store.flush(run_id, [(10, 1.0, "val/loss", 0.9), (20, 2.0, "val/loss", 0.5), (20, 2.0, "sv/max", math.inf)],
                 heartbeat_step=20)
     record = store.record(run_id)
-    run = store.run(run_id)
+    with raw_connection(store) as conn:  # the run's row as stored
+        row = dict(conn.execute(text("SELECT * FROM runs WHERE id = :id"), {"id": run_id}).mappings().one())
     assert isinstance(record, RunRecord) and record.config == CONFIG and record.config_problem is None
-    assert dict(record.raw_config) == run["config"] == CONFIG.to_dict()
+    assert dict(record.raw_config) == json.loads(row["config"]) == CONFIG.to_dict()
     for column in ("name", "status", "created_at", "started_at", "finished_at", "heartbeat", "device", "pid",
                    "total_params", "recurrent_params", "metric", "baseline", "baseline_label", "step", "error",
-                   "resumes", "stop_requested", "sweep_id", "trial", "params", "host"):
-        assert getattr(record, column) == run[column], column
+                   "resumes", "stop_requested", "sweep_id", "trial", "host"):
+        assert getattr(record, column) == row[column], column
+    assert store.record(run_id, latest=False) == dataclasses.replace(record, latest={})  # the same run, no latest
     assert (record.sweep_id, record.trial, dict(record.params), record.host) == (None, None, {}, None)
     assert (record.id, record.cell, record.task, record.active) == (run_id, "lstm", "copy", True)
     assert record.total_steps == 300 and record.progress == pytest.approx(20 / 300)  # budget from the config
@@ -61,7 +64,7 @@ def test_a_stored_config_that_no_longer_parses_keeps_the_run_readable(store):
     assert record.config is None and dict(record.raw_config) == stored
     assert "unknown cell field(s) m3" in record.config_problem and "\n" not in record.config_problem
     assert (record.cell, record.task, record.progress) == ("spectral", "copy", 0.5)
-    assert store.run(run_id)["config"] == stored  # the dict view is unchanged
+    assert store.record(run_id, latest=False).raw_config == stored  # the stored dict is unchanged
 
 
 def test_a_config_that_is_not_even_json_is_one_line_too(store):
@@ -115,15 +118,14 @@ def test_params_that_are_not_a_json_object_read_as_empty(store):
     for stored in ("[1, 2]", "{broken"):
         with raw_connection(store) as conn:
             conn.execute(text("UPDATE runs SET params = :params WHERE id = :id"), {"params": stored, "id": run_id})
-        assert dict(store.record(run_id).params) == {} == store.run(run_id)["params"]
+        assert dict(store.record(run_id).params) == {} == store.record(run_id, latest=False).params
 
 
 def test_active_runs_are_the_queued_and_running_ones_oldest_first(store):
     statuses = ["running", "completed", "queued", "failed", "running", "interrupted"]
     for status in statuses:
         set_status(store, store.create_run(CONFIG.to_dict()), status)
-    frame = store.runs()
-    expected = sorted(frame.loc[frame["status"].isin(["queued", "running"]), "id"])
+    expected = sorted(record.id for record in store.records(latest=False) if record.status in ("queued", "running"))
     active = store.active_runs()
     assert [record.id for record in active] == expected == [1, 3, 5]
     assert all(record.active for record in active)

@@ -38,7 +38,7 @@ def test_config_summary_progress_and_final_metrics(store):
                       (100, 2.0, "val/loss", 0.5), (100, 2.0, "train/loss", 0.3), (100, 2.0, "test/accuracy", 0.65)])
     second = create(store, cell="lstm", task=TaskConfig("mnist", {}))
     table = run_table(store).set_index("id")
-    assert list(table.index) == [second, first]  # newest first, like RunStore.runs()
+    assert list(table.index) == [second, first]  # newest first, like RunStore.records()
     row = table.loc[first]
     assert (row["name"], row["status"], row["cell"], row["hidden"], row["task"]) == ("rnn run", "failed", "rnn", 24,
                                                                                      "adding")
@@ -60,7 +60,7 @@ def test_config_summary_progress_and_final_metrics(store):
 def test_the_number_of_queries_does_not_grow_with_the_number_of_runs(store):
     counts = []
     for runs in (2, 12):
-        while len(store.runs()) < runs:
+        while len(store.records(latest=False)) < runs:
             run_id = create(store)
             store.flush(run_id, [(step, 0.0, name, run_id + step) for step in range(3)
                                  for name in ("val/loss", "test/loss", "train/loss")], heartbeat_step=2)

@@ -51,9 +51,9 @@ def store_path(tmp_path):
     if not path.exists():
         return
     with RunStore(path) as store:
-        for run in store.runs().to_dict("records"):
-            pid = store.run(run["id"])["pid"]
-            if run["status"] not in TERMINAL and pid is not None and is_alive(pid):
+        for run in store.records(latest=False):
+            pid = run.pid
+            if run.status not in TERMINAL and pid is not None and is_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
 
@@ -65,7 +65,7 @@ def store(store_path):
 
 
 def status_of(store, run_id):
-    return store.run(run_id)["status"]
+    return store.record(run_id, latest=False).status
 
 
 def wait_for_status(store, run_id, statuses, timeout: float = WAIT_S) -> str:
@@ -85,12 +85,12 @@ def wait_for_rows(store, run_id, steps: int = 2):
 def test_background_run_completes_and_logs(store_path, store):
     run_id = scheduler.start_run(tiny(), store_path, name="tiny")
     assert wait_for_status(store, run_id, TERMINAL) == "completed"
-    run = store.run(run_id)
-    assert run["name"] == "tiny" and run["error"] is None and run["step"] == 30
+    run = store.record(run_id, latest=False)
+    assert run.name == "tiny" and run.error is None and run.step == 30
     metrics = store.metrics(run_id)
     assert {"train/loss", "val/loss", "test/mse", "grad/h0_norm"} <= set(metrics["name"])
     assert metrics["step"].max() == 30
-    wait_until(lambda: not is_alive(run["pid"]), what="the worker to exit")
+    wait_until(lambda: not is_alive(run.pid), what="the worker to exit")
     log = store_path.parent / "logs" / f"run-{run_id}.log"
     assert f"run {run_id}: completed" in log.read_text()
 
@@ -100,14 +100,14 @@ def test_start_run_rejects_a_bad_config_and_stores_nothing(store_path, store):
         scheduler.start_run(tiny(lr=-1.0), store_path)
     with pytest.raises(ConfigError, match="vprnn"):
         scheduler.start_run(RunConfig(cell=CellConfig("vprnn", 7)), store_path)
-    assert store.runs().empty
+    assert not store.records(latest=False)
 
 
 def test_two_runs_train_at_once(store_path, store):
     first = scheduler.start_run(tiny(LONG), store_path, max_concurrent=2)
     second = scheduler.start_run(tiny(LONG, seed=1), store_path, max_concurrent=2)
     wait_until(lambda: status_of(store, first) == status_of(store, second) == "running", what="both running")
-    pids = {store.run(first)["pid"], store.run(second)["pid"]}
+    pids = {store.record(first, latest=False).pid, store.record(second, latest=False).pid}
     assert len(pids) == 2 and all(is_alive(pid) for pid in pids)
     wait_for_rows(store, first)
     wait_for_rows(store, second)
@@ -120,11 +120,11 @@ def test_a_full_slot_queues_the_next_run_until_it_frees(store_path, store):
     wait_for_status(store, first, ["running"])
     assert scheduler.reconcile(store_path, max_concurrent=1) == []
     time.sleep(1.0)
-    assert status_of(store, second) == "queued" and store.run(second)["pid"] is None
+    assert status_of(store, second) == "queued" and store.record(second, latest=False).pid is None
     assert scheduler.stop_run(first, store_path) == "stopped"
     # the first worker launches the queued run as it exits
     assert wait_for_status(store, second, TERMINAL) == "completed"
-    assert store.run(second)["started_at"] >= store.run(first)["finished_at"]
+    assert store.record(second, latest=False).started_at >= store.record(first, latest=False).finished_at
 
 
 def test_concurrent_schedulers_never_launch_a_run_twice(store_path, store):
@@ -134,7 +134,7 @@ def test_concurrent_schedulers_never_launch_a_run_twice(store_path, store):
         thread.start()
     for thread in threads:
         thread.join()
-    claimed = [run_id for run_id in run_ids if store.run(run_id)["pid"] is not None]
+    claimed = [run_id for run_id in run_ids if store.record(run_id, latest=False).pid is not None]
     assert claimed == [run_ids[0]]  # the oldest, once
     assert scheduler.stop_run(run_ids[0], store_path) == "stopped"
 
@@ -143,13 +143,13 @@ def test_sigkilled_worker_is_interrupted_and_keeps_its_rows(store_path, store):
     run_id = scheduler.start_run(tiny(LONG), store_path)
     wait_for_status(store, run_id, ["running"])
     before = wait_for_rows(store, run_id, steps=3)
-    pid = store.run(run_id)["pid"]
+    pid = store.record(run_id, latest=False).pid
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not is_alive(pid), what="the killed worker to be gone")
     assert status_of(store, run_id) == "running"  # nobody has looked yet
     assert scheduler.reconcile(store_path) == [run_id]
-    run = store.run(run_id)
-    assert run["status"] == "interrupted" and run["error"] == lifecycle.INTERRUPTED_ERROR
+    run = store.record(run_id, latest=False)
+    assert run.status == "interrupted" and run.error == lifecycle.INTERRUPTED_ERROR
     after = store.metrics(run_id)
     seen = set(map(tuple, before[["step", "name", "value"]].values.tolist()))
     assert seen <= set(map(tuple, after[["step", "name", "value"]].values.tolist()))
@@ -163,18 +163,18 @@ def test_stop_ends_a_running_run_within_seconds(store_path, store):
     started = time.monotonic()
     assert scheduler.stop_run(run_id, store_path, timeout=5.0) == "stopped"
     assert time.monotonic() - started < 5.0
-    run = store.run(run_id)
-    assert run["error"] is None  # the worker saw the flag and ended the run itself
+    run = store.record(run_id, latest=False)
+    assert run.error is None  # the worker saw the flag and ended the run itself
     assert store.checkpoint_path(run_id).exists()
 
 
 def test_stop_terminates_a_worker_that_does_not_stop_in_time(store_path, store):
     run_id = scheduler.start_run(tiny(LONG), store_path)
     wait_for_status(store, run_id, ["running"])
-    pid = store.run(run_id)["pid"]
+    pid = store.record(run_id, latest=False).pid
     assert scheduler.stop_run(run_id, store_path, timeout=0.0) == "stopped"
     assert not is_alive(pid)
-    assert "terminated" in store.run(run_id)["error"]
+    assert "terminated" in store.record(run_id, latest=False).error
 
 
 @pytest.fixture
@@ -214,7 +214,7 @@ def test_stop_never_signals_a_process_that_a_crafted_store_names(store_path, sto
         outcome = scheduler.stop_run(run_id, store_path, timeout=0.0)
         assert outcome.startswith(f"run {run_id} is still running") and "not signalled" in outcome
         assert "\n" not in outcome
-        assert store.run(run_id)["status"] == "running" and store.run(run_id)["stop_requested"]
+        assert store.record(run_id, latest=False).status == "running" and store.record(run_id, latest=False).stop_requested
         time.sleep(0.2)
         assert process.poll() is None and is_alive(process.pid)
 
@@ -238,7 +238,7 @@ def test_a_worker_is_recognised_by_its_token_and_start_time_together(innocent):
 def test_a_launched_worker_records_a_claim_that_identifies_it(store_path, store):
     run_id = scheduler.start_run(tiny(LONG), store_path)
     wait_for_status(store, run_id, ["running"])
-    pid = store.run(run_id)["pid"]
+    pid = store.record(run_id, latest=False).pid
     claim = processes.read_identity(store, run_id)
     assert claim["pid"] == pid and len(claim["token"]) == 32
     assert (store_path.parent / "logs" / f"run-{run_id}.worker").stat().st_mode & 0o077 == 0
@@ -255,10 +255,10 @@ def test_a_worker_follows_the_thread_policy(store_path, store, monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     run_id = scheduler.start_run(tiny(LONG), store_path, max_concurrent=1)
     wait_for_status(store, run_id, ["running"])
-    run = store.run(run_id)
+    run = store.record(run_id, latest=False)
     threads = thread_policy.worker_threads(1)
-    assert run["device"] == f"cpu ({threads} threads)"
-    environ = open(f"/proc/{run['pid']}/environ", "rb").read().split(b"\0")
+    assert run.device == f"cpu ({threads} threads)"
+    environ = open(f"/proc/{run.pid}/environ", "rb").read().split(b"\0")
     assert b"OMP_WAIT_POLICY=PASSIVE" in environ and f"OMP_NUM_THREADS={threads}".encode() in environ
     assert scheduler.stop_run(run_id, store_path) == "stopped"
 
@@ -267,10 +267,10 @@ def test_a_finished_worker_starts_the_next_queued_run_itself(store_path, store):
     # only start_run touches the scheduler: no page, CLI or reconcile between the two runs
     first = scheduler.start_run(tiny(20), store_path, max_concurrent=1)
     second = scheduler.start_run(tiny(20, seed=1), store_path, max_concurrent=1)
-    assert store.run(second)["pid"] is None
+    assert store.record(second, latest=False).pid is None
     assert wait_for_status(store, first, TERMINAL) == "completed"
     assert wait_for_status(store, second, TERMINAL) == "completed"
-    assert store.run(second)["started_at"] >= store.run(first)["finished_at"]
+    assert store.record(second, latest=False).started_at >= store.record(first, latest=False).finished_at
 
 
 def test_start_run_works_from_any_directory(store_path, store, tmp_path, monkeypatch):
@@ -279,7 +279,7 @@ def test_start_run_works_from_any_directory(store_path, store, tmp_path, monkeyp
     monkeypatch.chdir(elsewhere)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     run_id = scheduler.start_run(tiny(), store_path)
-    pid = store.run(run_id)["pid"]
+    pid = store.record(run_id, latest=False).pid
     wait_until(lambda: status_of(store, run_id) in TERMINAL or not is_alive(pid), what="the worker to end")
     scheduler.reconcile(store_path)  # a worker that could not even import stability reads as interrupted
     assert wait_for_status(store, run_id, TERMINAL) == "completed"
@@ -289,7 +289,7 @@ def test_stop_of_a_queued_run_is_immediate(store_path, store):
     first = scheduler.start_run(tiny(LONG), store_path, max_concurrent=1)
     second = scheduler.start_run(tiny(LONG), store_path, max_concurrent=1)
     assert scheduler.stop_run(second, store_path, timeout=0.0) == "stopped"
-    assert store.run(second)["started_at"] is None and store.run(second)["pid"] is None
+    assert store.record(second, latest=False).started_at is None and store.record(second, latest=False).pid is None
     assert scheduler.stop_run(first, store_path) == "stopped"
 
 
@@ -300,7 +300,7 @@ def test_a_failing_task_marks_the_run_failed_with_its_message(store_path, store,
     config = tiny(task="mnist", task_options={"data_dir": str(empty)})
     run_id = scheduler.start_run(config, store_path)
     assert wait_for_status(store, run_id, TERMINAL) == "failed"
-    error = store.run(run_id)["error"]
+    error = store.record(run_id, latest=False).error
     assert error.startswith("DatasetUnavailable: ") and str(empty) in error and "\n" not in error
 
 
@@ -308,8 +308,8 @@ def test_a_nan_ends_the_run_as_diverged(store_path, store):
     config = tiny(200, cell_options={"nonlinearity": "relu"}, lr=1e6)
     run_id = scheduler.start_run(config, store_path)
     assert wait_for_status(store, run_id, TERMINAL) == "diverged"
-    run = store.run(run_id)
-    assert run["step"] < 200 and "non-finite" in run["error"]
+    run = store.record(run_id, latest=False)
+    assert run.step < 200 and "non-finite" in run.error
 
 
 def test_is_alive_treats_exited_children_as_dead():
@@ -346,9 +346,9 @@ def test_a_stopped_run_resumes_in_a_worker_and_appends_to_its_rows(store_path, s
     stopped_at = store.metrics(run_id, ["train/loss"]).step.max()
     assert stopped_at < 600
     scheduler.resume_run(run_id, store_path)
-    assert wait_for_status(store, run_id, ["completed", "failed"], timeout=120) == "completed", store.run(run_id)
-    run = store.run(run_id)
-    assert run["resumes"] == 1 and run["error"] is None and not run["stop_requested"]
+    assert wait_for_status(store, run_id, ["completed", "failed"], timeout=120) == "completed", store.record(run_id, latest=False)
+    run = store.record(run_id, latest=False)
+    assert run.resumes == 1 and run.error is None and not run.stop_requested
     losses = store.metrics(run_id, ["train/loss"])
     assert sorted(losses.step) == list(range(0, 601, 5))  # step 0 (step_zero.py) and every log step once: nothing lost, nothing twice
 
@@ -363,5 +363,5 @@ def test_only_a_stopped_interrupted_or_failed_run_with_a_checkpoint_resumes(stor
     set_status(store, never_ran, "stopped")
     with pytest.raises(ResumeError, match=f"run {never_ran} has no checkpoint"):
         scheduler.resume_run(never_ran, store_path)
-    assert [store.run(i)["resumes"] for i in (done, never_ran)] == [0, 0]
-    assert store.run(never_ran)["status"] == "stopped"
+    assert [store.record(i, latest=False).resumes for i in (done, never_ran)] == [0, 0]
+    assert store.record(never_ran, latest=False).status == "stopped"

@@ -57,23 +57,24 @@ def start_writer(db, run_id, body):
 # ----------------------------------------------------------------------------- runs
 def test_create_and_read_run(store):
     run_id = store.create_run(CONFIG)
-    run = store.run(run_id)
-    assert run["config"] == CONFIG
-    assert run["name"] == "tiny" and run["status"] == "queued"
-    assert abs(run["created_at"] - time.time()) < 60
-    assert run["stop_requested"] is False
+    run = store.record(run_id, latest=False)
+    assert run.raw_config == CONFIG
+    assert run.name == "tiny" and run.status == "queued"
+    assert abs(run.created_at - time.time()) < 60
+    assert run.stop_requested is False
     assert {"started_at", "finished_at", "device", "pid", "heartbeat", "error", "total_params",
-            "recurrent_params", "baseline", "baseline_label", "metric", "step", "total_steps"} <= set(run)
-    assert store.run(store.create_run(CONFIG, name="other"))["name"] == "other"
+            "recurrent_params", "baseline", "baseline_label", "metric", "step", "total_steps"} <= {
+        field.name for field in dataclasses.fields(run)}
+    assert store.record(store.create_run(CONFIG, name="other"), latest=False).name == "other"
 
 
 def test_update_run_coerces_numpy_and_rejects_unknown_fields(store):
     run_id = store.create_run(CONFIG)
     store.update_run(run_id, pid=np.int64(123), total_params=np.int32(456), baseline=np.float32(0.5),
                      device="cpu", metric="mse", baseline_label="predict 1")
-    run = store.run(run_id)
-    assert (run["pid"], run["total_params"], run["baseline"], run["device"]) == (123, 456, 0.5, "cpu")
-    assert type(run["pid"]) is int
+    run = store.record(run_id, latest=False)
+    assert (run.pid, run.total_params, run.baseline, run.device) == (123, 456, 0.5, "cpu")
+    assert type(run.pid) is int
     with pytest.raises(ValueError, match="unknown run field.*colour.*valid: name"):
         store.update_run(run_id, colour="red")
     for fields in ({"status": "running"}, {"status": "done"}):  # a status is the lifecycle's (compare_and_set)
@@ -81,7 +82,7 @@ def test_update_run_coerces_numpy_and_rejects_unknown_fields(store):
             store.update_run(run_id, **fields)
         with pytest.raises(ValueError, match="status is written only by stability.execution.lifecycle"):
             store.create_run(CONFIG, fields=fields)
-    assert not hasattr(store, "set_status") and store.run(run_id)["status"] == "queued"
+    assert not hasattr(store, "set_status") and store.record(run_id, latest=False).status == "queued"
 
 
 def test_a_run_is_created_in_one_insert_with_its_fields(store):
@@ -100,17 +101,17 @@ def test_a_run_is_created_in_one_insert_with_its_fields(store):
 def test_status_transitions_set_timestamps(store):
     run_id = store.create_run(CONFIG)
     set_status(store, run_id, "running")
-    run = store.run(run_id)
-    assert run["status"] == "running" and run["started_at"] is not None and run["finished_at"] is None
-    started = run["started_at"]
+    run = store.record(run_id, latest=False)
+    assert run.status == "running" and run.started_at is not None and run.finished_at is None
+    started = run.started_at
     set_status(store, run_id, "failed", error="ValueError: boom")
-    run = store.run(run_id)
-    assert run["status"] == "failed" and run["error"] == "ValueError: boom"
-    assert run["finished_at"] >= started and run["started_at"] == started
+    run = store.record(run_id, latest=False)
+    assert run.status == "failed" and run.error == "ValueError: boom"
+    assert run.finished_at >= started and run.started_at == started
     for status in TERMINAL:
         other = store.create_run(CONFIG)
         set_status(store, other, status)
-        assert store.run(other)["finished_at"] is not None
+        assert store.record(other, latest=False).finished_at is not None
     with pytest.raises(ValueError, match="unknown run status 'finished'"):
         set_status(store, run_id, "finished")
 
@@ -133,28 +134,26 @@ def test_stop_flag_and_heartbeat(store):
     assert store.stop_requested(run_id) is True and store.stop_requested(other) is False
     before = time.time()
     store.flush(run_id, [], heartbeat_step=7)
-    run = store.run(run_id)
-    assert run["heartbeat"] >= before and run["step"] == 7
+    run = store.record(run_id, latest=False)
+    assert run.heartbeat >= before and run.step == 7
     store.flush(run_id, [])
-    assert store.run(run_id)["step"] == 7 and store.run(run_id)["heartbeat"] >= run["heartbeat"]
+    again = store.record(run_id, latest=False)
+    assert again.step == 7 and again.heartbeat >= run.heartbeat
 
 
-def test_runs_frame_newest_first_with_cell_and_task(store):
+def test_records_newest_first_with_cell_and_task(store):
     first = store.create_run(CONFIG)
     second = store.create_run({**CONFIG, "cell": {"name": "rnn"}, "task": {"name": "copy"}})
     store.update_run(first, pid=42, total_steps=5)
-    frame = store.runs()
-    assert list(frame.columns) == ["id", "name", "status", "created_at", "started_at", "finished_at", "device",
-                                   "pid", "heartbeat", "error", "total_params", "recurrent_params", "step",
-                                   "total_steps", "sweep_id", "trial", "cell", "task"]
-    assert list(frame["id"]) == [second, first]
-    assert list(frame["cell"]) == ["rnn", "spectral"] and list(frame["task"]) == ["copy", "adding"]
-    assert frame.loc[frame["id"] == first, "pid"].item() == 42
-    assert pd.isna(frame.loc[frame["id"] == second, "pid"].item())
+    records = store.records(latest=False)
+    assert [r.id for r in records] == [second, first]
+    assert [r.cell for r in records] == ["rnn", "spectral"] and [r.task for r in records] == ["copy", "adding"]
+    assert (records[1].pid, records[1].total_steps) == (42, 5)
+    assert records[0].pid is None
 
 
 def test_empty_store_reads(store):
-    assert store.runs().empty and "cell" in store.runs().columns
+    assert store.records(latest=False) == [] and store.records() == []
     run_id = store.create_run(CONFIG)
     assert store.metrics(run_id).empty and list(store.metrics(run_id).columns) == [
         "run_id", "step", "wall_time", "name", "value"]
@@ -173,8 +172,8 @@ def test_pruned_is_a_terminal_status(store):
     set_status(store, run_id, "running")
     store.log(run_id, [(step, 0.0, "val/loss", 1.0 / (step + 1)) for step in range(3)])
     set_status(store, run_id, "pruned")
-    run = store.run(run_id)
-    assert run["status"] == "pruned" and run["finished_at"] >= run["started_at"]
+    run = store.record(run_id, latest=False)
+    assert run.status == "pruned" and run.finished_at >= run.started_at
     assert len(store.metrics(run_id)) == 3  # its rows are kept
     assert store.active_runs() == []
 
@@ -183,25 +182,25 @@ def test_a_trial_run_carries_its_sweep_trial_params_and_host(store):
     sweep_id = store.create_sweep(SPEC)
     plain = store.create_run(CONFIG)
     trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=np.int64(3), params={"cell": "rnn", "train.lr": 0.001})
-    run = store.run(trial)
-    assert (run["sweep_id"], run["trial"], run["params"]) == (sweep_id, 3, {"cell": "rnn", "train.lr": 0.001})
-    assert type(run["trial"]) is int and run["host"] is None
-    assert (store.run(plain)["sweep_id"], store.run(plain)["trial"], store.run(plain)["params"]) == (None, None, {})
+    run = store.record(trial, latest=False)
+    assert (run.sweep_id, run.trial, run.params) == (sweep_id, 3, {"cell": "rnn", "train.lr": 0.001})
+    assert type(run.trial) is int and run.host is None
+    run = store.record(plain, latest=False)
+    assert (run.sweep_id, run.trial, run.params) == (None, None, {})
     store.update_run(plain, host="gpu-box-2", sweep_id=sweep_id, trial=7, params={"train.lr": np.float64(0.5)})
-    run = store.run(plain)
-    assert (run["host"], run["sweep_id"], run["trial"], run["params"]) == ("gpu-box-2", sweep_id, 7, {"train.lr": 0.5})
+    run = store.record(plain, latest=False)
+    assert (run.host, run.sweep_id, run.trial, run.params) == ("gpu-box-2", sweep_id, 7, {"train.lr": 0.5})
     store.update_run(plain, sweep_id=None, trial=None, params=None, host=None)
-    run = store.run(plain)
-    assert (run["host"], run["sweep_id"], run["trial"], run["params"]) == (None, None, None, {})
+    run = store.record(plain, latest=False)
+    assert (run.host, run.sweep_id, run.trial, run.params) == (None, None, None, {})
     with pytest.raises(ValueError, match="params must be a dict; got list"):
         store.update_run(plain, params=[1, 2])
     with pytest.raises(ValueError, match="params must be a dict"):
         store.create_run(CONFIG, params="lr=1")
-    frame = store.runs()
-    assert str(frame["sweep_id"].dtype) == "Int64" and str(frame["trial"].dtype) == "Int64"
-    by_id = frame.set_index("id")
-    assert by_id.loc[trial, "trial"] == 3 and by_id.loc[trial, "sweep_id"] == sweep_id
-    assert pd.isna(by_id.loc[plain, "trial"]) and pd.isna(by_id.loc[plain, "sweep_id"])
+    by_id = {r.id: r for r in store.records(latest=False)}
+    assert type(by_id[trial].trial) is int and type(by_id[trial].sweep_id) is int
+    assert by_id[trial].trial == 3 and by_id[trial].sweep_id == sweep_id
+    assert by_id[plain].trial is None and by_id[plain].sweep_id is None
 
 
 def test_sweeps_are_created_read_listed_and_updated(store):
@@ -237,7 +236,8 @@ def test_sweep_counts_equal_a_pandas_count_of_its_runs(store):
         sweep_id = [None, *sweep_ids][rng.integers(4)]
         run_id = store.create_run(CONFIG, sweep_id=sweep_id, trial=number, params={"train.lr": 0.1})
         set_status(store, run_id, STATUSES[rng.integers(len(STATUSES))])
-    frame = store.runs()
+    frame = pd.DataFrame([(r.sweep_id, r.status) for r in store.records(latest=False)],
+                         columns=["sweep_id", "status"]).astype({"sweep_id": "Int64"})
     expected = frame.dropna(subset=["sweep_id"]).groupby(["sweep_id", "status"]).size()
     listed = store.sweeps()
     assert [sweep.id for sweep in listed] == sorted(sweep_ids, reverse=True)
@@ -320,16 +320,16 @@ def test_flush_writes_scalars_series_and_heartbeat_together(store):
     run_id = store.create_run(CONFIG)
     store.flush(run_id, [(3, 1.0, "train/loss", 0.1)], [(3, 1.0, "sv/spectrum", 0, 1.0)], heartbeat_step=3)
     assert len(store.metrics(run_id)) == 1 and len(store.series(run_id, "sv/spectrum")) == 1
-    run = store.run(run_id)
-    assert run["step"] == 3 and run["heartbeat"] is not None
+    run = store.record(run_id, latest=False)
+    assert run.step == 3 and run.heartbeat is not None
     with pytest.raises(ValueError):  # a bad row rolls the whole flush back
         store.flush(run_id, [(4, 1.0, "train/loss", 0.2)], [(4, 1.0, "sv/spectrum", 0, "not a number")], 4)
-    assert len(store.metrics(run_id)) == 1 and store.run(run_id)["step"] == 3
+    assert len(store.metrics(run_id)) == 1 and store.record(run_id, latest=False).step == 3
 
 
 def test_unknown_run_raises_one_line(store):
     store.create_run(CONFIG)
-    calls = [lambda: store.run(99), lambda: store.update_run(99, pid=1),
+    calls = [lambda: store.record(99, latest=False), lambda: store.update_run(99, pid=1),
              lambda: store.discard_after(99, 0), lambda: store.request_stop(99), lambda: store.stop_requested(99),
              lambda: store.log(99, []), lambda: store.flush(99, [], []), lambda: store.record(99),
              lambda: store.metrics(99), lambda: store.series(99, "x"), lambda: store.latest(99),
@@ -354,10 +354,10 @@ def test_delete_run_removes_rows_and_checkpoint(store):
     store.delete_run(run_id)
     assert not checkpoint.exists()
     with pytest.raises(RunNotFound):
-        store.run(run_id)
+        store.record(run_id, latest=False)
     assert raw_count(store, "metrics", run_id) == 0 and raw_count(store, "series", run_id) == 0
     assert raw_count(store, "metrics", keep) == 1 and raw_count(store, "series", keep) == 1
-    assert list(store.runs()["id"]) == [keep]
+    assert [r.id for r in store.records(latest=False)] == [keep]
     store.delete_run(keep)  # no checkpoint file: fine
 
 
@@ -388,23 +388,23 @@ def test_discard_after_keeps_rows_up_to_the_step_of_this_run_only(store):
     store.discard_after(run_id, 4)
     assert sorted(set(store.metrics(run_id)["step"])) == list(range(5))
     assert sorted(set(store.series(run_id, "sv/spectrum")["step"])) == list(range(5))
-    assert store.run(run_id)["step"] == 4
+    assert store.record(run_id, latest=False).step == 4
     assert len(store.metrics(other)) == 20 and len(store.series(other, "sv/spectrum")) == 30
-    assert store.run(other)["step"] == 9
+    assert store.record(other, latest=False).step == 9
     store.flush(run_id, [(5, 0.0, "train/loss", 0.5)], [], heartbeat_step=5)  # the resumed run goes on
     assert list(store.metrics(run_id, names=["train/loss"])["value"]) == [0, 1, 2, 3, 4, 0.5]
     store.discard_after(run_id, 50)  # nothing after 50: nothing removed, the step is not raised
-    assert len(store.metrics(run_id)) == 11 and store.run(run_id)["step"] == 5
+    assert len(store.metrics(run_id)) == 11 and store.record(run_id, latest=False).step == 5
 
 
 def test_resumes_and_the_stop_request_are_settable(store):
     run_id = store.create_run(CONFIG)
-    assert store.run(run_id)["resumes"] == 0
+    assert store.record(run_id, latest=False).resumes == 0
     store.request_stop(run_id)
     store.update_run(run_id, resumes=np.int64(2), stop_requested=False)  # what a resume does
-    run = store.run(run_id)
-    assert run["resumes"] == 2 and type(run["resumes"]) is int
-    assert run["stop_requested"] is False and store.stop_requested(run_id) is False
+    run = store.record(run_id, latest=False)
+    assert run.resumes == 2 and type(run.resumes) is int
+    assert run.stop_requested is False and store.stop_requested(run_id) is False
 
 
 # --------------------------------------------------------------------- file / path
@@ -429,7 +429,7 @@ def test_schema_version_and_reopening(store):
     assert raw_rows(store, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     run_id = store.create_run(CONFIG)
     with RunStore(store.url) as again:  # reopening keeps the data
-        assert again.run(run_id)["config"] == CONFIG
+        assert again.record(run_id, latest=False).raw_config == CONFIG
 
 
 def test_newer_schema_is_refused(store_location):
@@ -533,7 +533,7 @@ def test_sigkilled_writer_keeps_every_completed_flush(store):
         assert steps >= min_flushes
         assert len(metrics) == steps * per_flush and len(series) == steps * series_per_flush
         assert sorted(set(metrics["step"])) == sorted(set(series["step"])) == list(range(steps))
-        assert after.run(run_id)["step"] == steps - 1  # heartbeat committed with its rows
+        assert after.record(run_id, latest=False).step == steps - 1  # heartbeat committed with its rows
     if store.path is not None:
         with sqlite3.connect(store.path) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -603,13 +603,13 @@ def test_processes_creating_one_store_at_once_all_get_it(store_location):
     for process in processes:
         assert process.wait(timeout=60) == 0, process.stderr.read()
     with RunStore(path) as store:
-        assert len(store.runs()) == 6
+        assert len(store.records(latest=False)) == 6
 
 
 @pytest.mark.parametrize("run_id", [1180591620717411303424, 2**63, -1, "abc", 1.5])
 def test_run_ids_that_cannot_exist_are_not_found(store, run_id):
     store.create_run(CONFIG)
-    for call in (lambda: store.run(run_id), lambda: store.metrics(run_id), lambda: store.latest(run_id),
+    for call in (lambda: store.record(run_id, latest=False), lambda: store.metrics(run_id), lambda: store.latest(run_id),
                  lambda: store.series(run_id, "x"),
                  lambda: store.request_stop(run_id), lambda: store.stop_requested(run_id),
                  lambda: store.flush(run_id, [], []), lambda: store.delete_run(run_id),
@@ -640,7 +640,7 @@ def test_a_keyboard_interrupt_right_after_begin_still_lets_the_status_land(store
     assert not armed
     set_status(store, run_id, "stopped", error="interrupted from the keyboard")  # what the CLI does
     with RunStore(store.url) as other:  # another process's view: committed, nothing half-written
-        assert other.run(run_id)["status"] == "stopped"
+        assert other.record(run_id, latest=False).status == "stopped"
         assert other.metrics(run_id).empty
         other.flush(run_id, [(1, 0.0, "train/loss", 2.0)])  # and no write lock was left behind
 
@@ -658,7 +658,7 @@ def test_a_keyboard_interrupt_inside_a_write_rolls_it_back(store, monkeypatch):
         store.flush(run_id, [(0, 0.0, "train/loss", 1.0)], [(0, 0.0, "v", 0, 1.0)])
     set_status(store, run_id, "stopped")
     with RunStore(store.url) as other:
-        assert other.run(run_id)["status"] == "stopped" and other.metrics(run_id).empty
+        assert other.record(run_id, latest=False).status == "stopped" and other.metrics(run_id).empty
 
 
 @pytest.mark.parametrize("where", ["all but the header", "the metric pages"])
@@ -671,7 +671,7 @@ def test_a_corrupted_store_is_one_line_naming_the_file_and_never_written(tmp_pat
     before = path.read_bytes()
     with pytest.raises(StoreError) as info:
         with RunStore(path) as store:
-            store.runs()
+            store.records(latest=False)
             store.metrics(run_id)
     message = str(info.value)
     assert "\n" not in message and str(path) in message and "move it aside or choose another --store" in message
@@ -691,8 +691,8 @@ def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypat
     try:
         started = time.monotonic()
         with RunStore(store.path) as reader:
-            assert list(reader.runs()["id"]) == [run_id]
-            assert reader.run(run_id)["status"] == "queued"
+            assert [r.id for r in reader.records(latest=False)] == [run_id]
+            assert reader.record(run_id, latest=False).status == "queued"
             assert reader.latest(run_id) == {"train/loss": 1.0}
             assert len(reader.metrics(run_id)) == 1
             assert time.monotonic() - started < 0.3
@@ -701,7 +701,7 @@ def test_reads_do_not_wait_for_a_writer_holding_the_lock(sqlite_store, monkeypat
             assert "\n" not in str(info.value) and str(store.path) in str(info.value)
             holder.execute("ROLLBACK")
             set_status(reader, run_id, "running")  # the connection is usable again
-            assert reader.run(run_id)["status"] == "running"
+            assert reader.record(run_id, latest=False).status == "running"
     finally:
         holder.close()
 
@@ -722,7 +722,7 @@ def test_opening_another_store_in_this_process_keeps_the_first_one_coherent(sqli
         while writer.poll() is None:
             store.metrics(run_id)
         assert writer.wait() == 0, writer.stderr.read()
-        assert len(store.metrics(run_id)) == 50 * (round + 1) and store.run(run_id)["step"] == 50 * round + 49
+        assert len(store.metrics(run_id)) == 50 * (round + 1) and store.record(run_id, latest=False).step == 50 * round + 49
 
 
 # ------------------------------------------------------------------------ migration
@@ -777,13 +777,13 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
         before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
                   for table in ("metrics", "series")}
     with RunStore(path) as store:
-        run = store.run(1)
-        assert run["resumes"] == 0 and run["name"] == "old 1" and run["config"] == CONFIG
-        assert run["stop_requested"] is True
+        run = store.record(1, latest=False)
+        assert run.resumes == 0 and run.name == "old 1" and run.raw_config == CONFIG
+        assert run.stop_requested is True
         store.update_run(1, resumes=1, stop_requested=False)
-        assert store.run(1)["resumes"] == 1 and store.run(2)["resumes"] == 0
+        assert store.record(1, latest=False).resumes == 1 and store.record(2, latest=False).resumes == 0
         new = store.create_run(CONFIG)
-        assert new == 3 and store.run(new)["resumes"] == 0
+        assert new == 3 and store.record(new, latest=False).resumes == 0
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -791,7 +791,7 @@ def test_a_version_1_store_opens_and_gains_the_new_columns(tmp_path):
         for table, rows in before.items():
             assert conn.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == rows
     with RunStore(path) as again:  # opening a migrated store again changes nothing
-        assert again.run(1)["resumes"] == 1
+        assert again.record(1, latest=False).resumes == 1
         latest = again.latest_many()
         assert comparable(latest) == comparable(brute_force_latest(again))
         assert comparable({1: latest[1]}) == comparable({1: {"gap/loss": math.nan, "train/loss": 105.0,
@@ -841,9 +841,9 @@ def test_a_version_3_store_gains_the_sweep_columns_and_table(tmp_path):
     before = conn.execute("SELECT * FROM runs").fetchall()
     conn.close()
     with RunStore(path) as store:
-        run = store.run(1)
-        assert (run["sweep_id"], run["trial"], run["params"], run["host"]) == (None, None, {}, None)
-        assert (run["name"], run["resumes"], run["config"]) == ("old", 2, CONFIG)
+        run = store.record(1, latest=False)
+        assert (run.sweep_id, run.trial, run.params, run.host) == (None, None, {}, None)
+        assert (run.name, run.resumes, run.raw_config) == ("old", 2, CONFIG)
         assert store.latest(1) == {"val/loss": 0.4} and store.sweeps() == []
         sweep_id = store.create_sweep(SPEC)
         trial = store.create_run(CONFIG, sweep_id=sweep_id, trial=0, params={"train.lr": 0.1})
@@ -1047,7 +1047,7 @@ def test_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path):
     for process in processes:
         assert process.wait(timeout=60) == 0, process.stderr.read()
     with RunStore(path) as store:
-        assert store.run(1)["resumes"] == 1 and len(store.runs()) == 2
+        assert store.record(1, latest=False).resumes == 1 and len(store.records(latest=False)) == 2
 
 
 def test_an_sqlite_file_with_a_runs_table_but_no_store_meta_is_refused(tmp_path):
@@ -1134,13 +1134,13 @@ def test_a_sqlite_url_names_the_same_file_as_its_path(tmp_path, monkeypatch):
         assert by_path.location == str(path) == str(by_path) and by_path.home == tmp_path
         assert by_path.shared is False and repr(by_path) == f"RunStore({str(path)!r})"
     with RunStore(f"sqlite:///{path}") as by_url:
-        assert by_url.path == path and by_url.run(run_id)["config"] == CONFIG
+        assert by_url.path == path and by_url.record(run_id, latest=False).raw_config == CONFIG
     monkeypatch.chdir(tmp_path)
     with RunStore("sqlite:///runs.db") as relative:  # relative to the working folder, as a path is
         assert relative.path == path
     monkeypatch.setenv("STABILITY_STORE", f"sqlite:///{path}")
     with RunStore() as from_env:
-        assert from_env.path == path and from_env.run(run_id)["name"] == "tiny"
+        assert from_env.path == path and from_env.record(run_id, latest=False).name == "tiny"
 
 
 @pytest.mark.parametrize("location, complaint", [
@@ -1173,7 +1173,7 @@ def test_a_postgresql_store_names_itself_without_its_password(postgres_cluster, 
         assert store.home.is_dir()
         assert store.checkpoint_path(3) == store.home / "checkpoints" / "run-3.pt"
         with pytest.raises(RunNotFound) as info:
-            store.run(5)
+            store.record(5, latest=False)
         assert "s3cret" not in str(info.value) and store.location in str(info.value)
 
 
@@ -1215,7 +1215,7 @@ def test_an_unknown_database_or_user_or_a_wrong_password_is_one_line(postgres_cl
     postgres_cluster.execute(f"GRANT CREATE ON SCHEMA public TO {PASSWORD_USER}", database=fresh.rsplit("/", 1)[1])
     right = fresh.replace("stability@", f"{PASSWORD_USER}:{PASSWORD}@")
     with RunStore(right) as store:  # the right password is let in
-        assert store.runs().empty
+        assert not store.records(latest=False)
 
 
 def test_a_server_that_goes_away_is_one_line_and_the_store_recovers_when_it_is_back(postgres_cluster, postgres_url):
@@ -1256,7 +1256,7 @@ def test_a_store_lives_beside_an_optuna_study_in_its_database(store_location):
         study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
         run_id = store.create_run(CONFIG, sweep_id=store.create_sweep(SPEC), trial=0, params={"x": 0.5})
     with RunStore(store_location) as again:
-        assert again.run(run_id)["params"] == {"x": 0.5}
+        assert again.record(run_id, latest=False).params == {"x": 0.5}
         assert len(optuna.load_study(storage=again.url, study_name="stability-sweep-1").trials) == 2
 
 
@@ -1315,6 +1315,6 @@ def test_a_postgresql_write_blocked_by_another_writers_lock_is_store_busy_after_
             assert "\n" not in str(info.value) and store.location in str(info.value)
             holder.rollback()
             set_status(store, run_id, "running")  # the store is usable again
-            assert store.run(run_id)["status"] == "running"
+            assert store.record(run_id, latest=False).status == "running"
         finally:
             holder.close()

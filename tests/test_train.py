@@ -41,11 +41,11 @@ def run(store, config):
 def test_completed_run_logs_every_diagnostic(store):
     run_id, status = run(store, tiny(cell="sgornn"))
     assert status == "completed"
-    info = store.run(run_id)
-    assert info["status"] == "completed" and info["finished_at"] >= info["started_at"]
-    assert info["baseline"] == pytest.approx(1 / 6) and info["metric"] == "mse"
+    info = store.record(run_id, latest=False)
+    assert info.status == "completed" and info.finished_at >= info.started_at
+    assert info.baseline == pytest.approx(1 / 6) and info.metric == "mse"
     k = 2 * math.ceil(math.log2(8))  # the VPRNN reference's rotation count for hidden size 8
-    assert info["total_steps"] == 30 and info["recurrent_params"] == k * 8 // 2  # k sublayers of 8/2 angles
+    assert info.total_steps == 30 and info.recurrent_params == k * 8 // 2  # k sublayers of 8/2 angles
     names = set(store.metrics(run_id)["name"])
     expected = {"train/loss", "train/mse", "val/loss", "val/mse", "test/loss", "test/mse", "gap/loss", "gap/mse",
                 "grad/h0_norm", "grad/recurrent_norm", "grad/total_norm", "sv/min", "sv/max", "sv/margin",
@@ -114,8 +114,8 @@ def test_nan_loss_ends_the_run_as_diverged_keeping_earlier_rows(store, monkeypat
     monkeypatch.setattr(tasks, "build", lambda *a, **k: NaNAfter(real_build(*a, **k), after=40))
     run_id, status = run(store, tiny(steps=1000, eval_every=1000, probe_every=1000))
     assert status == "diverged"
-    info = store.run(run_id)
-    assert info["status"] == "diverged" and "non-finite" in info["error"]
+    info = store.record(run_id, latest=False)
+    assert info.status == "diverged" and "non-finite" in info.error
     losses = store.metrics(run_id, ["train/loss"])
     assert (losses.step < 40).sum() >= 5  # rows logged before the NaN are kept
     assert math.isnan(losses.value.iloc[-1])
@@ -128,8 +128,8 @@ def test_stop_request_ends_the_run_as_stopped(store):
     timer.start()
     status = train_run(config, store, run_id).status
     timer.join()
-    assert status == "stopped" and store.run(run_id)["status"] == "stopped"
-    assert 0 < store.run(run_id)["step"] < 10_000_000
+    assert status == "stopped" and store.record(run_id, latest=False).status == "stopped"
+    assert 0 < store.record(run_id, latest=False).step < 10_000_000
 
 
 @pytest.mark.parametrize("schedule,check", [
@@ -168,7 +168,7 @@ def test_epochs_become_steps_over_the_fixed_training_set(store):
     config = tiny(task_options={"seq_len": 8, "train_size": 40}, epochs=2.0, batch_size=16, log_every=1)
     run_id, status = run(store, config)
     assert status == "completed"
-    assert store.run(run_id)["total_steps"] == 5  # ceil(2 * 40 / 16)
+    assert store.record(run_id, latest=False).total_steps == 5  # ceil(2 * 40 / 16)
     assert store.metrics(run_id, ["train/loss"]).step.max() == 5
 
 
@@ -377,7 +377,7 @@ def test_a_stopped_run_resumes_exactly_as_if_it_had_not_stopped(store):
         assert torch.equal(expected[name], got[name]), name
     pd_testing = pytest.importorskip("pandas.testing")
     pd_testing.assert_series_equal(rows_by_step(store, resumed), rows_by_step(store, whole))
-    assert store.run(resumed)["status"] == "completed"
+    assert store.record(resumed, latest=False).status == "completed"
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_and_loses_only_later_rows(store):
@@ -447,8 +447,8 @@ def test_a_hook_can_end_a_run_early_with_its_own_status(store):
 
     run_id = store.create_run(tiny().to_dict())
     assert train_run(tiny(), store, run_id, hooks=[Prune()]).status == "stopped"
-    info = store.run(run_id)
-    assert info["error"] == "pruned: no better than the median"
+    info = store.record(run_id, latest=False)
+    assert info.error == "pruned: no better than the median"
     assert store.metrics(run_id, ["train/loss"]).step.max() == 10
 
 
@@ -514,6 +514,6 @@ def test_a_divergence_between_log_steps_keeps_the_growing_gradient_norms(store, 
     values = late.value.tolist()
     assert values[-1] > 1e30 and math.isfinite(values[-1])  # float32 squares would read inf past ~1e19
     assert values[-1] > 1e10 * values[-2] > 1e20 * values[-3]  # the growth that ended it, step by step
-    diverged_at = store.run(run_id)["step"]
+    diverged_at = store.record(run_id, latest=False).step
     assert diverged_at == late.step.iloc[-1] + 1
     assert not math.isfinite(store.metrics(run_id, ["train/loss"]).sort_values("step").value.iloc[-1])

@@ -149,9 +149,9 @@ def test_train_run_with_a_store_and_no_run_id_creates_the_run(store):
     config = tiny(steps=8)
     config.name = "made here"
     result = train_run(config, store)
-    run = store.run(result.run_id)
-    assert run["status"] == "completed" and run["name"] == "made here" and run["config"] == config.to_dict()
-    assert run["pid"] == os.getpid()  # claimed: a run queue sharing the store leaves it alone
+    run = store.record(result.run_id, latest=False)
+    assert run.status == "completed" and run.name == "made here" and run.raw_config == config.to_dict()
+    assert run.pid == os.getpid()  # claimed: a run queue sharing the store leaves it alone
     stored = store.metrics(result.run_id)
     pd.testing.assert_frame_equal(result.metrics, stored[["step", "wall_time", "name", "value"]])
     assert sorted(set(result.series.name)) == ["grad/h_t_norm", "sv/spectrum"]
@@ -315,8 +315,8 @@ def test_a_failing_hook_is_seen_once_by_every_hook_and_the_store_keeps_the_rows(
     assert all(hook.seen[0] is caught.value for hook in (raiser, first, second))
     # changed with the run lifecycle: train_run claims the run, so it settles it too (it was left
     # 'running', claimed by a live process that no longer trained it, for the caller to settle)
-    assert store.run(run_id)["status"] == "failed"
-    assert store.run(run_id)["error"] == "RuntimeError: hook failed at step 22"
+    assert store.record(run_id, latest=False).status == "failed"
+    assert store.record(run_id, latest=False).error == "RuntimeError: hook failed at step 22"
     rows = store.metrics(run_id)
     assert rows[rows.name == "train/loss"].step.max() == 20  # up to the last flush before step 22
     assert rows[rows.name == "custom/first_saw_failure_at"].value.tolist() == [22.0]

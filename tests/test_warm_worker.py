@@ -39,13 +39,13 @@ def test_a_queued_run_is_taken_by_the_idle_warm_worker_and_stops_when_asked(warm
 
     run_id = scheduler.start_run(tiny(LONG), warm_on, max_concurrent=1)
     with RunStore(warm_on) as store:
-        wait_until(lambda: store.run(run_id)["status"] == "running", what="the run to train")
-        assert store.run(run_id)["pid"] == pid  # the warm worker's own process: none was started for it
+        wait_until(lambda: store.record(run_id, latest=False).status == "running", what="the run to train")
+        assert store.record(run_id, latest=False).pid == pid  # the warm worker's own process: none was started for it
         # a fresh warm worker waits for the next Start, started once the run has (Note [A replacement waits])
         replacement = wait_until(lambda: warm.idle_pid(store), what="the replacement warm worker")
         assert replacement != pid
         assert scheduler.stop_run(run_id, warm_on) == "stopped"
-        assert store.run(run_id)["status"] == "stopped"
+        assert store.record(run_id, latest=False).status == "stopped"
     worker.wait(timeout=30)  # one run a warm worker: it exits after its run
 
 
@@ -58,12 +58,12 @@ def test_each_run_of_a_race_is_taken_by_its_own_idle_warm_worker_and_one_replace
         assert len(idle) == 2 and idle[0] == first
         assert scheduler.keep_warm(warm_on, max_concurrent=2, count=2) == first and warm.idle_pids(store) == idle
         runs = [scheduler.start_run(tiny(LONG, cell=cell), warm_on, max_concurrent=2) for cell in ("rnn", "lstm")]
-        pids = [wait_until(lambda: store.run(run_id)["pid"], what=f"run {run_id}'s claim") for run_id in runs]
+        pids = [wait_until(lambda: store.record(run_id, latest=False).pid, what=f"run {run_id}'s claim") for run_id in runs]
         assert pids == idle  # the race's runs went to the idle warm workers, in order
         replacement = wait_until(lambda: warm.idle_pids(store) or None, what="the replacement warm worker")
         assert len(replacement) == 1 and replacement[0] not in idle
         for run_id in runs:
-            wait_until(lambda: store.run(run_id)["status"] == "running", what=f"run {run_id} to train")
+            wait_until(lambda: store.record(run_id, latest=False).status == "running", what=f"run {run_id} to train")
             assert scheduler.stop_run(run_id, warm_on) == "stopped"
     for pid in idle:
         psutil.Process(pid).wait(timeout=30)  # one run a warm worker: each exits after its run
@@ -78,14 +78,14 @@ def test_the_last_warm_worker_handed_a_run_is_replaced_only_after_a_while(warm_o
     run_id = scheduler.start_run(tiny(LONG), warm_on, max_concurrent=2)
     handed = time.monotonic()
     with RunStore(warm_on) as store:
-        assert wait_until(lambda: store.run(run_id)["pid"], what="the run's claim") == first
+        assert wait_until(lambda: store.record(run_id, latest=False).pid, what="the run's claim") == first
         assert warm.idle_pids(store) == []
         assert scheduler.keep_warm(warm_on, max_concurrent=2) is None and warm.idle_pids(store) == []
         replacement = wait_until(lambda: warm.idle_pid(store), what="the replacement warm worker")
         assert time.monotonic() - handed >= 3.5 and replacement != first
         assert scheduler.stop_run(run_id, warm_on) == "stopped"
         second = scheduler.start_run(tiny(LONG), warm_on, max_concurrent=2)  # the replacement is handed this one
-        assert wait_until(lambda: store.run(second)["pid"], what="the second run's claim") == replacement
+        assert wait_until(lambda: store.record(second, latest=False).pid, what="the second run's claim") == replacement
         pair = scheduler.keep_warm(warm_on, max_concurrent=2, count=2)  # a Race about to start: served at once
         assert pair is not None and len(warm.idle_pids(store)) == 2
         assert scheduler.stop_run(second, warm_on) == "stopped"
@@ -96,8 +96,8 @@ def test_with_warm_workers_off_a_run_gets_a_fresh_worker(warm_on, monkeypatch):
     assert scheduler.keep_warm(warm_on) is None
     run_id = scheduler.start_run(tiny(10), warm_on, max_concurrent=1)
     with RunStore(warm_on) as store:
-        wait_until(lambda: store.run(run_id)["status"] in TERMINAL, what="the run to end")
-        assert store.run(run_id)["status"] == "completed" and warm.idle_pid(store) is None
+        wait_until(lambda: store.record(run_id, latest=False).status in TERMINAL, what="the run to end")
+        assert store.record(run_id, latest=False).status == "completed" and warm.idle_pid(store) is None
 
 
 def test_a_bad_setting_is_one_line():

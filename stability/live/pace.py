@@ -5,7 +5,7 @@ point's fast pace from Start, and when a timer has drifted far enough to be set 
     describe_refresh(refresh, every, run, rows)   # the line under the panel saying so
     needs_retime(refresh, every, run, rows)       # Auto's timer is RETIME_FACTOR off the run's logging
 
-``run`` is a run as the store gives it (a ``RunStore.run`` dict or a ``RunRecord``); ``rows`` a session's rows
+``run`` is a run as the store gives it (a ``RunRecord``, ``store.record(run_id)``); ``rows`` a session's rows
 of it (pages/ui/live.py's LiveRows: ``metrics`` and ``last(name)``), or None before any were read.
 
 Note [Watching cheaply]
@@ -62,15 +62,8 @@ RETIME_FACTOR = 1.5         # Auto re-times the panel (a full rerun) when its in
 RETIME_EVERY_S = 30.0       # and at most this often
 
 
-def _field(run, name: str):
-    """A column of a run dict (``RunStore.run``) or a ``RunRecord``."""
-    return run.get(name) if isinstance(run, dict) else getattr(run, name, None)
-
-
 def _config(run) -> RunConfig:
-    if isinstance(run, dict):
-        return RunConfig.from_dict(run["config"])
-    if run.config is None:  # an external run: no RunConfig
+    if run.config is None:  # an external run, or a stored config that no longer parses: no RunConfig
         raise ConfigError("no config")
     return run.config
 
@@ -84,7 +77,7 @@ def log_interval(run, rows=None) -> float | None:
         return None
     speed = rows.last("speed/steps_per_s") if rows is not None and len(rows.metrics) else math.nan
     if not (math.isfinite(speed) and speed > 0):
-        started, heartbeat, step = _field(run, "started_at"), _field(run, "heartbeat"), _field(run, "step") or 0
+        started, heartbeat, step = run.started_at, run.heartbeat, run.step or 0
         speed = step / (heartbeat - started) if started and heartbeat and heartbeat > started and step else math.nan
     return log_every / speed if math.isfinite(speed) and speed > 0 else None
 
@@ -105,7 +98,7 @@ def log_interval(run, rows=None) -> float | None:
 def awaiting_first_point(run, rows, now: float | None = None) -> bool:
     """Whether ``run`` is active, created within :data:`FIRST_POINT_FOR_S` (a run of unknown age is not), and
     queued or without a row read yet (``rows``: this session's, or None)."""
-    status, created = _field(run, "status"), _field(run, "created_at")
+    status, created = run.status, run.created_at
     recent = created is not None and (time.time() if now is None else now) - created < FIRST_POINT_FOR_S
     return status not in TERMINAL and recent and (status == "queued" or rows is None or rows.metrics.empty)
 
@@ -114,7 +107,7 @@ def live_every(refresh: str, run, rows=None) -> float | None:
     """Seconds between the panel's reruns for the setting ``refresh`` (a key of :data:`REFRESH_CHOICES`); None
     (no polling) when paused or when the run has ended; :data:`FIRST_POINT_EVERY_S` while the run awaits its
     first point."""
-    if _field(run, "status") in TERMINAL or refresh == "off":
+    if run.status in TERMINAL or refresh == "off":
         return None
     if awaiting_first_point(run, rows):
         return FIRST_POINT_EVERY_S
@@ -127,7 +120,7 @@ def live_every(refresh: str, run, rows=None) -> float | None:
 
 def describe_refresh(refresh: str, every: float | None, run, rows) -> str:
     """One line saying how the panel is kept up to date."""
-    if _field(run, "status") in TERMINAL:
+    if run.status in TERMINAL:
         return "The run has ended: nothing more to poll."
     if every is None:
         return "Live updates paused: the panel shows the rows read so far."

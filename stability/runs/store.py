@@ -60,7 +60,7 @@ from .location import DEFAULT_PATH, ENV_VAR, default_path, described, parse_loca
 from .opening import open_engine
 from .queries import (CONTROL, LATEST_OF_RUN, REQUEST_STOP, RUN_BY_ID, RUN_EXISTS, STOP_REQUESTED,
                       latest_from_metrics, latest_many_query, metrics_query, runs_query, series_query, update_by_id)
-from .records import RunRecord, parse_params, record_from_row, section_name
+from .records import RunRecord, record_from_row
 from .schema import SCHEMA_VERSION, as_flag, json_object, latest_table, metrics_table, runs_table, series_table
 from .status import ACTIVE_STATUSES, STATUSES, SWEEP_STATUSES, TERMINAL
 from .sweep_rows import SweepRows
@@ -68,7 +68,7 @@ from .sweep_rows import SweepRows
 # What callers import from here: the store, its errors and vocabulary, wherever each is defined.
 __all__ = ["RunStore", "StoreError", "StoreBusy", "RunNotFound", "RunActive", "SweepNotFound", "ENV_VAR", "DEFAULT_PATH",
            "default_path", "SCHEMA_VERSION", "STATUSES", "ACTIVE_STATUSES", "TERMINAL", "SWEEP_STATUSES",
-           "METRIC_COLUMNS", "SERIES_COLUMNS", "RUNS_COLUMNS", "MAX_RUN_ID"]
+           "METRIC_COLUMNS", "SERIES_COLUMNS", "MAX_RUN_ID"]
 
 MAX_RUN_ID = 2**63 - 1  # SQLite's INTEGER and PostgreSQL's bigint range; any other id names no run
 
@@ -90,10 +90,6 @@ _UPDATABLE = {
 ANY = object()  # compare_and_set: no condition on this column
 METRIC_COLUMNS = ["run_id", "step", "wall_time", "name", "value"]
 SERIES_COLUMNS = ["run_id", "step", "wall_time", "name", "index", "value"]
-RUNS_COLUMNS = ["id", "name", "status", "created_at", "started_at", "finished_at", "device", "pid",
-                "heartbeat", "error", "total_params", "recurrent_params", "step", "total_steps", "sweep_id",
-                "trial"]
-_NULLABLE_INTS = ["pid", "total_params", "recurrent_params", "step", "total_steps", "sweep_id", "trial"]
 _RUNS, _METRICS, _SERIES, _LATEST = runs_table.c, metrics_table.c, series_table.c, latest_table.c
 
 
@@ -295,20 +291,6 @@ class RunStore(SweepRows):
             raise RunNotFound(f"no run with id {run_id} in {self.location}")
         return {"stop_requested": bool(rows[0][0]), "claim": rows[0][1], "status": rows[0][2]}
 
-    def run(self, run_id: int) -> dict[str, Any]:
-        """Deprecated: read a run with :meth:`record` (a typed RunRecord; ``latest=False`` for a live
-        poll: one query of one row). Every column of the run, ``config`` and ``params`` parsed back to
-        dicts. Nothing in stability/, pages/ or benchmarks/ reads a run this way any more (the live poll and
-        the Train page read :meth:`record`); only tests still do, and it goes when they move."""
-        rows = self._dicts(RUN_BY_ID, {"id": self._run_id(run_id)})
-        if not rows:
-            raise RunNotFound(f"no run with id {run_id} in {self.location}")
-        run = rows[0]
-        run["config"] = json.loads(run["config"])
-        run["params"] = parse_params(run["params"])
-        run["stop_requested"] = bool(run["stop_requested"])
-        return run
-
     def record(self, run_id: int, *, latest: bool = True) -> RunRecord:
         """The run as a :class:`~stability.runs.records.RunRecord`, with its latest metric values, or
         (``latest=False``: one query of one row, what a live poll and a claimant read) without them:
@@ -343,21 +325,6 @@ class RunStore(SweepRows):
         """The runs a worker will still write to (``ACTIVE_STATUSES``: queued or running), oldest
         first, the order the queue starts queued runs in."""
         return self.records(ACTIVE_STATUSES)[::-1]
-
-    def runs(self) -> pd.DataFrame:
-        """Deprecated: the pages' table of runs is :func:`stability.runs.table.run_table` (built from
-        :meth:`records`). One row per run of the stored columns, newest first; ``cell`` and ``task``
-        are the config's cell and task names, ``sweep_id`` and ``trial`` empty (``<NA>``) for a run
-        of no sweep. Nothing in stability/, pages/ or benchmarks/ reads it any more (the Train page's list
-        of runs is :meth:`records` with ``latest=False, limit=n``, one query); only tests still do."""
-        rows = self._query(select(*(_RUNS[name] for name in RUNS_COLUMNS), _RUNS.config).order_by(_RUNS.id.desc()))
-        frame = pd.DataFrame([row[:-1] for row in rows], columns=RUNS_COLUMNS)
-        configs = [json.loads(row[-1]) for row in rows]
-        frame["cell"] = pd.Series([section_name(config, "cell") for config in configs], dtype=object)
-        frame["task"] = pd.Series([section_name(config, "task") for config in configs], dtype=object)
-        float_columns = ["created_at", "started_at", "finished_at", "heartbeat"]
-        return frame.astype({"id": "int64", **{c: "Int64" for c in _NULLABLE_INTS},
-                             **{c: "float64" for c in float_columns}})
 
     def delete_run(self, run_id: int) -> None:
         """Remove the run, its metric and series rows, and its checkpoint file if there is one, unless it
