@@ -133,7 +133,7 @@ def watch(store, run_id: int, *, flow: bool = False, wait_s: float = 0.0):
 
 
 def run_rows(store, run, *, flow: bool = False) -> LiveRows:
-    """This session's rows of ``run`` (a :meth:`RunStore.run` dict or a ``RunRecord``), as :func:`watch` gives
+    """This session's rows of ``run`` (a ``RunRecord``), as :func:`watch` gives
     them: every row the server has read of it, topped up with the rows logged since its last read when that
     is a second old.
 
@@ -141,7 +141,7 @@ def run_rows(store, run, *, flow: bool = False) -> LiveRows:
     a worker added to an already-seen step included) and the rows are final. A step that went back (a
     resumed run discards the rows after its checkpoint) is read afresh.
     """
-    return watch(store, run["id"] if isinstance(run, dict) else run.id, flow=flow)[1]
+    return watch(store, run.id, flow=flow)[1]
 
 
 def watched_runs(store, run_ids, *, wait_s: float = 0.0) -> tuple[dict, dict]:

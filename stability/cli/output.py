@@ -2,7 +2,6 @@
 
     print_error("no run with id 9")       # stderr: stability: error: no run with id 9
     print_rows([("id", "status"), ("1", "completed")])   # columns padded to their widest cell
-    duration(75.0)                         # '1:15'
 """
 from __future__ import annotations
 
@@ -10,6 +9,8 @@ import math
 import sys
 import time
 from typing import TYPE_CHECKING
+
+from ..core.formatting import duration
 
 if TYPE_CHECKING:  # the parser imports this module: no pandas, no store at import (stability/cli/main.py)
     from ..runs.store import RunStore
@@ -48,17 +49,6 @@ def or_blank(value) -> str:
     import pandas as pd  # already imported by the store whose values these are
 
     return "-" if value is None or pd.isna(value) else str(value)
-
-
-def duration(seconds: float) -> str:
-    """``12.3 s`` under a minute, then ``M:SS`` and ``H:MM:SS``; ``?`` when not finite."""
-    if not math.isfinite(seconds):
-        return "?"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 class ProgressLine:

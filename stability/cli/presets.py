@@ -19,9 +19,10 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from ..core.formatting import duration
 from ..execution.signals import Terminated, describe_interrupt
 from ..workers import threads
-from .output import ProgressLine, duration, print_rows
+from .output import ProgressLine, print_rows
 
 if TYPE_CHECKING:
     from ..runs.store import RunStore

@@ -16,7 +16,7 @@ _FACE = {
     "rng_state": "devices", "run_with_kernel": "devices", "set_rng_state": "devices", "synchronize": "devices",
     "worker_environment": "devices", "ConfigError": "errors", "check_choice": "errors", "one_line": "errors",
     "LockRefused": "flock", "LockTimeout": "flock", "POLL_S": "flock", "file_lock": "flock", "lock_timeout": "flock",
-    "shown": "formatting", "gpus": None, "GpuMemory": "gpus", "VISIBLE_ENV": "gpus", "gpu_memory": "gpus",
+    "shown": "formatting", "duration": "formatting", "format_duration": "formatting", "gpus": None, "GpuMemory": "gpus", "VISIBLE_ENV": "gpus", "gpu_memory": "gpus",
     "parse_gpu_list": "gpus", "visible_gpus": "gpus", "metric_names": None, "A_H_NORM": "metric_names",
     "ELAPSED_S": "metric_names", "ETA_S": "metric_names", "EXAMPLES": "metric_names",
     "FINAL_PREFIXES": "metric_names", "GAP_LOSS": "metric_names", "GATE_PREFIX": "metric_names",

@@ -12,23 +12,12 @@ from __future__ import annotations
 import math
 import time
 
+from ..core.formatting import format_duration
 from ..core.metric_names import ETA_S, STEPS_PER_S
 from ..runs.status import TERMINAL
 
 EXTERNAL = "external run — logged from your own loop"  # what the pages say instead of offering Start/Stop/Resume
 QUIET_AFTER_S = 120.0  # an external run silent this long is "no word for N min" (never failed for it)
-
-
-def format_duration(seconds: float | None) -> str:
-    """``"45 s"``, ``"3 min 05 s"``, ``"1 h 02 min"``; an em dash when unknown."""
-    if seconds is None or not math.isfinite(seconds) or seconds < 0:
-        return "—"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def describe_config(config: dict) -> str:

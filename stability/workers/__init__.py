@@ -27,7 +27,7 @@ _FACE = {
     "reconcile": "scheduler", "resume_run": "scheduler", "run_worker": "scheduler", "start_run": "scheduler",
     "start_sweep_workers": "scheduler", "stop_run": "scheduler", "slots": None, "drop_waiting": "slots",
     "sweep_worker_pids": "slots", "waiting": "slots", "threads": None, "THREADS_ENV": "threads",
-    "adopt_worker_policy": "threads", "apply_worker_threads": "threads", "available_cores": "threads",
+    "adopt_worker_environment": "threads", "adopt_worker_policy": "threads", "apply_worker_threads": "threads", "available_cores": "threads",
     "worker_threads": "threads", "timed_apart": "timing", "warm": None, "close_warm": "warm", "idle_pids": "warm",
     "read_order": "warm",
 }
