@@ -109,6 +109,15 @@ def test_a_capturable_cell_with_adam_has_no_capture_problem(cell):
     assert capture_problem(model, run_config, task) is None
 
 
+def test_every_registered_cell_but_exprnn_can_be_captured_as_far_as_the_cpu_tells():
+    problems = {}
+    for name in cells.available():
+        run_config = config(name, seq_len=5)
+        task, model = built(run_config)
+        problems[name] = capture_problem(model, run_config, task)
+    assert {name for name, problem in problems.items() if problem} == {"exponential"}
+
+
 def test_exprnn_trains_eagerly_because_matrix_exp_reads_its_norm_on_the_host():
     run_config = config("exponential")
     task, model = built(run_config)
@@ -142,6 +151,13 @@ def test_a_stateful_task_a_task_scoring_itself_and_a_host_read_in_the_cell_train
     problem = capture_problem(model, run_config, task)
     assert problem.startswith("trains eagerly: its step reads the device on the host "
                               "(aten._local_scalar_dense.default at tests/test_graphed_step.py:")
+
+    def failing():
+        raise RuntimeError("no penalty here\nsecond line")
+
+    model.cell.penalty = failing
+    assert capture_problem(model, run_config, task) == ("trains eagerly: its step could not be checked on the CPU "
+                                                        "(RuntimeError: no penalty here)")
 
 
 # ------------------------------------------------------------------ StaticStep

@@ -156,8 +156,8 @@ def host_reads(fn, *args, **kwargs) -> list[str]:
 
 def capture_problem(model: torch.nn.Module, config: RunConfig | TrainConfig, task=None) -> str | None:
     """Why ``model`` trained on ``task`` with ``config`` cannot be captured as one CUDA graph, as the run's
-    device line says it ("trains eagerly: ..."), or None. ``task``: built from ``config`` (a RunConfig)
-    when not given. A CPU run is eager whatever this says: it answers for a CUDA device. The checks, in
+    device line says it ("trains eagerly: ..."), or None. ``model`` as the Trainer holds it (moved to its
+    device and dtype); ``task``: built from ``config`` (a RunConfig) when not given. A CPU run is eager whatever this says: it answers for a CUDA device. The checks, in
     order: a module declared uncapturable, the optimizer, the task, then :func:`host_reads` over one
     step of a CPU copy of the model (forward, loss, backward, norms, clipping, the cell's after-step)."""
     train = config.train if isinstance(config, RunConfig) else config
@@ -170,7 +170,11 @@ def capture_problem(model: torch.nn.Module, config: RunConfig | TrainConfig, tas
     problem = _optimizer_problem(model, train) or _task_problem(task)
     if problem:
         return f"trains eagerly: {problem}"
-    reads = _step_reads(model, task, train)
+    try:
+        reads = _step_reads(model, task, train)
+    except Exception as error:  # noqa: BLE001 - a step that cannot be checked is not captured
+        first = (str(error).strip().splitlines() or [""])[0]
+        return f"trains eagerly: its step could not be checked on the CPU ({type(error).__name__}: {first})"
     if reads:
         more = f" and {len(reads) - 1} more" if len(reads) > 1 else ""
         return f"trains eagerly: its step reads the device on the host ({reads[0]}{more})"
