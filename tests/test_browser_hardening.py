@@ -248,12 +248,17 @@ def damaged_server(request, tmp_path_factory):
         yield url, path
 
 
+def script_done(page) -> None:
+    """Wait until the page's script has run to its end (Streamlit marks its app ``notRunning``)."""
+    page.locator('[data-testid="stApp"][data-test-script-state="notRunning"]').wait_for(timeout=60_000)
+
+
 @pytest.mark.parametrize("where", ["/", "/train?run=1", "/compare?runs=1,2"])
 def test_a_store_damaged_after_its_header_is_one_line_on_every_page(damaged_server, browser, where):  # noqa: F811
     url, path = damaged_server
     page = new_page(browser, url + where)
     page.get_by_text("Run store unavailable").first.wait_for(timeout=120_000)
-    page.wait_for_timeout(3000)
+    script_done(page)  # the page's whole run drawn: an exception box would be there by now
     assert not exception_boxes(page)
     sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
     [line] = [text for text in sidebar.splitlines() if "Run store unavailable" in text]
@@ -277,7 +282,7 @@ def test_a_store_whose_schema_version_is_not_a_number_is_one_line(unnumbered_ser
     url, path = unnumbered_server
     page = new_page(browser, url + where)
     page.locator('[data-testid="stAlertContentError"]').first.wait_for(timeout=120_000)
-    page.wait_for_timeout(3000)
+    script_done(page)  # the page's whole run drawn: an exception box would be there by now
     assert not exception_boxes(page)
     [error] = texts(page, "stAlertContentError")
     assert str(path) in error and "not a readable run store" in error and "'abc'" in error

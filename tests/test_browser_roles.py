@@ -261,6 +261,19 @@ def test_a_signed_in_student_starts_their_own_run_and_stops_only_their_own(tmp_p
 
 
 # ------------------------------------------------------------------------------ DNS rebinding
+def refused(page, url: str) -> None:
+    """Open ``url`` and wait until the server has refused the page's websocket twice (the frontend tries
+    again): the app never got a session, so nothing it would draw can be drawn after this."""
+    closed = []
+    page.on("websocket", lambda socket: socket.on("close", lambda _socket: closed.append(socket.url)))
+    page.goto(url)
+    page.wait_for_function("() => true", timeout=1_000)  # the page's own scripts have started
+    deadline = time.monotonic() + 60
+    while len(closed) < 2:
+        assert time.monotonic() < deadline, f"the websocket of {url} was never refused"
+        page.wait_for_timeout(100)
+
+
 def test_a_page_reached_under_another_sites_name_gets_no_websocket(classroom, browser):  # noqa: F811
     """Chromium told that rebind.example is 127.0.0.1 (what a rebinding DNS server makes it believe): the
     page's HTML comes, but the server refuses its websocket, so no script runs and nothing renders."""
@@ -269,8 +282,7 @@ def test_a_page_reached_under_another_sites_name_gets_no_websocket(classroom, br
         executable_path=CHROMIUM, args=[*CHROMIUM_FLAGS, "--host-resolver-rules=MAP rebind.example 127.0.0.1"])
     try:
         page = chromium.new_page()
-        page.goto(f"http://rebind.example:{port}/")
-        page.wait_for_timeout(8_000)
+        refused(page, f"http://rebind.example:{port}/")
         assert page.get_by_role("heading", name="Train").count() == 0
         assert buttons(page, "Start") == 0
         page.goto(f"http://127.0.0.1:{port}/")  # the same browser, by the machine's own name: the app
@@ -327,8 +339,7 @@ def test_a_server_started_outside_the_checkout_still_refuses_a_rebound_name(tmp_
         wait_healthy(f"http://127.0.0.1:{port}", process, log)
         assert f"127.0.0.1:{port}" in log.read_text() and "0.0.0.0" not in log.read_text()  # loopback only
         page = chromium.new_page()
-        page.goto(f"http://rebind.example:{port}/")
-        page.wait_for_timeout(8_000)
+        refused(page, f"http://rebind.example:{port}/")
         assert page.get_by_role("heading", name="Train").count() == 0 and buttons(page, "Start") == 0
         page.goto(f"http://127.0.0.1:{port}/")
         page.get_by_role("heading", name="Train").wait_for(timeout=90_000)
