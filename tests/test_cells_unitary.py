@@ -447,3 +447,40 @@ def test_exponential_trains_its_skew_parameter_at_a_tenth_of_the_learning_rate()
     assert cells.build("exponential", 1, 4, recurrent_lr_scale=1.0).recurrent_lr_scale == 1.0
     with pytest.raises(ValueError, match="recurrent_lr_scale"):
         cells.build("exponential", 1, 4, recurrent_lr_scale=-1)
+
+
+@pytest.mark.parametrize("name", ["kru", "urnn"])
+def test_a_learned_complex_h0_keeps_its_imaginary_part_through_the_trainer_and_learns_it(name):
+    """The Trainer moves the model to the run's real dtype (Module.to); a complex h0 parameter was cast to
+    a real one there, its imaginary part dropped and never learned. Here h0 = a + ib is set with b != 0, the
+    model moved as the Trainer moves it, and the state the cell starts from, and the gradient reaching b,
+    are compared with a complex h0 given explicitly."""
+    import warnings
+
+    cell = cells.build(name, input_size=3, hidden_size=4, h0="learned")
+    start = torch.complex(torch.randn(4), torch.randn(4))
+    with torch.no_grad():
+        cell.h0_learned.copy_(torch.view_as_real(start))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Casting complex values to real discards the imaginary part"
+        cell = cell.to(dtype=torch.float32)
+    h0 = cell.initial_state(2)
+    assert h0.dtype == torch.complex64 and torch.equal(h0[1], start)
+    x = torch.randn(2, 6, 3)
+    explicit = start.clone().requires_grad_()
+    outputs, _ = cell(x, explicit.expand(2, -1))
+    outputs.square().sum().backward()
+    cell.zero_grad()
+    outputs, _ = cell(x)
+    outputs.square().sum().backward()
+    torch.testing.assert_close(cell.h0_learned.grad, torch.view_as_real(explicit.grad))
+    assert cell.h0_learned.grad[:, 1].abs().sum() > 0  # the imaginary part learns
+
+
+def test_a_checkpoint_with_a_complex_h0_loads_as_real_pairs():
+    cell = cells.build("urnn", input_size=3, hidden_size=4, h0="learned")
+    state = cell.state_dict()
+    old = torch.complex(torch.randn(4), torch.randn(4))
+    state["h0_learned"] = old  # as a checkpoint written before h0 was kept as pairs holds it
+    cell.load_state_dict(state)
+    assert torch.equal(cell.initial_state(1)[0], old)

@@ -129,10 +129,19 @@ class RecurrentCell(nn.Module):
         self.output_size = self.hidden_size
 
     def _init_initial_state(self) -> None:
-        """Create the learned h0 once ``state_size`` is final."""
+        """Create the learned h0 once ``state_size`` is final. A complex state's is kept as real pairs
+        (``(state_size, 2)``, [Re, Im] as ``torch.view_as_real`` lays them out): ``Module.to(dtype)``,
+        which the Trainer calls with the run's real dtype, would otherwise cast a complex parameter to a
+        real one and drop its imaginary part for good (urnn silently, kru with a warning)."""
         if self.h0_mode == "learned":
-            dtype = torch.complex64 if self.complex_state else torch.float32
-            self.h0_learned = nn.Parameter(torch.zeros(self.state_size, dtype=dtype))
+            shape = (self.state_size, 2) if self.complex_state else (self.state_size,)
+            self.h0_learned = nn.Parameter(torch.zeros(shape))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        key = prefix + "h0_learned"  # a checkpoint from before h0 was kept as real pairs: complex (state_size,)
+        if self.complex_state and key in state_dict and state_dict[key].is_complex():
+            state_dict[key] = torch.view_as_real(state_dict[key]).clone()
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # ------------------------------------------------------------------ state
     def initial_state(self, batch_size: int, *, dtype: torch.dtype | None = None,
@@ -144,6 +153,9 @@ class RecurrentCell(nn.Module):
         if self.complex_state and not dtype.is_complex:
             dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
         if self.h0_mode == "learned":
+            if self.complex_state:
+                real = torch.float64 if dtype == torch.complex128 else torch.float32
+                return torch.view_as_complex(self.h0_learned.to(real)).expand(batch_size, -1)
             return self.h0_learned.to(dtype).expand(batch_size, -1)
         if self.h0_mode == "noisy" and self.training and self.h0_noise_std > 0:
             return torch.randn(batch_size, self.state_size, dtype=dtype, device=device) * self.h0_noise_std
