@@ -5,8 +5,10 @@
 # The machine has torch but not every package: wheels for the rest are carried in .whl/ (ignored by git;
 # `pip download --only-binary=:all: --python-version 3.12 -d .whl sqlalchemy greenlet optuna alembic mako colorlog`).
 # In order of value, each under its own limit and the whole under BUDGET_S:
-# 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins the CPU),
+# 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins the CPU), and the
+#    graphed training step against the eager one for every capturable cell (tests/test_graphed_cuda.py, issue 32),
 # 2. every cell's training step on CUDA against PyTorch's kernels, and captured as a CUDA graph (benchmarks/cells.py --graphs),
+#    then the trainer's step (StaticStep) eager and graphed against a bare cuDNN loop (benchmarks/graphed_step.py),
 # 3. start_run -> first stored row on CUDA, warm worker off and on, and the GPU memory an idle warm worker
 #    holds (benchmarks/first_point.py --direct; the machine has no Streamlit or Chromium),
 # 4. what the diagnostics and the store cost on CUDA (benchmarks/training.py), and where that time goes (--profile),
@@ -23,10 +25,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -1
 step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
-    tests/test_device_steps.py}
+    tests/test_device_steps.py tests/test_graphed_cuda.py}
 grep -E "^(FAILED|ERROR)|^E  |passed|failed|rc=" "$OUT/tests.txt" | tail -25
 step 150 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${SEQ_LENS:-100} --reps 3 --graphs
 tail -40 "$OUT/cells_cuda.txt"
+step 90 graphed_cuda.txt python3 benchmarks/graphed_step.py --device cuda
+tail -12 "$OUT/graphed_cuda.txt"
 step 90 first_point_cuda.txt python3 benchmarks/first_point.py --direct --device cuda --tries 3
 tail -10 "$OUT/first_point_cuda.txt"
 step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --reps 2

@@ -26,6 +26,7 @@ _FACE = {
     "widened": "probes", "run": None, "build_and_train": "run", "sinks": None, "ClaimLost": "sinks",
     "ON_STORE_ERROR": "sinks", "STEP_BEAT_EVERY_S": "sinks", "StoreSink": "sinks", "TrainResult": "sinks",
     "read_numbers": "window",
+    "StaticStep": "graphed", "WARMUP_STEPS": "graphed", "capture_problem": "graphed",  # benchmarks/graphed_step.py
 }
 __all__ = sorted(_FACE)
 __getattr__, __dir__ = lazy(__name__, _FACE)
