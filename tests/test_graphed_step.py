@@ -303,3 +303,22 @@ def test_a_capturable_state_loaded_as_saved_makes_a_plain_adam_capturable_and_it
     assert plain.param_groups[0]["capturable"]
     with pytest.raises(AssertionError, match="capturable=True"):
         plain.step()
+
+
+def test_a_load_after_capture_is_refused_in_one_line_and_capture_refuses_a_declared_cell():
+    """Guards a GPU run relies on, checkable here: a checkpoint loaded into a StaticStep whose graph exists
+    would be ignored by the graph (refused), and expRNN's step is refused before CUDA is asked to capture it."""
+    import pytest as _pytest
+
+    from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig
+    from stability.training.build import build_model, build_task
+    from stability.training.graphed import StaticStep, _declared_problem
+
+    config = RunConfig(CellConfig("exponential", 8), TaskConfig("adding", {"seq_len": 5}), TrainConfig(steps=2))
+    task = build_task(config)
+    static = StaticStep(build_model(config, task), task, config.train)
+    assert "matrix_exp" in _declared_problem(static.model)
+    state = static.optimizer_state()
+    static._graph = object()  # as after capture(), which needs CUDA
+    with _pytest.raises(RuntimeError, match="captured already"):
+        static.load_optimizer_state(state)

@@ -163,10 +163,9 @@ def capture_problem(model: torch.nn.Module, config: RunConfig | TrainConfig, tas
     train = config.train if isinstance(config, RunConfig) else config
     if task is None:
         task = build_task(config)
-    for module in model.modules():
-        reason = getattr(module, "uncapturable", None) or UNCAPTURABLE.get(type(module))
-        if reason:
-            return f"trains eagerly: {reason}"
+    problem = _declared_problem(model)
+    if problem:
+        return problem
     problem = _optimizer_problem(model, train) or _task_problem(task)
     if problem:
         return f"trains eagerly: {problem}"
@@ -178,6 +177,16 @@ def capture_problem(model: torch.nn.Module, config: RunConfig | TrainConfig, tas
     if reads:
         more = f" and {len(reads) - 1} more" if len(reads) > 1 else ""
         return f"trains eagerly: its step reads the device on the host ({reads[0]}{more})"
+    return None
+
+
+def _declared_problem(model: torch.nn.Module) -> str | None:
+    """``trains eagerly: <why>`` for a module declared uncapturable (:data:`UNCAPTURABLE`, or its own
+    ``uncapturable`` attribute), else None."""
+    for module in model.modules():
+        reason = getattr(module, "uncapturable", None) or UNCAPTURABLE.get(type(module))
+        if reason:
+            return f"trains eagerly: {reason}"
     return None
 
 
@@ -318,6 +327,9 @@ class StaticStep:
         if not all(group.get("capturable") for group in self.optimizer.param_groups) and \
                 not (isinstance(self.optimizer, torch.optim.SGD) and self.train.lr_schedule == "none"):
             raise RuntimeError(f"{self.train.optimizer} has no capturable form; this run trains eagerly")
+        problem = _declared_problem(self.model)  # a read inside a kernel fails the capture deep in CUDA
+        if problem is not None:
+            raise RuntimeError(problem)
         graph = torch.cuda.CUDAGraph()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
@@ -332,7 +344,12 @@ class StaticStep:
 
     def load_optimizer_state(self, state: dict) -> None:
         """Load a checkpoint's optimizer state (either form): the rates go into the tensors the graph reads
-        and into the schedule's host copies; a capturable optimizer's step counts onto the device."""
+        and into the schedule's host copies; a capturable optimizer's step counts onto the device. Before
+        :meth:`capture` only: loading puts new state tensors into the optimizer, which a graph captured
+        earlier would never read (a resume builds its StaticStep, loads, then captures)."""
+        if self._graph is not None:
+            raise RuntimeError("the step is captured already: its graph reads the optimizer state it was "
+                               "captured with; load the checkpoint into a new StaticStep before capturing")
         groups = self.optimizer.param_groups
         self.optimizer.load_state_dict(capturable_optimizer_state(state, bool(groups[0].get("capturable"))))
         for index, group in enumerate(self.optimizer.param_groups):
