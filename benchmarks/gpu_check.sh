@@ -9,6 +9,7 @@
 #    graphed training step against the eager one for every capturable cell (tests/test_graphed_cuda.py, issue 32),
 # 2. every cell's training step on CUDA against PyTorch's kernels, and captured as a CUDA graph (benchmarks/cells.py --graphs),
 #    then the trainer's step (StaticStep) eager and graphed against a bare cuDNN loop (benchmarks/graphed_step.py),
+#    and the same at hidden 128/512/1024 x T 100/1000 with the memory budget beside the peak (benchmarks/medium_models.py),
 # 3. start_run -> first stored row on CUDA, warm worker off and on, and the GPU memory an idle warm worker
 #    holds (benchmarks/first_point.py --direct; the machine has no Streamlit or Chromium),
 # 4. what the diagnostics and the store cost on CUDA (benchmarks/training.py), and where that time goes (--profile),
@@ -31,6 +32,9 @@ step 150 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${S
 tail -40 "$OUT/cells_cuda.txt"
 step 90 graphed_cuda.txt python3 benchmarks/graphed_step.py --device cuda
 tail -12 "$OUT/graphed_cuda.txt"
+# 90 s: what the caps before it (150 + 150 + 90) leave of 480; the script's grid stops starting rows at 80 s
+step 90 medium_cuda.txt python3 benchmarks/medium_models.py --device cuda
+grep "^|" "$OUT/medium_cuda.txt"
 step 90 first_point_cuda.txt python3 benchmarks/first_point.py --direct --device cuda --tries 3
 tail -10 "$OUT/first_point_cuda.txt"
 step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --reps 2
