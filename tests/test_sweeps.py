@@ -702,21 +702,25 @@ def test_a_varied_cell_drops_the_base_cells_options_it_does_not_declare():
 
 def live_sweep_workers(store_url):
     """``(pid, sweep id)`` of the live sweep workers of the store at ``store_url`` (psutil: the worker module,
-    ``--sweep ID``, the store in the environment)."""
+    ``--sweep ID``, the store in the environment), one a worker: a worker is its token (Note [Identity]), and a
+    process a worker has forked and not yet exec'd (a worker at its end starting the next sweep's worker, a
+    moment CI caught) shows its parent's command line, environment and token; it is not another worker."""
     import psutil
 
-    from stability.workers.processes import WORKER_MODULE
+    from stability.workers.processes import TOKEN_ENV, WORKER_MODULE
 
-    pids = []
+    workers = {}
     for process in psutil.process_iter(["cmdline"]):
         command = process.info["cmdline"] or []
         if WORKER_MODULE in command and "--sweep" in command:
             try:
-                if process.environ().get("STABILITY_STORE") == store_url and process.status() != psutil.STATUS_ZOMBIE:
-                    pids.append((process.pid, int(command[command.index("--sweep") + 1])))
+                environment = process.environ()
+                if environment.get("STABILITY_STORE") == store_url and process.status() != psutil.STATUS_ZOMBIE:
+                    token = environment.get(TOKEN_ENV) or f"pid {process.pid}"
+                    workers.setdefault(token, (process.pid, int(command[command.index("--sweep") + 1])))
             except psutil.Error:
                 continue
-    return pids
+    return list(workers.values())
 
 
 def test_sweeps_asking_more_workers_than_the_run_slots_start_at_most_the_slots_and_the_rest_wait(store, monkeypatch):
