@@ -140,6 +140,23 @@ def cpu_one_thread(cells: list[str], args) -> dict[str, float]:
         torch.set_num_threads(threads)
 
 
+
+def prepared_device(parser, args, script: str, cpu_rows: str) -> torch.device | None:
+    """``args.device`` made ready for a table of captured steps: None (after one line saying so) where CUDA
+    is asked for and absent; torch's CPU threads set on the CPU; every row in the Trainer's float32."""
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(f"{script}: no CUDA GPU (torch {torch.__version__}): nothing to capture; --device cpu times {cpu_rows}")
+        return None
+    if device.type not in ("cuda", "cpu"):
+        parser.error("--device is cuda or cpu (CUDA graphs exist on NVIDIA GPUs only)")
+    if device.type == "cpu":
+        torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
+    apply_fp32_precision()  # every row in the Trainer's float32
+    return device
+
+
 def main(argv=None) -> int:
     defaults = RunConfig()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -155,17 +172,9 @@ def main(argv=None) -> int:
                         help="CUDA: steps of the one-CPU-thread column (0: leave it out)")
     parser.add_argument("--threads", type=int, default=1, help="--device cpu: torch's CPU threads")
     args = parser.parse_args(argv)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print(f"benchmarks/graphed_step.py: no CUDA GPU (torch {torch.__version__}): nothing to capture; "
-              "--device cpu times the eager rows")
+    device = prepared_device(parser, args, "benchmarks/graphed_step.py", "the eager rows")
+    if device is None:
         return 0
-    if device.type not in ("cuda", "cpu"):
-        parser.error("--device is cuda or cpu (CUDA graphs exist on NVIDIA GPUs only)")
-    if device.type == "cpu":
-        torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
-    apply_fp32_precision()  # every row in the Trainer's float32
     cuda = device.type == "cuda"
 
     runners, skipped = {}, {}

@@ -45,7 +45,6 @@ import gc
 import sys
 import time
 import types
-import warnings
 from pathlib import Path
 
 import torch
@@ -53,11 +52,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from graphed_step import (GOAL_CPU, GOAL_CUDNN, Bare, Static, build_task, run_config,  # noqa: E402  (beside this file)
+from graphed_step import (GOAL_CPU, GOAL_CUDNN, Bare, Static, build_task, prepared_device, run_config,  # noqa: E402  (beside this file)
                           timed)
 from stability.admission import footprint, work  # noqa: E402
 from stability.core.devices import synchronize  # noqa: E402
-from stability.core.precision import apply_fp32_precision, describe_precision  # noqa: E402
+from stability.core.precision import describe_precision  # noqa: E402
 from stability.training import build_model, capture_problem  # noqa: E402
 
 CELLS = ["rnn", "lstm", "spectral", "sgornn", "kru"]
@@ -255,17 +254,9 @@ def main(argv=None) -> int:
                         help="the table starts no row after this (benchmarks/gpu_check.sh gives it 90 s)")
     args = parser.parse_args(argv)
     args.cells = _words(args.cells)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print(f"benchmarks/medium_models.py: no CUDA GPU (torch {torch.__version__}): nothing to capture; "
-              "--device cpu times the eager and CPU columns")
+    device = prepared_device(parser, args, "benchmarks/medium_models.py", "the eager and CPU columns")
+    if device is None:
         return 0
-    if device.type not in ("cuda", "cpu"):
-        parser.error("--device is cuda or cpu (CUDA graphs exist on NVIDIA GPUs only)")
-    warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
-    if device.type == "cpu":
-        torch.set_num_threads(args.threads)
-    apply_fp32_precision()  # every row in the Trainer's float32
     cuda = device.type == "cuda"
     start = time.perf_counter()
 

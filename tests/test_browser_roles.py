@@ -267,7 +267,6 @@ def refused(page, url: str) -> None:
     closed = []
     page.on("websocket", lambda socket: socket.on("close", lambda _socket: closed.append(socket.url)))
     page.goto(url)
-    page.wait_for_function("() => true", timeout=1_000)  # the page's own scripts have started
     deadline = time.monotonic() + 60
     while len(closed) < 2:
         assert time.monotonic() < deadline, f"the websocket of {url} was never refused"
