@@ -203,3 +203,31 @@ def test_a_look_that_finds_only_the_step_moved_keeps_its_rows_and_token(store):
     store.flush(run_id, [(200, time.time(), "train/loss", 0.05)], [], heartbeat_step=200)
     logged = looks.look(store, run_id, series=True)
     assert logged.token != first.token and list(logged.metrics["step"]) == [0, 100, 200]
+
+
+def test_an_external_runs_step_moves_between_its_logged_steps_and_never_back(store, monkeypatch):
+    """stability.watch: a loop watched every 400 steps has rows at steps 1 and 400 only; its stored step moves
+    in between all the same (the beat), never ahead of the loop and never back when the rows are written
+    (fails without the loop's step in the sink's view: the step stays at the rows')."""
+    import torch
+    from torch import nn
+
+    import stability.watch as sw
+
+    monkeypatch.setattr(sinks, "STEP_BEAT_EVERY_S", 0.02, raising=False)
+    reader, seen = RunStore(store.path), []
+    model = nn.RNN(2, 4, batch_first=True)
+    with sw.init(name="mine", store=store, total_steps=400) as run:
+        run.watch(model, every=400)
+        for step in range(1, 401):
+            out, _ = model(torch.zeros(1, 3, 2))
+            run.step(out.square().mean())
+            time.sleep(0.004)  # ~2 s: the rows of step 1 are written after a second (WRITE_EVERY_S), mid-loop
+            if step % 2 == 0:
+                seen.append((step, reader.record(run.id).step))
+    reader.close()
+    stored = [value for _, value in seen if value is not None]
+    assert len({value for value in stored if value not in (0, 1, 400)}) >= 3, seen
+    assert all(value is None or value <= step for step, value in seen)
+    assert stored == sorted(stored), seen  # never back
+    assert set(store.metrics(run.id)["step"]) == {1, 400}

@@ -245,7 +245,7 @@ class StoreSink(Sink):
                 raise self._lost()
             if control is not None and control["stop_requested"]:
                 trainer.stop("stopped")
-        step = getattr(trainer, "step", None)  # an external run's view has none: the heartbeat alone
+        step = getattr(trainer, "step", None)  # None: the heartbeat alone
         if self.lost:
             return
         if step is not None and step != self._beat_step and now - self.last_beat >= STEP_BEAT_EVERY_S:

@@ -73,10 +73,13 @@ class StoreWarning(RuntimeWarning):
 
 
 class _SinkView:
-    """What :meth:`StoreSink.on_step` asks of a trainer: ``stop`` (a stop request from the store)."""
+    """What :meth:`StoreSink.on_step` asks of a trainer: ``stop`` (a stop request from the store), and
+    ``step``, the loop's step, which the sink writes between written rows (Note [A moving step] in
+    stability.training.sinks: a loop watched every 100 steps shows its step move all the same)."""
 
     def __init__(self):
         self.stop_requested = False
+        self.step: int | None = None
 
     def stop(self, status: str, error: str | None = None) -> None:
         self.stop_requested = True
@@ -160,7 +163,8 @@ class Run:
         logged = self.watcher.due(self.current_step) if self.watcher is not None else True
         if logged:
             self._log_step(loss, h0, states)
-        self._guarded(lambda: self.sink.on_step(self._view, None))  # the stop request, the heartbeat
+        self._view.step = self.current_step
+        self._guarded(lambda: self.sink.on_step(self._view, None))  # the stop request, the step and heartbeat
         self._advance(self.current_step)
 
     def _log_step(self, loss, h0, states) -> None:
@@ -194,7 +198,9 @@ class Run:
         if done or done_series:
             self._scalars = [row for row in self._scalars if row[0] >= step]
             self._series = [row for row in self._series if row[0] >= step]
-            self._guarded(lambda: self.sink.write(max(row[0] for row in done + done_series), done, done_series))
+            # the run's step as written: the rows' newest, or the loop's step a beat wrote already (never back)
+            reached = max(max(row[0] for row in done + done_series), self._view.step or 0)
+            self._guarded(lambda: self.sink.write(reached, done, done_series))
             self._written = time.monotonic()
             if self._fields and self.sink.pending_rows() == 0:  # the store took the rows: the columns too
                 self._guarded(self._write_fields)
