@@ -583,6 +583,31 @@ def test_sweep_workers_past_the_run_slots_are_capped_in_one_line(tmp_path, monke
         assert slots.waiting(opened, sweep_id) == 0
 
 
+
+def test_a_sweep_checked_without_building_every_cell_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 33: a sweep's check builds at most a few cells (stability.sweeps.spec, Note [Bounded checks]); the
+    Sweep page says when others were checked without building, and so does the CLI (it did not). Five hidden
+    sizes need 11 models; the run slot is held, so no worker starts."""
+    from stability import sweeps
+    from stability.cli.main import main
+    from stability.config import CellConfig, RunConfig
+    from stability.execution import lifecycle
+
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    store = tmp_path / "runs.db"
+    with RunStore(store) as opened:
+        holder = lifecycle.create_claimed(opened, RunConfig(CellConfig("rnn", 4)))
+        code = main(["sweep", *SWEEP, "--vary", "hidden_size=8,12,16,20,24", "--background", "--store", str(store)])
+        result = capsys.readouterr()
+        try:
+            assert code == 0, result.err
+            notes = [line for line in result.err.splitlines() if line.startswith("note: ")]
+            assert len(notes) == 1 and "checked without building their cells" in notes[0], result.err
+        finally:
+            sweeps.stop_sweep(int(result.out), store, timeout=2.0)
+            lifecycle.settle(opened, holder, "stopped")
+
+
 # ------------------------------------------------------------------ reproduce
 TINY_PRESET = {
     "name": "tiny-preset", "title": "Two tiny runs", "paper": "a paper", "figure": "Fig. 9", "section": "§9",

@@ -93,6 +93,9 @@ def cmd_sweep(args) -> int:
         raise sweeps.SweepError("give at least one --vary FIELD=V1,V2,... (or use `train` for one run)")
     spec = sweeps.build_spec(config, args.vary, seeds=args.seeds, sampler=args.sampler, trials=args.trials,
                              prune=args.prune, allow_large=args.yes)
+    note = spec.check_note()  # some models checked without building their cells, as the Sweep page says
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     workers = _capped_workers(args.workers)
     resolve_device(config.train.device)
     sweep_id = sweeps.start_sweep(spec, args.store, workers=workers, name=args.name)
