@@ -24,7 +24,9 @@ _FLAG_NOTES = {"epochs": "passes over a fixed training set, instead of --steps",
                "freeze_recurrent": "keep the parameters that build the recurrent matrix W at their random "
                                    "initial values (KRU paper §4.1)",
                "deterministic": "deterministic GPU algorithms (cuDNN, cuBLAS, index_select's backward): the "
-                                "same numbers every run, and a resume continues exactly on a GPU too; slower"}
+                                "same numbers every run, and a resume continues exactly on a GPU too; slower",
+               "cuda_graphs": "on CUDA, train each step eagerly instead of replaying it as one CUDA graph "
+                              "(the run's device line says which; a CPU run is eager either way)"}
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,9 +81,10 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     defaults = TrainConfig()
     for field in fields(TrainConfig):
         flag = f"--{field.name.replace('_', '-')}"
-        if field.type == "bool":
-            parser.add_argument(flag, dest=field.name, action="store_const", const=True, default=None,
-                                help=_FLAG_NOTES[field.name])
+        if field.type == "bool":  # a switch that is on by default is turned off: --no-cuda-graphs
+            on = getattr(defaults, field.name)
+            parser.add_argument(f"--no-{flag[2:]}" if on else flag, dest=field.name, action="store_const",
+                                const=not on, default=None, help=_FLAG_NOTES[field.name])
             continue
         kind = _FLAG_TYPES[field.type]
         default = getattr(defaults, field.name)

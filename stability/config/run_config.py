@@ -92,6 +92,7 @@ class TrainConfig:
     probe_examples: int = 32  # the fixed probe batch for dL/dh0 and dL/dh_t (float64)
     freeze_recurrent: bool = False  # keep the parameters that build W fixed (KRU paper §4.1)
     deterministic: bool = False  # deterministic GPU algorithms, slower (stability.core.determinism)
+    cuda_graphs: bool = True  # on CUDA, each step replayed as one CUDA graph where it can be (training/graphed.py)
 
     def with_epochs_as_steps(self, train_size: int | None) -> TrainConfig:
         """This config with ``steps`` = ceil(epochs * train_size / batch_size) when ``epochs`` is set."""
@@ -196,7 +197,7 @@ def _check_train(train: TrainConfig) -> None:
             _check_int(name, getattr(train, name), minimum=1, maximum=MAX_STEPS)
     _check_int("eval_examples", train.eval_examples, minimum=1, maximum=MAX_SIZE)
     _check_int("probe_examples", train.probe_examples, minimum=1, maximum=MAX_SIZE)
-    for name in ("freeze_recurrent", "deterministic"):
+    for name in ("freeze_recurrent", "deterministic", "cuda_graphs"):
         if not isinstance(getattr(train, name), bool):
             raise ConfigError(f"{name} must be true or false; got {getattr(train, name)!r}")
 

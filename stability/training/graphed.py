@@ -1,12 +1,21 @@
-"""The training step as one CUDA graph: its pieces, tested on the CPU (issue 32). Not yet used by the
-Trainer; issue 32: wiring it in waits for a session with a GPU to verify the capture.
+"""The training step as one CUDA graph (issue 32): the Trainer trains through it on CUDA.
 
     reads = host_reads(step)                        # the aten ops in step() that read the device on the host
     problem = capture_problem(model, config, task)  # None, or "trains eagerly: <why>", one line
+    plan = step_plan(model, task, train, device)    # static? captured? what the run's device line adds
     static = StaticStep(model, task, train)         # the step over static buffers, the window on the device
     static.step(1, batch)                           # eager (CPU; CUDA before capture), or a replay
     static.capture()                                # CUDA only: the body captured once, replayed after
     checkpoint["optimizer"] = static.optimizer_state()   # the plain form, which any run resumes from
+
+:class:`~stability.training.trainer.Trainer` asks :func:`step_plan` how to train: on a CUDA device, with
+``train.cuda_graphs`` on (the default) and no :func:`capture_problem`, through a :class:`StaticStep`:
+:data:`WARMUP_STEPS` eager steps after step 0's first point, then :meth:`StaticStep.capture`, then a replay
+every step; the evaluation, the float64 probe, the SVDs and every hook run eagerly between replays. Where
+the capture is refused the run trains eagerly through the Trainer's own step, and its device line says
+why (``"... · trains eagerly: <why>"``). A CPU run never asks (its path is the Trainer's own step, as
+before); ``Trainer(..., static_step=True)`` trains a CPU run through an uncaptured StaticStep, which is how
+the tests hold the Trainer's wiring of it to the plain path's rows, bit for bit.
 
 Note [What a graph freezes]
 ---------------------------
@@ -55,13 +64,24 @@ Note [Determinism and graphs]
 captured, the deterministic ones when the switch is on, after the eager warm-up steps have created
 cuBLAS' handles and workspace (``CUBLAS_WORKSPACE_CONFIG``) outside the capture. To be confirmed on
 a GPU with the rest of issue 32.
+
+Note [What the forward remembers]
+---------------------------------
+A replay runs no Python, so what the captured forward left on a module besides its outputs is left
+once, at the capture: the LSTM, GRU and KRU-LSTM cells keep their last forward's input, h0 and outputs
+(``_last_forward``) for ``gate_values()``. Those tensors are the graph's own (its private memory pool,
+kept while a reference holds them), and each replay writes them in place, so a log step reads the gates
+of the step it logs, as the eager step does, while the attribute still holds them. The evaluation
+between replays runs the forward eagerly and replaces the attribute with its own tensors, which no later
+replay would write. So :meth:`StaticStep.capture` notes every tensor attribute the modules hold after the
+capture (:func:`_held_tensors`) and each replay puts back any a Python forward has replaced since.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -75,6 +95,7 @@ from .hooks import stacked_norm, step_norm
 from .schedule import LearningRate
 from .window import StepWindow, row_dtype, scoring
 
+GRAPHED = "graphed: each training step replayed as one CUDA graph"  # the device line's word (step_plan)
 WARMUP_STEPS = 3  # eager steps before a capture (on a side stream: cuBLAS and cuDNN choose and allocate)
 UNCAPTURABLE = {  # module classes whose step reads the device inside a kernel: Note [What a graph freezes]
     SkewExponential: "torch.linalg.matrix_exp (expRNN's W = exp(A - A^T)) copies its input's norm to the host "
@@ -295,6 +316,7 @@ class StaticStep:
         self.loss = self.penalty = self.pred = self.total_norm = None
         self.eager_steps = 0
         self._graph = None
+        self._held: list[tuple[dict, str, object]] = []  # Note [What the forward remembers]
         self._side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
 
     @property
@@ -309,6 +331,9 @@ class StaticStep:
         self._sync_lr()
         if self._graph is not None:
             self._graph.replay()
+            for attributes, name, value in self._held:  # Note [What the forward remembers]
+                if attributes.get(name) is not value:
+                    attributes[name] = value
         else:
             with self._on_side_stream():
                 self._body()
@@ -335,6 +360,12 @@ class StaticStep:
         with torch.cuda.graph(graph):
             self._body()
         self._graph = graph
+        self._held = _held_tensors(self.model)
+
+    @property
+    def captured(self) -> bool:
+        """Whether :meth:`capture` has run: every later :meth:`step` is a replay."""
+        return self._graph is not None
 
     # ------------------------------------------------------------ checkpoints
     def optimizer_state(self) -> dict:
@@ -362,7 +393,10 @@ class StaticStep:
     def _fill(self, x: torch.Tensor, y: torch.Tensor) -> None:
         if self.x is None:
             self.x, self.y = torch.empty_like(x), torch.empty_like(y)
-            h0 = self.model.cell.initial_state(x.shape[0], dtype=self.dtype, device=self.device)
+            # its shape and dtype only: a noisy h0's draw here would shift every later draw from the run's
+            # stream against the Trainer's own step (the CUDA generator too, where the model trains there)
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                h0 = self.model.cell.initial_state(x.shape[0], dtype=self.dtype, device=self.device)
             self.h0_probe = torch.zeros_like(h0).requires_grad_()
         if x.shape != self.x.shape or y.shape != self.y.shape:
             raise ValueError(f"a batch of shape {tuple(x.shape)} does not fit the static buffers "
@@ -413,6 +447,51 @@ class StaticStep:
         self.window.write(loss, objective, norm, score)
         self.loss, self.pred = loss.detach(), pred.detach()
         self.penalty = penalty.detach() if torch.is_tensor(penalty) else penalty
+
+
+def _held_tensors(model: torch.nn.Module) -> list[tuple[dict, str, object]]:
+    """``(module.__dict__, name, value)`` of every attribute of ``model``'s modules that holds a tensor, or a
+    tuple or list of tensors, as they are now (parameters, buffers and submodules live elsewhere in the
+    module): what a replay puts back (Note [What the forward remembers])."""
+    held = []
+    for module in model.modules():
+        for name, value in vars(module).items():
+            if torch.is_tensor(value) or (isinstance(value, (tuple, list)) and value
+                                          and all(torch.is_tensor(item) for item in value)):
+                held.append((vars(module), name, value))
+    return held
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How a Trainer trains its steps: through a :class:`StaticStep` (``static``), captured after the
+    warm-up (``capture``, CUDA only), and what the run's device line adds (``note``: None where nothing
+    changed, as on the CPU by default)."""
+
+    static: bool
+    capture: bool
+    note: str | None
+
+
+def step_plan(model: torch.nn.Module, task, train: TrainConfig, device: torch.device,
+              static_step: bool | None = None) -> StepPlan:
+    """How to train ``model`` on ``task`` on ``device``. ``static_step`` None (the Trainer's default): on CUDA
+    through a captured StaticStep unless ``train.cuda_graphs`` is off or :func:`capture_problem` answers,
+    the Trainer's own step elsewhere (nothing asked: a CPU run is as it was). True: through a StaticStep
+    wherever :func:`capture_problem` allows it, captured on CUDA while ``train.cuda_graphs`` is on (on the
+    CPU: eager, the tests' way to run the wiring). False: the Trainer's own step."""
+    cuda = device.type == "cuda"
+    if static_step is False or (static_step is None and not cuda):
+        return StepPlan(False, False, "trains eagerly: asked to (static_step=False)" if cuda else None)
+    if static_step is None and not train.cuda_graphs:
+        return StepPlan(False, False, "trains eagerly: train.cuda_graphs is off")
+    problem = capture_problem(model, train, task)
+    if problem:
+        return StepPlan(False, False, problem)
+    if cuda and train.cuda_graphs:
+        return StepPlan(True, True, f"{GRAPHED} after {WARMUP_STEPS} eager steps")
+    why = "train.cuda_graphs is off" if cuda else f"a CUDA graph needs a CUDA device, this run trains on {device.type}"
+    return StepPlan(True, False, f"static step, not captured: {why}")
 
 
 def plain_optimizer_state(state: dict) -> dict:

@@ -46,6 +46,15 @@ device: its loss, score and finiteness wait on the device until the next log
 step reads them in one transfer (:mod:`stability.training.window`), which
 is where a divergence is found (and recorded at the step it happened).
 
+On a CUDA device the step is one CUDA graph (:mod:`stability.training.graphed`, issue 32): the
+forward, loss, backward, clipping, the optimizer step, the cell's after-step and the window's row,
+captured after :data:`~stability.training.graphed.WARMUP_STEPS` eager steps (after step 0's first
+point) and replayed every step, the batch copied into static buffers; everything above is read
+eagerly between replays, from the same :class:`~stability.training.hooks.StepResult`.  A run that
+cannot be captured (:func:`~stability.training.graphed.capture_problem`: expRNN's ``matrix_exp``,
+``rmsprop_tf``, a stateful task, ...) or whose ``train.cuda_graphs`` is off trains eagerly, and its
+device line says so and why.  The CPU's path is the eager step, unchanged.
+
 Every process that trains goes through the :class:`Trainer`, which sets
 the float32 precision of every backend to full IEEE float32
 (:mod:`stability.core.precision`: cuDNN cells and scan cells alike) and
@@ -84,6 +93,7 @@ from .batches import batch_on, compact_batches
 from .build import build_optimizer
 from .checkpoints import ResumeError
 from .evaluation import Evaluator
+from .graphed import WARMUP_STEPS, StaticStep, step_plan
 from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm, step_norm
 from .probes import ProbeBatch, spectrum_metrics
 from .schedule import LearningRate
@@ -146,10 +156,15 @@ class Trainer:
     the sink's checkpoint: weights, optimizer state, RNG, learning-rate schedule, cadence, data
     stream position and hook states (by ``state_key``) are restored and the rows logged after
     the checkpoint's step are discarded, so the resumed run trains exactly as if it had not stopped.
+
+    ``static_step`` (:func:`stability.training.graphed.step_plan`): None, the default, trains a CUDA run
+    through a :class:`~stability.training.graphed.StaticStep` captured as one CUDA graph where it can be
+    (``train.cuda_graphs``), any other run through :meth:`_train_step`; True trains through a StaticStep
+    wherever it can (on the CPU uncaptured: the tests' way to run the wiring); False never.
     """
 
     def __init__(self, model: nn.Module, task, config: RunConfig | TrainConfig, *, hooks=(),
-                 progress: Callable[[dict], None] | None = None):
+                 progress: Callable[[dict], None] | None = None, static_step: bool | None = None):
         self.config, self.task = config, task
         train = config.train if isinstance(config, RunConfig) else config
         self.device = resolve_device(train.device)
@@ -163,12 +178,19 @@ class Trainer:
         if self.train.freeze_recurrent:
             for parameter in self.recurrent:
                 parameter.requires_grad_(False)
-        self.optimizer = build_optimizer(self.model, train)
-        self.schedule = LearningRate(self.optimizer, self.train)
+        plan = step_plan(self.model, task, self.train, self.device, static_step)
+        self._static, self._capture, self._step_note = None, plan.capture, plan.note
+        if plan.static:  # its optimizer (capturable where captured), schedule and window are the run's
+            self._static = StaticStep(self.model, task, self.train)
+            self.optimizer, self.schedule, self.window = (self._static.optimizer, self._static.schedule,
+                                                          self._static.window)
+        else:
+            self.optimizer = build_optimizer(self.model, train)
+            self.schedule = LearningRate(self.optimizer, self.train)
+            self.window = StepWindow(task, self.train.resolved_log_every())  # loss, score, finiteness between logs
         self.evaluator = Evaluator(task, train, self.device, self.dtype)
         probe_batch = next(iter(compact_batches(task, "val", self.train.probe_examples)))
         probe = ProbeBatch(self.model, task.loss, *batch_on(task, probe_batch, self.device, self.dtype))
-        self.window = StepWindow(task, self.train.resolved_log_every())  # loss, score, finiteness between logs
         self.hooks, self.sink = _with_one_sink([*default_hooks(probe, progress, window=self.window), *hooks])
         self.step, self.status, self.error = 0, "completed", None
         self.cadence = Cadence()
@@ -229,7 +251,8 @@ class Trainer:
         model, task, cell = self.model, self.task, self.model.cell
         counter = getattr(cell, "recurrent_parameter_count", None)
         recurrent = counter() if counter is not None else _real_numbers(cell.recurrent_parameters())
-        return dict(device=_device_text(self.device), total_params=_real_numbers(model.parameters()),
+        device = _device_text(self.device) + (f" · {self._step_note}" if self._step_note else "")
+        return dict(device=device, total_params=_real_numbers(model.parameters()),
                     recurrent_params=recurrent, baseline=getattr(task, "baseline", None),
                     baseline_label=getattr(task, "baseline_label", None), metric=task.metric,
                     total_steps=self.train.steps)
@@ -256,6 +279,7 @@ class Trainer:
         for _ in range(self.step):  # the same data stream position as when the checkpoint was taken
             next(batches)
         on_step, on_log = self._hooks_with("on_step"), self._hooks_with("on_log")
+        train_step = self._train_step if self._static is None else self._static_step
         self.model.train()
         if not resumed and self.step < self.train.steps:  # step 0's training rows, stored first (Note [Step 0 first])
             first = next(batches)
@@ -270,7 +294,7 @@ class Trainer:
         while self.step < self.train.steps and not self._stopping:
             self.step += 1
             try:
-                result = self._train_step(next(batches))
+                result = train_step(next(batches))
                 if result is None:
                     break
                 for hook in on_step:
@@ -359,6 +383,30 @@ class Trainer:
         return StepResult(self.step, loss.detach(), penalty, pred.detach(), y, h0_probe.grad,
                           None if window is None else window.extras["total_norm"], window)
 
+    def _static_step(self, batch) -> StepResult | None:
+        """:meth:`_train_step` through the run's :class:`~stability.training.graphed.StaticStep`: eager for
+        :data:`~stability.training.graphed.WARMUP_STEPS` steps, then (where the plan captures) captured once
+        and replayed; the same reads at a log step, the same :class:`StepResult` (its tensors the static
+        step's, overwritten by the next step)."""
+        static = self._static
+        if self._capture and not static.captured and static.eager_steps >= WARMUP_STEPS:
+            try:
+                static.capture()
+            except Exception as error:
+                error.add_note("capturing the training step as one CUDA graph failed; train.cuda_graphs=false "
+                               "(--no-cuda-graphs) trains it eagerly")
+                raise
+        static.step(self.step, batch)
+        self.cadence = self._cadence()
+        penalty, window = static.penalty, None
+        if self.cadence.log:  # the one read of this window, as _train_step's
+            window = self.window.read({"total_norm": static.total_norm, "penalty": penalty})
+            self.window.reset()
+            if window.diverged is not None:
+                return self._diverged(*window.diverged)
+        return StepResult(self.step, static.loss, penalty, static.pred, static.y, static.h0_grad,
+                          None if window is None else window.extras["total_norm"], window)
+
     def _diverged(self, step: int, rows: list[tuple[str, float]],
                   before: list[tuple[int, tuple[str, float]]] = ()) -> None:
         """End the run as diverged at ``step`` (the one whose loss or gradient was not finite), with
@@ -415,10 +463,15 @@ class Trainer:
             rng[self.device.type] = device_rng
         checkpoints.save_checkpoint(
             {"config": self._config_dict(), "step": self.step, "model": self.model.state_dict(),
-             "optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict(), "rng": rng,
+             "optimizer": self._optimizer_state(), "schedule": self.schedule.state_dict(), "rng": rng,
              "carried": self._carried, "elapsed": self.elapsed(), "cadence": [self._next_eval, self._next_probe],
              "hooks": {hook.state_key: hook.state_dict() for hook in self.hooks}}, path)
         return path
+
+    def _optimizer_state(self) -> dict:
+        """The optimizer's state dict in its plain form (Note [Capturable state in a checkpoint] in
+        :mod:`stability.training.graphed`): what any run, graphed, eager or on the CPU, resumes from."""
+        return self.optimizer.state_dict() if self._static is None else self._static.optimizer_state()
 
     def _restore(self) -> None:
         path = self.sink.checkpoint_path()
@@ -427,7 +480,10 @@ class Trainer:
                               "(give its sink a checkpoint folder)")
         state = checkpoints.read_for_resume(path, self.sink.label, self._config_dict())
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if self._static is None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        else:  # before its capture: the rates into the tensors the graph will read
+            self._static.load_optimizer_state(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         torch.set_rng_state(state["rng"]["torch"])
         if self.device.type in state["rng"]:
