@@ -210,10 +210,12 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
         st.fragment(rough_time_line, run_every=TIMING_EVERY_S)(spec_json, spec.size(), settings["workers"], True)
     else:
         rough_time_line(spec_json, spec.size(), settings["workers"])
+    visitor = current_visitor()
+    if visitor.role == access.STUDENT:  # what the action will hold them to (Note [A student's sweep])
+        st.caption(f":material/person: Your limits: {visitor.limits.describe(sweeps=True)}.")
     if st.button("Start", type="primary", key="sweep_start", width="stretch"):
-        try:
-            access.operate(current_visitor(), "start a sweep")  # the guard in the action (Note [Roles])
-            return sweeps.start_sweep(spec, store_path(), workers=settings["workers"], name=settings["name"])
+        try:  # the guard is in the action: a student's limits, a viewer refused (Note [Guarded in the action])
+            return access.start_sweep(visitor, spec, store_path(), workers=settings["workers"], name=settings["name"])
         except (sweeps.SweepError, access.Refused) as error:
             st.error(str(error))
     return None
@@ -361,11 +363,13 @@ linked_refresh = query.choice("refresh", list(REFRESH_CHOICES), DEFAULT_REFRESH)
 visitor = current_visitor()
 known = store.sweeps()[:SWEEP_CHOICES]
 started = None
-if visitor.may_operate:  # a sweep is the lecturer's to start, stop and resume (Note [Roles])
+if visitor.may_sweep:  # an operator's, or a student's where the lecturer allows it (Note [Roles])
     with st.expander("New sweep", expanded=not known, icon=":material/add:"):
         started = start_section(store)
 else:
     view_only_line(visitor)
+    if visitor.role == access.STUDENT:
+        st.caption(":material/person: Sweeps are the lecturer's on this server: you may start Train and Race runs.")
 if started is not None:
     st.query_params["sweep"] = str(started)
     st.session_state["sweep_watch"] = started  # watched from now on, whatever ?sweep= said (as Train does)
@@ -377,7 +381,7 @@ if requested is not None and requested not in labels:
 if not known:
     query.warn()
     st.info("No sweeps yet: open **New sweep** above, set a base config and the fields to vary, and press "
-            "**Start**." if visitor.may_operate else "No sweeps yet: they appear here once the lecturer starts one.")
+            "**Start**." if visitor.may_sweep else "No sweeps yet: they appear here once the lecturer starts one.")
     st.stop()
 if st.session_state.get("sweep_watch") not in labels:
     st.session_state["sweep_watch"] = requested if requested in labels else known[0].id
@@ -388,26 +392,27 @@ query.warn()
 st.query_params["sweep"] = str(watched)
 sweep = store.sweep(watched)  # its counts read with it, now
 active = watching.is_active(sweep)
-stop, resume = buttons.columns(2) if visitor.may_operate else (None, None)
+stop, resume = buttons.columns(2) if visitor.may_change(access.sweep_owner(sweep)) else (None, None)
 if stop is not None and stop.button("Stop", key="sweep_stop", disabled=not active, width="stretch",
                                     help="Stop the sweep: its running runs stop, no new trial starts."):
     try:
-        access.operate(visitor, "stop a sweep")
-        st.session_state["sweep_notice"] = f"Sweep #{watched}: {sweeps.stop_sweep(watched, store_path())}"
+        st.session_state["sweep_notice"] = f"Sweep #{watched}: {access.stop_sweep(visitor, watched, store_path())}"
     except access.Refused as error:
         st.session_state["sweep_notice"] = str(error)
     st.rerun()  # the buttons, the progress and the timer drawn for the sweep as it is now
 if resume is not None and resume.button("Resume", key="sweep_resume", disabled=active, width="stretch",
                                         help="Start workers again for the runs this sweep has not finished."):
     try:
-        access.operate(visitor, "resume a sweep")
-        sweeps.resume_sweep(watched, store_path(), workers=int(sweep.workers or 1))
+        access.resume_sweep(visitor, watched, store_path(), workers=int(sweep.workers or 1))
         st.session_state["sweep_notice"] = f"Sweep #{watched} resumed."
     except (sweeps.SweepError, SweepNotFound, access.Refused) as error:
         st.session_state["sweep_notice"] = str(error)
     st.rerun()
 if "sweep_notice" in st.session_state:
     st.info(st.session_state.pop("sweep_notice"))
+if not active and sweep.status == "stopped" and (halted := watching.halted(store.records(("stopped",), watched,
+                                                                                        latest=False))):
+    st.warning(f"Sweep #{watched}: {halted}")  # a full disk stopped it (Note [A full disk ends the sweep])
 spec = sweeps.SweepSpec.from_dict(sweep.spec)
 st.caption(f"Sweep #{watched}: {spec.describe()}")
 controls = chart_controls(spec)

@@ -18,9 +18,11 @@ import pytest
 from stability import sweeps
 from stability.admission.preflight import DISK_RESERVE_ENV
 from stability.config import CellConfig, ConfigError, RunConfig, TaskConfig, TrainConfig
+from stability.execution import lifecycle
 from stability.execution.lifecycle import train_run
 from stability.runs.errors import StoreDamaged, StoreFull
 from stability.runs.store import RunStore
+from stability.training.checkpoints import ResumeError
 from stability.workers import scheduler
 from stopping import StopAt
 from statuses import set_status
@@ -269,3 +271,48 @@ def test_the_compare_page_shows_a_damaged_store_as_its_one_error_line(tmp_path, 
     assert not app.exception
     [error] = app.error
     assert str(path) in error.value and "not a readable run store" in error.value and "\n" not in error.value
+
+
+# ---------------------------------------------------------------------------------------------- sweep trials, resumes
+def held_slot(store) -> int:
+    """A run claimed by this live process: the store's one slot is held, so a resumed sweep's workers wait."""
+    return store.create_run(tiny().to_dict(), claimed={"status": "running", "pid": os.getpid(),
+                                                       "host": lifecycle.this_host(), "claim": "held"})
+
+
+def test_a_sweep_trial_without_room_ends_the_sweep_in_one_line_and_loses_nothing(store, tmp_path, monkeypatch):
+    """A sweep's start checks its base; a worker checks each trial it claims (Note [A full disk ends the sweep]):
+    without room the trial's run is stopped with one line, the sweep stops, and a resume with room runs it all."""
+    monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    held = held_slot(store)  # the sweep's workers wait: the one trained here is this process's
+    sweep_id = sweeps.start_sweep(sweeps.build_spec(tiny(4), ["lr=1e-3,1e-2"]), tmp_path / "runs.db")
+    monkeypatch.setenv(DISK_RESERVE_ENV, str(shutil.disk_usage(tmp_path).total + 1))  # the disk fills meanwhile
+    assert sweeps.work(store, sweep_id) == 0
+    [run] = store.records(sweep_id=sweep_id)
+    assert run.status == "stopped" and run.step is None
+    assert run.error.startswith("the sweep stopped: not enough free disk") and "\n" not in run.error
+    assert store.sweep(sweep_id).status == "stopped"
+    assert sweeps.watching.halted(store.records(("stopped",), sweep_id)) == run.error  # what the Sweep page says
+    with pytest.raises(ResumeError, match="not enough free disk"):  # the run on its own: the same check
+        scheduler.resume_run(run.id, tmp_path / "runs.db")
+    monkeypatch.setenv(DISK_RESERVE_ENV, "0")  # room again
+    sweeps.resume_sweep(sweep_id, tmp_path / "runs.db")
+    set_status(store, held, "completed")
+    assert sweeps.work(store, sweep_id) == 2
+    assert [run.status for run in store.records(sweep_id=sweep_id)] == ["completed", "completed"]
+    assert store.sweep(sweep_id).status == "completed"
+
+
+def test_a_resume_without_room_for_its_checkpoints_is_refused_in_one_line(store, tmp_path, monkeypatch):
+    from stability import access
+
+    stopped = train_run(tiny(), store, hooks=[StopAt(2)])
+    monkeypatch.setenv(DISK_RESERVE_ENV, str(shutil.disk_usage(tmp_path).total + 1))
+    operator = access.Policy.from_environment("127.0.0.1", {}).visitor(None)
+    for resume in (lambda: scheduler.resume_run(stopped.run_id, tmp_path / "runs.db"),  # the CLI's --background
+                   lambda: access.resume_run(operator, stopped.run_id, str(tmp_path / "runs.db"))):  # the pages
+        with pytest.raises(ResumeError, match="not enough free disk") as raised:
+            resume()
+        assert "\n" not in str(raised.value) and DISK_RESERVE_ENV in str(raised.value)
+    run = store.record(stopped.run_id)
+    assert (run.status, run.resumes) == ("stopped", 0) and store.checkpoint_path(run.id).exists()

@@ -15,21 +15,25 @@ EDIT and MANAGE with READ the default; JupyterHub gives a classroom roles and pe
   no warm worker: those are the operators' servers' work on the same store).
 * **operator**: everything, as on a lecturer's own machine.
 * **student**: a signed-in visitor who is not an operator, on a server whose operators allow students to
-  run: starts Train and Race runs of their own within :class:`Limits` (active runs, steps, operations,
-  memory, checkpoint size), and stops, resumes or deletes only those (``runs.owner``).  Sweeps and presets
-  stay the operators'.
+  run (``STABILITY_STUDENTS=run``): starts Train and Race runs of their own within :class:`Limits` (active
+  runs, steps, operations, memory, checkpoint size), and stops, resumes or deletes only those
+  (``runs.owner``).  Where ``STABILITY_STUDENTS=sweep`` a student also starts sweeps of their own: at most
+  ``sweep_trials`` runs, each within the run limits, ``sweep_operations`` in all, ``active_sweeps`` at once
+  (Note [A student's sweep] in actions.py); the sweep records its owner and its runs carry it, and the
+  student stops or resumes only their own sweeps.  Presets stay the operators'.
 
 Which role a visitor has (:meth:`Policy.visitor`), in order:
 
 1. ``STABILITY_VIEW_ONLY=1``: everybody views, whatever else is set (a server opened for a room on purpose).
 2. Where ``STABILITY_OPERATORS`` names operators, the sign-in decides, wherever the server listens: a
    visitor named there is an operator; another signed-in visitor is a student where
-   ``STABILITY_STUDENTS=run``, else a viewer; nobody signed in views.  (Behind an authenticating proxy the
+   ``STABILITY_STUDENTS`` is ``run`` or ``sweep``, else a viewer; nobody signed in views.  (Behind an authenticating proxy the
    server usually listens on loopback, and every visitor arrives from the proxy: loopback then says nothing
    about who is on this machine.)
 3. With no operators named, a server that listens on the loopback address only is its machine's: everybody
    who reaches it is an operator (the lecturer's own server, the default ``.streamlit/config.toml``).
-4. With no operators named, beyond loopback: a signed-in visitor is a student where ``STABILITY_STUDENTS=run``;
+4. With no operators named, beyond loopback: a signed-in visitor is a student where ``STABILITY_STUDENTS`` is
+   ``run`` or ``sweep``;
    everybody else views.  **View-only is the default whenever the server listens beyond loopback.**
 
 An identity is what the server's sign-in says (``st.user``: OpenID Connect through ``st.login``, or the
@@ -50,6 +54,7 @@ VIEW_ONLY_ENV = "STABILITY_VIEW_ONLY"
 OPERATORS_ENV = "STABILITY_OPERATORS"
 STUDENTS_ENV = "STABILITY_STUDENTS"
 OPERATOR, STUDENT, VIEWER = "operator", "student", "viewer"
+STUDENT_CHOICES = ("", "view", "run", "sweep")  # STABILITY_STUDENTS: nothing, Train and Race runs, runs and sweeps
 _TRUE = {"1", "true", "yes", "on"}
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -77,6 +82,21 @@ class Limits:
     operations: float = 2e12         # floating-point operations of the whole run (budget.work)
     memory_bytes: int = 1 << 30      # the run's peak (budget.footprint)
     checkpoint_bytes: int = 64 << 20  # weights and optimizer state (budget.checkpoint_bytes, as the disk check)
+    sweep_trials: int = 20           # runs of one sweep (trials x seeds), where students may sweep
+    sweep_operations: float = 2e13   # operations of a whole sweep, its runs together (ten runs at the limit)
+    active_sweeps: int = 1           # sweeps of theirs running at once
+
+    def describe(self, sweeps: bool = False) -> str:
+        """The limits in words, for the caption beside a student's Start."""
+        from stability.admission import budget
+
+        run = (f"at most {self.active_runs} runs at once, each up to {self.steps:,} steps, "
+               f"{self.operations:.2g} operations, {budget.format_bytes(self.memory_bytes)} of memory and a "
+               f"{budget.format_bytes(self.checkpoint_bytes)} checkpoint")
+        if not sweeps:
+            return run
+        return (f"{run}; a sweep: at most {self.sweep_trials} runs, {self.sweep_operations:.2g} operations in all, "
+                f"{self.active_sweeps} running at once")
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str]) -> Limits:
@@ -104,6 +124,7 @@ class Visitor:
     identity: str | None = None
     reason: str = ""
     limits: Limits = field(default_factory=Limits)
+    sweeps: bool = False  # students may start sweeps on this server (STABILITY_STUDENTS=sweep)
 
     @property
     def may_start(self) -> bool:
@@ -112,8 +133,14 @@ class Visitor:
 
     @property
     def may_operate(self) -> bool:
-        """May start sweeps and presets, and act on every run."""
+        """May start presets, and act on every run and sweep."""
         return self.role == OPERATOR
+
+    @property
+    def may_sweep(self) -> bool:
+        """May start sweeps: an operator, or a student where the server allows it (within the sweep limits:
+        :func:`~stability.access.actions.check_sweep`)."""
+        return self.role == OPERATOR or (self.role == STUDENT and self.sweeps)
 
     @property
     def may_write(self) -> bool:
@@ -139,6 +166,7 @@ class Policy:
     view_only: bool = False
     operators: frozenset[str] = frozenset()
     students_run: bool = False
+    students_sweep: bool = False
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -146,11 +174,12 @@ class Policy:
         env = os.environ if env is None else env
         operators = frozenset(name.strip().lower() for name in env.get(OPERATORS_ENV, "").split(",") if name.strip())
         students = env.get(STUDENTS_ENV, "").strip().lower()
-        if students not in ("", "view", "run"):
-            raise ConfigError(f"{STUDENTS_ENV} must be 'run' or 'view', got {students!r}")
+        if students not in STUDENT_CHOICES:
+            raise ConfigError(f"{STUDENTS_ENV} must be 'view', 'run' (Train and Race runs) or 'sweep' (runs and "
+                              f"sweeps), got {students!r}")
         return cls(loopback=is_loopback(listen_address),
                    view_only=env.get(VIEW_ONLY_ENV, "").strip().lower() in _TRUE,
-                   operators=operators, students_run=students == "run",
+                   operators=operators, students_run=students in ("run", "sweep"), students_sweep=students == "sweep",
                    limits=Limits.from_environment(env))
 
     def visitor(self, identity: str | None = None) -> Visitor:
@@ -163,7 +192,9 @@ class Policy:
         if who is not None and who in self.operators:
             return Visitor(OPERATOR, who, f"signed in as {who}, an operator", self.limits)
         if who is not None and self.students_run:
-            return Visitor(STUDENT, who, f"signed in as {who}: you may start runs of your own", self.limits)
+            what = "runs and sweeps" if self.students_sweep else "runs"
+            return Visitor(STUDENT, who, f"signed in as {who}: you may start {what} of your own", self.limits,
+                           sweeps=self.students_sweep)
         if who is not None:
             return Visitor(VIEWER, who, f"signed in as {who}, not an operator of this server", self.limits)
         if self.operators:

@@ -191,17 +191,18 @@ def create_queued(store, config: RunConfig, name: str | None = None, *, owner: s
 
 
 def create_claimed(store, config: RunConfig, name: str | None = None, *, sweep_id: int | None = None,
-                   trial: int | None = None, params: dict | None = None) -> Claim:
+                   trial: int | None = None, params: dict | None = None, owner: str | None = None) -> Claim:
     """A new run of ``config``, claimed by this process in the INSERT that makes it; ConfigError (one
     line, nothing stored) when its checkpoints would not fit on the disk (preflight.check_room; a sweep's
-    trial: its sweep was checked when it started)."""
+    trial: its worker checks the room before it trains it, Note [A full disk ends the sweep] in
+    stability/sweeps/workers.py). ``owner``: a student's sweep's trial carries its student (stability.access)."""
     if sweep_id is None:
         from ..admission.preflight import check_room
 
         check_room(config, store)
     claim = _new_claim(None)
     run_id = store.create_run(config.to_dict(), name or config.name or None, sweep_id=sweep_id, trial=trial,
-                              params=params, claimed=_claimed(claim))
+                              params=params, owner=owner, claimed=_claimed(claim))
     return Claim(run_id, claim.token, claim.pid, claim.host)
 
 

@@ -35,7 +35,7 @@ _FACE = {
     "Offered": "spec", "starting": None, "DEFAULT_VARY": "starting", "FIELD_HINTS": "starting",
     "field_choices": "starting", "without_default_options": "starting", "counted_objective": "summary",
     "seed_statistics": "summary", "watching": None, "CURVE_METRICS": "watching", "done_and_total": "watching",
-    "in_spec_order": "watching", "is_active": "watching", "label": "watching", "listed_values": "watching",
+    "halted": "watching", "in_spec_order": "watching", "is_active": "watching", "label": "watching", "listed_values": "watching",
     "objective_version": "watching", "progress": "watching", "results_version": "watching",
     "run_sweep_worker": "workers", "run_trial_worker": "workers", "workers": None,
 }

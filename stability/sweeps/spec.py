@@ -77,6 +77,10 @@ SWEEP_ATTR = "sweep"  # the study's user attribute holding SweepSpec.to_dict()
 TRAINING_ONLY = frozenset({"lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
                            "clip_grad_norm", "weight_decay", "log_every", "eval_every", "probe_every",
                            "freeze_recurrent"})
+# The train fields that change neither a run's size nor its work: what :meth:`SweepSpec.cost_configs` leaves at
+# the base's values (steps and the evaluation and probe cadences do change the work).
+COSTLESS = TRAINING_ONLY - {"steps", "eval_every", "probe_every"}
+MAX_COST_CONFIGS = 512  # distinct runs SweepSpec.cost_configs lists, at most
 _NUMERIC = ("int", "float")
 _NONE_TEXTS = ("none", "null")
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -496,6 +500,7 @@ class SweepSpec:
     trials: int | None = None
     prune: bool = False
     unbuilt: int = field(default=0, compare=False)  # models the last check left to their runs: not stored
+    owner: str | None = field(default=None, compare=False)  # a student who started it (stability.access); None: an operator
 
     def validate(self, allow_large: bool = False) -> SweepSpec:
         """The sweep's shape (no config is built); SweepError on the first problem. Returns self."""
@@ -586,6 +591,21 @@ class SweepSpec:
         counts = [len(vary.points()) for vary in self._built()]
         return 1 + sum(counts) + (math.prod(counts) if counts else 0)
 
+    def cost_configs(self) -> list[RunConfig] | None:
+        """The runs that bound what this sweep's runs cost (steps, operations, memory, checkpoint): every
+        combination of the varied values (a sampled range by its two ends) but those of :data:`COSTLESS` fields,
+        which are left at the base's; the seed changes no cost.  None when that is more than
+        :data:`MAX_COST_CONFIGS` runs (counted without listing them).  A student's sweep is checked over these
+        (stability.access, Note [A student's sweep])."""
+        costly = [vary for vary in self.vary if vary.field.removeprefix("train.") not in COSTLESS]
+        if math.prod(len(vary.points()) for vary in costly) > MAX_COST_CONFIGS:
+            return None
+        configs = {}
+        for values in itertools.product(*(vary.points() for vary in costly)):
+            config = apply(self.base, dict(zip((vary.field for vary in costly), values)))
+            configs.setdefault(config.to_json(), config)
+        return list(configs.values())
+
     def seed_values(self) -> list[int]:
         return [self.base.train.seed + index for index in range(self.seeds)]
 
@@ -621,15 +641,17 @@ class SweepSpec:
                 f"objective final {objective_name(self)} ({direction(self)}d)")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"base": self.base.to_dict(), "vary": [vary.to_dict() for vary in self.vary], "seeds": self.seeds,
+        data = {"base": self.base.to_dict(), "vary": [vary.to_dict() for vary in self.vary], "seeds": self.seeds,
                 "sampler": self.sampler, "trials": self.trials, "prune": self.prune}
+        return data if self.owner is None else {**data, "owner": self.owner}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
         try:
             return cls(base=RunConfig.from_dict(data["base"]), vary=[Vary.from_dict(v) for v in data["vary"]],
                        seeds=data["seeds"], sampler=data["sampler"], trials=data.get("trials"),
-                       prune=bool(data.get("prune", False)))
+                       prune=bool(data.get("prune", False)),
+                       owner=None if data.get("owner") is None else str(data["owner"]))
         except (KeyError, TypeError) as error:
             raise SweepError(f"not a sweep description: {type(error).__name__} {error}") from None
 

@@ -45,6 +45,15 @@ def is_active(sweep) -> bool:
     return sweep.status == "running" or any(sweep.counts.get(status) for status in ACTIVE_STATUSES)
 
 
+NO_ROOM = "the sweep stopped: "  # how the error of a run a full disk stopped begins (Note [A full disk ends the sweep])
+
+
+def halted(stopped_runs) -> str | None:
+    """Why a sweep stopped by itself, in one line: the error of its newest run a worker stopped for want of disk
+    (:data:`NO_ROOM`, stability/sweeps/workers.py, Note [A full disk ends the sweep]); None when none was."""
+    return next((run.error for run in stopped_runs if (run.error or "").startswith(NO_ROOM)), None)
+
+
 def listed_values(spec: SweepSpec, field: str) -> tuple:
     """The values the sweep lists for ``field`` (empty for a sampled range)."""
     return next(vary for vary in spec.vary if vary.field == field).values
@@ -77,5 +86,5 @@ def objective_version(results: pd.DataFrame) -> tuple:
     return tuple(zip(results["run_id"].tolist(), results["status"].tolist(), values))
 
 
-__all__ = ["CURVE_METRICS", "STATUS_ORDER", "done_and_total", "in_spec_order", "is_active", "label", "listed_values",
-           "objective_version", "progress", "results_version"]
+__all__ = ["CURVE_METRICS", "NO_ROOM", "STATUS_ORDER", "done_and_total", "halted", "in_spec_order", "is_active", "label",
+           "listed_values", "objective_version", "progress", "results_version"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ..training.hooks import Pruning
 from ..workers import processes, scheduler, slots, threads
 from .spec import SEED_PARAM, SweepError, SweepSpec, _jsonable, objective_name
 from .study import create_study, next_trial, setting_of, storage, tell
+from .watching import NO_ROOM
 
 # Note [Sweep lifecycle]
 #     A sweep is a row of the store's ``sweeps`` table (its spec, its Optuna study's name, a status)
@@ -238,11 +240,43 @@ def work(store, sweep_id: int, *, max_runs: int | None = None) -> int:
         with lifecycle.claimed(store, take) as run:
             if run is None:
                 break
+            full = _no_room(store, jobs[0].config)
+            if full is not None:  # Note [A full disk ends the sweep]
+                run.settle("stopped", full)
+                _halt(store, sweep_id, full)
+                break
             train_trial(store, study, spec, jobs[0], run=run)
         trained += 1
     with sweep_lock(store, sweep_id):
         _settle(store, study, spec, sweep_id)
     return trained
+
+
+def _no_room(store, config: RunConfig) -> str | None:
+    """Why a trial of ``config`` may not start here, in one line (preflight.check_room: its checkpoints and the
+    reserve do not fit on the disk); None when they do.
+
+    Note [A full disk ends the sweep]
+    ---------------------------------
+    A sweep's start checks the room for its base config's checkpoints, but its trials start over hours, and a
+    trial may be larger than the base.  So a worker checks the room again for each run it claimed, before it
+    trains it: without room, the run is settled 'stopped' with the one line (:data:`NO_ROOM` and the check's
+    words: the Runs page and the Sweep page show it), its trial left open, and the sweep's stop is requested,
+    so no worker asks another trial and the sweep ends 'stopped' once its runs in progress end.  Nothing is
+    lost: the stopped run keeps whatever checkpoint it had, and ``sweeps resume`` requeues it with the rest
+    once there is room."""
+    try:
+        check_room(config, store)
+    except ConfigError as error:
+        return NO_ROOM + " ".join(str(error).split())
+    return None
+
+
+def _halt(store, sweep_id: int, line: str) -> None:
+    """Stop the sweep for ``line`` (Note [A full disk ends the sweep]): no worker asks a trial after this."""
+    print(f"sweep {sweep_id}: {line}", file=sys.stderr, flush=True)
+    with sweep_lock(store, sweep_id):
+        store.update_sweep(sweep_id, stop_requested=True)
 
 
 def claim(store, study, spec: SweepSpec, sweep_id: int) -> Job | None:
@@ -266,7 +300,8 @@ def claim(store, study, spec: SweepSpec, sweep_id: int) -> Job | None:
         return None
     trial, config = asked
     params = {path: _jsonable(value) for path, value in setting_of(trial.params, spec).items()}
-    taken = lifecycle.create_claimed(store, config, config.name, sweep_id=sweep_id, trial=trial.number, params=params)
+    taken = lifecycle.create_claimed(store, config, config.name, sweep_id=sweep_id, trial=trial.number, params=params,
+                                     owner=spec.owner)
     return Job(taken.run_id, trial.number, config, resume=False, claim=taken)
 
 
@@ -376,7 +411,7 @@ def _give_runless_trials_a_run(store, study, spec: SweepSpec, sweep_id: int) -> 
             continue
         setting = setting_of(trial.params, spec)
         config = spec.config_for(setting, seed)
-        lifecycle.create_queued(store, config, config.name, sweep_id=sweep_id, trial=trial.number,
+        lifecycle.create_queued(store, config, config.name, sweep_id=sweep_id, trial=trial.number, owner=spec.owner,
                                 params={path: _jsonable(value) for path, value in setting.items()})
 
 

@@ -146,12 +146,14 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     checkpoint here it trains again from step 0, as its sweep's workers would), if a slot is free
     (Note [Slots] in :mod:`stability.workers.slots`). Raises
     :class:`stability.training.checkpoints.ResumeError` (one line, nothing changed) when the run
-    cannot be resumed.
+    cannot be resumed, or its checkpoints would not fit on the disk as a start's would not (Note [Room
+    for checkpoints] in stability/admission/preflight.py).
     """
     limit = max_concurrent_runs(max_concurrent)
     with RunStore(store_path) as store:
         run = store.record(run_id)
         with lifecycle.resume_lock(store, run):
+            _check_resume_room(store, run_id)
             if run.sweep_id is None:
                 lifecycle.queue_resume(store, run_id)
                 with scheduling_lock(store):
@@ -166,6 +168,18 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
                 if not _launch(store, run_id, limit, resumed=True):
                     lifecycle.check_resumable(store, run_id, checkpoint=False)  # one line: what it is now
                     raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+
+
+def _check_resume_room(store: RunStore, run_id: int) -> None:
+    """ResumeError (one line, nothing changed) when the run cannot be resumed, or its checkpoints would not fit
+    on the disk with the reserve left free (preflight.check_room, the start's check, Note [Room for checkpoints])."""
+    from ..admission.preflight import check_room  # torch: reconcile (`stability runs`) imports no torch
+
+    config = lifecycle.check_resumable(store, run_id, checkpoint=False)
+    try:
+        check_room(config, store)
+    except ConfigError as error:
+        raise ResumeError(f"run {run_id} cannot resume: {error}") from None
 
 
 def reconcile(store_path=None, max_concurrent: int | None = None) -> list[int]:
