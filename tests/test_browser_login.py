@@ -62,6 +62,44 @@ def test_the_sign_in_is_offered_only_where_it_may_change_a_role():
     assert not sign_in_decides(Policy(loopback=False, view_only=True, operators=frozenset({ADA})))
 
 
+# ------------------------------------------------------------------------------ the sidebar, drawn (no browser)
+def _sidebar_script():
+    import streamlit as st
+
+    import pages.ui.access as access
+
+    with st.sidebar:
+        access.sidebar_role_line(access.current_visitor())
+
+
+@pytest.mark.parametrize("auth, user, without_authlib, buttons, line", [
+    (None, {}, False, [], None),                                            # no [auth]: no button, no line
+    (COMPLETE, {}, False, ["Sign in"], None),
+    (COMPLETE, {"is_logged_in": True, "email": ADA}, False, ["Sign out"], f"{ADA} · operator"),
+    (COMPLETE, {}, True, [], 'it needs Authlib>=1.3.2 (pip install -e ".[auth]")'),
+])
+def test_the_sidebar_offers_sign_in_and_out_or_says_in_one_line_why_not(monkeypatch, auth, user, without_authlib,
+                                                                         buttons, line):
+    from streamlit.testing.v1 import AppTest
+
+    import pages.ui.access  # the module the script runs, in this process
+
+    missing = ("Authlib>=1.3.2",) if without_authlib else ()  # as a Python without / with the auth extra says
+    monkeypatch.setattr(pages.ui.access, "missing_packages", lambda: missing)
+    monkeypatch.setenv("STABILITY_OPERATORS", ADA)
+    monkeypatch.delenv("STABILITY_VIEW_ONLY", raising=False)
+    app = AppTest.from_function(_sidebar_script, default_timeout=60)
+    app.user = user
+    if auth is not None:
+        app.secrets["auth"] = auth
+    app.run()
+    assert not app.exception
+    assert [button.label for button in app.sidebar.button] == buttons
+    captions = " ".join(caption.value for caption in app.sidebar.caption)
+    assert line is None or line in captions
+    assert COMPLETE["client_secret"] not in captions and COMPLETE["cookie_secret"] not in captions
+
+
 # ------------------------------------------------------------------------------ a real provider and browser
 @pytest.fixture
 def provider():
