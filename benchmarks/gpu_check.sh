@@ -6,7 +6,10 @@
 # `pip download --only-binary=:all: --python-version 3.12 -d .whl sqlalchemy greenlet optuna alembic mako colorlog`).
 # In order of value, each under its own limit and the whole under BUDGET_S:
 # 1. the device tests on CUDA (tests/test_devices_smoke.py names its device; the rest of the suite pins the CPU), and the
-#    graphed training step against the eager one for every capturable cell (tests/test_graphed_cuda.py, issue 32),
+#    graphed training step against the eager one for every capturable cell, alone and as the Trainer trains it
+#    (tests/test_graphed_cuda.py, issue 32),
+# 1b. issue 32's goal table: the default run through stability.train_run graphed, eager, a bare cuDNN loop and one CPU
+#    thread (benchmarks/graphed_run.py),
 # 2. every cell's training step on CUDA against PyTorch's kernels, and captured as a CUDA graph (benchmarks/cells.py --graphs),
 #    then the trainer's step (StaticStep) eager and graphed against a bare cuDNN loop (benchmarks/graphed_step.py),
 #    and the same at hidden 128/512/1024 x T 100/1000 with the memory budget beside the peak (benchmarks/medium_models.py),
@@ -25,14 +28,17 @@ step() { local cap=$1 file=$2; shift 2; local t; t=$(limit "$cap"); echo "== $fi
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/*.whl 2>&1 | tail -1
-step 150 tests.txt python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
+step 200 tests.txt python3 -m pytest -q -p no:cacheprovider -rs ${TESTS:-tests/test_devices_smoke.py tests/test_devices.py \
     tests/test_device_steps.py tests/test_graphed_cuda.py}
 grep -E "^(FAILED|ERROR)|^E  |passed|failed|rc=" "$OUT/tests.txt" | tail -25
+# 100 s: the script stops starting runs at 85 s (rnn, lstm, spectral, sgornn, kru: graphed, eager, one CPU thread)
+step 100 graphed_run_cuda.txt python3 benchmarks/graphed_run.py --device cuda
+grep -E "^(#|\||done)|no CUDA|rc=" "$OUT/graphed_run_cuda.txt"
 step 150 cells_cuda.txt python3 benchmarks/cells.py --device cuda --seq-lens ${SEQ_LENS:-100} --reps 3 --graphs
 tail -40 "$OUT/cells_cuda.txt"
 step 90 graphed_cuda.txt python3 benchmarks/graphed_step.py --device cuda
 tail -12 "$OUT/graphed_cuda.txt"
-# 90 s: what the caps before it (150 + 150 + 90) leave of 480; the script's grid stops starting rows at 80 s
+# 90 s when the steps before it ran under their caps (the tests and cells.py usually do); else what is left of 480
 step 90 medium_cuda.txt python3 benchmarks/medium_models.py --device cuda
 grep "^|" "$OUT/medium_cuda.txt"
 step 90 first_point_cuda.txt python3 benchmarks/first_point.py --direct --device cuda --tries 3

@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import math
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -22,8 +24,13 @@ from stability.core.determinism import use_deterministic_algorithms
 from stability.core.precision import apply_fp32_precision
 from stability.training.batches import compact_batches
 from stability.training.build import build_model, build_task
-from stability.training.graphed import WARMUP_STEPS, StaticStep, capture_problem, host_reads
+from stability.execution.lifecycle import train_run as lifecycle_train_run
+from stability.runs.store import RunStore
+from stability.training import hooks as hooks_module
+from stability.training.graphed import GRAPHED, WARMUP_STEPS, StaticStep, capture_problem, host_reads
+from stability.training.sinks import MemorySink
 from stability.training.trainer import Trainer
+from stopping import StopAt
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -268,6 +275,135 @@ def test_a_cuda_step_of_a_capturable_cell_reads_nothing_on_the_host_and_one_with
                               "(aten._local_scalar_dense.default at tests/test_graphed_cuda.py:")
 
 
+# ------------------------------------------------------------------ CUDA: the Trainer (issue 32, item 1)
+TIMED = {"speed/steps_per_s", "progress/elapsed_s", "progress/eta_s"}  # differ between any two runs
+
+
+def trainer_run(config: RunConfig, *, static_step=None, hooks=(), resume: bool = False):
+    """``(trainer, result)`` of ``config`` through the Trainer, seeded as a run is; ``static_step`` as the
+    Trainer takes it (None: graphed on CUDA where it can be)."""
+    task, model = built(config)
+    trainer = Trainer(model, task, config, hooks=hooks, static_step=static_step)
+    return trainer, trainer.fit(resume=resume)
+
+
+def readings(result) -> pd.Series:
+    """Every logged value but the timed ones, by (name, step)."""
+    metrics = result.metrics[~result.metrics.name.isin(TIMED)]
+    assert not metrics.duplicated(["name", "step"]).any()
+    return metrics.set_index(["name", "step"]).value.sort_index()
+
+
+# Readings of W that a drift of a few ulps in W moves by more than their own relative round-off: a singular value
+# moves by at most ||dW|| (Weyl), so sigma_min and the margin are compared against sigma_max's scale, the condition
+# number against its own; an eigenvalue of a non-normal W moves by up to kappa(V) ||dW||, the spectral radius
+# likewise against sigma_max. WEYL times rtol of that scale (1e-3 of W's norm at CLOSE).
+SCALED_BY_NORM = {"sv/min", "sv/margin", "sv/spectral_radius"}
+WEYL = 100
+
+
+def _tolerances(values: pd.Series, close: dict) -> np.ndarray:
+    """``atol`` of each reading of ``values``: CLOSE's, widened for the readings of W above."""
+    atol = np.full(len(values), close["atol"], dtype=float)
+    names = values.index.get_level_values("name")
+    steps = values.index.get_level_values("step")
+    for index, (name, step) in enumerate(zip(names, steps)):
+        if name in SCALED_BY_NORM and ("sv/max", step) in values.index:
+            atol[index] = max(atol[index], WEYL * close["rtol"] * abs(values["sv/max", step]))
+        elif name == "sv/condition":
+            atol[index] = max(atol[index], WEYL * close["rtol"] * abs(values[name, step]))
+    return atol
+
+
+def assert_same_readings(mine, reference, close: dict) -> None:
+    """The same rows (name, step) and values within ``close`` (NaN where NaN; W's readings: _tolerances);
+    the series too."""
+    ours, theirs = readings(mine), readings(reference)
+    assert list(ours.index) == list(theirs.index)
+    both = np.isnan(ours.values) & np.isnan(theirs.values)
+    near = np.isclose(ours.values, theirs.values, rtol=close["rtol"], atol=_tolerances(theirs, close))
+    assert (both | near).all(), f"differ: {ours[~(both | near)].to_dict()} vs {theirs[~(both | near)].to_dict()}"
+    ours, theirs = (result.series.sort_values(["name", "step", "index"]).reset_index(drop=True)
+                    for result in (mine, reference))
+    pd.testing.assert_frame_equal(ours[["name", "step", "index"]], theirs[["name", "step", "index"]])
+    for (name, step), part in theirs.groupby(["name", "step"]):
+        scale = WEYL * close["rtol"] * part.value.abs().max() if name == "sv/spectrum" else 0.0
+        np.testing.assert_allclose(ours.value[part.index].values, part.value.values, rtol=close["rtol"],
+                                   atol=max(close["atol"], scale), err_msg=f"{name} at step {step}")
+
+
+@pytest.fixture
+def every_h0_reading(monkeypatch):
+    """The float64 ∂L/∂h0 between probe steps at every log step (it follows a share of the run's time
+    otherwise, and which rows exist would depend on the speed: hooks.TimeShare)."""
+    monkeypatch.setattr(hooks_module, "H0_READING_SHARE", math.inf)
+
+
+def trainer_config(cell: str, options: dict | None = None, **train) -> RunConfig:
+    """run_config's run with the Trainer's readings at a cadence: log every 25, evaluate every 50, probe every 100."""
+    return run_config(cell, options, **{**dict(eval_every=50, probe_every=100), **train})
+
+
+@needs_cuda
+@pytest.mark.parametrize("cell, options", CASES)
+def test_a_graphed_trainer_run_equals_the_eager_one_in_every_reading(cell, options, every_h0_reading):
+    config = trainer_config(cell, options)
+    graphed, graphed_result = trainer_run(config)
+    assert graphed._static is not None and graphed._static.captured  # noqa: SLF001
+    assert graphed._static.eager_steps == WARMUP_STEPS and graphed_result.status == "completed"  # noqa: SLF001
+    assert graphed.describe()["device"].endswith(f" · {GRAPHED} after {WARMUP_STEPS} eager steps")
+    # the same optimizer (capturable Adam), the same StaticStep, never captured: the graph is all that differs
+    eager, eager_result = trainer_run(replace(config, train=replace(config.train, cuda_graphs=False)),
+                                      static_step=True)
+    assert not eager._static.captured and eager._static.eager_steps == STEPS  # noqa: SLF001
+    assert_same_readings(graphed_result, eager_result, CLOSE)
+    # and the Trainer's own step (a plain Adam: bias corrections in float64 on the host, float32 on the device in
+    # the capturable one, so a few ulps apart from the first step): its first window's mean loss
+    plain, plain_result = trainer_run(replace(config, train=replace(config.train, steps=LOG_EVERY)), static_step=False)
+    assert plain._static is None  # noqa: SLF001
+    first = readings(plain_result)["train/loss", LOG_EVERY]
+    assert readings(graphed_result)["train/loss", LOG_EVERY] == pytest.approx(first, rel=1e-4, abs=1e-6)
+
+
+@needs_cuda
+def test_exprnn_s_trainer_run_trains_eagerly_and_its_device_line_says_why(tmp_path):
+    config = trainer_config("exponential", steps=30)
+    with RunStore(tmp_path / "runs.db") as store:
+        result = lifecycle_train_run(config, store)
+        device = store.record(result.run_id, latest=False).device
+    assert result.status == "completed"
+    assert " · trains eagerly: torch.linalg.matrix_exp" in device and "norm to the host" in device
+    trainer, _ = trainer_run(config)
+    assert trainer._static is None and "trains eagerly" in trainer.describe()["device"]  # noqa: SLF001
+
+
+@needs_cuda
+def test_a_run_with_cuda_graphs_off_trains_eagerly_and_says_so():
+    config = trainer_config("spectral", steps=30)
+    trainer, result = trainer_run(replace(config, train=replace(config.train, cuda_graphs=False)))
+    assert trainer._static is None and result.status == "completed"  # noqa: SLF001
+    assert trainer.describe()["device"].endswith(" · trains eagerly: train.cuda_graphs is off")
+
+
+@needs_cuda
+@pytest.mark.parametrize("cell", ["spectral", "lstm"])
+def test_a_graphed_run_stopped_and_resumed_equals_the_uninterrupted_graphed_run(cell, tmp_path, every_h0_reading):
+    config = trainer_config(cell, {"h0": "noisy", "h0_noise_std": 0.3} if cell == "lstm" else {})
+    _, whole = trainer_run(config)
+    sink = MemorySink(tmp_path / "checkpoints")
+    first, stopped = trainer_run(config, hooks=[sink, StopAt(110)])
+    assert stopped.status == "stopped" and first._static.captured  # noqa: SLF001
+    saved = torch.load(sink.checkpoint_path(), weights_only=True)
+    assert saved["step"] == 110
+    assert all(not group["capturable"] and isinstance(group["lr"], float)
+               for group in saved["optimizer"]["param_groups"])  # the plain form (Note [Capturable state ...])
+    assert all(value["step"].device.type == "cpu" for value in saved["optimizer"]["state"].values())
+    resumed, result = trainer_run(config, hooks=[sink], resume=True)
+    assert result.status == "completed" and resumed._static.captured  # noqa: SLF001
+    assert resumed._static.eager_steps == WARMUP_STEPS  # warmed up again after the resume, then replayed  # noqa: SLF001
+    assert_same_readings(result, whole, CLOSE)
+
+
 @needs_cuda
 @quiet
 @pytest.mark.parametrize("cell", ["rnn", "spectral"])
@@ -315,6 +451,23 @@ def test_each_case_s_run_builds_and_trains_on_the_cpu(cell, options):
     assert_same(trace, again, EXACT)  # the CPU repeats itself to the bit: the comparison itself works
     with pytest.raises(RuntimeError, match="captured on a CUDA device"):
         static.capture()
+
+
+def test_the_trainer_helpers_run_on_the_cpu_and_their_comparison_can_fail(every_h0_reading):
+    # the Trainer-level CUDA tests' helpers, on the CPU through the static path (static_step=True, uncaptured)
+    config = trainer_config("lstm", device="cpu", steps=LOG_EVERY * 2)
+    static, static_result = trainer_run(config, static_step=True)
+    plain, plain_result = trainer_run(config)
+    assert static._static is not None and plain._static is None  # noqa: SLF001
+    assert {"sv/min", "sv/condition", "grad/h0_norm", "gate/forget"} <= set(static_result.metrics.name)
+    assert_same_readings(static_result, plain_result, EXACT)
+    shifted = static_result.metrics.copy()
+    shifted.loc[shifted.name == "train/loss", "value"] *= 1 + 1e-4  # a difference well past round-off
+    static_result.__dict__["metrics"] = shifted  # the cached property, replaced
+    with pytest.raises(AssertionError, match="differ"):
+        assert_same_readings(static_result, plain_result, CLOSE)
+    tolerances = _tolerances(readings(plain_result), CLOSE)
+    assert (tolerances >= CLOSE["atol"]).all() and tolerances.max() > CLOSE["atol"]  # sv/* widened, by W's norm
 
 
 def test_the_other_helpers_build_on_the_cpu():

@@ -335,3 +335,22 @@ def test_a_checkpoint_from_before_the_cuda_graphs_field_still_resumes(tmp_path):
     del state["config"]["train"]["cuda_graphs"]  # as a version without the field wrote it
     torch.save(state, path)
     assert trainer(run_config, hooks=[sink]).fit(resume=True).status == "completed"
+
+
+# ------------------------------------------------------------------ the goal table's script, here without CUDA
+def test_the_goal_table_s_script_says_there_is_no_cuda_and_times_the_cpu_column():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/graphed_run.py", "--device", "cpu", "--steps", "10",
+                           "--cpu-steps", "20", "--cells", "rnn"], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "no graphed, eager or cuDNN column" in lines[0] and ("no CUDA GPU here" in lines[0]
+                                                                  or "--device cpu" in lines[0])
+    (row,) = [line for line in lines if line.startswith("| rnn |")]
+    cpu_rate = row.split("|")[6].strip()
+    assert float(cpu_rate) > 0  # the one-CPU-thread column, timed from the run's own elapsed rows

@@ -81,6 +81,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -335,7 +336,9 @@ class StaticStep:
                 if attributes.get(name) is not value:
                     attributes[name] = value
         else:
-            with self._on_side_stream():
+            with self._on_side_stream(), warnings.catch_warnings():
+                # a capturable optimizer stepped before its capture warns that it runs uncaptured: the warm-up
+                warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
                 self._body()
             self.eager_steps += 1
         self.window.record(step)
