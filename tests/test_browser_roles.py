@@ -260,6 +260,44 @@ def test_a_signed_in_student_starts_their_own_run_and_stops_only_their_own(tmp_p
         anonymous.context.close()
 
 
+def test_a_signed_in_student_starts_one_sweep_of_their_own_within_limits(tmp_path, browser):  # noqa: F811
+    """STABILITY_STUDENTS=sweep: a student's Sweep page offers Start with their limits; the form's default sweep
+    (24 runs) is over a student's 20, one line; with one seed (8 runs) it starts, theirs, with its Stop; a
+    second is refused in one line while it runs.  Nothing trains: a run claimed by this live process holds the
+    server's one slot, so the sweep's worker waits for it."""
+    from stability.execution import lifecycle
+
+    store = tmp_path / "runs.db"
+    with RunStore(store) as runs:
+        runs.create_run({"cell": {"name": "rnn", "hidden_size": 8}}, claimed={
+            "status": "running", "pid": os.getpid(), "host": lifecycle.this_host(), "claim": "held"})
+    env = {"STABILITY_STUDENTS": "sweep", "STABILITY_OPERATORS": "lecturer@school.example", "STABILITY_VIEW_ONLY": "",
+           "STABILITY_MAX_RUNS": "1"}
+    headers = json.dumps({"X-Forwarded-Email": "email"})
+    with open_server(tmp_path, store, env, "--server.trustedUserHeaders", headers) as url:
+        page = open_page(browser, f"{url}/sweep", headers={"X-Forwarded-Email": BOB})
+        page.get_by_text("Your limits").wait_for(timeout=90_000)
+        start = page.get_by_role("button", name="Start", exact=True)
+        start.click()
+        page.get_by_text("This sweep is 24 runs, more than a student's 20").wait_for(timeout=60_000)
+        assert RunStore(store).sweeps() == []
+        seeds = page.get_by_role("spinbutton", name="Seeds")
+        seeds.fill("1")
+        seeds.press("Enter")
+        page.get_by_text("8 runs", exact=True).wait_for(timeout=60_000)
+        start.click()
+        page.get_by_role("button", name="Stop", exact=True).wait_for(timeout=90_000)  # their own sweep's
+        with RunStore(store) as runs:
+            [sweep] = runs.sweeps()
+            assert json.loads(json.dumps(dict(sweep.spec)))["owner"] == BOB
+        if not start.is_visible():
+            page.locator('[data-testid="stExpander"]', has_text="New sweep").locator("summary").click()
+        start.click()
+        page.get_by_text(f"Your sweep #{sweep.id} is still running").wait_for(timeout=60_000)
+        assert len(RunStore(store).sweeps()) == 1
+        page.context.close()
+
+
 # ------------------------------------------------------------------------------ DNS rebinding
 def refused(page, url: str) -> None:
     """Open ``url`` and wait until the server has refused the page's websocket twice (the frontend tries

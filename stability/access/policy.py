@@ -27,14 +27,13 @@ Which role a visitor has (:meth:`Policy.visitor`), in order:
 1. ``STABILITY_VIEW_ONLY=1``: everybody views, whatever else is set (a server opened for a room on purpose).
 2. Where ``STABILITY_OPERATORS`` names operators, the sign-in decides, wherever the server listens: a
    visitor named there is an operator; another signed-in visitor is a student where
-   ``STABILITY_STUDENTS`` is ``run`` or ``sweep``, else a viewer; nobody signed in views.  (Behind an authenticating proxy the
-   server usually listens on loopback, and every visitor arrives from the proxy: loopback then says nothing
-   about who is on this machine.)
+   ``STABILITY_STUDENTS`` is ``run`` or ``sweep``, else a viewer; nobody signed in views.  (Behind an
+   authenticating proxy the server usually listens on loopback, and every visitor arrives from the proxy:
+   loopback then says nothing about who is on this machine.)
 3. With no operators named, a server that listens on the loopback address only is its machine's: everybody
    who reaches it is an operator (the lecturer's own server, the default ``.streamlit/config.toml``).
 4. With no operators named, beyond loopback: a signed-in visitor is a student where ``STABILITY_STUDENTS`` is
-   ``run`` or ``sweep``;
-   everybody else views.  **View-only is the default whenever the server listens beyond loopback.**
+   ``run`` or ``sweep``; everybody else views.  **View-only is the default whenever the server listens beyond loopback.**
 
 An identity is what the server's sign-in says (``st.user``: OpenID Connect through ``st.login``, or the
 header an authenticating proxy sets, mapped by ``server.trustedUserHeaders``); the pages read it

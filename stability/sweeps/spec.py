@@ -500,7 +500,7 @@ class SweepSpec:
     trials: int | None = None
     prune: bool = False
     unbuilt: int = field(default=0, compare=False)  # models the last check left to their runs: not stored
-    owner: str | None = field(default=None, compare=False)  # a student who started it (stability.access); None: an operator
+    owner: str | None = field(default=None, compare=False)  # the student who started it (stability.access), or None
 
     def validate(self, allow_large: bool = False) -> SweepSpec:
         """The sweep's shape (no config is built); SweepError on the first problem. Returns self."""

@@ -86,5 +86,5 @@ def objective_version(results: pd.DataFrame) -> tuple:
     return tuple(zip(results["run_id"].tolist(), results["status"].tolist(), values))
 
 
-__all__ = ["CURVE_METRICS", "NO_ROOM", "STATUS_ORDER", "done_and_total", "halted", "in_spec_order", "is_active", "label",
-           "listed_values", "objective_version", "progress", "results_version"]
+__all__ = ["CURVE_METRICS", "NO_ROOM", "STATUS_ORDER", "done_and_total", "halted", "in_spec_order", "is_active",
+           "label", "listed_values", "objective_version", "progress", "results_version"]
