@@ -8,6 +8,7 @@ equal the plain path's to the bit, and the plain path must stay the CPU's defaul
 """
 from __future__ import annotations
 
+import copy as copy_module
 import functools
 import math
 import threading
@@ -354,3 +355,37 @@ def test_the_goal_table_s_script_says_there_is_no_cuda_and_times_the_cpu_column(
     (row,) = [line for line in lines if line.startswith("| rnn |")]
     cpu_rate = row.split("|")[6].strip()
     assert float(cpu_rate) > 0  # the one-CPU-thread column, timed from the run's own elapsed rows
+
+
+# ------------------------------------------------------------------ capture_problem's short check
+def _recording_forward(cell, x, h0=None, state_probe=None):
+    cell.seen.append(x.shape[1])
+    if cell.needs_whole and x.shape[1] < 50:
+        raise RuntimeError("this cell needs its whole length")
+    return type(cell).forward(cell, x, h0, state_probe)
+
+
+@pytest.mark.parametrize("needs_whole, seen", [(False, [3]), (True, [3, 50])])
+def test_capture_problem_steps_through_three_time_steps_and_the_whole_length_where_those_do_not_run(needs_whole,
+                                                                                                     seen):
+    """Note [A short check]: the check before a CUDA run's first point is cheap at any T."""
+    from stability.training.graphed import CHECKED_STEPS, capture_problem
+
+    run_config = config("rnn", task_options={"seq_len": 50})
+    task = build_task(run_config)
+    model = build_model(run_config, task)
+    model.cell.seen, model.cell.needs_whole = [], needs_whole
+    model.cell.forward = types.MethodType(_recording_forward, model.cell)  # copied with the model: a bound method
+    recorded = []
+    original = copy_module.deepcopy
+
+    def deepcopy(value, *args):
+        copied = original(value, *args)
+        if value is model:
+            recorded.append(copied.cell.seen)
+        return copied
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(copy_module, "deepcopy", deepcopy)
+        assert capture_problem(model, run_config, task) is None
+    assert CHECKED_STEPS == 3 and [length for lengths in recorded for length in lengths] == seen

@@ -65,6 +65,15 @@ captured, the deterministic ones when the switch is on, after the eager warm-up 
 cuBLAS' handles and workspace (``CUBLAS_WORKSPACE_CONFIG``) outside the capture. To be confirmed on
 a GPU with the rest of issue 32.
 
+Note [A short check]
+--------------------
+:func:`capture_problem` runs before the run's first point (the run's device line, written at its start,
+says whether it is graphed), so its step through a CPU copy must cost little: a step of the whole examples
+of a T = 1000 run on a CPU takes seconds (an LSTM of 512, KRU: 6–12 s measured). A step's host reads are
+in its code, which is the same at every time step, so the check steps through the examples' first
+:data:`CHECKED_STEPS` time steps (more than one, so that the step from one state to the next is among
+them), and through the whole examples only where the cut ones do not run (a cell that needs its length).
+
 Note [What the forward remembers]
 ---------------------------------
 A replay runs no Python, so what the captured forward left on a module besides its outputs is left
@@ -97,6 +106,7 @@ from .schedule import LearningRate
 from .window import StepWindow, row_dtype, scoring
 
 GRAPHED = "graphed: each training step replayed as one CUDA graph"  # the device line's word (step_plan)
+CHECKED_STEPS = 3  # time steps of the examples capture_problem steps through: Note [A short check]
 WARMUP_STEPS = 3  # eager steps before a capture (on a side stream: cuBLAS and cuDNN choose and allocate)
 UNCAPTURABLE = {  # module classes whose step reads the device inside a kernel: Note [What a graph freezes]
     SkewExponential: "torch.linalg.matrix_exp (expRNN's W = exp(A - A^T)) copies its input's norm to the host "
@@ -236,13 +246,36 @@ def _task_problem(task) -> str | None:
 
 def _step_reads(model, task, train: TrainConfig) -> list[str]:
     """:func:`host_reads` of one :class:`StaticStep` of a CPU copy of ``model`` (SGD at rate 0 stands in for
-    the optimizer, whose capturable form is checked apart), on two examples of the fixed validation set."""
-    cpu = copy.deepcopy(model).to("cpu")
+    the optimizer, whose capturable form is checked apart), on two examples of the fixed validation set cut to
+    their first :data:`CHECKED_STEPS` time steps (Note [A short check]); on the whole examples where the cut
+    ones do not run."""
     plain = replace(train, optimizer="sgd", lr=0.0, lr_schedule="none", weight_decay=0.0, device="cpu")
-    static = StaticStep(cpu, task, plain)
     batch = next(iter(compact_batches(task, "val", 2)))
-    with torch.random.fork_rng(devices=[]):  # a noisy h0's draw here leaves the run's random stream as it was
-        return host_reads(static.step, 1, batch)
+    whole = None
+    for cut in (True, False):
+        static = StaticStep(copy.deepcopy(model).to("cpu"), task, plain)
+        if whole is None:
+            whole = batch_on(task, batch, torch.device("cpu"), static.dtype)
+        x, y = _first_steps(task, *whole) if cut else whole
+        if not cut and x.shape == whole[0].shape:
+            break  # nothing was cut: the error below is the whole batch's own
+        try:
+            with torch.random.fork_rng(devices=[]):  # a noisy h0's draw here leaves the run's stream as it was
+                return host_reads(static.step_on, 1, x, y)
+        except Exception:  # noqa: BLE001 - a cell that needs its whole length: checked on the whole examples
+            if not cut:
+                raise
+    with torch.random.fork_rng(devices=[]):
+        return host_reads(StaticStep(copy.deepcopy(model).to("cpu"), task, plain).step_on, 1, *whole)
+
+
+def _first_steps(task, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` cut to their first :data:`CHECKED_STEPS` time steps (y too where the task targets every
+    step)."""
+    steps = min(x.shape[1], CHECKED_STEPS)
+    if getattr(task, "target_mode", "last") == "every" and y.dim() >= 2 and y.shape[1] == x.shape[1]:
+        y = y[:, :steps]
+    return x[:, :steps], y
 
 
 class _Window(StepWindow):
@@ -327,7 +360,10 @@ class StaticStep:
 
     def step(self, step: int, batch) -> None:
         """Training step ``step`` on ``batch`` (as :func:`~stability.training.batches.compact_batches` yields it)."""
-        x, y = batch_on(self.task, batch, self.device, self.dtype)
+        self.step_on(step, *batch_on(self.task, batch, self.device, self.dtype))
+
+    def step_on(self, step: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        """:meth:`step` on a batch already where the model trains (``batch_on``'s ``(x, y)``)."""
         self._fill(x, y)
         self._sync_lr()
         if self._graph is not None:

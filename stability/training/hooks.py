@@ -75,7 +75,9 @@ class StepResult:
     :class:`~stability.training.window.WindowReading` of the steps since the last log (means of
     loss and score, and the penalty among its ``extras``), None between log steps.  ``h0_grad``
     is ∂L/∂h0 on the training batch in the training dtype; ``total_norm`` the stable gradient norm
-    over every parameter before any clipping, at log steps only (None otherwise).
+    over every parameter before any clipping, at log steps only (None otherwise).  On a graphed run
+    (:mod:`stability.training.graphed`) the tensors are the step's static outputs, which the next step
+    overwrites in place: copy what a hook keeps past its call.
     """
 
     step: int
