@@ -292,7 +292,16 @@ def test_a_sweep_trial_without_room_ends_the_sweep_in_one_line_and_loses_nothing
     assert run.status == "stopped" and run.step is None
     assert run.error.startswith("the sweep stopped: not enough free disk") and "\n" not in run.error
     assert store.sweep(sweep_id).status == "stopped"
-    assert sweeps.watching.halted(store.records(("stopped",), sweep_id)) == run.error  # what the Sweep page says
+    assert sweeps.watching.halted(store.records(("stopped",), sweep_id)) == run.error
+    from streamlit.testing.v1 import AppTest
+
+    from pages.ui.store import _open_store
+
+    _open_store.clear()
+    page = AppTest.from_file(str(ROOT / "pages" / "sweep.py"), default_timeout=60)  # the Sweep page says why
+    page.query_params["sweep"] = str(sweep_id)
+    page.run()
+    assert not page.exception and [f"Sweep #{sweep_id}: {run.error}"] == [w.value for w in page.warning]
     with pytest.raises(ResumeError, match="not enough free disk"):  # the run on its own: the same check
         scheduler.resume_run(run.id, tmp_path / "runs.db")
     monkeypatch.setenv(DISK_RESERVE_ENV, "0")  # room again
