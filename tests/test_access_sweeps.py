@@ -201,3 +201,27 @@ def test_a_resume_is_held_to_the_limits_of_a_start(store_path):
         access.resume_sweep(bob, stopped, store_path)
     with RunStore(store_path) as store:
         assert store.sweep(stopped).status == "stopped"
+
+
+def test_two_starts_at_once_from_one_student_store_one_sweep(store_path):
+    """Two tabs, or a script, pressing Start together: the limits are read and the sweep stored under one lock,
+    so the second start sees the first sweep and is refused."""
+    import threading
+
+    bob = policy().visitor(BOB)
+    barrier, outcomes = threading.Barrier(2), []
+
+    def start(values):
+        barrier.wait()
+        try:
+            outcomes.append(access.start_sweep(bob, spec([values]), store_path))
+        except access.Refused as refused:
+            outcomes.append(str(refused))
+
+    threads = [threading.Thread(target=start, args=(values,)) for values in ("lr=1e-3,1e-2", "lr=1e-4,1e-3")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(type(outcome).__name__ for outcome in outcomes) == ["int", "str"], outcomes
+    assert len(stored(store_path)[0]) == 1

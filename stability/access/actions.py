@@ -16,6 +16,7 @@ writes (tests/test_access.py reads their source for it).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 
@@ -23,6 +24,7 @@ from stability import sweeps
 from stability.admission import budget
 from stability.config import RunConfig
 from stability.core.errors import ConfigError
+from stability.core.flock import LockRefused, LockTimeout, file_lock
 from stability.execution import lifecycle
 from stability.runs.store import RunStore
 from stability.workers import scheduler
@@ -81,14 +83,36 @@ def _runs_room(visitor: Visitor, store: RunStore) -> int:
     return limits.active_runs - mine
 
 
+STUDENTS_LOCK = "students.lock"  # in the store's private locks folder: one student's start checked at a time
+STUDENTS_LOCK_S = 30.0
+
+
+@contextlib.contextmanager
+def _students_turn(visitor: Visitor, store: RunStore):
+    """For a student, hold this machine's lock of students' starts for the ``with`` block, so that their limits
+    (active runs, active sweeps) are read and the start is stored without another start between: two starts
+    at once (two tabs, a script) never both pass.  Nothing for anybody else.  Refused, one line, when the lock
+    is not had within :data:`STUDENTS_LOCK_S`."""
+    if visitor.role != STUDENT:
+        yield
+        return
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(store.private_subfolder("locks") / STUDENTS_LOCK, STUDENTS_LOCK_S))
+        except (LockTimeout, LockRefused):
+            raise Refused("Other starts are being checked right now: try again in a moment.") from None
+        yield
+
+
 def start_run(visitor: Visitor, config: RunConfig, store_path: str) -> int:
     """Start ``config`` for ``visitor`` (owner: a student's identity); the queue's ``start_run``.  The store is
-    read for a student's limits only."""
+    read for a student's limits only, under :func:`_students_turn`."""
     require(visitor.may_start, visitor, "start runs")
-    if visitor.role == STUDENT:
-        with RunStore(store_path) as store:
-            check_start(visitor, config, store)
-    return scheduler.start_run(config, store_path, owner=visitor.owner)
+    if visitor.role != STUDENT:
+        return scheduler.start_run(config, store_path)
+    with RunStore(store_path) as store, _students_turn(visitor, store):
+        check_start(visitor, config, store)
+        return scheduler.start_run(config, store_path, owner=visitor.owner)
 
 
 def _owned(visitor: Visitor, action: str, owner: Callable[[], str | None]) -> None:
@@ -148,7 +172,9 @@ def operate(visitor: Visitor, action: str) -> None:
 # against Limits.active_runs like any other).  The spec records its owner (SweepSpec.owner, stored with the
 # sweep's row and its Optuna study), and the sweep's workers give each of its runs that owner (runs.owner), so
 # a student stops, resumes and deletes those runs as their own.  A student stops or resumes only their own
-# sweep (a resume is checked again, as a start), an operator every one, a viewer none.
+# sweep (a resume is checked again, as a start), an operator every one, a viewer none.  A student's start (run or
+# sweep) and resume is checked and stored under one lock of this machine (_students_turn), so two at once never
+# both pass a limit.
 
 def sweep_owner(sweep) -> str | None:
     """The student who started a sweep (a SweepRecord, as ``store.sweep(id)`` reads it); None: an operator's."""
@@ -194,10 +220,10 @@ def start_sweep(visitor: Visitor, spec: sweeps.SweepSpec, store_path: str, *, wo
     """Start ``spec`` for ``visitor`` (owner: a student's identity; within their limits: :func:`check_sweep`);
     the sweep's id (sweeps.start_sweep)."""
     require(visitor.may_sweep, visitor, "start sweeps")
-    with RunStore(store_path) as store:
+    with RunStore(store_path) as store, _students_turn(visitor, store):
         workers = check_sweep(visitor, spec, store, workers)
-    owned = dataclasses.replace(spec, owner=visitor.owner)
-    return sweeps.start_sweep(owned, store_path, workers=workers, name=name)
+        return sweeps.start_sweep(dataclasses.replace(spec, owner=visitor.owner), store_path, workers=workers,
+                                  name=name)
 
 
 def _stored_sweep_owner(store_path: str, sweep_id: int) -> str | None:
@@ -216,8 +242,9 @@ def resume_sweep(visitor: Visitor, sweep_id: int, store_path: str, *, workers: i
     """Resume a sweep the visitor may change, a student's within their limits again (:func:`check_sweep`); how
     many runs were requeued (sweeps.resume_sweep)."""
     _owned(visitor, f"resume sweep #{sweep_id}", lambda: _stored_sweep_owner(store_path, sweep_id))
-    if visitor.role == STUDENT:
-        with RunStore(store_path) as store:
-            spec = sweeps.SweepSpec.from_dict(store.sweep(sweep_id).spec)
-            workers = check_sweep(visitor, spec, store, workers, resuming=sweep_id)
-    return sweeps.resume_sweep(sweep_id, store_path, workers=workers)
+    if visitor.role != STUDENT:
+        return sweeps.resume_sweep(sweep_id, store_path, workers=workers)
+    with RunStore(store_path) as store, _students_turn(visitor, store):
+        spec = sweeps.SweepSpec.from_dict(store.sweep(sweep_id).spec)
+        workers = check_sweep(visitor, spec, store, workers, resuming=sweep_id)
+        return sweeps.resume_sweep(sweep_id, store_path, workers=workers)
