@@ -22,7 +22,8 @@ timed rep:
 Every step copies its batch from the host (pinned, without waiting: ``batch_on``), the loops alike; the StaticStep
 rows read their window once every ``log_every`` steps (one read per log step, as the trainer), the bare loops read
 nothing. Not measured here: what a whole run adds around the step (evaluation, the probes, the SVDs, the store:
-benchmarks/training.py). The goal (issue 32): graphed >= 0.8x the bare cuDNN nn.RNN loop and >= 5x one CPU thread.
+benchmarks/training.py; the whole default run graphed and eager through the Trainer, beside the same bare loop and
+one CPU thread, is benchmarks/graphed_run.py's table). The goal (issue 32): graphed >= 0.8x the bare cuDNN nn.RNN loop and >= 5x one CPU thread.
 """
 from __future__ import annotations
 
