@@ -706,3 +706,17 @@ def test_export_writes_tensorboard_event_files_for_several_runs(store, trained, 
     several = cli("export", str(run_id), str(run_id), store=store)
     assert several.returncode == 2 and several.stderr.strip() == (
         "stability: error: CSV export takes one run id; give several with --tensorboard DIR")
+
+
+@pytest.mark.parametrize("students, view_only", [("view", "1"), ("run", "0"), ("sweep", "0")])
+def test_classroom_students_set_the_rooms_server_and_the_lecturers_stays_its_own(students, view_only):
+    """`stability classroom --students sweep` opens a room where signed-in students sweep (it took view|run only);
+    the lecturer's own server names no students whatever the room allows."""
+    from stability.cli.classroom import server_commands
+    from stability.cli.main import build_parser
+
+    args = build_parser().parse_args(["classroom", "--students", students])
+    (_, room, room_env), (_, own, own_env) = server_commands(args, None)
+    assert (room_env["STABILITY_STUDENTS"], room_env["STABILITY_VIEW_ONLY"]) == (students, view_only)
+    assert (own_env["STABILITY_STUDENTS"], own_env["STABILITY_VIEW_ONLY"]) == ("", "0")
+    assert "0.0.0.0" in room and "127.0.0.1" in own

@@ -325,3 +325,14 @@ def test_a_resume_without_room_for_its_checkpoints_is_refused_in_one_line(store,
         assert "\n" not in str(raised.value) and DISK_RESERVE_ENV in str(raised.value)
     run = store.record(stopped.run_id)
     assert (run.status, run.resumes) == ("stopped", 0) and store.checkpoint_path(run.id).exists()
+
+
+def test_the_clis_own_resume_without_room_is_one_line_too(store, tmp_path):
+    """`stability resume ID` in the foreground trains here; it now checks the room the queue's resume checks
+    (before, only the queue's did, and the run trained on towards a full disk)."""
+    stopped = train_run(tiny(), store, hooks=[StopAt(2)])
+    result = cli("resume", str(stopped.run_id), store=tmp_path / "runs.db",
+                 env={DISK_RESERVE_ENV: str(shutil.disk_usage(tmp_path).total + 1)})
+    assert result.returncode == 2 and "not enough free disk" in one_error_line(result)
+    run = store.record(stopped.run_id)
+    assert (run.status, run.resumes) == ("stopped", 0) and store.checkpoint_path(run.id).exists()

@@ -169,7 +169,7 @@ def check_room(config: RunConfig, store) -> None:
     A completed run drops its checkpoint (stability.execution.lifecycle, Note [Checkpoints kept]); the
     free space is read when the run is asked for (shutil.disk_usage), by every start: the CLI's train, the
     queue's start (the pages, ``--background``), a preset, ``train_run`` and a sweep's start; by the queue's
-    resume (``scheduler.resume_run``), and by a sweep's worker before each run it trains (Note [A full disk
+    resume (``scheduler.resume_run``) and the CLI's own (``scheduler.check_resume_room``), and by a sweep's worker before each run it trains (Note [A full disk
     ends the sweep] in stability/sweeps/workers.py)."""
     folder = store.private_subfolder("checkpoints")
     needed, reserve = 2 * budget.checkpoint_bytes(config), disk_reserve()

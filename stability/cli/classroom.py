@@ -9,7 +9,7 @@ A class needs the room to watch and the lecturer to control, and nothing a stude
 lecturer's controls.  So there are two Streamlit servers over the same run store:
 
 * the **room's**, listening on every interface (``--address``, default 0.0.0.0) and view-only
-  (``STABILITY_VIEW_ONLY=1``; with ``--operators`` or ``--students run``, the sign-in decides instead: Note
+  (``STABILITY_VIEW_ONLY=1``; with ``--operators`` or ``--students run|sweep``, the sign-in decides instead: Note
   [Roles] in stability/access/policy.py).  Its ``server.allowedHosts`` names this machine's addresses and
   host names only, so a page on another site that rebinds its own name to this machine gets no websocket
   (DNS rebinding);
@@ -34,7 +34,7 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def add_command(commands, store) -> None:
-    """``classroom [--port P] [--room-port P] [--address A] [--operators LIST] [--students run|view]``."""
+    """``classroom [--port P] [--room-port P] [--address A] [--operators LIST] [--students view|run|sweep]``."""
     parser = commands.add_parser("classroom", parents=[store],
                                  help="open a class: a view-only server for the room and yours on this machine")
     parser.add_argument("--port", type=int, default=8501, help="your own server's port, on 127.0.0.1 (default 8501)")
@@ -43,8 +43,9 @@ def add_command(commands, store) -> None:
                         help="the address the room's server listens on (default 0.0.0.0: every interface)")
     parser.add_argument("--operators", default="", metavar="LIST",
                         help="comma-separated identities (sign-in e-mails) who may control from the room's server")
-    parser.add_argument("--students", choices=("view", "run"), default="view",
-                        help="'run': signed-in students start runs of their own within limits (default: view)")
+    parser.add_argument("--students", choices=("view", "run", "sweep"), default="view",
+                        help="'run': signed-in students start runs of their own within limits; 'sweep': runs and "
+                             "sweeps (default: view)")
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                         help="another host name the room reaches this machine by (repeatable)")
     parser.set_defaults(handler=cmd_classroom)
@@ -80,7 +81,7 @@ def server_commands(args, store: str | None) -> list[tuple[str, list[str], dict[
     hosts = machine_hosts() + list(args.allowed_host)
     room_env = {**os.environ, "STABILITY_OPERATORS": args.operators,
                 "STABILITY_STUDENTS": args.students,
-                "STABILITY_VIEW_ONLY": "0" if (args.operators or args.students == "run") else "1"}
+                "STABILITY_VIEW_ONLY": "0" if (args.operators or args.students != "view") else "1"}
     own_env = {**os.environ, "STABILITY_VIEW_ONLY": "0", "STABILITY_OPERATORS": "", "STABILITY_STUDENTS": ""}
     room = base + ["--server.address", args.address, "--server.port", str(args.room_port), *allowed(hosts)] + after
     own = base + ["--server.address", "127.0.0.1", "--server.port", str(args.port), *allowed(LOOPBACK_HOSTS)] + after
@@ -107,9 +108,9 @@ def cmd_classroom(args) -> int:
         store = str(Path(store).expanduser().absolute())
     children = [(who, subprocess.Popen(command, env=env, cwd=APP.parent))
                 for who, command, env in server_commands(args, store)]
-    room_mode = ("view-only" if not (args.operators or args.students == "run")
+    room_mode = ("view-only" if not (args.operators or args.students != "view")
                  else "sign-in: " + ", ".join(filter(None, [args.operators and "operators " + args.operators,
-                                                            args.students == "run" and "students run"])))
+                                                            args.students != "view" and f"students {args.students}"])))
     print(f"Class ({room_mode}): " + "  ".join(room_addresses(args.address, args.room_port)), flush=True)
     print(f"You (this machine only, full control): http://127.0.0.1:{args.port}", flush=True)
     print("Ctrl-C ends both.", flush=True)

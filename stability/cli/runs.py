@@ -112,6 +112,7 @@ def cmd_resume(args) -> int:
               f"`python -m stability show {args.run_id}`", file=sys.stderr)
         return 0
     with RunStore(args.store) as store:
+        scheduler.check_resume_room(store, args.run_id)  # room for its checkpoints, as the queue's resume checks
         if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
             return _resume_trial(store, args)
         config = lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed

@@ -153,7 +153,7 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
     with RunStore(store_path) as store:
         run = store.record(run_id)
         with lifecycle.resume_lock(store, run):
-            _check_resume_room(store, run_id)
+            check_resume_room(store, run_id)
             if run.sweep_id is None:
                 lifecycle.queue_resume(store, run_id)
                 with scheduling_lock(store):
@@ -170,7 +170,7 @@ def resume_run(run_id: int, store_path=None, max_concurrent: int | None = None) 
                     raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
 
 
-def _check_resume_room(store: RunStore, run_id: int) -> None:
+def check_resume_room(store: RunStore, run_id: int) -> None:
     """ResumeError (one line, nothing changed) when the run cannot be resumed, or its checkpoints would not fit
     on the disk with the reserve left free (preflight.check_room, the start's check, Note [Room for checkpoints])."""
     from ..admission.preflight import check_room  # torch: reconcile (`stability runs`) imports no torch
