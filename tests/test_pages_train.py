@@ -332,6 +332,17 @@ def test_deterministic_checkbox_reaches_the_config(store, fake_runner):
     assert config.train.deterministic is True and config.train.freeze_recurrent is False
 
 
+
+def test_cuda_graphs_checkbox_reaches_the_config(store, fake_runner):
+    """On by default (TrainConfig.cuda_graphs); unchecked, the run trains eagerly on a GPU too."""
+    app = run()
+    assert app.checkbox(key="train_cuda_graphs").value is True
+    app.checkbox(key="train_cuda_graphs").uncheck().run()
+    button(app, "Start").click().run()
+    assert not app.exception and not app.error
+    [(config, _, _)] = fake_runner["start"]
+    assert config.train.cuda_graphs is False and config.train.deterministic is False
+
 def test_vprnn_k_is_left_to_the_cells_rule_unless_typed(store, fake_runner):
     app = run()
     app.selectbox(key="train_cell").set_value("vprnn").run()

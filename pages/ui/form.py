@@ -263,10 +263,14 @@ def _train_settings(key_prefix: str, train: TrainConfig) -> TrainConfig:
                                     help="The same numbers every run on a GPU too (cuDNN, cuBLAS and "
                                          "index_select's backward without atomics), so a resumed run "
                                          "continues exactly; slower. A CPU run is deterministic already.")
+        graphs = st.checkbox("CUDA graphs", value=bool(train.cuda_graphs), key=f"{key_prefix}_cuda_graphs",
+                             help="On a CUDA GPU, each training step replayed as one captured graph: the same "
+                                  "numbers, far fewer kernel launches (the run's device line says when a cell "
+                                  "trains eagerly and why). A CPU run is never captured.")
     return TrainConfig(optimizer=optimizer, lr=float(lr), lr_schedule=schedule, lr_step_size=step_size,
                        lr_gamma=float(gamma), batch_size=batch, steps=steps, clip_grad_norm=float(clip) or None,
                        weight_decay=float(decay), seed=seed, device=device, dtype=dtype,
                        log_every=train.log_every, eval_every=train.eval_every, probe_every=train.probe_every,
                        eval_examples=train.eval_examples, probe_examples=train.probe_examples,
-                       freeze_recurrent=freeze, deterministic=deterministic)
+                       freeze_recurrent=freeze, deterministic=deterministic, cuda_graphs=graphs)
 

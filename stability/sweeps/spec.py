@@ -76,7 +76,7 @@ SWEEP_ATTR = "sweep"  # the study's user attribute holding SweepSpec.to_dict()
 # and a value of one is built as the base is (the optimizer is not one: the memory budget counts its state).
 TRAINING_ONLY = frozenset({"lr", "lr_schedule", "lr_step_size", "lr_gamma", "steps",
                            "clip_grad_norm", "weight_decay", "log_every", "eval_every", "probe_every",
-                           "freeze_recurrent"})
+                           "freeze_recurrent", "cuda_graphs"})
 # The train fields that change neither a run's size nor its work: what :meth:`SweepSpec.cost_configs` leaves at
 # the base's values (steps and the evaluation and probe cadences do change the work).
 COSTLESS = TRAINING_ONLY - {"steps", "eval_every", "probe_every"}

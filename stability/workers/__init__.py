@@ -23,7 +23,7 @@ from ..core.faces import lazy
 _FACE = {
     "gpu_for": "gpu_slots", "processes": None, "CLAIM_ENV": "processes", "MAX_RUNS_ENV": "processes",
     "launched_workers": "processes", "terminate_sweep_workers": "processes", "scheduler": None,
-    "hand_on_slot": "scheduler", "keep_warm": "scheduler", "max_concurrent_runs": "scheduler",
+    "check_resume_room": "scheduler", "hand_on_slot": "scheduler", "keep_warm": "scheduler", "max_concurrent_runs": "scheduler",
     "reconcile": "scheduler", "resume_run": "scheduler", "run_worker": "scheduler", "start_run": "scheduler",
     "start_sweep_workers": "scheduler", "stop_run": "scheduler", "slots": None, "drop_waiting": "slots",
     "sweep_worker_pids": "slots", "waiting": "slots", "threads": None, "THREADS_ENV": "threads",
