@@ -11,6 +11,7 @@ import logging
 
 import streamlit as st
 
+from pages.ui.links import escaped
 from stability.access import VIEWER, Policy, SignIn, Visitor, missing_packages, sign_in_decides, sign_in_setup
 from stability.core.errors import ConfigError
 
@@ -52,7 +53,7 @@ def current_visitor() -> Visitor:
 def view_only_line(visitor: Visitor, where=st) -> None:
     """One caption where a viewer would have found controls: what the page is and why it cannot act."""
     if visitor.role == VIEWER:
-        where.caption(f":material/visibility: **View only**: {visitor.reason}. Runs, live charts and results "
+        where.caption(f":material/visibility: **View only**: {escaped(visitor.reason)}. Runs, live charts and results "
                       "are all here; starting and stopping them is for the lecturer's own server.")
 
 
@@ -105,7 +106,7 @@ def sidebar_role_line(visitor: Visitor) -> None:
     """Who this session is, in the sidebar, wherever it is not the lone operator of a loopback server; and
     its Sign in or Sign out where the server has a sign-in (:func:`sign_in_buttons`)."""
     if visitor.role == VIEWER:
-        st.caption(":material/visibility: **View only**" + (f" · {visitor.identity}" if visitor.identity else ""))
-    elif visitor.identity:
-        st.caption(f":material/person: {visitor.identity} · {visitor.role}")
+        st.caption(":material/visibility: **View only**" + (f" · {escaped(visitor.identity)}" if visitor.identity else ""))
+    elif visitor.identity:  # a provider's or a proxy's text, shown as text (no mailto link, no markdown)
+        st.caption(f":material/person: {escaped(visitor.identity)} · {visitor.role}")
     sign_in_buttons(visitor)
