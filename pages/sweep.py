@@ -216,8 +216,8 @@ def ready_to_start(base: RunConfig | None, texts: list[str], settings: dict) -> 
     if st.button("Start", type="primary", key="sweep_start", width="stretch"):
         try:  # the guard is in the action: a student's limits, a viewer refused (Note [Guarded in the action])
             return access.start_sweep(visitor, spec, store_path(), workers=settings["workers"], name=settings["name"])
-        except (sweeps.SweepError, access.Refused) as error:
-            st.error(str(error))
+        except (sweeps.SweepError, access.Refused) as error:  # shown below the form, which may fold now
+            st.session_state["sweep_refused"] = str(error)
     return None
 
 
@@ -366,6 +366,8 @@ started = None
 if visitor.may_sweep:  # an operator's, or a student's where the lecturer allows it (Note [Roles])
     with st.expander("New sweep", expanded=not known, icon=":material/add:"):
         started = start_section(store)
+    if refused := st.session_state.pop("sweep_refused", None):  # outside the form: seen even where it folded
+        st.error(refused)
 else:
     view_only_line(visitor)
     if visitor.role == access.STUDENT:

@@ -591,9 +591,11 @@ def test_a_sweep_checked_without_building_every_cell_says_so_in_one_line(tmp_pat
     from stability import sweeps
     from stability.cli.main import main
     from stability.config import CellConfig, RunConfig
+    from stability.admission import preflight
     from stability.execution import lifecycle
 
     monkeypatch.setenv("STABILITY_MAX_RUNS", "1")
+    monkeypatch.setattr(preflight, "_verdicts", type(preflight._verdicts)())  # no cell built before in this process
     store = tmp_path / "runs.db"
     with RunStore(store) as opened:
         holder = lifecycle.create_claimed(opened, RunConfig(CellConfig("rnn", 4)))

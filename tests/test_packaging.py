@@ -110,8 +110,10 @@ def test_the_dependencies_are_declared_once_with_the_torch_pin(wheel):
     runtime = [line for line in requires if "extra ==" not in line]
     assert runtime == requirements
     assert {line.split(";")[0].strip() for line in requires if 'extra == "test"' in line} == {
-        "pytest>=8", "pytest-xdist>=3.5", "playwright>=1.45", "lightning>=2.1"}
+        "pytest>=8", "pytest-xdist>=3.5", "playwright>=1.45", "lightning>=2.1", "Authlib>=1.3.2", "httpx>=0.24.1"}
     assert {line.split(";")[0].strip() for line in requires if 'extra == "lightning"' in line} == {"lightning>=2.1"}
+    assert {line.split(";")[0].strip() for line in requires if 'extra == "auth"' in line} == {
+        "Authlib>=1.3.2", "httpx>=0.24.1"}  # st.login's (tests/test_browser_login.py signs in through it)
     assert metadata["Name"] == "stability" and metadata["Requires-Python"] == ">=3.10"
 
 
