@@ -9,6 +9,7 @@ by this live process holds the store's one slot, so the workers a start asks for
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -225,3 +226,29 @@ def test_two_starts_at_once_from_one_student_store_one_sweep(store_path):
         thread.join(120)
     assert sorted(type(outcome).__name__ for outcome in outcomes) == ["int", "str"], outcomes
     assert len(stored(store_path)[0]) == 1
+
+
+def test_the_students_lock_is_one_for_every_process_of_a_store_sqlite_or_postgresql(store_location):
+    """The lock a student's start is checked under (execution.locks.students_lock): held through one opening of
+    the store, another opening (another server; on PostgreSQL another machine's) waits and gets LockBusy, then
+    has it once it is let go.  Before, it was a file of this machine's, which two servers on two machines over one
+    PostgreSQL store did not share."""
+    from stability.execution import locks
+
+    with RunStore(store_location) as first, RunStore(store_location) as second:
+        with locks.students_lock(first):
+            if first.shared:  # the server holds it, not a file of this machine: another machine's server waits too
+                import sqlalchemy
+
+                with sqlalchemy.create_engine(store_location).connect() as connection:
+                    held = connection.execute(sqlalchemy.text(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = :space"),
+                        {"space": locks.STUDENTS_LOCK_SPACE}).scalar()
+                assert held == 1
+            started = time.monotonic()
+            with pytest.raises(locks.LockBusy, match="is held by another process"):
+                with locks.students_lock(second, timeout=0.5):
+                    pass
+            assert time.monotonic() - started >= 0.5
+        with locks.students_lock(second, timeout=0.5):
+            pass

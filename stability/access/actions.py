@@ -24,8 +24,7 @@ from stability import sweeps
 from stability.admission import budget
 from stability.config import RunConfig
 from stability.core.errors import ConfigError
-from stability.core.flock import LockRefused, LockTimeout, file_lock
-from stability.execution import lifecycle
+from stability.execution import lifecycle, locks
 from stability.runs.store import RunStore
 from stability.workers import scheduler
 
@@ -83,13 +82,13 @@ def _runs_room(visitor: Visitor, store: RunStore) -> int:
     return limits.active_runs - mine
 
 
-STUDENTS_LOCK = "students.lock"  # in the store's private locks folder: one student's start checked at a time
-STUDENTS_LOCK_S = 30.0
+STUDENTS_LOCK_S = locks.STUDENTS_TIMEOUT_S
 
 
 @contextlib.contextmanager
 def _students_turn(visitor: Visitor, store: RunStore):
-    """For a student, hold this machine's lock of students' starts for the ``with`` block, so that their limits
+    """For a student, hold the store's lock of students' starts (execution.locks.students_lock: a file lock of
+    this machine for SQLite, an advisory lock of the server for PostgreSQL) for the ``with`` block, so that their limits
     (active runs, active sweeps) are read and the start is stored without another start between: two starts
     at once (two tabs, a script) never both pass.  Nothing for anybody else.  Refused, one line, when the lock
     is not had within :data:`STUDENTS_LOCK_S`."""
@@ -98,8 +97,8 @@ def _students_turn(visitor: Visitor, store: RunStore):
         return
     with contextlib.ExitStack() as held:
         try:
-            held.enter_context(file_lock(store.private_subfolder("locks") / STUDENTS_LOCK, STUDENTS_LOCK_S))
-        except (LockTimeout, LockRefused):
+            held.enter_context(locks.students_lock(store, STUDENTS_LOCK_S))
+        except locks.LockBusy:
             raise Refused("Other starts are being checked right now: try again in a moment.") from None
         yield
 
@@ -173,7 +172,7 @@ def operate(visitor: Visitor, action: str) -> None:
 # sweep's row and its Optuna study), and the sweep's workers give each of its runs that owner (runs.owner), so
 # a student stops, resumes and deletes those runs as their own.  A student stops or resumes only their own
 # sweep (a resume is checked again, as a start), an operator every one, a viewer none.  A student's start (run or
-# sweep) and resume is checked and stored under one lock of this machine (_students_turn), so two at once never
+# sweep) and resume is checked and stored under one lock of the store (_students_turn), so two at once never
 # both pass a limit.
 
 def sweep_owner(sweep) -> str | None:

@@ -2,8 +2,8 @@
 
     lifecycle.py   every status change, the claim by compare-and-set, ``claimed`` and ``ending``
     signals.py     Ctrl-C and SIGTERM as one stop, held back around a claim
-    locks.py       the run queue's scheduling lock and a sweep's claim lock (a flock; an advisory
-                   lock on PostgreSQL)
+    locks.py       the run queue's scheduling lock, a sweep's claim lock and the students' start lock
+                   (a flock; an advisory lock on PostgreSQL)
     pids.py        a claimant's process: alive, and when it started
 
 Below it, :mod:`stability.admission` (can a run be built here, what it costs); above it,
@@ -28,7 +28,8 @@ _FACE = {
     "queue_resume": "lifecycle", "release": "lifecycle", "requeue": "lifecycle", "resumable_here": "lifecycle",
     "resume_lock": "lifecycle", "settle": "lifecycle", "start_over": "lifecycle", "stop_unclaimed": "lifecycle",
     "take_over": "lifecycle", "this_host": "lifecycle", "train_run": "lifecycle", "LockBusy": "locks",
-    "scheduling_lock": "locks", "sweep_lock": "locks", "pids": None, "is_alive": "pids", "process_start_time": "pids",
+    "locks": None, "scheduling_lock": "locks", "students_lock": "locks", "STUDENTS_TIMEOUT_S": "locks",
+    "sweep_lock": "locks", "pids": None, "is_alive": "pids", "process_start_time": "pids",
     "Terminated": "signals", "describe_interrupt": "signals", "signals_deferred": "signals",
 }
 __all__ = sorted(_FACE)

@@ -1,8 +1,9 @@
 """The locks between processes that share a store: an exclusive ``flock`` on a file, the run
-queue's scheduling lock, and a sweep's claim lock.
+queue's scheduling lock, a sweep's claim lock and the students' start lock.
 
     with scheduling_lock(store): ...                 # the run queue (stability.workers.scheduler)
     with sweep_lock(store, sweep_id): ...            # a sweep's claims, on every machine
+    with students_lock(store): ...                   # a student's start checked and stored, on every machine
 
 A ``flock`` is held by an open file, so a process that dies releases it. It only serialises
 processes of one machine (the lock files are in ``<store home>/locks/``, this machine's folder, private
@@ -26,6 +27,8 @@ from ..runs.errors import StoreBusy, StoreError
 SWEEP_LOCK_SPACE = 0x5357  # PostgreSQL advisory locks of sweeps: (space, sweep id)
 SCHEDULING_TIMEOUT_S = 60.0  # a holder launches a few workers: seconds at most
 SWEEP_TIMEOUT_S = 300.0      # a holder asks Optuna for a trial, which may read a long study
+STUDENTS_LOCK_SPACE = 0x5354  # PostgreSQL advisory lock of students' starts: (space, 0)
+STUDENTS_TIMEOUT_S = 30.0    # a holder reads a student's runs and sweeps and stores one start
 
 
 class LockBusy(StoreBusy):
@@ -63,15 +66,33 @@ def sweep_lock(store, sweep_id: int):
     """Hold the sweep's claim lock for the ``with`` block (stability.sweeps.workers, Note [Claiming
     trials]): a ``flock`` on ``<store home>/locks/sweep-<id>.lock`` for an SQLite store (one machine), a
     PostgreSQL session advisory lock for a shared one."""
+    with _store_wide(store, f"sweep-{int(sweep_id)}.lock", (SWEEP_LOCK_SPACE, int(sweep_id)), SWEEP_TIMEOUT_S,
+                     f"sweep {int(sweep_id)}'s lock"):
+        yield
+
+
+def students_lock(store, timeout: float = STUDENTS_TIMEOUT_S):
+    """The lock under which a student's start or resume is checked against their limits and stored
+    (stability.access, Note [A student's sweep]): a ``flock`` on ``<store home>/locks/students.lock`` for an
+    SQLite store, a PostgreSQL session advisory lock for a shared one, so that two servers on two machines
+    over one PostgreSQL store never both let a student past a limit either."""
+    return _store_wide(store, "students.lock", (STUDENTS_LOCK_SPACE, 0), timeout, "the students' start lock")
+
+
+@contextlib.contextmanager
+def _store_wide(store, name: str, key: tuple[int, int], timeout: float, what: str):
+    """A lock every process of the store shares: ``<store home>/locks/NAME`` (:func:`store_lock`) for a store
+    of this machine, the PostgreSQL session advisory lock ``key`` (space, id) for a shared one; LockBusy after
+    ``timeout`` s (``$STABILITY_LOCK_TIMEOUT`` replaces it)."""
     if not store.shared:
-        with store_lock(store, f"sweep-{int(sweep_id)}.lock", SWEEP_TIMEOUT_S):
+        with store_lock(store, name, timeout):
             yield
         return
     import sqlalchemy
 
     engine = _lock_engine(store.url)
-    key = {"space": SWEEP_LOCK_SPACE, "id": int(sweep_id)}
-    timeout = lock_timeout(SWEEP_TIMEOUT_S)
+    key = {"space": key[0], "id": key[1]}
+    timeout = lock_timeout(timeout)
     deadline = time.monotonic() + timeout
     with engine.connect() as connection:
         # asked again and again, never waited on in the server: a holder that never lets go (a stopped
@@ -80,8 +101,7 @@ def sweep_lock(store, sweep_id: int):
         while not connection.execute(try_lock, key).scalar():
             connection.rollback()  # no transaction left open between tries
             if time.monotonic() >= deadline:
-                raise LockBusy(f"run store {store.location}: sweep {int(sweep_id)}'s lock is held by another "
-                               f"process (waited {timeout:g} s)")
+                raise LockBusy(f"run store {store.location}: {what} is held by another process (waited {timeout:g} s)")
             time.sleep(POLL_S)
         try:
             yield
@@ -92,6 +112,10 @@ def sweep_lock(store, sweep_id: int):
 
 @functools.lru_cache(maxsize=4)
 def _lock_engine(url: str):
+    """The engine of a shared store's advisory locks: a connection of its own for each holder (NullPool), as
+    a session's lock belongs to its connection and two holders in one process (two sessions of one server
+    starting at once) must not queue for one pooled connection instead of for the lock."""
     import sqlalchemy
+    from sqlalchemy.pool import NullPool
 
-    return sqlalchemy.create_engine(url, pool_size=1, max_overflow=0, pool_pre_ping=True)
+    return sqlalchemy.create_engine(url, poolclass=NullPool)
