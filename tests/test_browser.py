@@ -132,7 +132,8 @@ def test_a_live_train_page_redraws_its_charts_in_the_views_it_has(server, browse
     progress_moves(page, 3)
     kept = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')]
         .map(canvas => canvas.dataset.kept === "yes")""")
-    page.get_by_role("button", name="Stop", exact=True).click()
+    # the run's Stop, by its key: Streamlit's toolbar shows a "Stop" of its own while a script runs
+    page.locator(".st-key-train_stop").get_by_role("button", name="Stop", exact=True).click()
     page.get_by_text("was stopped at step").first.wait_for(timeout=60_000)
     page.close()
     assert marked == charts_drawn and kept == [True] * charts_drawn

@@ -286,7 +286,8 @@ def test_a_signed_in_student_starts_one_sweep_of_their_own_within_limits(tmp_pat
         seeds.press("Enter")
         page.get_by_text("8 runs", exact=True).wait_for(timeout=60_000)
         start.click()
-        page.get_by_role("button", name="Stop", exact=True).wait_for(timeout=90_000)  # their own sweep's
+        # their own sweep's Stop, by its key: Streamlit's toolbar shows a "Stop" of its own while a script runs
+        page.locator(".st-key-sweep_stop").get_by_role("button", name="Stop", exact=True).wait_for(timeout=90_000)
         with RunStore(store) as runs:
             [sweep] = runs.sweeps()
             assert json.loads(json.dumps(dict(sweep.spec)))["owner"] == BOB
