@@ -42,6 +42,15 @@ def timing_children() -> list[psutil.Process]:
     return found
 
 
+def exec_d_timing_children(seconds: float = 10.0) -> list[psutil.Process]:
+    """:func:`timing_children` once there is one: a child just started shows its parent's command line until it
+    has exec'd (between fork and exec it is a copy of pytest), so it is looked for a few seconds (CI saw 0)."""
+    deadline = time.monotonic() + seconds
+    while not (found := timing_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
 # ------------------------------------------------------------------ one timing child
 @pytest.fixture
 def timing():
@@ -62,7 +71,10 @@ def test_six_requests_in_a_row_keep_one_timing_child_and_the_last_shape_is_the_o
     for config in configs:
         known, waiting = timing.timed_apart([config], requester="session")
         assert known == {} and waiting == {timing.shape_of(config)}
-        alive.append(len(timing_children()))
+        alive.append(len(exec_d_timing_children()))
+        if alive[-1] != 1:  # what this process's children were, for a failure to say
+            alive.append([(child.pid, child.status(), child.cmdline()[-3:]) for child in
+                          psutil.Process(os.getpid()).children(recursive=True)])
     assert alive == [1] * 6
     last = timing.shape_of(configs[-1])
     for _ in range(1200):  # until the child answers (it ends itself at its limit)
