@@ -251,22 +251,20 @@ def _step_reads(model, task, train: TrainConfig) -> list[str]:
     ones do not run."""
     plain = replace(train, optimizer="sgd", lr=0.0, lr_schedule="none", weight_decay=0.0, device="cpu")
     batch = next(iter(compact_batches(task, "val", 2)))
-    whole = None
-    for cut in (True, False):
+    whole = batch_on(task, batch, torch.device("cpu"), next(model.parameters()).real.dtype)
+
+    def reads(x: torch.Tensor, y: torch.Tensor) -> list[str]:
         static = StaticStep(copy.deepcopy(model).to("cpu"), task, plain)
-        if whole is None:
-            whole = batch_on(task, batch, torch.device("cpu"), static.dtype)
-        x, y = _first_steps(task, *whole) if cut else whole
-        if not cut and x.shape == whole[0].shape:
-            break  # nothing was cut: the error below is the whole batch's own
+        with torch.random.fork_rng(devices=[]):  # a noisy h0's draw here leaves the run's stream as it was
+            return host_reads(static.step_on, 1, x, y)
+
+    cut = _first_steps(task, *whole)
+    if cut[0].shape != whole[0].shape:
         try:
-            with torch.random.fork_rng(devices=[]):  # a noisy h0's draw here leaves the run's stream as it was
-                return host_reads(static.step_on, 1, x, y)
+            return reads(*cut)
         except Exception:  # noqa: BLE001 - a cell that needs its whole length: checked on the whole examples
-            if not cut:
-                raise
-    with torch.random.fork_rng(devices=[]):
-        return host_reads(StaticStep(copy.deepcopy(model).to("cpu"), task, plain).step_on, 1, *whole)
+            pass
+    return reads(*whole)
 
 
 def _first_steps(task, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
