@@ -99,6 +99,19 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
                             help=text)
 
 
+def add_execution_flags(parser: argparse.ArgumentParser) -> None:
+    """``--cuda-graphs`` / ``--no-cuda-graphs`` (``args.cuda_graphs``: True, False, or None when neither is
+    given): how a resumed run trains from now on. Its other fields are what its checkpoint continues; these
+    are execution only (stability.training.checkpoints.EXECUTION_ONLY)."""
+    switch = parser.add_mutually_exclusive_group()
+    switch.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_const", const=False, default=None,
+                        help="continue training each step eagerly on CUDA, not replayed as one CUDA graph "
+                             "(the run's stored config says so from now on)")
+    switch.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_const", const=True, default=None,
+                        help="continue replaying each step as one CUDA graph on CUDA where it can be "
+                             "(the run's stored config says so from now on)")
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The RunConfig the ``train`` flags describe; unset flags keep the dataclass defaults."""
     task_options = dict(TaskConfig().options) if args.task == TaskConfig.name else {}

@@ -1,17 +1,20 @@
 """The commands on single runs: ``train``, ``runs``, ``show``, ``stop``, ``resume``, ``export``.
 
     python -m stability train --cell spectral --task adding --seq-len 100 [--background] [--json]
-    python -m stability runs | show ID | stop ID | resume ID [--background] [--json]
+    python -m stability runs | show ID | stop ID | resume ID [--no-cuda-graphs] [--background] [--json]
     python -m stability export ID [--output FILE] | export ID ... --tensorboard DIR
 
 A foreground ``train`` or ``resume`` claims the run for this process and trains it here
 (:mod:`stability.execution.lifecycle`) with a progress line on stderr; Ctrl-C or SIGTERM stops the
 run, its rows and checkpoint kept. ``--background`` hands it to a worker
-(:mod:`stability.workers.scheduler`). The exit status is :data:`EXIT_CODES` of the run's status;
-``stop`` exits 1 when the run could not be stopped (one line says why; it is left as it is).
+(:mod:`stability.workers.scheduler`). ``resume --no-cuda-graphs`` (``--cuda-graphs``) continues a run
+with that execution choice, written into its stored config first (:func:`_execution_switched`). The exit
+status is :data:`EXIT_CODES` of the run's status; ``stop`` exits 1 when the run could not be stopped (one
+line says why; it is left as it is).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sys
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..execution.signals import Terminated
 from ..runs.errors import StoreBusy, StoreFull
 from ..runs.status import TERMINAL
-from .arguments import add_config_flags, config_from_args
+from .arguments import add_config_flags, add_execution_flags, config_from_args
 from .output import ProgressLine, or_blank, print_error, print_rows, print_summary, printable
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ def add_commands(commands, store) -> None:
     resume.add_argument("run_id", type=int, metavar="ID")
     resume.add_argument("--background", action="store_true", help="continue in a worker process")
     resume.add_argument("--json", action="store_true", help="end with one JSON object on stdout")
+    add_execution_flags(resume)
     resume.set_defaults(handler=cmd_resume)
     export = commands.add_parser("export", parents=[store],
                                  help="a run's metric rows as CSV, or runs as TensorBoard event files")
@@ -98,7 +102,9 @@ def cmd_train(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker."""
+    """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker; with
+    ``--no-cuda-graphs`` or ``--cuda-graphs`` (``args.cuda_graphs``), trained that way from now on
+    (:func:`_execution_switched`), on every path: here, a sweep's run here, a worker."""
     if not args.background:
         _foreground_threads()  # before anything below imports torch
     from ..execution import lifecycle
@@ -106,7 +112,9 @@ def cmd_resume(args) -> int:
     from ..workers import scheduler
 
     if args.background:
-        scheduler.resume_run(args.run_id, args.store)
+        with RunStore(args.store) if args.cuda_graphs is not None else contextlib.nullcontext() as store, \
+                _execution_switched(store, args.run_id, args.cuda_graphs):
+            scheduler.resume_run(args.run_id, args.store)  # the worker reads the run's config as stored
         print(args.run_id)
         print(f"run {args.run_id} handed to a background worker; watch it with "
               f"`python -m stability show {args.run_id}`", file=sys.stderr)
@@ -114,10 +122,46 @@ def cmd_resume(args) -> int:
     with RunStore(args.store) as store:
         scheduler.check_resume_room(store, args.run_id)  # room for its checkpoints, as the queue's resume checks
         if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
-            return _resume_trial(store, args)
-        config = lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
-        return _train_attached(store, lambda: lifecycle.claim_resume(store, args.run_id, checkpoint=False)[0], config,
-                               args, resume=True)
+            with _execution_switched(store, args.run_id, args.cuda_graphs):  # its claim reads the stored config
+                return _resume_trial(store, args)
+        lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
+        with _execution_switched(store, args.run_id, args.cuda_graphs):
+            config = lifecycle.check_resumable(store, args.run_id, checkpoint=False)  # as stored now
+            return _train_attached(store, lambda: lifecycle.claim_resume(store, args.run_id, checkpoint=False)[0],
+                                   config, args, resume=True)
+
+
+@contextlib.contextmanager
+def _execution_switched(store: RunStore | None, run_id: int, cuda_graphs: bool | None):
+    """The run's stored config with ``train.cuda_graphs`` set to ``cuda_graphs`` (nothing to do for None, or
+    the value it has) for the resume in the block, which reads it from there, as a worker and a sweep's claim
+    do: the record says how the run trains from now on. Its checkpoint still matches: ``cuda_graphs`` is
+    execution only (stability.training.checkpoints.EXECUTION_ONLY), a graphed step equal to the eager one
+    within float32 round-off, its optimizer state kept in the plain form either way. Written by a
+    compare-and-set while the run is stopped, interrupted or failed (ResumeError, one line, otherwise: nothing
+    changed); a ResumeError from the block, which is raised before anything claims or queues the run, puts
+    the config back as it was."""
+    if cuda_graphs is None:
+        yield
+        return
+    from ..execution import lifecycle
+    from ..training.checkpoints import ResumeError
+
+    lifecycle.check_resumable(store, run_id, checkpoint=False)  # an external or active run: its one line
+    before = dict(store.record(run_id, latest=False).raw_config)
+    train = dict(before.get("train") or {})
+    if train.get("cuda_graphs", True) is cuda_graphs:  # absent: a config of a version before the field
+        yield
+        return
+    after = {**before, "train": {**train, "cuda_graphs": cuda_graphs}}
+    if not store.compare_and_set(run_id, statuses=lifecycle.RESUMABLE, fields={"config": after}):
+        lifecycle.check_resumable(store, run_id, checkpoint=False)  # raises with the status it has now
+        raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+    try:
+        yield
+    except ResumeError:
+        store.compare_and_set(run_id, statuses=lifecycle.RESUMABLE, fields={"config": before})
+        raise
 
 
 def _train_attached(store: RunStore, take, config, args, resume: bool = False) -> int:

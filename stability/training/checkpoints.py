@@ -23,6 +23,11 @@ from ..config import TrainConfig
 
 CHECKPOINT_FORMAT = 3
 RESUMABLE_FORMATS = (2, 3)  # what this version continues exactly (2: hook states keyed by position)
+# Train fields that choose how a step is executed, not what it computes beyond float32 round-off: a
+# checkpoint written with one value resumes with the other (a graphed run equals the eager one, and its
+# checkpoint keeps the plain optimizer state: stability/training/graphed.py). Not device, dtype or
+# deterministic: each changes the numbers a run gives.
+EXECUTION_ONLY = frozenset({"cuda_graphs"})
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; elsewhere (Windows) there are no such links to follow
 
 
@@ -79,8 +84,8 @@ def is_resumable(state: dict) -> bool:
 def read_for_resume(path, label: str, config: dict) -> dict:
     """The checkpoint at ``path`` of ``label`` (``"run 7"``), checked to continue a run of ``config``;
     :class:`ResumeError` (one line) when there is none, it cannot be read (a link: Note [No links]), it
-    is of an older format or another config.  The one check of a checkpoint before a resume: the
-    trainer's, the run queue's and a sweep's (stability.execution.lifecycle)."""
+    is of an older format or another config (:data:`EXECUTION_ONLY` fields aside).  The one check of a
+    checkpoint before a resume: the trainer's, the run queue's and a sweep's (stability.execution.lifecycle)."""
     if not os.path.lexists(path):
         raise ResumeError(f"{label} has no checkpoint to resume from (one is written every 5 minutes and "
                           "when a run ends)")
@@ -95,18 +100,21 @@ def read_for_resume(path, label: str, config: dict) -> dict:
     if not isinstance(state, dict) or not is_resumable(state):
         raise ResumeError(f"{label}'s checkpoint was written by a version that cannot be "
                           "resumed exactly; start a new run with the same config instead")
-    if _with_new_fields(state["config"]) != _with_new_fields(config):
+    if _compared(state["config"]) != _compared(config):
         raise ResumeError(f"{label}'s checkpoint belongs to a different config")
     return state
 
 
-def _with_new_fields(config: dict) -> dict:
-    """``config`` with the train fields added since it was written (``deterministic``) at their
-    defaults, which keep the old behaviour: a checkpoint of an older version still matches its run."""
+def _compared(config: dict) -> dict:
+    """What of ``config`` a checkpoint must match: the config with the train fields added since it was
+    written (``deterministic``, ``cuda_graphs``) at their defaults, which keep the old behaviour, so a
+    checkpoint of an older version still matches its run; and without :data:`EXECUTION_ONLY`, so a run
+    continues either way (``stability resume ID --no-cuda-graphs``)."""
     train = config.get("train") if isinstance(config, dict) else None
     if not isinstance(train, dict):
         return config
-    return {**config, "train": {**asdict(TrainConfig()), **train}}
+    train = {**asdict(TrainConfig()), **train}
+    return {**config, "train": {name: value for name, value in train.items() if name not in EXECUTION_ONLY}}
 
 
 def hook_states(state: dict, hooks: Iterable) -> dict[str, dict]:

@@ -92,7 +92,17 @@ class StepResult:
 
 class TrainerView(Protocol):
     """What a hook reads and calls on :class:`stability.training.trainer.Trainer` (by duck typing:
-    this module does not import the trainer)."""
+    this module does not import the trainer).
+
+    The learning rate is ``trainer.schedule.value()``: the base rate as a float (a group with an
+    ``lr_scale`` trains at that multiple of it), the value ``train/lr`` logs, on every run. The trainer's
+    ``optimizer`` is not part of this view: on a graphed run (:mod:`stability.training.graphed`: CUDA with
+    ``train.cuda_graphs`` on) its ``param_groups[i]["lr"]`` holds a 0-d tensor on the device, not a float:
+    the captured optimizer (one torch can capture, such as Adam) reads it, and the StaticStep fills it
+    from the schedule's rate when that changes. ``float()`` of it is a read from the device (a stall), and
+    a float written there does not reach the captured step. Read the rate from the schedule; it follows
+    the config's ``lr_schedule``.
+    """
 
     model: torch.nn.Module          # model.cell: the recurrent cell (Trainer's docstring: the contract)
     task: object
@@ -101,7 +111,7 @@ class TrainerView(Protocol):
     status: str
     cadence: object                 # .log, .eval, .probe, .last of this step
     recurrent: list                 # cell.recurrent_parameters()
-    schedule: object                # LearningRate: .value(), .after_eval(val_loss)
+    schedule: object                # LearningRate: .value() (the rate, a float), .after_eval(val_loss)
     evaluator: object               # Evaluator: .split(model, split, whole=False)
 
     def log(self, name: str, value) -> None: ...
