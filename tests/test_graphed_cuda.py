@@ -352,6 +352,13 @@ def test_a_graphed_trainer_run_equals_the_eager_one_in_every_reading(cell, optio
     assert graphed._static is not None and graphed._static.captured  # noqa: SLF001
     assert graphed._static.eager_steps == WARMUP_STEPS and graphed_result.status == "completed"  # noqa: SLF001
     assert graphed.describe()["device"].endswith(f" · {GRAPHED} after {WARMUP_STEPS} eager steps")
+    # the evaluation and the probe replayed as graphs too, in the step's pool (graphed_readings.py)
+    probe = next(hook.probe for hook in graphed.hooks if hasattr(hook, "probe"))
+    assert probe.capture_notes == [] and graphed.evaluator.capture_notes == []
+    if probe.device.type == "cuda":  # float64 at full rate there (a consumer card's probe runs on the CPU)
+        assert probe._full.graph is not None and probe._h0.graph is not None  # noqa: SLF001
+    assert all(held.part.graph is not None for held in graphed.evaluator._splits.values())  # noqa: SLF001
+    assert set(graphed.evaluator._splits) == {"val", "train"}  # noqa: SLF001
     # the same optimizer (capturable Adam), the same StaticStep, never captured: the graph is all that differs
     eager, eager_result = trainer_run(replace(config, train=replace(config.train, cuda_graphs=False)),
                                       static_step=True)

@@ -399,6 +399,11 @@ class StaticStep:
         self._graph = graph
         self._held = _held_tensors(self.model)
 
+    def pool(self):
+        """The captured graph's memory pool, which the readings' graphs share (Note [Capturing a reading] in
+        :mod:`stability.training.graphed_readings`); None before :meth:`capture`."""
+        return None if self._graph is None else self._graph.pool()
+
     @property
     def captured(self) -> bool:
         """Whether :meth:`capture` has run: every later :meth:`step` is a replay."""

@@ -94,6 +94,7 @@ from .build import build_optimizer
 from .checkpoints import ResumeError
 from .evaluation import Evaluator
 from .graphed import WARMUP_STEPS, StaticStep, step_plan
+from .graphed_readings import StaticEvaluation, StaticProbe
 from .hooks import Hook, StepResult, default_hooks, overrides, stacked_norm, step_norm
 from .probes import ProbeBatch, spectrum_metrics
 from .schedule import LearningRate
@@ -188,9 +189,14 @@ class Trainer:
             self.optimizer = build_optimizer(self.model, train)
             self.schedule = LearningRate(self.optimizer, self.train)
             self.window = StepWindow(task, self.train.resolved_log_every())  # loss, score, finiteness between logs
-        self.evaluator = Evaluator(task, train, self.device, self.dtype)
+        # a static step's readings over static buffers too, captured after the step (graphed_readings.py)
+        evaluator_class, probe_class = (StaticEvaluation, StaticProbe) if plan.static else (Evaluator, ProbeBatch)
+        self.evaluator = evaluator_class(task, train, self.device, self.dtype)
         probe_batch = next(iter(compact_batches(task, "val", self.train.probe_examples)))
-        probe = ProbeBatch(self.model, task.loss, *batch_on(task, probe_batch, self.device, self.dtype))
+        probe = probe_class(self.model, task.loss, *batch_on(task, probe_batch, self.device, self.dtype))
+        if plan.capture:
+            for reading in (self.evaluator, probe):
+                reading.capture_into(self._static.pool)
         self.hooks, self.sink = _with_one_sink([*default_hooks(probe, progress, window=self.window), *hooks])
         self.step, self.status, self.error = 0, "completed", None
         self.cadence = Cadence()
