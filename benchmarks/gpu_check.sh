@@ -16,7 +16,8 @@
 # 3. start_run -> first stored row on CUDA, warm worker off and on, and the GPU memory an idle warm worker
 #    holds (benchmarks/first_point.py --direct; the machine has no Streamlit or Chromium),
 # 4. what the diagnostics and the store cost on CUDA (benchmarks/training.py), and where that time goes (--profile),
-# 5. what each preset's paper scale costs there (benchmarks/paper_scale.py),
+# 5. what each preset's paper scale costs there, eager and graphed (benchmarks/paper_scale.py), and the presets that fit
+#    in what is left run to their verdicts (benchmarks/paper_fit.py, reproduce NAME --scale paper),
 # 6. where a CUDA step waits for the GPU (benchmarks/gpu_syncs.py).
 set -u
 OUT=${OUT:-gpu_check_out}; mkdir -p "$OUT"
@@ -47,8 +48,25 @@ step 100 training_cuda.txt python3 benchmarks/training.py --device cuda --steps 
 tail -9 "$OUT/training_cuda.txt"
 step 60 profile_cuda.txt python3 benchmarks/training.py --device cuda --steps 500 --profile 25
 grep -E "^## |tottime|cumtime" "$OUT/profile_cuda.txt" | head -8
-step 120 paper_scale_cuda.txt python3 benchmarks/paper_scale.py --device cuda --steps 10 --save "$OUT/paper_scale_cuda.json"
+# eager and graphed, 5 steps a shape; the JSON is rewritten after each preset, so a cut leaves what was timed
+step 120 paper_scale_cuda.txt python3 benchmarks/paper_scale.py --device cuda --steps 5 --save "$OUT/paper_scale_cuda.json"
 grep "^|" "$OUT/paper_scale_cuda.txt"
+# 5b. the presets whose paper scale fits in what is left (60 s kept for gpu_syncs) run to their verdicts on CUDA,
+#     smallest first, each saved as NAME.paper.json (for stability/presets/measured/; Note [Paper cost])
+PAPER_S=$(( BUDGET_S - ($(date +%s) - START) - 60 )); : > "$OUT/paper_fit.txt"
+[ -f "$OUT/paper_scale_cuda.json" ] && python3 benchmarks/paper_fit.py --cost "$OUT/paper_scale_cuda.json" \
+    --budget-s "$(( PAPER_S > 0 ? PAPER_S : 0 ))" > "$OUT/paper_fit.txt" 2> "$OUT/paper_fit_left_out.txt"
+cat "$OUT/paper_fit.txt" "$OUT/paper_fit_left_out.txt" 2>/dev/null
+while read -r name need <&3; do  # fd 3: a run reads nothing of the list from its stdin
+  [ -n "$name" ] || continue
+  left=$(( BUDGET_S - ($(date +%s) - START) - 60 ))
+  [ "$left" -ge "$need" ] || { echo "== $name: needs $need s, $left s left: not run"; continue; }
+  step "$need" "paper_$name.txt" env STABILITY_DEVICE=cuda python3 -m stability reproduce "$name" --scale paper \
+      --json --save "$OUT/$name.paper.json" --store "$OUT/paper.db"
+  grep -E "rc=|saved the result" "$OUT/paper_$name.txt"
+  [ -f "$OUT/$name.paper.json" ] && python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); m = d["measured"]
+print(d["preset"], d["scale"], d["counts"], m["wall_seconds"], "s wall", m.get("devices"))' "$OUT/$name.paper.json"
+done 3< "$OUT/paper_fit.txt"
 step 60 syncs.txt python3 benchmarks/gpu_syncs.py
 head -30 "$OUT/syncs.txt"
 echo "done in $(( $(date +%s) - START )) s"

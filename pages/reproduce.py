@@ -116,20 +116,28 @@ def live_panel(preset_name: str, run_ids: list[int], scale: str | None = None) -
                  width="stretch")
 
 
-def measured_line(name: str) -> str:
-    """The gallery's line of what the preset's classroom scale measured (stability/presets/measured/): its
-    verdict counts and its time, on a machine with as many cores as this one; "" where none was saved."""
+def measured_line(name: str, scale: str = "classroom") -> str:
+    """The gallery's line of what the preset measured at ``scale`` (stability/presets/measured/NAME.SCALE.json):
+    its verdict counts and its time: the classroom's on a machine with as many cores as this one, the paper's
+    (run on a GPU, Note [Paper cost]) in wall minutes on the devices its runs trained on; "" where none was saved."""
     try:
-        data = measured.load(name, "classroom")
+        data = measured.load(name, scale)
     except presets.PresetError:
         return ""
     if data is None:
         return ""
     count = data["counts"]
-    time = measured.time_here(data, cores=available_cores())
-    cost = time or f"measured on {data['measured']['cores']} cores: {measured.time_here(data)}"
+    if scale == "classroom":
+        time = measured.time_here(data, cores=available_cores())
+        cost = time or f"measured on {data['measured']['cores']} cores: {measured.time_here(data)}"
+    else:
+        lines = data["measured"].get("devices") or []  # the runs' device lines (absent in an older file)
+        where = sorted({line.split(";")[0].split(" · ")[0] for line in lines})
+        graphed = " graphed" if lines and all("graphed:" in line for line in lines) else ""
+        cost = f"{data['measured']['wall_seconds'] / 60:.1f} min wall" + (f" on {', '.join(where)}{graphed}"
+                                                                           if where else "")
     needs = f", {count['needs paper scale']} need the paper scale" if count["needs paper scale"] else ""
-    return f"measured at classroom scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
+    return f"measured at {scale} scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -198,8 +206,9 @@ if chosen is None:
             text.markdown(f"**{info.title}**  \n{info.paper}, {info.figure} ({info.section})  \n{info.shows}")
             counts = ", ".join(f"{count} run{'s' * (count != 1)} at {scale} scale" for scale, count in info.runs.items())
             text.caption(counts + (" · a sweep" if info.sweep else "") + f" · classroom: {info.notes['classroom']}")
-            if line := measured_line(info.name):
-                text.caption(line)
+            for shown in ("classroom", "paper"):  # the saved results, NAME.SCALE.json (Note [Measured results])
+                if line := measured_line(info.name, shown):
+                    text.caption(line)
             if line := measured.paper_cost_line(info.name):  # timed on a GPU (Note [Paper cost])
                 text.caption(line)
             if action.button("Open", key=f"open_{info.name}", width="stretch"):

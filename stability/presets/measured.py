@@ -5,7 +5,7 @@ the README read it.
     python -m stability reproduce --table                          # the README's table, from those files
     clock = Clock(); ...; clock.reading()      # CPU and wall seconds, cores, threads, load average
     result = measured.load("spectral-fig1", "classroom")           # the saved object, or None
-    measured.paper_cost("kru-fig6")    # what its paper scale's training steps take on a GPU, or None
+    measured.paper_cost("kru-fig6")    # what its paper scale's training steps take on a GPU, eager and graphed, or None
     measured.counts(result["verdicts"])        # {"held": 7, "did not hold": 0, ..., "claims": 7}
 
 Note [Measured results]
@@ -20,7 +20,10 @@ Note [Measured results]
         counts                        # how many claims had each outcome (judging.OUTCOMES), and "claims"
         measured                      # cpu_seconds (this process and its children: the runs train here),
                                       # wall_seconds, cores (this process may run on), threads (torch's),
-                                      # load_average (1-minute, at the start and at the end), machine, when
+                                      # load_average (1-minute, at the start and at the end), machine, when,
+                                      # devices (each run's device line as its run row keeps it, e.g.
+                                      # "cuda (NVIDIA H200); ... · graphed: ...": where a paper scale trained;
+                                      # absent in a file saved before it)
         version                       # stability's version, the git commit (or $STABILITY_COMMIT where the
                                       # code is a copy without its git folder), python, torch
 
@@ -83,7 +86,8 @@ def result(preset, scale: str, store, run_ids: list[int], verdicts: list[Verdict
             "figure": preset.figure, "run_ids": list(run_ids),
             "runs": [{"id": r.id, "name": group_of(r, preset), "status": r.status, "step": r.step} for r in records],
             "verdicts": [verdict.to_dict() for verdict in verdicts], "counts": counts(verdicts),
-            "measured": clock.reading(), "version": provenance()}
+            "measured": {**clock.reading(), "devices": sorted({r.device for r in records if r.device})},
+            "version": provenance()}
 
 
 def counts(verdicts: list[Verdict] | list[dict]) -> dict[str, int]:
@@ -218,20 +222,30 @@ def _machine() -> str:
 
 
 PAPER_COST = MEASURED_DIR / "gpu" / "paper-cost.json"  # benchmarks/paper_scale.py --save: paper scales timed on a GPU
+PAPER_COST_SCHEMA = 1  # its graphed_* keys (issue 32) are additions a reader finds absent in an older file
 
 
 def paper_cost(name: str, path: Path = PAPER_COST) -> dict[str, Any] | None:
     """What preset ``name``'s paper scale costs on the device it was timed on (Note [Paper cost]):
-    ``{"device", "torch", "when", "seconds", "runs", "slowest": (run, seconds)}``, or None where it was not
-    timed (no file, or no row for it)."""
+    ``{"device", "torch", "when", "seconds", "runs", "slowest": (run, seconds), "graphed_seconds",
+    "graphed_slowest", "graphed_note"}``: ``seconds`` its eager training steps, ``graphed_seconds`` the same
+    with each run's step replayed as a CUDA graph where it can be (None where the file has no graphed figure
+    for it: timed before issue 32, or off CUDA; ``graphed_note`` says why where the file does), or None
+    where it was not timed (no file, a file of another schema, or no row for it)."""
     try:
         data = _paper_costs(path, path.stat().st_mtime_ns)
     except (OSError, ValueError):
         return None
+    if not isinstance(data, dict) or data.get("schema") != PAPER_COST_SCHEMA:
+        return None
     for row in data.get("rows", []):
         if row.get("preset") == name and not row.get("failed"):
+            graphed = row.get("graphed_seconds")
             return {"device": data["device"], "torch": data["torch"], "when": data["when"], "runs": row["runs"],
-                    "seconds": float(row["seconds"]), "slowest": tuple(row["slowest"])}
+                    "seconds": float(row["seconds"]), "slowest": tuple(row["slowest"]),
+                    "graphed_seconds": None if graphed is None else float(graphed),
+                    "graphed_slowest": tuple(row["graphed_slowest"]) if row.get("graphed_slowest") else None,
+                    "graphed_note": row.get("graphed_note")}
     return None
 
 
@@ -241,14 +255,21 @@ def _paper_costs(path: Path, mtime_ns: int) -> dict:
     return json.loads(path.read_text())
 
 
-def paper_cost_line(name: str) -> str:
-    """One line of :func:`paper_cost` for the gallery and the README: "" where it was not timed."""
-    cost = paper_cost(name)
+def paper_cost_line(name: str, path: Path = PAPER_COST) -> str:
+    """One line of :func:`paper_cost` for the gallery and the README: "" where it was not timed. It leads
+    with the graphed figure where the file has one ("paper scale: ~X h of training steps on <device> graphed
+    (~Y h eager), ..."), and is the eager line alone where it has not."""
+    cost = paper_cost(name, path)
     if cost is None:
         return ""
-    return (f"paper scale: ~{cost['seconds'] / 3600:.2g} h of training steps on {cost['device']}, its "
-            f"{cost['runs']} runs one after another (the longest, {cost['slowest'][0]}, "
-            f"{cost['slowest'][1] / 3600:.2g} h)")
+    if cost["graphed_seconds"] is None:
+        return (f"paper scale: ~{cost['seconds'] / 3600:.2g} h of training steps on {cost['device']}, its "
+                f"{cost['runs']} runs one after another (the longest, {cost['slowest'][0]}, "
+                f"{cost['slowest'][1] / 3600:.2g} h)")
+    slowest = cost["graphed_slowest"] or cost["slowest"]
+    return (f"paper scale: ~{cost['graphed_seconds'] / 3600:.2g} h of training steps on {cost['device']} graphed "
+            f"(~{cost['seconds'] / 3600:.2g} h eager), its {cost['runs']} runs one after another (the longest, "
+            f"{slowest[0]}, {slowest[1] / 3600:.2g} h graphed)")
 
 
 # Note [Paper cost]
@@ -256,7 +277,18 @@ def paper_cost_line(name: str) -> str:
 #     is measured on a laptop's CPU; what the paper scale itself costs is measured too, on a GPU, by
 #     ``benchmarks/paper_scale.py --device cuda --save``: every run's shape built on the device and timed
 #     for a few training steps, projected to the preset's steps (a lower bound: evaluations, probes and the
-#     store come on top; ``benchmarks/training.py`` measures those). No preset's paper scale fits in the
-#     minutes of GPU a session is lent (benchmarks/gpu-h200-2026-11-26.md), so the gallery says what it
-#     would take instead of a verdict.
-
+#     store come on top; ``benchmarks/training.py`` measures those). Each shape is timed twice: eager (the
+#     figure admission uses, ``seconds``) and, where it can be captured (issue 32), as the Trainer trains it
+#     on CUDA, its StaticStep replayed as one CUDA graph (``graphed_seconds``: runs whose shape cannot be
+#     captured count eager in it, as the Trainer trains them; null off CUDA or where none can be, and
+#     ``graphed_note`` says why). The gallery's line (:func:`paper_cost_line`) leads with the graphed figure
+#     where the file has one, the eager one beside it; a file timed before the graphed step (as the one of
+#     2026-11-26, benchmarks/gpu-h200-2026-11-26.md) has the eager figure only, and the line is as it was.
+#
+#     A preset whose projected cost fits in what is left of a GPU session runs to its verdicts there:
+#     ``benchmarks/gpu_check.sh`` times the paper scales, ``benchmarks/paper_fit.py`` picks the presets
+#     whose graphed (else eager) seconds, twice over for the evaluations, probes and building, fit in the
+#     seconds left, smallest first, leaving out those whose task reads a data set the machine does not
+#     have (it reaches no network), and each runs as ``reproduce NAME --scale paper --json --save``
+#     (Note [Measured results]). Its ``NAME.paper.json``, placed in ``measured/``, is what the gallery shows
+#     beside the classroom counts (pages/reproduce.py); the others say what they would take instead.
