@@ -143,3 +143,23 @@ def test_on_the_cpu_nothing_is_captured_even_with_a_pool():
     parts = [static._h0, static._full, *(held.part for held in evaluation._splits.values())]  # noqa: SLF001
     assert all(part.graph is None and part.calls == 3 for part in parts)
     assert asked == []  # a CPU part never asks for the pool
+
+
+def test_the_launch_count_benchmark_counts_each_part_and_its_parts_within_it():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/reading_launches.py", "--cells", "rnn", "--steps", "100",
+                           "--seq-len", "6", "--hidden", "8", "--batch", "4"], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| cell |"))
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| rnn |")]
+    named = dict(zip([part.strip() for part in header.split("|")[2:-1]],
+                     [float(part.replace(",", "")) for part in row.split("|")[2:-1]]))
+    assert named["training step"] > 100 * 6  # at least an op a time step, 100 steps
+    assert named["evaluation (val and train sets)"] > 0 and named["probe through time"] > 0
+    assert 0 < named["of which the copy of the weights"] < named["probe through time"]
+    assert 0 < named["of which W's singular values"] < named["log-step readings"]
