@@ -28,20 +28,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stability import train_run  # noqa: E402
 from stability.config import CellConfig, RunConfig, TaskConfig, TrainConfig  # noqa: E402
-from stability.training import hooks, probes, trainer  # noqa: E402
+from stability.training.hooks import Evaluation, GradientReadings, ProbeThroughTime  # noqa: E402
+from stability.training.probes import ProbeBatch  # noqa: E402
+from stability.training.trainer import Trainer  # noqa: E402
 
 CELLS = ["rnn", "lstm", "spectral", "sgornn", "kru"]
 NO_KERNEL = {"view", "_unsafe_view", "expand", "t", "transpose", "select", "slice", "unsqueeze", "squeeze",
              "as_strided", "permute", "alias", "detach", "reshape", "_reshape_alias", "unbind", "split",
              "split_with_sizes", "lift_fresh", "numpy_T", "_local_scalar_dense"}
 PARTS = [  # (class, method, label): what each part of a run is
-    (trainer.Trainer, "_train_step", "training step"),
-    (hooks.GradientReadings, "on_log", "log-step readings"),
-    (probes.ProbeBatch, "h0_norm", "  of which the float64 dL/dh0 between probes"),
-    (trainer.Trainer, "spectrum", "  of which W's singular values"),
-    (hooks.Evaluation, "on_log", "evaluation (val and train sets)"),
-    (hooks.ProbeThroughTime, "on_log", "probe through time"),
-    (probes.ProbeBatch, "sync", "  of which the copy of the weights"),
+    (Trainer, "_train_step", "training step"),
+    (GradientReadings, "on_log", "log-step readings"),
+    (ProbeBatch, "h0_norm", "  of which the float64 dL/dh0 between probes"),
+    (Trainer, "spectrum", "  of which W's singular values"),
+    (Evaluation, "on_log", "evaluation (val and train sets)"),
+    (ProbeThroughTime, "on_log", "probe through time"),
+    (ProbeBatch, "sync", "  of which the copy of the weights"),
 ]
 
 

@@ -8,7 +8,7 @@ A foreground ``train`` or ``resume`` claims the run for this process and trains 
 (:mod:`stability.execution.lifecycle`) with a progress line on stderr; Ctrl-C or SIGTERM stops the
 run, its rows and checkpoint kept. ``--background`` hands it to a worker
 (:mod:`stability.workers.scheduler`). ``resume --no-cuda-graphs`` (``--cuda-graphs``) continues a run
-with that execution choice, written into its stored config first (:func:`_execution_switched`). The exit
+with that execution choice, written into its stored config first (``lifecycle.execution_switched``). The exit
 status is :data:`EXIT_CODES` of the run's status; ``stop`` exits 1 when the run could not be stopped (one
 line says why; it is left as it is).
 """
@@ -104,7 +104,7 @@ def cmd_train(args) -> int:
 def cmd_resume(args) -> int:
     """Continue a stopped, interrupted or failed run from its checkpoint, here or in a worker; with
     ``--no-cuda-graphs`` or ``--cuda-graphs`` (``args.cuda_graphs``), trained that way from now on
-    (:func:`_execution_switched`), on every path: here, a sweep's run here, a worker."""
+    (``lifecycle.execution_switched``), on every path: here, a sweep's run here, a worker."""
     if not args.background:
         _foreground_threads()  # before anything below imports torch
     from ..execution import lifecycle
@@ -113,7 +113,7 @@ def cmd_resume(args) -> int:
 
     if args.background:
         with RunStore(args.store) if args.cuda_graphs is not None else contextlib.nullcontext() as store, \
-                _execution_switched(store, args.run_id, args.cuda_graphs):
+                lifecycle.execution_switched(store, args.run_id, args.cuda_graphs):
             scheduler.resume_run(args.run_id, args.store)  # the worker reads the run's config as stored
         print(args.run_id)
         print(f"run {args.run_id} handed to a background worker; watch it with "
@@ -122,46 +122,13 @@ def cmd_resume(args) -> int:
     with RunStore(args.store) as store:
         scheduler.check_resume_room(store, args.run_id)  # room for its checkpoints, as the queue's resume checks
         if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
-            with _execution_switched(store, args.run_id, args.cuda_graphs):  # its claim reads the stored config
+            with lifecycle.execution_switched(store, args.run_id, args.cuda_graphs):  # its claim reads the stored config
                 return _resume_trial(store, args)
         lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
-        with _execution_switched(store, args.run_id, args.cuda_graphs):
+        with lifecycle.execution_switched(store, args.run_id, args.cuda_graphs):
             config = lifecycle.check_resumable(store, args.run_id, checkpoint=False)  # as stored now
             return _train_attached(store, lambda: lifecycle.claim_resume(store, args.run_id, checkpoint=False)[0],
                                    config, args, resume=True)
-
-
-@contextlib.contextmanager
-def _execution_switched(store: RunStore | None, run_id: int, cuda_graphs: bool | None):
-    """The run's stored config with ``train.cuda_graphs`` set to ``cuda_graphs`` (nothing to do for None, or
-    the value it has) for the resume in the block, which reads it from there, as a worker and a sweep's claim
-    do: the record says how the run trains from now on. Its checkpoint still matches: ``cuda_graphs`` is
-    execution only (stability.training.checkpoints.EXECUTION_ONLY), a graphed step equal to the eager one
-    within float32 round-off, its optimizer state kept in the plain form either way. Written by a
-    compare-and-set while the run is stopped, interrupted or failed (ResumeError, one line, otherwise: nothing
-    changed); a ResumeError from the block, which is raised before anything claims or queues the run, puts
-    the config back as it was."""
-    if cuda_graphs is None:
-        yield
-        return
-    from ..execution import lifecycle
-    from ..training.checkpoints import ResumeError
-
-    lifecycle.check_resumable(store, run_id, checkpoint=False)  # an external or active run: its one line
-    before = dict(store.record(run_id, latest=False).raw_config)
-    train = dict(before.get("train") or {})
-    if train.get("cuda_graphs", True) is cuda_graphs:  # absent: a config of a version before the field
-        yield
-        return
-    after = {**before, "train": {**train, "cuda_graphs": cuda_graphs}}
-    if not store.compare_and_set(run_id, statuses=lifecycle.RESUMABLE, fields={"config": after}):
-        lifecycle.check_resumable(store, run_id, checkpoint=False)  # raises with the status it has now
-        raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
-    try:
-        yield
-    except ResumeError:
-        store.compare_and_set(run_id, statuses=lifecycle.RESUMABLE, fields={"config": before})
-        raise
 
 
 def _train_attached(store: RunStore, take, config, args, resume: bool = False) -> int:

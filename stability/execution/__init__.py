@@ -23,7 +23,7 @@ _FACE = {
     "begin_training": "lifecycle", "check_resumable": "lifecycle", "claim_for_worker": "lifecycle",
     "claim_queued": "lifecycle", "claim_resume": "lifecycle", "claimant_gone": "lifecycle", "claimed": "lifecycle",
     "count_resume": "lifecycle", "create_claimed": "lifecycle", "create_external": "lifecycle",
-    "create_queued": "lifecycle", "ending": "lifecycle", "hand_over": "lifecycle", "heartbeat_age": "lifecycle",
+    "create_queued": "lifecycle", "ending": "lifecycle", "execution_switched": "lifecycle", "hand_over": "lifecycle", "heartbeat_age": "lifecycle",
     "mark_abandoned": "lifecycle", "mark_interrupted": "lifecycle", "mark_stopped": "lifecycle",
     "queue_resume": "lifecycle", "release": "lifecycle", "requeue": "lifecycle", "resumable_here": "lifecycle",
     "resume_lock": "lifecycle", "settle": "lifecycle", "start_over": "lifecycle", "stop_unclaimed": "lifecycle",

@@ -320,6 +320,36 @@ def check_resumable(store, run_id: int, *, checkpoint: bool = True) -> RunConfig
     return config
 
 
+@contextlib.contextmanager
+def execution_switched(store, run_id: int, cuda_graphs: bool | None):
+    """The run's stored config with ``train.cuda_graphs`` set to ``cuda_graphs`` (nothing to do for None, or
+    the value it has) for the resume in the block, which reads it from there, as a worker and a sweep's claim
+    do: the record says how the run trains from now on. Its checkpoint still matches: ``cuda_graphs`` is
+    execution only (stability.training.checkpoints.EXECUTION_ONLY), a graphed step equal to the eager one
+    within float32 round-off, its optimizer state kept in the plain form either way. Written by a
+    compare-and-set while the run is stopped, interrupted or failed (ResumeError, one line, otherwise: nothing
+    changed); a ResumeError from the block, which is raised before anything claims or queues the run, puts
+    the config back as it was."""
+    if cuda_graphs is None:
+        yield
+        return
+    check_resumable(store, run_id, checkpoint=False)  # an external or active run: its one line
+    before = dict(store.record(run_id, latest=False).raw_config)
+    train = dict(before.get("train") or {})
+    if train.get("cuda_graphs", True) is cuda_graphs:  # absent: a config of a version before the field
+        yield
+        return
+    after = {**before, "train": {**train, "cuda_graphs": cuda_graphs}}
+    if not store.compare_and_set(run_id, statuses=RESUMABLE, fields={"config": after}):
+        check_resumable(store, run_id, checkpoint=False)  # raises with the status it has now
+        raise ResumeError(f"run {run_id} was claimed by another process meanwhile")
+    try:
+        yield
+    except ResumeError:
+        store.compare_and_set(run_id, statuses=RESUMABLE, fields={"config": before})
+        raise
+
+
 def resumable_here(store, run_id: int, config: RunConfig) -> bool:
     """Whether this machine holds a checkpoint of the run that a resume continues exactly."""
     try:

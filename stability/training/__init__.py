@@ -27,6 +27,8 @@ _FACE = {
     "ON_STORE_ERROR": "sinks", "STEP_BEAT_EVERY_S": "sinks", "StoreSink": "sinks", "TrainResult": "sinks",
     "read_numbers": "window",
     "StaticStep": "graphed", "WARMUP_STEPS": "graphed", "capture_problem": "graphed",  # benchmarks/graphed_step.py
+    "Trainer": "trainer", "ProbeBatch": "probes", "Evaluation": "hooks", "GradientReadings": "hooks",
+    "ProbeThroughTime": "hooks",  # benchmarks/reading_launches.py counts the ops of each part of a run
 }
 __all__ = sorted(_FACE)
 __getattr__, __dir__ = lazy(__name__, _FACE)
