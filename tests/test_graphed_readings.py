@@ -92,7 +92,9 @@ def test_many_outputs_read_along_the_same_random_directions():
 
 @pytest.mark.parametrize("cell, task, options", [("rnn", "adding", {"seq_len": 9}),
                                                  ("lstm", "copy", {"seq_len": 5}),
-                                                 ("kru", "adding", {"seq_len": 9})])
+                                                 ("kru", "adding", {"seq_len": 9}),
+                                                 ("rnn", "mnist_rows", {"data": "standin"}),
+                                                 ("gru", "har2", {"data": "standin"})])
 def test_a_static_evaluation_equals_the_evaluator_bit_for_bit_at_changing_weights(cell, task, options):
     config, task, model = setup(cell, {}, task=task, task_options=options)
     device, dtype = torch.device("cpu"), torch.float32
