@@ -11,7 +11,8 @@
 :class:`~stability.training.trainer.Trainer` asks :func:`step_plan` how to train: on a CUDA device, with
 ``train.cuda_graphs`` on (the default) and no :func:`capture_problem`, through a :class:`StaticStep`:
 :data:`WARMUP_STEPS` eager steps after step 0's first point, then :meth:`StaticStep.capture`, then a replay
-every step; the evaluation, the float64 probe, the SVDs and every hook run eagerly between replays. Where
+every step; the evaluation and the float64 probe replay graphs of their own between replays
+(:mod:`stability.training.graphed_readings`), the SVDs and every other hook run eagerly. Where
 the capture is refused the run trains eagerly through the Trainer's own step, and its device line says
 why (``"... · trains eagerly: <why>"``). A CPU run never asks (its path is the Trainer's own step, as
 before); ``Trainer(..., static_step=True)`` trains a CPU run through an uncaptured StaticStep, which is how
@@ -81,7 +82,8 @@ once, at the capture: the LSTM, GRU and KRU-LSTM cells keep their last forward's
 (``_last_forward``) for ``gate_values()``. Those tensors are the graph's own (its private memory pool,
 kept while a reference holds them), and each replay writes them in place, so a log step reads the gates
 of the step it logs, as the eager step does, while the attribute still holds them. The evaluation
-between replays runs the forward eagerly and replaces the attribute with its own tensors, which no later
+between replays runs the forward (eagerly, or once at its own capture) and replaces the attribute with its
+own tensors, which no later
 replay would write. So :meth:`StaticStep.capture` notes every tensor attribute the modules hold after the
 capture (:func:`_held_tensors`) and each replay puts back any a Python forward has replaced since.
 """

@@ -50,7 +50,9 @@ On a CUDA device the step is one CUDA graph (:mod:`stability.training.graphed`, 
 forward, loss, backward, clipping, the optimizer step, the cell's after-step and the window's row,
 captured after :data:`~stability.training.graphed.WARMUP_STEPS` eager steps (after step 0's first
 point) and replayed every step, the batch copied into static buffers; everything above is read
-eagerly between replays, from the same :class:`~stability.training.hooks.StepResult`.  A run that
+between replays, from the same :class:`~stability.training.hooks.StepResult`, the evaluation on the fixed
+sets and the float64 probe replayed as graphs of their own (:mod:`stability.training.graphed_readings`),
+the rest eagerly.  A run that
 cannot be captured (:func:`~stability.training.graphed.capture_problem`: expRNN's ``matrix_exp``,
 ``rmsprop_tf``, a stateful task, ...) or whose ``train.cuda_graphs`` is off trains eagerly, and its
 device line says so and why.  The CPU's path is the eager step, unchanged.
