@@ -165,3 +165,25 @@ def test_the_launch_count_benchmark_counts_each_part_and_its_parts_within_it():
     assert named["evaluation (val and train sets)"] > 0 and named["probe through time"] > 0
     assert 0 < named["of which the copy of the weights"] < named["probe through time"]
     assert 0 < named["of which W's singular values"] < named["log-step readings"]
+
+
+@pytest.mark.parametrize("cell", ["rnn", "irnn", "lstm", "gru", "spectral", "orthogonal", "vprnn", "fastrnn",
+                                  "sgornn", "kru", "kru_lstm", "urnn", "mlp"])
+def test_what_a_graphed_run_captures_of_its_readings_reads_nothing_on_the_host(cell):
+    # the capturable cells (tests/test_graphed_cuda.py's CAPTURABLE): a read on the host inside a reading's body
+    # would fail its capture on CUDA (that reading then stays eager with a warning); host_reads finds it here
+    from stability import cells
+    from stability.training.graphed import host_reads
+
+    assert cell in cells.available()
+    config, task, model = setup(cell, {})
+    _, static = probes(model, task)
+    evaluation = StaticEvaluation(task, config.train, torch.device("cpu"), torch.float32)
+    evaluation.split(model, "val")  # holds the batches (its first call, eager, as on CUDA)
+    static.sync()
+    static.through_time()  # the first call, which draws the output directions outside any capture
+    bodies = {"probe's dL/dh0": static._h0_body, "probe through time": static._full_body,  # noqa: SLF001
+              "evaluation": evaluation._splits["val"]._body}  # noqa: SLF001
+    model.eval()
+    found = {name: host_reads(body) for name, body in bodies.items()}
+    assert found == {name: [] for name in bodies}
