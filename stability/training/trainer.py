@@ -402,7 +402,8 @@ class Trainer:
                 static.capture()
             except Exception as error:
                 error.add_note("capturing the training step as one CUDA graph failed; train.cuda_graphs=false "
-                               "(--no-cuda-graphs) trains it eagerly")
+                               "(--no-cuda-graphs; `stability resume ID --no-cuda-graphs` for a stored run) trains "
+                               "it eagerly")
                 raise
         static.step(self.step, batch)
         self.cadence = self._cadence()
