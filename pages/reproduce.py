@@ -116,30 +116,6 @@ def live_panel(preset_name: str, run_ids: list[int], scale: str | None = None) -
                  width="stretch")
 
 
-def measured_line(name: str, scale: str = "classroom") -> str:
-    """The gallery's line of what the preset measured at ``scale`` (stability/presets/measured/NAME.SCALE.json):
-    its verdict counts and its time: the classroom's on a machine with as many cores as this one, the paper's
-    (run on a GPU, Note [Paper cost]) in wall minutes on the devices its runs trained on; "" where none was saved."""
-    try:
-        data = measured.load(name, scale)
-    except presets.PresetError:
-        return ""
-    if data is None:
-        return ""
-    count = data["counts"]
-    if scale == "classroom":
-        time = measured.time_here(data, cores=available_cores())
-        cost = time or f"measured on {data['measured']['cores']} cores: {measured.time_here(data)}"
-    else:
-        lines = data["measured"].get("devices") or []  # the runs' device lines (absent in an older file)
-        where = sorted({line.split(";")[0].split(" · ")[0] for line in lines})
-        graphed = " graphed" if lines and all("graphed:" in line for line in lines) else ""
-        cost = f"{data['measured']['wall_seconds'] / 60:.1f} min wall" + (f" on {', '.join(where)}{graphed}"
-                                                                           if where else "")
-    needs = f", {count['needs paper scale']} need the paper scale" if count["needs paper scale"] else ""
-    return f"measured at {scale} scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
-
-
 @st.cache_data(show_spinner=False, max_entries=256)
 def _layer_series(_store, store_key: str, run_id: int, rows_seen: int) -> pd.DataFrame:
     """A run's ``grad/layer_norm`` rows, read again only when its metric rows grew (``rows_seen``)."""
@@ -207,7 +183,7 @@ if chosen is None:
             counts = ", ".join(f"{count} run{'s' * (count != 1)} at {scale} scale" for scale, count in info.runs.items())
             text.caption(counts + (" · a sweep" if info.sweep else "") + f" · classroom: {info.notes['classroom']}")
             for shown in ("classroom", "paper"):  # the saved results, NAME.SCALE.json (Note [Measured results])
-                if line := measured_line(info.name, shown):
+                if line := measured.result_line(info.name, shown, cores=available_cores()):
                     text.caption(line)
             if line := measured.paper_cost_line(info.name):  # timed on a GPU (Note [Paper cost])
                 text.caption(line)

@@ -34,7 +34,7 @@ __all__ = ["OPS", "PRESETS_DIR", "RUN_FIELDS", "SCALES", "STATS", "SUFFIXES", "C
 # module itself), imported on first use.
 _FACE = {
     "loading": None, "measured": None, "Clock": "measured", "PAPER_COST": "measured", "paper_cost_line": "measured",
-    "result": "measured", "save": "measured", "table": "measured", "time_here": "measured",
+    "result": "measured", "result_line": "measured", "save": "measured", "table": "measured",
 }
 __all__ += sorted(_FACE)
 __getattr__, __dir__ = lazy(__name__, _FACE)

@@ -7,6 +7,7 @@ the README read it.
     result = measured.load("spectral-fig1", "classroom")           # the saved object, or None
     measured.paper_cost("kru-fig6")    # what its paper scale's training steps take on a GPU, eager and graphed, or None
     measured.counts(result["verdicts"])        # {"held": 7, "did not hold": 0, ..., "claims": 7}
+    measured.result_line("spectral-fig1", "classroom", cores=2)   # the gallery's line of a saved result
 
 Note [Measured results]
     A preset's verdicts and what they cost are measured, never typed: ``reproduce NAME --scale S
@@ -253,6 +254,30 @@ def paper_cost(name: str, path: Path = PAPER_COST) -> dict[str, Any] | None:
 def _paper_costs(path: Path, mtime_ns: int) -> dict:
     """The paper-cost file, parsed once while it is unchanged (the gallery asks for every preset at every rerun)."""
     return json.loads(path.read_text())
+
+
+def result_line(name: str, scale: str, cores: int | None = None) -> str:
+    """The gallery's line of what preset ``name`` measured at ``scale`` (``measured/NAME.SCALE.json``): its verdict
+    counts and its time: the classroom's on a machine with ``cores`` cores (:func:`time_here`; else the cores it
+    was measured on), the paper's (run on a GPU, Note [Paper cost]) in wall minutes on the devices its runs
+    trained on, "graphed" where every run was; "" where none was saved or the file cannot be read."""
+    try:
+        data = load(name, scale)
+    except PresetError:
+        return ""
+    if data is None:
+        return ""
+    count = data["counts"]
+    if scale == "classroom":
+        cost = time_here(data, cores=cores) or f"measured on {data['measured']['cores']} cores: {time_here(data)}"
+    else:
+        lines = data["measured"].get("devices") or []  # the runs' device lines (absent in an older file)
+        where = sorted({line.split(";")[0].split(" · ")[0] for line in lines})
+        graphed = " graphed" if lines and all("graphed:" in line for line in lines) else ""
+        cost = f"{data['measured']['wall_seconds'] / 60:.1f} min wall" + (f" on {', '.join(where)}{graphed}"
+                                                                           if where else "")
+    needs = f", {count['needs paper scale']} need the paper scale" if count["needs paper scale"] else ""
+    return f"measured at {scale} scale: {count['held']} of {count['claims']} claims held{needs} · {cost}"
 
 
 def paper_cost_line(name: str, path: Path = PAPER_COST) -> str:
