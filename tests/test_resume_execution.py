@@ -139,3 +139,20 @@ def test_a_background_resume_with_no_cuda_graphs_hands_the_worker_the_switched_c
         time.sleep(0.2)
     assert (record.status, record.error, record.resumes) == ("completed", None, 1)
     assert set(store.metrics(run_id, ["train/loss"]).step) == {0, 2, 4, 6, 8, 10, 12}
+
+
+def test_the_python_api_s_resume_with_cuda_graphs_switched_writes_the_switch_to_the_record(store):
+    config = resumable()
+    whole = store.create_run(config.to_dict())
+    assert train_run(config, store, whole).status == "completed"
+    run_id = stopped_run(store, config)
+    eager = replace(config, train=replace(config.train, cuda_graphs=False))
+    assert train_run(eager, store, run_id, resume=True).status == "completed"
+    train = stored_train(store, run_id)
+    assert train["cuda_graphs"] is False
+    assert {**train, "cuda_graphs": True} == stored_train(store, whole)  # nothing else changed
+    pd.testing.assert_series_equal(rows_by_step(store, run_id), rows_by_step(store, whole))
+    # a resume refused (the run completed, its checkpoint removed) changes nothing
+    with pytest.raises(ResumeError, match="no checkpoint"):
+        train_run(config, store, run_id, resume=True)
+    assert stored_train(store, run_id)["cuda_graphs"] is False

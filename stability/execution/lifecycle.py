@@ -615,7 +615,10 @@ def train_run(config: RunConfig, store=None, run_id: int | None = None, *, hooks
         take = functools.partial(create_claimed, store, config)
     elif resume:
         read_for_resume(store.checkpoint_path(run_id), f"run {run_id}", config.to_dict())
-        take = lambda: claim_resume(store, run_id, checkpoint=False)[0]  # noqa: E731
+
+        def take():  # a config switched in an execution-only field (cuda_graphs) is written to the record first
+            with execution_switched(store, run_id, config.train.cuda_graphs):
+                return claim_resume(store, run_id, checkpoint=False)[0]
     else:
         take = functools.partial(claim_queued, store, run_id)
     with claimed(store, take) as run:
