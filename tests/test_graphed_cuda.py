@@ -8,6 +8,7 @@ runs them first).
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import types
@@ -427,6 +428,58 @@ def test_with_the_determinism_switch_on_a_replay_equals_the_eager_steps_to_the_b
     assert graphed.eager_steps == WARMUP_STEPS
     assert_same(graphed_trace, eager_trace, EXACT)
 
+
+
+def _loss_read_on_the_host(task):
+    """The task's loss with a read of its value on the host, which no capture allows."""
+    def loss(pred, y):
+        value = task.loss(pred, y)
+        if not math.isfinite(float(value.detach())):
+            raise AssertionError("not finite")
+        return value
+    return loss
+
+
+@needs_cuda
+def test_a_reading_whose_capture_fails_stays_eager_with_a_warning_and_reads_as_before():
+    # After the determinism test, the last: a failed capture (Note [Capturing a reading]) must leave the device
+    # usable and the reading eager. Also the captured readings alone, in a pool of their own, against eager ones.
+    from stability.training.batches import batch_on
+    from stability.training.graphed_readings import StaticEvaluation, StaticProbe
+    from stability.training.probes import ProbeBatch
+    from stability.training.evaluation import Evaluator
+
+    config = trainer_config("spectral")
+    task, model = built(config)
+    device = torch.device("cuda")
+    x, y = batch_on(task, next(iter(compact_batches(task, "val", 4))), device, torch.float32)
+    pool = torch.cuda.graph_pool_handle()
+    refused = StaticProbe(model, _loss_read_on_the_host(task), x, y)
+    captured, eager = StaticProbe(model, task.loss, x, y), ProbeBatch(model, task.loss, x, y)
+    evaluation, evaluator = (StaticEvaluation(task, config.train, device, torch.float32),
+                             Evaluator(task, config.train, device, torch.float32))
+    for reading in (refused, captured, evaluation):
+        reading.capture_into(lambda: pool)
+    for _ in range(3):  # eager, then captured (or refused), then replayed
+        for probe in (refused, captured, eager):
+            probe.sync()
+        expected = eager.h0_norm()
+        with pytest.warns(RuntimeWarning, match="stays eager: its capture failed") if refused._h0.calls == 1 \
+                else contextlib.nullcontext():  # noqa: SLF001
+            assert refused.h0_norm() == pytest.approx(expected, rel=1e-12)
+        assert captured.h0_norm() == pytest.approx(expected, rel=1e-12)
+        np.testing.assert_allclose(captured.through_time(), eager.through_time(), rtol=1e-12)
+        assert captured.output_h0_norm() == pytest.approx(eager.output_h0_norm(), rel=1e-12)
+        for split in ("val", "train"):
+            mine, theirs = evaluation.split(model, split), evaluator.split(model, split)
+            assert mine.keys() == theirs.keys()
+            assert all(mine[key] == pytest.approx(theirs[key], rel=1e-5) for key in theirs)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.mul_(0.9)
+    assert refused._h0.graph is None and len(refused.capture_notes) == 1  # noqa: SLF001
+    assert captured._h0.graph is not None and captured._full.graph is not None  # noqa: SLF001
+    assert all(held.part.graph is not None for held in evaluation._splits.values())  # noqa: SLF001
 
 
 # ------------------------------------------------------------------ CPU: what the CUDA tests stand on
