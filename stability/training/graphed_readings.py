@@ -88,10 +88,14 @@ class _Captured:
 
     def _capture(self) -> None:
         graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.current_stream(self.device)
         try:
             with torch.cuda.graph(graph, pool=self.pool_of()):
                 self.body()
         except Exception as error:  # noqa: BLE001 - the reading stays eager (Note [Capturing a reading])
+            # torch.cuda.graph's exit ends the capture before it puts the caller's stream back: where ending
+            # it raises (a capture the body invalidated), the capture's side stream is left current
+            torch.cuda.set_stream(stream)
             first = (str(error).strip().splitlines() or [""])[0]
             self.note = f"the {self.name} stays eager: its capture failed ({type(error).__name__}: {first[:160]})"
             warnings.warn(self.note, RuntimeWarning, stacklevel=3)
