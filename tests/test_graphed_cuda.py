@@ -460,6 +460,7 @@ def test_a_reading_whose_capture_fails_stays_eager_with_a_warning_and_reads_as_b
                              Evaluator(task, config.train, device, torch.float32))
     for reading in (refused, captured, evaluation):
         reading.capture_into(lambda: pool)
+    stream = torch.cuda.current_stream()
     for _ in range(3):  # eager, then captured (or refused), then replayed
         for probe in (refused, captured, eager):
             probe.sync()
@@ -478,6 +479,7 @@ def test_a_reading_whose_capture_fails_stays_eager_with_a_warning_and_reads_as_b
             for parameter in model.parameters():
                 parameter.mul_(0.9)
     assert refused._h0.graph is None and len(refused.capture_notes) == 1  # noqa: SLF001
+    assert torch.cuda.current_stream() == stream  # the failed capture left the caller's stream current
     assert captured._h0.graph is not None and captured._full.graph is not None  # noqa: SLF001
     assert all(held.part.graph is not None for held in evaluation._splits.values())  # noqa: SLF001
 
