@@ -62,9 +62,10 @@ class Evaluator:
                     state = None
                 pred, h_last = model(x, state)
                 state = h_last if stateful else None
-                losses.append(self.task.loss(pred, y).reshape(1))
-                if mode == "device":  # the task's accuracy, as Task.score computes it
-                    scores.append((pred.argmax(dim=-1) == y).float().mean().reshape(1))
+                loss, score = self.batch_values(pred, y)
+                losses.append(loss)
+                if score is not None:
+                    scores.append(score)
                 elif mode == "own":
                     scores.append(float(self.task.score(pred, y)))
                 counts.append(y.numel())
@@ -72,9 +73,27 @@ class Evaluator:
         if not counts:
             return self.task.summarize([])  # ValueError: nothing to evaluate
         values = read_numbers(losses + (scores if mode == "device" else []))  # the one read, as float64 numbers
+        return self.summary(values, counts, scores if mode == "own" else None)
+
+    def batch_values(self, pred: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A batch's loss, shape (1,), and its score where the task scores on the device (its accuracy, as
+        Task.score computes it), else None; nothing read."""
+        loss = self.task.loss(pred, y).reshape(1)
+        if scoring(self.task) != "device":
+            return loss, None
+        return loss, (pred.argmax(dim=-1) == y).float().mean().reshape(1)
+
+    def summary(self, values: list[float], counts: list[int], own_scores: list[float] | None = None
+                ) -> dict[str, float]:
+        """The split's ``{"loss", metric}`` from ``values`` (each batch's loss, then, where the task scores on
+        the device, each batch's score: :func:`read_numbers` of :meth:`batch_values`), the batches' target
+        counts, and ``own_scores`` where the task scores on the host."""
         losses, device_scores = values[:len(counts)], values[len(counts):]
+        mode = scoring(self.task)
         if mode == "loss":  # the metric follows from each batch's loss (Task.score does the same)
             scores = [self.task.metric_from_loss(loss) for loss in losses]
         elif mode == "device":
             scores = device_scores
+        else:
+            scores = own_scores
         return self.task.summarize(zip(losses, scores, counts))

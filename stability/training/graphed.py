@@ -351,7 +351,7 @@ class StaticStep:
         self.eager_steps = 0
         self._graph = None
         self._held: list[tuple[dict, str, object]] = []  # Note [What the forward remembers]
-        self._side = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        self._side = side_stream(self.device)
 
     @property
     def h0_grad(self) -> torch.Tensor | None:
@@ -372,7 +372,7 @@ class StaticStep:
                 if attributes.get(name) is not value:
                     attributes[name] = value
         else:
-            with self._on_side_stream(), warnings.catch_warnings():
+            with on_side_stream(self._side), warnings.catch_warnings():
                 # a capturable optimizer stepped before its capture warns that it runs uncaptured: the warm-up
                 warnings.filterwarnings("ignore", message="This instance was constructed with capturable=True")
                 self._body()
@@ -458,16 +458,6 @@ class StaticStep:
                     group["lr"] = host["lr"]
                 self._lr[index] = host["lr"]
 
-    @contextlib.contextmanager
-    def _on_side_stream(self):
-        if self._side is None:
-            yield
-            return
-        self._side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self._side):
-            yield
-        torch.cuda.current_stream(self.device).wait_stream(self._side)
-
     def _body(self) -> None:
         """The step: what :meth:`capture` records. The trainer's computation, in its order."""
         model, cell = self.model, self.model.cell
@@ -491,6 +481,26 @@ class StaticStep:
         self.window.write(loss, objective, norm, score)
         self.loss, self.pred = loss.detach(), pred.detach()
         self.penalty = penalty.detach() if torch.is_tensor(penalty) else penalty
+
+
+def side_stream(device: torch.device):
+    """A stream for a step's eager calls on CUDA (:func:`on_side_stream`), None elsewhere."""
+    return torch.cuda.Stream(device) if device.type == "cuda" else None
+
+
+@contextlib.contextmanager
+def on_side_stream(side):
+    """Run the block on ``side`` (a :func:`side_stream`; None: where it is), ordered after the work queued on the
+    current stream and before what is queued after it: the eager calls before a capture run on a side stream,
+    as torch.cuda.graphs asks of a warm-up."""
+    if side is None:
+        yield
+        return
+    current = torch.cuda.current_stream(side.device)
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        yield
+    current.wait_stream(side)
 
 
 def _held_tensors(model: torch.nn.Module) -> list[tuple[dict, str, object]]:

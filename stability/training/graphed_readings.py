@@ -46,7 +46,6 @@ eager readings bit for bit (``Trainer(..., static_step=True)``).
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 from typing import Callable
@@ -55,7 +54,8 @@ import torch
 
 from .batches import batch_on, compact_batches, take, to_device
 from .evaluation import Evaluator
-from .probes import ProbeBatch, stable_norm
+from .graphed import on_side_stream, side_stream
+from .probes import ProbeBatch
 from .window import read_numbers, scoring
 
 MAX_HELD_BYTES = 64 * 2**20  # the fixed sets' batches a StaticEvaluation keeps on the device, at most
@@ -67,18 +67,19 @@ class _Captured:
 
     def __init__(self, name: str, body: Callable[[], None], device: torch.device):
         self.name, self.body, self.device = name, body, device
+        self.side = side_stream(device)  # where its eager calls run on CUDA, as a warm-up must
         self.calls = 0
         self.graph = None
         self.pool_of: PoolOf | None = None
         self.note: str | None = None  # why it stays eager, where its capture failed
 
     def run(self) -> None:
+        if self.graph is None and self._capturable():
+            self._capture()
         if self.graph is not None:
             self.graph.replay()
-        elif self._capturable():
-            self._capture()
         else:
-            with _side_stream(self.device):
+            with on_side_stream(self.side):
                 self.body()
         self.calls += 1
 
@@ -87,6 +88,7 @@ class _Captured:
                 and self.device.type == "cuda" and self.pool_of() is not None)
 
     def _capture(self) -> None:
+        """Record the body (nothing runs: :meth:`run` replays it then); where that fails, the note says why."""
         graph = torch.cuda.CUDAGraph()
         stream = torch.cuda.current_stream(self.device)
         try:
@@ -98,38 +100,21 @@ class _Captured:
             torch.cuda.set_stream(stream)
             first = (str(error).strip().splitlines() or [""])[0]
             self.note = f"the {self.name} stays eager: its capture failed ({type(error).__name__}: {first[:160]})"
-            warnings.warn(self.note, RuntimeWarning, stacklevel=3)
+            warnings.warn(self.note, RuntimeWarning, stacklevel=4)
             torch.cuda.synchronize(self.device)
-            with _side_stream(self.device):
-                self.body()
             return
         self.graph = graph
-        graph.replay()
-
-
-@contextlib.contextmanager
-def _side_stream(device: torch.device):
-    """An eager call on CUDA runs on a side stream, as a warm-up before a capture must (torch.cuda.graphs)."""
-    if device.type != "cuda":
-        yield
-        return
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        yield
-    torch.cuda.current_stream(device).wait_stream(side)
 
 
 class StaticProbe(ProbeBatch):
-    """:class:`~stability.training.probes.ProbeBatch` with ``h0_norm()`` and ``through_time()`` (with
-    ``output_h0_norm()``, computed in the same body) written over static buffers: the same ops in the same
-    order, so on the CPU the same numbers bit for bit; on CUDA each body is captured at its second call
+    """:class:`~stability.training.probes.ProbeBatch` whose ``h0_norm()`` and ``through_time()`` (with
+    ``output_h0_norm()``, computed in the same body) copy its own tensor readings (``h0_norm_tensor`` ...)
+    into static buffers, so on the CPU the same numbers bit for bit; on CUDA each body is captured at its second call
     (:meth:`capture_into`). ``sync()`` stays the eager copy of the weights, and a reading is of the weights
     last synced, as the ProbeBatch's."""
 
-    def __init__(self, model, loss, x, y, max_output_directions: int = 16, seed: int = 0):
+    def __init__(self, model, loss, x, y, max_output_directions: int = 16):
         super().__init__(model, loss, x, y, max_output_directions)
-        self._seed = seed
         self._directions = None  # built at the first (eager) call, outside any capture
         self._h0_out = torch.zeros((), dtype=torch.float64, device=self.device)
         self._norms = torch.zeros(self.x.shape[1] + 1, dtype=torch.float64, device=self.device)
@@ -161,7 +146,7 @@ class StaticProbe(ProbeBatch):
         return self._norms.cpu().numpy().copy()  # not a view of the buffer the next call writes (on the CPU)
 
     def output_h0_norm(self, seed: int = 0) -> float:
-        if seed != 0:  # other directions than the captured ones: the eager reading
+        if seed != 0:  # other directions than the captured ones (seed 0's): the eager reading
             return super().output_h0_norm(seed)
         if self._full_synced != self._synced:  # not computed at these weights by through_time yet
             self._run_full()
@@ -171,40 +156,13 @@ class StaticProbe(ProbeBatch):
         self._full.run()
         self._full_synced = self._synced
 
-    def _output_directions(self, z: torch.Tensor, seed: int) -> torch.Tensor:
-        """The directions g of :meth:`ProbeBatch.output_h0_norm` for the outputs ``z`` (B, C), as it draws them."""
-        outputs = z.shape[1]
-        if outputs <= self.max_output_directions:
-            return torch.eye(outputs, dtype=z.dtype, device=z.device)
-        generator = torch.Generator().manual_seed(seed)
-        return torch.randn(self.max_output_directions, outputs, generator=generator,
-                           dtype=z.dtype).to(z.device) / math.sqrt(self.max_output_directions)
+    def _h0_body(self) -> None:
+        self._h0_out.copy_(self.h0_norm_tensor())
 
-    def _h0_body(self) -> None:  # ProbeBatch.h0_norm's ops
-        h0 = self._initial_state()
-        pred, _ = self.shadow(self.x, h0)
-        (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
-        self._h0_out.copy_(stable_norm(grad))
-
-    def _full_body(self) -> None:  # ProbeBatch.through_time's ops (state_gradient_norms), then output_h0_norm's
-        h0 = self._initial_state()
-        probe = torch.zeros(h0.shape[0], self.x.shape[1], h0.shape[1], dtype=h0.dtype, device=h0.device,
-                            requires_grad=True)
-        self.loss(self.shadow(self.x, h0, state_probe=probe)[0], self.y).backward()
-        grads = torch.cat([h0.grad[:, None], probe.grad], dim=1)
-        self._norms.copy_(stable_norm(grads, dim=(0, 2)))
-        h0 = self._initial_state()
-        pred, _ = self.shadow(self.x, h0)
-        z = pred[:, -1] if pred.dim() == 3 else pred
-        z = z.reshape(z.shape[0], -1)
-        if self._directions is None:
-            self._directions = self._output_directions(z, self._seed)
-        rows = []
-        for index, direction in enumerate(self._directions):
-            (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(self._directions) - 1)
-            rows.append(grad)
-        per_example = stable_norm(torch.stack(rows), dim=(0, 2))
-        self._output.copy_(stable_norm(per_example) / math.sqrt(len(per_example)))
+    def _full_body(self) -> None:
+        self._norms.copy_(self.through_time_tensor())
+        output, self._directions = self.output_h0_norm_tensor(0, self._directions)  # drawn at the eager call
+        self._output.copy_(output)
 
 
 class StaticEvaluation(Evaluator):
@@ -255,43 +213,35 @@ class StaticEvaluation(Evaluator):
 
 
 class _HeldSplit:
-    """One fixed set's batches on the device and its static losses and scores."""
+    """One fixed set's batches on the device, and each batch's loss and score (:meth:`Evaluator.batch_values`)
+    written into static vectors, allocated at the first (eager) call, outside any capture."""
 
     def __init__(self, evaluator: StaticEvaluation, model, split: str, batches):
         self.evaluator, self.model, self.batches = evaluator, model, batches
-        self.device = device = evaluator.device
-        self.device_scoring = scoring(evaluator.task) == "device"
-        self.losses = None  # in the loss's dtype, allocated at the first (eager) call, outside any capture
-        self.scores = torch.zeros(len(batches), dtype=torch.float32, device=device)
-        self.part = _Captured(f"evaluation of {split}", self._body, device)
+        self.counts = [y.numel() for _, y in batches]
+        self.losses = self.scores = None
+        self.part = _Captured(f"evaluation of {split}", self._body, evaluator.device)
 
-    def _body(self) -> None:  # Evaluator._evaluate's ops, each batch's into its row
-        task, model = self.evaluator.task, self.model
+    def _body(self) -> None:
         with torch.inference_mode():
             for index, (x, y) in enumerate(self.batches):
-                pred, _ = model(x, None)
-                loss = task.loss(pred, y).reshape(1)
+                pred, _ = self.model(x, None)
+                loss, score = self.evaluator.batch_values(pred, y)
                 if self.losses is None:
-                    self.losses = torch.zeros(len(self.batches), dtype=loss.dtype, device=self.device)
+                    self.losses = loss.new_empty(len(self.batches))
+                    self.scores = None if score is None else score.new_empty(len(self.batches))
                 self.losses[index:index + 1].copy_(loss)
-                if self.device_scoring:
-                    self.scores[index:index + 1].copy_((pred.argmax(dim=-1) == y).float().mean().reshape(1))
+                if score is not None:
+                    self.scores[index:index + 1].copy_(score)
 
     def evaluate(self, model) -> dict[str, float]:
         if model is not self.model:
             raise ValueError("a StaticEvaluation evaluates the model it first evaluated")
-        task = self.evaluator.task
         was_training = model.training
         model.eval()
         try:
             self.part.run()
         finally:
             model.train(was_training)
-        count = len(self.batches)
-        values = read_numbers([self.losses, self.scores] if self.device_scoring else [self.losses])
-        losses, device_scores = values[:count], values[count:]
-        if self.device_scoring:
-            scores = device_scores
-        else:
-            scores = [task.metric_from_loss(loss) for loss in losses]
-        return task.summarize(zip(losses, scores, [y.numel() for _, y in self.batches]))
+        return self.evaluator.summary(read_numbers([self.losses] + ([] if self.scores is None else [self.scores])),
+                                      self.counts)

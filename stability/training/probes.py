@@ -119,6 +119,11 @@ def state_gradient_norms(loss_of, h0: torch.Tensor, seq_len: int, *, reduce: str
     gradient (what ‖∂L/∂h0‖ means for a batch loss, spectral paper Fig. 1);
     ``"rms"``, that divided by √B (the root mean square of the examples' norms).
     """
+    return state_gradient_norm_tensor(loss_of, h0, seq_len, reduce=reduce).cpu().numpy()
+
+
+def state_gradient_norm_tensor(loss_of, h0: torch.Tensor, seq_len: int, *, reduce: str = "frobenius") -> torch.Tensor:
+    """:func:`state_gradient_norms` as a (T+1,) tensor where ``h0`` is, nothing read from it."""
     h0 = h0.detach().clone().requires_grad_()
     probe = torch.zeros(h0.shape[0], seq_len, h0.shape[1], dtype=h0.dtype, device=h0.device, requires_grad=True)
     loss_of(h0, probe).backward()
@@ -126,7 +131,7 @@ def state_gradient_norms(loss_of, h0: torch.Tensor, seq_len: int, *, reduce: str
     norms = stable_norm(grads, dim=(0, 2))
     if reduce == "rms":
         norms = norms / math.sqrt(h0.shape[0])
-    return norms.cpu().numpy()
+    return norms
 
 
 class ProbeBatch:
@@ -185,17 +190,25 @@ class ProbeBatch:
 
     def h0_norm(self) -> float:
         with on_host():
-            h0 = self._initial_state()
-            pred, _ = self.shadow(self.x, h0)
-            (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
-            return stable_norm(grad).item()
+            return self.h0_norm_tensor().item()
 
     def through_time(self) -> np.ndarray:
+        with on_host():
+            return self.through_time_tensor().cpu().numpy()
+
+    def h0_norm_tensor(self) -> torch.Tensor:
+        """:meth:`h0_norm` as a 0-d tensor on the reading device, nothing read from it."""
+        h0 = self._initial_state()
+        pred, _ = self.shadow(self.x, h0)
+        (grad,) = torch.autograd.grad(self.loss(pred, self.y), h0)
+        return stable_norm(grad)
+
+    def through_time_tensor(self) -> torch.Tensor:
+        """:meth:`through_time` as a (T+1,) tensor on the reading device, nothing read from it."""
         def task_loss(h0, state_probe):
             return self.loss(self.shadow(self.x, h0, state_probe=state_probe)[0], self.y)
 
-        with on_host():
-            return state_gradient_norms(task_loss, self._initial_state(), self.x.shape[1])
+        return state_gradient_norm_tensor(task_loss, self._initial_state(), self.x.shape[1])
 
     def through_depth(self) -> np.ndarray | None:
         """‖∂L/∂a_l‖ for l = 0..L, the gradient reaching each layer of a cell whose one step is L layers
@@ -221,23 +234,32 @@ class ProbeBatch:
         E‖gᵀ A‖² = ‖A‖_F².
         """
         with on_host():
-            h0 = self._initial_state()
-            pred, _ = self.shadow(self.x, h0)
-            z = pred[:, -1] if pred.dim() == 3 else pred  # (B, C): the last step's output
-            z = z.reshape(z.shape[0], -1)
-            outputs = z.shape[1]
-            if outputs <= self.max_output_directions:
-                directions = torch.eye(outputs, dtype=z.dtype, device=z.device)
-            else:
-                generator = torch.Generator().manual_seed(seed)
-                directions = torch.randn(self.max_output_directions, outputs, generator=generator,
-                                         dtype=z.dtype).to(z.device) / math.sqrt(self.max_output_directions)
-            rows = []
-            for index, direction in enumerate(directions):
-                (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(directions) - 1)
-                rows.append(grad)  # (B, S): g^T A_h for each example
-            per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
-            return (stable_norm(per_example) / math.sqrt(len(per_example))).item()
+            return self.output_h0_norm_tensor(seed)[0].item()
+
+    def output_h0_norm_tensor(self, seed: int = 0, directions: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`output_h0_norm` as a 0-d tensor on the reading device, nothing read from it, and the directions
+        g it took: ``directions`` where given (those of an earlier call: the same for the same outputs and
+        ``seed``), else drawn as the class docstring says."""
+        h0 = self._initial_state()
+        pred, _ = self.shadow(self.x, h0)
+        z = pred[:, -1] if pred.dim() == 3 else pred  # (B, C): the last step's output
+        z = z.reshape(z.shape[0], -1)
+        if directions is None:
+            directions = self._output_directions(z.shape[1], seed, z.dtype, z.device)
+        rows = []
+        for index, direction in enumerate(directions):
+            (grad,) = torch.autograd.grad((z @ direction).sum(), h0, retain_graph=index < len(directions) - 1)
+            rows.append(grad)  # (B, S): g^T A_h for each example
+        per_example = stable_norm(torch.stack(rows), dim=(0, 2))  # (B,)
+        return stable_norm(per_example) / math.sqrt(len(per_example)), directions
+
+    def _output_directions(self, outputs: int, seed: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        if outputs <= self.max_output_directions:
+            return torch.eye(outputs, dtype=dtype, device=device)
+        generator = torch.Generator().manual_seed(seed)
+        return torch.randn(self.max_output_directions, outputs, generator=generator,
+                           dtype=dtype).to(device) / math.sqrt(self.max_output_directions)
 
 
 def sync_copy(shadow: nn.Module, model: nn.Module) -> None:
