@@ -124,9 +124,10 @@ def cmd_resume(args) -> int:
         if store.record(args.run_id).sweep_id is not None:  # claimed under its sweep's lock, its trial told
             with lifecycle.execution_switched(store, args.run_id, args.cuda_graphs):  # its claim reads the stored config
                 return _resume_trial(store, args)
-        lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
+        config = lifecycle.check_resumable(store, args.run_id)  # one line when it cannot resume, nothing changed
         with lifecycle.execution_switched(store, args.run_id, args.cuda_graphs):
-            config = lifecycle.check_resumable(store, args.run_id, checkpoint=False)  # as stored now
+            if args.cuda_graphs is not None:  # as the record says now
+                config.train.cuda_graphs = args.cuda_graphs
             return _train_attached(store, lambda: lifecycle.claim_resume(store, args.run_id, checkpoint=False)[0],
                                    config, args, resume=True)
 
