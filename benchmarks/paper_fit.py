@@ -45,8 +45,7 @@ def missing_data(preset, scale: str) -> str | None:
             if options.get("data") == "standin":
                 continue  # asked for the stand-in: no files read
             options["data"] = "real"
-        if "download" in valid:
-            options["download"] = False
+        options["download"] = False
         key = json.dumps([name, options], sort_keys=True, default=str)
         if key in checked:
             continue
@@ -73,15 +72,15 @@ def fitting(cost_path: Path, budget_s: float, factor: float = 2.0, scale: str = 
         raise ValueError(f"{cost_path} is not a paper-cost table (benchmarks/paper_scale.py --save): no rows")
     shipped = {info.name for info in loading.available()}
     wanted = []
-    for row in data["rows"]:
-        name = row.get("preset") if isinstance(row, dict) else None
-        projected = row.get("graphed_seconds") if isinstance(row, dict) else None
-        if projected is None and isinstance(row, dict):
+    for entry in data["rows"]:
+        row = entry if isinstance(entry, dict) else {}
+        name, failed = row.get("preset"), row.get("failed")
+        projected = row.get("graphed_seconds")
+        if projected is None:
             projected = row.get("seconds")
-        if not name or not isinstance(projected, (int, float)) or projected <= 0 or row.get("failed"):
-            failed = row.get("failed") if isinstance(row, dict) else None
+        if not name or not isinstance(projected, (int, float)) or projected <= 0 or failed:
             why = f" ({'; '.join(map(str, failed))})" if failed else ""
-            say(f"{name or repr(row)}: not timed in the table{why}")
+            say(f"{name or repr(entry)}: not timed in the table{why}")
             continue
         if name not in shipped:
             say(f"{name}: not a shipped preset")
